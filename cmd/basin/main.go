@@ -1,0 +1,119 @@
+// Command basin is Basin's single binary: `basin serve` runs the service; every other
+// command is a client of its REST API (see `basin help`).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/basin-nas/basin/internal/cli"
+	"github.com/basin-nas/basin/internal/config"
+	"github.com/basin-nas/basin/internal/daemon"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		os.Exit(serve(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		fmt.Println("basin", version)
+		return
+	}
+	os.Exit(cli.Main(os.Args[1:], cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}))
+}
+
+var version = "dev"
+
+// multiFlag collects a repeatable flag.
+type multiFlag struct {
+	vals []string
+	set  bool
+}
+
+func (m *multiFlag) String() string { return strings.Join(m.vals, ",") }
+func (m *multiFlag) Set(v string) error {
+	if !m.set {
+		m.vals, m.set = nil, true
+	}
+	m.vals = append(m.vals, v)
+	return nil
+}
+
+// sizeFlag parses sizes like 64G, 64GiB, 512M or plain bytes.
+type sizeFlag struct{ n *int64 }
+
+func (s sizeFlag) String() string {
+	if s.n == nil {
+		return ""
+	}
+	return strconv.FormatInt(*s.n, 10)
+}
+
+func (s sizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	*s.n = n
+	return nil
+}
+
+func parseSize(v string) (int64, error) {
+	u := strings.ToUpper(strings.TrimSpace(v))
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "IB"), "B")
+	mult := int64(1)
+	if len(u) > 0 {
+		if i := strings.IndexByte("KMGTP", u[len(u)-1]); i >= 0 {
+			mult = int64(1) << (10 * (i + 1))
+			u = u[:len(u)-1]
+		}
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 64G)", v)
+	}
+	return n * mult, nil
+}
+
+func serve(args []string) int {
+	cfg := config.Default()
+	fs := flag.NewFlagSet("basin serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the database, owner key, store image and mount points")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address")
+	locs := &multiFlag{vals: cfg.Locations}
+	fs.Var(locs, "location", "location ID to serve (repeatable)")
+	fs.StringVar(&cfg.Store, "store", "", "existing btrfs directory to keep volumes in (default: an image file under --data-dir)")
+	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
+	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	fs.Int64Var(&cfg.Limits.MinVolumeGib, "min-volume-gib", cfg.Limits.MinVolumeGib, "smallest volume capacity in GiB")
+	fs.Int64Var(&cfg.Limits.MaxVolumeGib, "max-volume-gib", cfg.Limits.MaxVolumeGib, "largest volume capacity in GiB")
+	fs.Int64Var(&cfg.Limits.MinPoolGib, "min-pool-gib", cfg.Limits.MinPoolGib, "smallest pool capacity in GiB")
+	fs.IntVar(&cfg.Limits.MaxSnapshotsPerVol, "max-snapshots", cfg.Limits.MaxSnapshotsPerVol, "snapshots per volume")
+	fs.IntVar(&cfg.Limits.MaxExportRules, "max-export-rules", cfg.Limits.MaxExportRules, "export rules per volume")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg.Locations = locs.vals
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "basin serve: --log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := daemon.Run(ctx, cfg, log); err != nil {
+		log.Error("basin serve failed", "err", err)
+		return 1
+	}
+	log.Info("stopped cleanly")
+	return 0
+}

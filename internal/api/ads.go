@@ -1,0 +1,251 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+var adFields = fieldRules{
+	mutable: []string{"domain", "site", "dns", "netBiosPrefix", "organizationalUnit", "aesEncryption", "username", "password",
+		"backupOperators", "administrators", "securityOperators", "kdcHostname", "kdcIp", "nfsUsersWithLdap", "description",
+		"ldapSigning", "encryptDcConnections", "labels"},
+	output: []string{"createTime", "state", "stateDetails"},
+}
+
+func (s *Server) routeADs(rq *request, p parent, rest []string, verb string) {
+	m := rq.r.Method
+	switch {
+	case len(rest) == 0 && verb == "" && m == http.MethodGet:
+		s.listADs(rq, p)
+	case len(rest) == 0 && verb == "" && m == http.MethodPost:
+		s.createAD(rq, p)
+	case len(rest) == 1 && verb == "" && m == http.MethodGet:
+		s.getAD(rq, p, rest[0])
+	case len(rest) == 1 && verb == "" && m == http.MethodPatch:
+		s.updateAD(rq, p, rest[0])
+	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
+		s.deleteAD(rq, p, rest[0])
+	default:
+		s.notFound(rq)
+	}
+}
+
+func (s *Server) listADs(rq *request, p parent) {
+	lq, err := parseListQuery(rq.q, p.name()+"/activeDirectories", "name")
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var items []apiv1.ActiveDirectory
+	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+		for _, lp := range s.locationsOf(p) {
+			ads, err := store.List[model.ActiveDirectory](tx, store.KindActiveDirectory, lp.name())
+			if err != nil {
+				return err
+			}
+			for _, a := range ads {
+				w, err := s.renderAD(tx, a)
+				if err != nil {
+					return err
+				}
+				items = append(items, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	out, next, err := page(lq, items, func(x apiv1.ActiveDirectory) string { return x.Name })
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, apiv1.ListActiveDirectoriesResponse{ActiveDirectories: out, NextPageToken: next})
+}
+
+func (s *Server) getAD(rq *request, p parent, id string) {
+	if err := checkPathID("Active Directory", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var w apiv1.ActiveDirectory
+	err := s.st.View(rq.ctx, func(tx store.Tx) error {
+		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, p.name()+"/activeDirectories/"+id)
+		if err != nil {
+			return err
+		}
+		w, err = s.renderAD(tx, a)
+		return err
+	})
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, w)
+}
+
+func adFromWire(w *apiv1.ActiveDirectory, a *model.ActiveDirectory, fields []string) {
+	for _, f := range fields {
+		switch f {
+		case "domain":
+			a.Domain = w.Domain
+		case "site":
+			a.Site = w.Site
+		case "dns":
+			a.DNS = w.DNS
+		case "netBiosPrefix":
+			a.NetBiosPrefix = w.NetBiosPrefix
+		case "organizationalUnit":
+			a.OrganizationalUnit = w.OrganizationalUnit
+		case "aesEncryption":
+			a.AesEncryption = w.AesEncryption
+		case "username":
+			a.Username = w.Username
+		case "password":
+			a.Password = w.Password
+		case "backupOperators":
+			a.BackupOperators = w.BackupOperators
+		case "administrators":
+			a.Administrators = w.Administrators
+		case "securityOperators":
+			a.SecurityOperators = w.SecurityOperators
+		case "kdcHostname":
+			a.KdcHostname = w.KdcHostname
+		case "kdcIp":
+			a.KdcIP = w.KdcIP
+		case "nfsUsersWithLdap":
+			a.NfsUsersWithLdap = w.NfsUsersWithLdap
+		case "description":
+			a.Desc = w.Description
+		case "ldapSigning":
+			a.LdapSigning = w.LdapSigning
+		case "encryptDcConnections":
+			a.EncryptDcConnections = w.EncryptDcConnections
+		case "labels":
+			a.Labels = w.Labels
+		}
+	}
+}
+
+func validateAD(a *model.ActiveDirectory) error {
+	for _, req := range []struct{ field, val string }{{"domain", a.Domain}, {"dns", a.DNS}, {"netBiosPrefix", a.NetBiosPrefix},
+		{"username", a.Username}, {"password", a.Password}} {
+		if strings.TrimSpace(req.val) == "" {
+			return model.Invalid(req.field, "is required")
+		}
+	}
+	for _, d := range strings.Split(a.DNS, ",") {
+		if _, err := netip.ParseAddr(strings.TrimSpace(d)); err != nil {
+			return model.Invalid("dns", "%q is not an IP address", strings.TrimSpace(d))
+		}
+	}
+	if len(a.NetBiosPrefix) > 10 || !idRE.MatchString(a.NetBiosPrefix) {
+		return model.Invalid("netBiosPrefix", "must be 1-10 letters, digits or hyphens, starting with a letter")
+	}
+	if a.KdcIP != "" {
+		if _, err := netip.ParseAddr(a.KdcIP); err != nil {
+			return model.Invalid("kdcIp", "%q is not an IP address", a.KdcIP)
+		}
+	}
+	return checkMeta(&a.Meta)
+}
+
+func (s *Server) createAD(rq *request, p parent) {
+	id := rq.q.Get("activeDirectoryId")
+	if err := checkID("activeDirectoryId", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var w apiv1.ActiveDirectory
+	if _, err := s.readBody(rq, &w); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	a := &model.ActiveDirectory{Meta: model.Meta{Project: p.project, Location: p.location, ID: id, CreateTime: s.now().UTC(), State: model.StateCreating}}
+	adFromWire(&w, a, adFields.mutable)
+	if err := validateAD(a); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	op := s.newOperation(p, model.OpADCreate, a.Name())
+	s.startOperation(rq, op, func(tx store.Tx) error {
+		return tx.Insert(store.KindActiveDirectory, a.Name(), p.name(), a)
+	})
+}
+
+func (s *Server) updateAD(rq *request, p parent, id string) {
+	if err := checkPathID("Active Directory", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var w apiv1.ActiveDirectory
+	present, err := s.readBody(rq, &w)
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	name := p.name() + "/activeDirectories/" + id
+	if err := checkBodyName(w.Name, name); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	op := s.newOperation(p, model.OpADUpdate, name)
+	s.startOperation(rq, op, func(tx store.Tx) error {
+		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, name)
+		if err != nil {
+			return err
+		}
+		if a.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is %s; wait for its operation to finish", id, a.State)
+		}
+		cur := adToWire(a, false)
+		paths, err := updatePaths(rq.q, adFields, present, &w, &cur)
+		if err != nil {
+			return err
+		}
+		op.Prev, _ = json.Marshal(a)
+		adFromWire(&w, a, paths)
+		if err := validateAD(a); err != nil {
+			return err
+		}
+		a.State = model.StateUpdating
+		return store.PutAD(tx, a)
+	})
+}
+
+func (s *Server) deleteAD(rq *request, p parent, id string) {
+	if err := checkPathID("Active Directory", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	name := p.name() + "/activeDirectories/" + id
+	op := s.newOperation(p, model.OpADDelete, name)
+	s.startOperation(rq, op, func(tx store.Tx) error {
+		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, name)
+		if err != nil {
+			return err
+		}
+		if a.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is %s", id, a.State)
+		}
+		pools, err := store.List[model.Pool](tx, store.KindPool, p.name())
+		if err != nil {
+			return err
+		}
+		for _, pl := range pools {
+			if pl.ActiveDirectory == name {
+				return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is in use by storage pool %s", id, pl.ID)
+			}
+		}
+		a.State = model.StateDeleting
+		return store.PutAD(tx, a)
+	})
+}

@@ -1,0 +1,323 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+func poolState(s model.State) apiv1.PoolState {
+	v, _ := apiv1.PoolStateEnum.Parse(string(s))
+	return apiv1.PoolState(v)
+}
+
+func volumeState(s model.State) apiv1.VolumeState {
+	v, _ := apiv1.VolumeStateEnum.Parse(string(s))
+	return apiv1.VolumeState(v)
+}
+
+func snapshotState(s model.State) apiv1.SnapshotState {
+	v, _ := apiv1.SnapshotStateEnum.Parse(string(s))
+	return apiv1.SnapshotState(v)
+}
+
+func adState(s model.State) apiv1.ActiveDirectoryState {
+	v, _ := apiv1.ActiveDirectoryStateEnum.Parse(string(s))
+	return apiv1.ActiveDirectoryState(v)
+}
+
+func nilIfEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// poolStats are a pool's aggregates over its volumes.
+type poolStats struct {
+	capacityGib int64
+	count       int32
+	throughput  float64 // Σ assigned throughput (MANUAL pools)
+}
+
+// statsByPool computes the aggregates of every pool in a location.
+func statsByPool(vols []*model.Volume) map[string]*poolStats {
+	out := map[string]*poolStats{}
+	for _, v := range vols {
+		st := out[v.PoolName()]
+		if st == nil {
+			st = &poolStats{}
+			out[v.PoolName()] = st
+		}
+		st.capacityGib += v.CapacityGib
+		st.count++
+		st.throughput += v.ThroughputMibps
+	}
+	return out
+}
+
+func (s *Server) poolToWire(p *model.Pool, st *poolStats) apiv1.StoragePool {
+	if st == nil {
+		st = &poolStats{}
+	}
+	w := apiv1.StoragePool{
+		Name: p.Name(), ServiceLevel: apiv1.ServiceLevel(p.ServiceLevel), CapacityGib: apiv1.Int64(p.CapacityGib),
+		VolumeCapacityGib: apiv1.Int64(st.capacityGib), VolumeCount: st.count,
+		State: poolState(p.State), StateDetails: p.Details, CreateTime: apiv1.FormatTime(p.CreateTime),
+		Description: p.Desc, Labels: nilIfEmpty(p.Labels), Network: p.Network, ActiveDirectory: p.ActiveDirectory,
+		LdapEnabled: p.LdapEnabled, EncryptionType: apiv1.EncryptionType(1), AllowAutoTiering: p.AllowAutoTiering,
+		Zone: p.Zone, ReplicaZone: p.ReplicaZone, CustomPerformanceEnabled: p.CustomPerformanceEnabled,
+		TotalThroughputMibps: apiv1.Int64(p.TotalThroughputMibps), TotalIops: apiv1.Int64(p.TotalIops),
+		QosType: apiv1.QosType(p.QosType),
+	}
+	if p.QosType == model.QosManual {
+		w.AvailableThroughputMibps = apiv1.Double(roundMibps(model.PoolBudgetMibps(p, s.opts.Limits) - st.throughput))
+	}
+	return w
+}
+
+func roundMibps(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+func exportRulesToWire(rules []model.ExportRule) []apiv1.SimpleExportPolicyRule {
+	out := make([]apiv1.SimpleExportPolicyRule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, apiv1.SimpleExportPolicyRule{
+			AllowedClients: r.AllowedClients, HasRootAccess: r.HasRootAccess,
+			AccessType: (*apiv1.AccessType)(r.AccessType), Nfsv3: r.NFSv3, Nfsv4: r.NFSv4,
+			Kerberos5ReadOnly: r.Kerberos5ReadOnly, Kerberos5ReadWrite: r.Kerberos5ReadWrite,
+			Kerberos5iReadOnly: r.Kerberos5iReadOnly, Kerberos5iReadWrite: r.Kerberos5iReadWrite,
+			Kerberos5pReadOnly: r.Kerberos5pReadOnly, Kerberos5pReadWrite: r.Kerberos5pReadWrite,
+			SquashMode: (*apiv1.SquashMode)(r.SquashMode), AnonUid: (*apiv1.Int64)(r.AnonUID),
+		})
+	}
+	return out
+}
+
+func exportRulesFromWire(rules []apiv1.SimpleExportPolicyRule) []model.ExportRule {
+	out := make([]model.ExportRule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, model.ExportRule{
+			AllowedClients: r.AllowedClients, HasRootAccess: r.HasRootAccess,
+			AccessType: (*int32)(r.AccessType), NFSv3: r.Nfsv3, NFSv4: r.Nfsv4,
+			Kerberos5ReadOnly: r.Kerberos5ReadOnly, Kerberos5ReadWrite: r.Kerberos5ReadWrite,
+			Kerberos5iReadOnly: r.Kerberos5iReadOnly, Kerberos5iReadWrite: r.Kerberos5iReadWrite,
+			Kerberos5pReadOnly: r.Kerberos5pReadOnly, Kerberos5pReadWrite: r.Kerberos5pReadWrite,
+			SquashMode: (*int32)(r.SquashMode), AnonUID: (*int64)(r.AnonUid),
+		})
+	}
+	return out
+}
+
+func scheduleToWire(s *model.Schedule) *apiv1.Schedule {
+	if s == nil {
+		return nil
+	}
+	return &apiv1.Schedule{SnapshotsToKeep: (*apiv1.Double)(s.SnapshotsToKeep), Minute: (*apiv1.Double)(s.Minute),
+		Hour: (*apiv1.Double)(s.Hour), Day: s.Day, DaysOfMonth: s.DaysOfMonth}
+}
+
+func scheduleFromWire(s *apiv1.Schedule) *model.Schedule {
+	if s == nil {
+		return nil
+	}
+	return &model.Schedule{SnapshotsToKeep: (*float64)(s.SnapshotsToKeep), Minute: (*float64)(s.Minute),
+		Hour: (*float64)(s.Hour), Day: s.Day, DaysOfMonth: s.DaysOfMonth}
+}
+
+func snapshotPolicyToWire(p *model.SnapshotPolicy) *apiv1.SnapshotPolicy {
+	if p == nil {
+		return nil
+	}
+	return &apiv1.SnapshotPolicy{Enabled: p.Enabled, HourlySchedule: scheduleToWire(p.Hourly),
+		DailySchedule: scheduleToWire(p.Daily), WeeklySchedule: scheduleToWire(p.Weekly), MonthlySchedule: scheduleToWire(p.Monthly)}
+}
+
+func snapshotPolicyFromWire(p *apiv1.SnapshotPolicy) *model.SnapshotPolicy {
+	if p == nil {
+		return nil
+	}
+	return &model.SnapshotPolicy{Enabled: p.Enabled, Hourly: scheduleFromWire(p.HourlySchedule),
+		Daily: scheduleFromWire(p.DailySchedule), Weekly: scheduleFromWire(p.WeeklySchedule), Monthly: scheduleFromWire(p.MonthlySchedule)}
+}
+
+// volumeToWire renders a volume; pool may be nil (deleted meanwhile), in which case
+// the fields inherited from it are left out.
+func (s *Server) volumeToWire(v *model.Volume, pool *model.Pool) apiv1.Volume {
+	w := apiv1.Volume{
+		Name: v.Name(), State: volumeState(v.State), StateDetails: v.Details, CreateTime: apiv1.FormatTime(v.CreateTime),
+		ShareName: v.ShareName, StoragePool: v.StoragePool, CapacityGib: apiv1.Int64(v.CapacityGib),
+		UnixPermissions: v.UnixPermissions, Labels: nilIfEmpty(v.Labels), Description: v.Desc,
+		SnapshotPolicy: snapshotPolicyToWire(v.SnapshotPolicy), SnapReserve: apiv1.Double(v.SnapReserve),
+		SnapshotDirectory: v.SnapshotDirectory, UsedGib: apiv1.Int64(ceilGiB(v.UsedBytes)),
+		SecurityStyle: apiv1.SecurityStyle(v.SecurityStyle), KerberosEnabled: v.KerberosEnabled,
+		EncryptionType: apiv1.EncryptionType(1),
+	}
+	if v.HasExportPolicy {
+		w.ExportPolicy = &apiv1.ExportPolicy{Rules: exportRulesToWire(v.ExportRules)}
+	}
+	for _, p := range v.Protocols {
+		w.Protocols = append(w.Protocols, apiv1.Protocol(p))
+	}
+	for _, x := range v.SMBSettings {
+		w.SmbSettings = append(w.SmbSettings, apiv1.SMBSetting(x))
+	}
+	for _, x := range v.RestrictedActions {
+		w.RestrictedActions = append(w.RestrictedActions, apiv1.RestrictedAction(x))
+	}
+	if v.SourceSnapshot != "" {
+		src := v.SourceSnapshot
+		vol := src
+		if i := strings.LastIndex(src, "/snapshots/"); i >= 0 {
+			vol = src[:i]
+		}
+		w.CloneDetails = &apiv1.CloneDetails{SourceSnapshot: src, SourceVolume: vol}
+	}
+	if pool != nil {
+		w.Network, w.ServiceLevel = pool.Network, apiv1.ServiceLevel(pool.ServiceLevel)
+		w.ActiveDirectory, w.LdapEnabled = pool.ActiveDirectory, pool.LdapEnabled
+		w.ThroughputMibps = apiv1.Double(roundMibps(model.VolumeThroughputMibps(v, pool, s.opts.Limits)))
+	}
+	return w
+}
+
+func ceilGiB(b int64) int64 {
+	if b <= 0 {
+		return 0
+	}
+	return (b + 1<<30 - 1) >> 30
+}
+
+func snapshotToWire(sn *model.Snapshot) apiv1.Snapshot {
+	return apiv1.Snapshot{Name: sn.Name(), State: snapshotState(sn.State), StateDetails: sn.Details,
+		Description: sn.Desc, UsedBytes: apiv1.Double(sn.UsedBytes), CreateTime: apiv1.FormatTime(sn.CreateTime),
+		Labels: nilIfEmpty(sn.Labels)}
+}
+
+// adToWire renders an AD policy without its password. inUse reports that a pool
+// references it.
+func adToWire(a *model.ActiveDirectory, inUse bool) apiv1.ActiveDirectory {
+	state := a.State
+	if inUse && state == model.StateReady {
+		state = model.StateInUse
+	}
+	return apiv1.ActiveDirectory{
+		Name: a.Name(), CreateTime: apiv1.FormatTime(a.CreateTime), State: adState(state), Domain: a.Domain,
+		Site: a.Site, DNS: a.DNS, NetBiosPrefix: a.NetBiosPrefix, OrganizationalUnit: a.OrganizationalUnit,
+		AesEncryption: a.AesEncryption, Username: a.Username, BackupOperators: a.BackupOperators,
+		Administrators: a.Administrators, SecurityOperators: a.SecurityOperators, KdcHostname: a.KdcHostname,
+		KdcIP: a.KdcIP, NfsUsersWithLdap: a.NfsUsersWithLdap, Description: a.Desc, LdapSigning: a.LdapSigning,
+		EncryptDcConnections: a.EncryptDcConnections, Labels: nilIfEmpty(a.Labels), StateDetails: a.Details,
+	}
+}
+
+// render helpers that look up what a resource's wire form derives from.
+
+func (s *Server) renderPool(tx store.Tx, p *model.Pool) (apiv1.StoragePool, error) {
+	vols, err := store.List[model.Volume](tx, store.KindVolume, model.LocationName(p.Project, p.Location))
+	if err != nil {
+		return apiv1.StoragePool{}, err
+	}
+	return s.poolToWire(p, statsByPool(vols)[p.Name()]), nil
+}
+
+func (s *Server) renderVolume(tx store.Tx, v *model.Volume) (apiv1.Volume, error) {
+	pool, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+	if errors.Is(err, model.ErrNotFound) {
+		return s.volumeToWire(v, nil), nil
+	}
+	if err != nil {
+		return apiv1.Volume{}, err
+	}
+	return s.volumeToWire(v, pool), nil
+}
+
+func (s *Server) renderAD(tx store.Tx, a *model.ActiveDirectory) (apiv1.ActiveDirectory, error) {
+	pools, err := store.List[model.Pool](tx, store.KindPool, model.LocationName(a.Project, a.Location))
+	if err != nil {
+		return apiv1.ActiveDirectory{}, err
+	}
+	inUse := false
+	for _, p := range pools {
+		inUse = inUse || p.ActiveDirectory == a.Name()
+	}
+	return adToWire(a, inUse), nil
+}
+
+// operationToWire renders an operation; a finished one carries its result as an
+// Any, or Empty for deletes, or its error as a google.rpc.Status.
+func (s *Server) operationToWire(ctx context.Context, op *model.Operation) (apiv1.Operation, error) {
+	w := apiv1.Operation{
+		Name: op.Name(),
+		Metadata: &apiv1.OperationMetadata{
+			Type: apiv1.TypeOperationMetadata, CreateTime: apiv1.FormatTime(op.CreateTime),
+			EndTime: apiv1.FormatTime(op.EndTime), Target: op.Target, Verb: op.Kind.Verb(),
+			StatusMessage: op.StatusMessage, RequestedCancellation: op.RequestedCancellation, APIVersion: "v1",
+		},
+		Done: op.Done,
+	}
+	if !op.Done {
+		return w, nil
+	}
+	if op.Error != nil {
+		w.Error = &apiv1.Status{Code: op.Error.Code, Message: op.Error.Message}
+		return w, nil
+	}
+	var err error
+	err = s.st.View(ctx, func(tx store.Tx) error {
+		w.Response, err = s.renderResponse(tx, op)
+		return err
+	})
+	return w, err
+}
+
+func (s *Server) renderResponse(tx store.Tx, op *model.Operation) (json.RawMessage, error) {
+	if op.Response == nil {
+		return apiv1.AnyOf(apiv1.TypeEmpty, struct{}{})
+	}
+	switch op.Kind {
+	case model.OpPoolCreate, model.OpPoolUpdate:
+		var p model.Pool
+		if err := json.Unmarshal(op.Response, &p); err != nil {
+			return nil, err
+		}
+		w, err := s.renderPool(tx, &p)
+		if err != nil {
+			return nil, err
+		}
+		return apiv1.AnyOf(apiv1.TypeStoragePool, w)
+	case model.OpVolumeCreate, model.OpVolumeUpdate, model.OpVolumeRevert:
+		var v model.Volume
+		if err := json.Unmarshal(op.Response, &v); err != nil {
+			return nil, err
+		}
+		w, err := s.renderVolume(tx, &v)
+		if err != nil {
+			return nil, err
+		}
+		return apiv1.AnyOf(apiv1.TypeVolume, w)
+	case model.OpSnapshotCreate, model.OpSnapshotUpdate:
+		var sn model.Snapshot
+		if err := json.Unmarshal(op.Response, &sn); err != nil {
+			return nil, err
+		}
+		return apiv1.AnyOf(apiv1.TypeSnapshot, snapshotToWire(&sn))
+	case model.OpADCreate, model.OpADUpdate:
+		var a model.ActiveDirectory
+		if err := json.Unmarshal(op.Response, &a); err != nil {
+			return nil, err
+		}
+		w, err := s.renderAD(tx, &a)
+		if err != nil {
+			return nil, err
+		}
+		return apiv1.AnyOf(apiv1.TypeActiveDirectory, w)
+	}
+	return nil, fmt.Errorf("operation %s: no response type for kind %s", op.ID, op.Kind)
+}

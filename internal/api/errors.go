@@ -1,0 +1,63 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/model"
+)
+
+// statusOf maps an error to its HTTP status, canonical code name and gRPC code
+// (API.md §6.2). This is the only place that decides statuses.
+func statusOf(err error) (httpStatus int, name string, code int32) {
+	switch {
+	case errors.Is(err, model.ErrInvalid):
+		return http.StatusBadRequest, "INVALID_ARGUMENT", 3
+	case errors.Is(err, model.ErrFailedPrecondition):
+		return http.StatusBadRequest, "FAILED_PRECONDITION", 9
+	case errors.Is(err, model.ErrUnauthenticated):
+		return http.StatusUnauthorized, "UNAUTHENTICATED", 16
+	case errors.Is(err, model.ErrPermissionDenied):
+		return http.StatusForbidden, "PERMISSION_DENIED", 7
+	case errors.Is(err, model.ErrNotFound):
+		return http.StatusNotFound, "NOT_FOUND", 5
+	case errors.Is(err, model.ErrAlreadyExists):
+		return http.StatusConflict, "ALREADY_EXISTS", 6
+	case errors.Is(err, model.ErrAborted):
+		return http.StatusConflict, "ABORTED", 10
+	case errors.Is(err, model.ErrResourceExhausted):
+		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", 8
+	case errors.Is(err, model.ErrCancelled):
+		return 499, "CANCELLED", 1
+	case errors.Is(err, model.ErrUnimplemented):
+		return http.StatusNotImplemented, "UNIMPLEMENTED", 12
+	}
+	return http.StatusInternalServerError, "INTERNAL", 13
+}
+
+var reasons = map[string]string{
+	"NOT_FOUND": "RESOURCE_NOT_FOUND", "ALREADY_EXISTS": "RESOURCE_ALREADY_EXISTS",
+	"FAILED_PRECONDITION": "FAILED_PRECONDITION", "UNAUTHENTICATED": "ACCESS_TOKEN_INVALID",
+	"PERMISSION_DENIED": "IAM_PERMISSION_DENIED", "UNIMPLEMENTED": "METHOD_NOT_IMPLEMENTED",
+}
+
+// writeError sends the error body of API.md §6.1. Internal errors are logged with
+// their detail and answered with a generic message.
+func (s *Server) writeError(rq *request, err error) {
+	status, name, _ := statusOf(err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		s.log.Error("internal error", "err", err, "request_id", rq.id, "path", rq.r.URL.Path)
+		msg = "Internal error; see the server log for request " + rq.id
+	}
+	body := apiv1.ErrorBody{Error: apiv1.HTTPError{Code: status, Message: msg, Status: name}}
+	var fe *model.FieldError
+	if errors.As(err, &fe) {
+		body.Error.Details = append(body.Error.Details, apiv1.BadRequest{Type: apiv1.TypeBadRequest,
+			FieldViolations: []apiv1.FieldViolation{{Field: fe.Field, Description: fe.Msg}}})
+	} else if reason, ok := reasons[name]; ok {
+		body.Error.Details = append(body.Error.Details, apiv1.ErrorInfo{Type: apiv1.TypeErrorInfo, Reason: reason, Domain: "netapp.googleapis.com"})
+	}
+	s.writeJSON(rq, status, body)
+}

@@ -1,0 +1,206 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/model"
+)
+
+const (
+	defaultPageSize = 50
+	maxPageSize     = 1000
+)
+
+// listQuery is a list request's filter, order and page.
+type listQuery struct {
+	filter   *Filter
+	order    []orderKey
+	pageSize int
+	after    *cursor
+	hash     string
+}
+
+type orderKey struct {
+	path []string
+	desc bool
+}
+
+// cursor is the position after the last item of a page: its sort values and name.
+// Resuming from values rather than an offset keeps pages stable when items are
+// inserted or deleted between requests.
+type cursor struct {
+	Values []string `json:"v"`
+	Name   string   `json:"n"`
+	Hash   string   `json:"h"`
+}
+
+// parseListQuery reads pageSize, pageToken, filter and orderBy. parent and
+// defaultOrder are part of what a page token is bound to.
+func parseListQuery(q url.Values, parent, defaultOrder string) (*listQuery, error) {
+	lq := &listQuery{pageSize: defaultPageSize}
+	if s := q.Get("pageSize"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, model.Invalid("pageSize", "must be a non-negative integer, got %q", s)
+		}
+		if n > maxPageSize {
+			n = maxPageSize
+		}
+		if n > 0 {
+			lq.pageSize = n
+		}
+	}
+	f, err := ParseFilter(q.Get("filter"))
+	if err != nil {
+		return nil, model.Invalid("filter", "%v", err)
+	}
+	lq.filter = f
+	order := q.Get("orderBy")
+	if order == "" {
+		order = defaultOrder
+	}
+	for _, part := range strings.Split(order, ",") {
+		fields := strings.Fields(part)
+		if len(fields) == 0 {
+			continue
+		}
+		if len(fields) > 2 || (len(fields) == 2 && fields[1] != "desc" && fields[1] != "asc") {
+			return nil, model.Invalid("orderBy", "expected \"field [asc|desc]\" items, got %q", part)
+		}
+		path, err := fieldPath(fields[0])
+		if err != nil {
+			return nil, model.Invalid("orderBy", "%v", err)
+		}
+		lq.order = append(lq.order, orderKey{path: path, desc: len(fields) == 2 && fields[1] == "desc"})
+	}
+	sum := sha256.Sum256([]byte(parent + "\x00" + q.Get("filter") + "\x00" + order))
+	lq.hash = hex.EncodeToString(sum[:6])
+	if tok := q.Get("pageToken"); tok != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(tok)
+		var c cursor
+		if err != nil || json.Unmarshal(raw, &c) != nil || len(c.Values) != len(lq.order) {
+			return nil, model.Invalid("pageToken", "is not a page token this service issued")
+		}
+		if c.Hash != lq.hash {
+			return nil, model.Invalid("pageToken", "was issued for a different parent, filter or orderBy")
+		}
+		lq.after = &c
+	}
+	return lq, nil
+}
+
+type listItem[T any] struct {
+	wire T
+	obj  map[string]any
+	keys []string
+	name string
+}
+
+// page filters, orders and pages items (wire resources), returning the page and the
+// next page token ("" at the end).
+func page[T any](lq *listQuery, items []T, nameOf func(T) string) ([]T, string, error) {
+	var sel []listItem[T]
+	for _, it := range items {
+		b, err := json.Marshal(it)
+		if err != nil {
+			return nil, "", err
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return nil, "", err
+		}
+		if !lq.filter.Match(obj) {
+			continue
+		}
+		li := listItem[T]{wire: it, obj: obj, name: nameOf(it)}
+		for _, k := range lq.order {
+			li.keys = append(li.keys, sortValue(obj, k.path))
+		}
+		sel = append(sel, li)
+	}
+	cmp := func(aKeys []string, aName string, bKeys []string, bName string) int {
+		for i, k := range lq.order {
+			c := compareSortValues(aKeys[i], bKeys[i])
+			if k.desc {
+				c = -c
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(aName, bName)
+	}
+	slices.SortFunc(sel, func(a, b listItem[T]) int { return cmp(a.keys, a.name, b.keys, b.name) })
+	start := 0
+	if lq.after != nil {
+		start = len(sel)
+		for i, li := range sel {
+			if cmp(li.keys, li.name, lq.after.Values, lq.after.Name) > 0 {
+				start = i
+				break
+			}
+		}
+	}
+	end := min(start+lq.pageSize, len(sel))
+	out := make([]T, 0, end-start)
+	for _, li := range sel[start:end] {
+		out = append(out, li.wire)
+	}
+	next := ""
+	if end < len(sel) {
+		last := sel[end-1]
+		b, _ := json.Marshal(cursor{Values: last.keys, Name: last.name, Hash: lq.hash})
+		next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return out, next, nil
+}
+
+func sortValue(obj map[string]any, path []string) string {
+	var cur any = obj
+	for _, seg := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = m[seg]
+	}
+	switch t := cur.(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	default:
+		b, _ := json.Marshal(t)
+		return string(b)
+	}
+}
+
+// compareSortValues orders numerically when both values are numbers (int64 fields
+// arrive as strings), else as strings (RFC 3339 UTC timestamps sort correctly as
+// strings only with equal precision, so those are compared as numbers of nanoseconds).
+func compareSortValues(a, b string) int {
+	fa, ea := strconv.ParseFloat(a, 64)
+	fb, eb := strconv.ParseFloat(b, 64)
+	if ea == nil && eb == nil {
+		switch {
+		case fa < fb:
+			return -1
+		case fa > fb:
+			return 1
+		}
+		return 0
+	}
+	if ta, ok := parseTime(a); ok {
+		if tb, ok := parseTime(b); ok {
+			return ta.Compare(tb)
+		}
+	}
+	return strings.Compare(a, b)
+}

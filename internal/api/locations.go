@@ -1,0 +1,40 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/basin-nas/basin/internal/apiv1"
+)
+
+func (s *Server) location(p parent) apiv1.Location {
+	return apiv1.Location{
+		Name: p.name(), LocationID: p.location, DisplayName: p.location,
+		Metadata: &apiv1.LocationMetadata{
+			Type:                     apiv1.TypeLocationMetadata,
+			SupportedServiceLevels:   []apiv1.ServiceLevel{1, 2, 3, 4},
+			SupportedFlexPerformance: []apiv1.FlexPerformance{1, 2},
+		},
+	}
+}
+
+func (s *Server) listLocations(rq *request, project string) {
+	lq, err := parseListQuery(rq.q, "projects/"+project, "name")
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	items := make([]apiv1.Location, 0, len(s.opts.Locations))
+	for _, l := range s.opts.Locations {
+		items = append(items, s.location(parent{project: project, location: l}))
+	}
+	out, next, err := page(lq, items, func(x apiv1.Location) string { return x.Name })
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, apiv1.ListLocationsResponse{Locations: out, NextPageToken: next})
+}
+
+func (s *Server) getLocation(rq *request, p parent) {
+	s.writeJSON(rq, http.StatusOK, s.location(p))
+}

@@ -1,0 +1,374 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+
+	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+var poolFields = fieldRules{
+	mutable: []string{"capacityGib", "description", "labels", "activeDirectory", "allowAutoTiering", "zone", "replicaZone",
+		"totalThroughputMibps", "totalIops", "hotTierSizeGib", "enableHotTierAutoResize", "qosType"},
+	immutable: []string{"serviceLevel", "network", "kmsConfig", "ldapEnabled", "customPerformanceEnabled", "type", "mode", "scaleType", "psaRange"},
+	output: []string{"volumeCapacityGib", "volumeCount", "state", "stateDetails", "createTime", "encryptionType", "globalAccessAllowed",
+		"satisfiesPzs", "satisfiesPzi", "availableThroughputMibps", "coldTierSizeUsedGib", "hotTierSizeUsedGib"},
+}
+
+var networkRE = regexp.MustCompile(`^projects/[^/]+/global/networks/[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+func (s *Server) routePools(rq *request, p parent, rest []string, verb string) {
+	m := rq.r.Method
+	switch {
+	case len(rest) == 0 && verb == "" && m == http.MethodGet:
+		s.listPools(rq, p)
+	case len(rest) == 0 && verb == "" && m == http.MethodPost:
+		s.createPool(rq, p)
+	case len(rest) == 1 && verb == "" && m == http.MethodGet:
+		s.getPool(rq, p, rest[0])
+	case len(rest) == 1 && verb == "" && m == http.MethodPatch:
+		s.updatePool(rq, p, rest[0])
+	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
+		s.deletePool(rq, p, rest[0])
+	case len(rest) == 1 && verb == "switch" && m == http.MethodPost:
+		s.writeError(rq, model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no replica zone to switch to", rest[0]))
+	case len(rest) == 1 && (verb == "validateDirectoryService" || verb == "restoreVolume" || verb == "updateBackupConfig"):
+		s.unimplemented(rq)
+	case len(rest) >= 2 && (rest[1] == "backupConfigs" || rest[1] == "ontap"):
+		s.unimplemented(rq)
+	default:
+		s.notFound(rq)
+	}
+}
+
+func (s *Server) listPools(rq *request, p parent) {
+	lq, err := parseListQuery(rq.q, p.name()+"/storagePools", "name")
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var items []apiv1.StoragePool
+	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+		for _, lp := range s.locationsOf(p) {
+			pools, err := store.List[model.Pool](tx, store.KindPool, lp.name())
+			if err != nil {
+				return err
+			}
+			vols, err := store.List[model.Volume](tx, store.KindVolume, lp.name())
+			if err != nil {
+				return err
+			}
+			stats := statsByPool(vols)
+			for _, pl := range pools {
+				items = append(items, s.poolToWire(pl, stats[pl.Name()]))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	out, next, err := page(lq, items, func(x apiv1.StoragePool) string { return x.Name })
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, apiv1.ListStoragePoolsResponse{StoragePools: out, NextPageToken: next})
+}
+
+// locationsOf expands the "-" wildcard into every served location.
+func (s *Server) locationsOf(p parent) []parent {
+	if p.location != "-" {
+		return []parent{p}
+	}
+	out := make([]parent, 0, len(s.opts.Locations))
+	for _, l := range s.opts.Locations {
+		out = append(out, parent{project: p.project, location: l})
+	}
+	return out
+}
+
+func (s *Server) getPool(rq *request, p parent, id string) {
+	if err := checkPathID("Storage pool", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var w apiv1.StoragePool
+	err := s.st.View(rq.ctx, func(tx store.Tx) error {
+		pl, err := store.Get[model.Pool](tx, store.KindPool, p.name()+"/storagePools/"+id)
+		if err != nil {
+			return err
+		}
+		w, err = s.renderPool(tx, pl)
+		return err
+	})
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, w)
+}
+
+// validatePoolSpec checks the fields a pool create or update sets.
+func (s *Server) validatePoolSpec(tx store.Tx, p parent, pl *model.Pool) error {
+	lim := s.opts.Limits
+	if pl.ServiceLevel == model.LevelUnspecified {
+		return model.Invalid("serviceLevel", "is required (PREMIUM, EXTREME, STANDARD or FLEX)")
+	}
+	if pl.CapacityGib <= 0 {
+		return model.Invalid("capacityGib", "is required and must be positive")
+	}
+	if pl.CapacityGib < lim.MinPoolGib || pl.CapacityGib > lim.MaxPoolGib {
+		return model.Invalid("capacityGib", "%d GiB is outside the allowed range %d–%d GiB", pl.CapacityGib, lim.MinPoolGib, lim.MaxPoolGib)
+	}
+	if pl.Network == "" {
+		return model.Invalid("network", "is required, as projects/{project}/global/networks/{network}")
+	}
+	if !networkRE.MatchString(pl.Network) {
+		return model.Invalid("network", "%q is not of the form projects/{project}/global/networks/{network}", pl.Network)
+	}
+	if pl.ActiveDirectory != "" {
+		if _, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, pl.ActiveDirectory); err != nil {
+			if errors.Is(err, model.ErrNotFound) {
+				return model.Invalid("activeDirectory", "%q does not exist (give the full name of an Active Directory policy in %s)", pl.ActiveDirectory, p.name())
+			}
+			return err
+		}
+	}
+	if pl.CustomPerformanceEnabled && pl.ServiceLevel != model.LevelFlex {
+		return model.Invalid("customPerformanceEnabled", "is only available for FLEX pools")
+	}
+	if pl.CustomPerformanceEnabled {
+		if pl.TotalThroughputMibps < lim.FlexCustomMinThrough || pl.TotalThroughputMibps > lim.FlexCustomMaxThrough {
+			return model.Invalid("totalThroughputMibps", "must be between %d and %d MiB/s for custom performance", lim.FlexCustomMinThrough, lim.FlexCustomMaxThrough)
+		}
+		if pl.TotalIops == 0 {
+			pl.TotalIops = 1024 + 16*(pl.TotalThroughputMibps-64)
+		}
+		if pl.TotalIops < 0 || pl.TotalIops > 160000 {
+			return model.Invalid("totalIops", "must be at most 160000")
+		}
+	} else if pl.TotalThroughputMibps != 0 || pl.TotalIops != 0 {
+		return model.Invalid("totalThroughputMibps", "can only be set when customPerformanceEnabled is true")
+	}
+	if pl.AllowAutoTiering {
+		return model.Invalid("allowAutoTiering", "auto-tiering is not supported by Basin")
+	}
+	return checkMeta(&pl.Meta)
+}
+
+func poolFromWire(w *apiv1.StoragePool, pl *model.Pool, fields []string) error {
+	for _, f := range fields {
+		switch f {
+		case "serviceLevel":
+			pl.ServiceLevel = model.ServiceLevel(w.ServiceLevel)
+		case "capacityGib":
+			pl.CapacityGib = int64(w.CapacityGib)
+		case "description":
+			pl.Desc = w.Description
+		case "labels":
+			pl.Labels = w.Labels
+		case "network":
+			pl.Network = w.Network
+		case "activeDirectory":
+			pl.ActiveDirectory = w.ActiveDirectory
+		case "ldapEnabled":
+			pl.LdapEnabled = w.LdapEnabled
+		case "allowAutoTiering":
+			pl.AllowAutoTiering = w.AllowAutoTiering
+		case "zone":
+			pl.Zone = w.Zone
+		case "replicaZone":
+			pl.ReplicaZone = w.ReplicaZone
+		case "customPerformanceEnabled":
+			pl.CustomPerformanceEnabled = w.CustomPerformanceEnabled
+		case "totalThroughputMibps":
+			pl.TotalThroughputMibps = int64(w.TotalThroughputMibps)
+		case "totalIops":
+			pl.TotalIops = int64(w.TotalIops)
+		case "qosType":
+			pl.QosType = model.QosType(w.QosType)
+			if pl.QosType == model.QosUnspecified {
+				pl.QosType = model.QosAuto
+			}
+		case "kmsConfig":
+			if w.KmsConfig != "" {
+				return model.Invalid("kmsConfig", "customer-managed encryption keys are not supported by Basin")
+			}
+		case "hotTierSizeGib", "enableHotTierAutoResize":
+			if w.HotTierSizeGib != 0 || w.EnableHotTierAutoResize != nil {
+				return model.Invalid(f, "auto-tiering is not supported by Basin")
+			}
+		case "type":
+			if w.Type != nil && *w.Type == 2 {
+				return model.Invalid("type", "UNIFIED pools are not supported by Basin")
+			}
+		case "mode":
+			if w.Mode != nil && *w.Mode == 2 {
+				return model.Invalid("mode", "ONTAP mode is not supported by Basin")
+			}
+		case "scaleType":
+			if w.ScaleType == 2 {
+				return model.Invalid("scaleType", "SCALE_TYPE_SCALEOUT is not supported by Basin")
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) createPool(rq *request, p parent) {
+	id := rq.q.Get("storagePoolId")
+	if err := checkID("storagePoolId", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var w apiv1.StoragePool
+	if _, err := s.readBody(rq, &w); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	pl := &model.Pool{Meta: model.Meta{Project: p.project, Location: p.location, ID: id, CreateTime: s.now().UTC(), State: model.StateCreating},
+		QosType: model.QosAuto}
+	fields := append(append([]string{}, poolFields.mutable...), poolFields.immutable...)
+	if err := poolFromWire(&w, pl, fields); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	op := s.newOperation(p, model.OpPoolCreate, pl.Name())
+	s.startOperation(rq, op, func(tx store.Tx) error {
+		if err := s.validatePoolSpec(tx, p, pl); err != nil {
+			return err
+		}
+		return tx.Insert(store.KindPool, pl.Name(), p.name(), pl)
+	})
+}
+
+func (s *Server) updatePool(rq *request, p parent, id string) {
+	if err := checkPathID("Storage pool", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var w apiv1.StoragePool
+	present, err := s.readBody(rq, &w)
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	name := p.name() + "/storagePools/" + id
+	if err := checkBodyName(w.Name, name); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	op := s.newOperation(p, model.OpPoolUpdate, name)
+	s.startOperation(rq, op, func(tx store.Tx) error {
+		pl, err := store.Get[model.Pool](tx, store.KindPool, name)
+		if err != nil {
+			return err
+		}
+		if pl.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s; wait for its operation to finish", id, pl.State)
+		}
+		cur, err := s.renderPool(tx, pl)
+		if err != nil {
+			return err
+		}
+		paths, err := updatePaths(rq.q, poolFields, present, &w, &cur)
+		if err != nil {
+			return err
+		}
+		op.Prev, _ = json.Marshal(pl)
+		if err := poolFromWire(&w, pl, paths); err != nil {
+			return err
+		}
+		if err := s.validatePoolSpec(tx, p, pl); err != nil {
+			return err
+		}
+		if err := s.checkPoolFits(tx, pl); err != nil {
+			return err
+		}
+		pl.State = model.StateUpdating
+		return store.PutPool(tx, pl)
+	})
+}
+
+// checkPoolFits refuses a pool change that leaves its volumes without room: capacity
+// below Σ volume capacity, or a manual-QoS budget below Σ assigned throughput.
+func (s *Server) checkPoolFits(tx store.Tx, pl *model.Pool) error {
+	vols, err := store.List[model.Volume](tx, store.KindVolume, model.LocationName(pl.Project, pl.Location))
+	if err != nil {
+		return err
+	}
+	st := statsByPool(vols)[pl.Name()]
+	if st == nil {
+		return nil
+	}
+	if pl.CapacityGib < st.capacityGib {
+		return model.Errorf(model.ErrFailedPrecondition, "capacityGib: %d GiB is less than the %d GiB its volumes use", pl.CapacityGib, st.capacityGib)
+	}
+	if pl.QosType == model.QosManual {
+		var sum float64
+		for _, v := range vols {
+			if v.PoolName() == pl.Name() {
+				sum += v.ThroughputMibps
+			}
+		}
+		if budget := model.PoolBudgetMibps(pl, s.opts.Limits); sum > budget+1e-9 {
+			return model.Errorf(model.ErrFailedPrecondition, "the pool's throughput budget %.2f MiB/s is less than the %.2f MiB/s assigned to its volumes", budget, sum)
+		}
+	}
+	return nil
+}
+
+func (s *Server) deletePool(rq *request, p parent, id string) {
+	if err := checkPathID("Storage pool", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	name := p.name() + "/storagePools/" + id
+	op := s.newOperation(p, model.OpPoolDelete, name)
+	s.startOperation(rq, op, func(tx store.Tx) error {
+		pl, err := store.Get[model.Pool](tx, store.KindPool, name)
+		if err != nil {
+			return err
+		}
+		if pl.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s; wait for its operation to finish", id, pl.State)
+		}
+		vols, err := store.List[model.Volume](tx, store.KindVolume, p.name())
+		if err != nil {
+			return err
+		}
+		if st := statsByPool(vols)[name]; st != nil && st.count > 0 {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s still has %d volume(s); delete them first", id, st.count)
+		}
+		pl.State = model.StateDeleting
+		return store.PutPool(tx, pl)
+	})
+}
+
+var labelKeyRE = regexp.MustCompile(`^[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}$`)
+var labelValRE = regexp.MustCompile(`^[\p{Ll}\p{Lo}\p{N}_-]{0,63}$`)
+
+// checkMeta validates labels and description, common to every resource.
+func checkMeta(m *model.Meta) error {
+	if len(m.Labels) > 64 {
+		return model.Invalid("labels", "at most 64 labels are allowed")
+	}
+	for k, v := range m.Labels {
+		if !labelKeyRE.MatchString(k) {
+			return model.Invalid("labels", "key %q must start with a lowercase letter and hold at most 63 lowercase letters, digits, '_' or '-'", k)
+		}
+		if !labelValRE.MatchString(v) {
+			return model.Invalid("labels", "value %q of %q may hold at most 63 lowercase letters, digits, '_' or '-'", v, k)
+		}
+	}
+	if len(m.Desc) > 2048 {
+		return model.Invalid("description", "must be at most 2048 characters")
+	}
+	return nil
+}

@@ -1,0 +1,368 @@
+// Package api serves Basin's REST API: the NetApp Volumes v1 wire format (API.md) on
+// /v1/, plus /healthz and /readyz. It authenticates every /v1/ request, validates
+// input before writing anything, records intent and an operation in one
+// transaction, wakes the controller, and maps errors to HTTP/gRPC statuses in one
+// place (errors.go).
+//
+// It depends on model, apiv1, store and iam, and on the controller only through the
+// small Operations interface; it never touches the data plane.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Authenticator verifies an Authorization header value.
+type Authenticator interface {
+	Authenticate(ctx context.Context, header string) (*iam.Principal, error)
+}
+
+// Operations is what the API needs of the controller.
+type Operations interface {
+	// Wake asks for pending operations to be run.
+	Wake()
+	// WaitDone waits for an operation to finish, until ctx ends.
+	WaitDone(ctx context.Context, name string) bool
+}
+
+// Options configures a Server.
+type Options struct {
+	Store store.Store
+	// Auth verifies tokens; nil disables authentication (--insecure-no-auth).
+	Auth       Authenticator
+	Operations Operations
+	// Locations served; default ["local"].
+	Locations []string
+	Limits    model.Limits
+	Logger    *slog.Logger
+	// Now returns the current time; nil = time.Now.
+	Now func() time.Time
+	// SyncWait is how long a mutating call waits for its operation before answering
+	// with it still running; fast operations (most) are answered done. Default 2 s.
+	SyncWait time.Duration
+	// Ready reports whether the service can take requests (for /readyz).
+	Ready func() bool
+}
+
+// Server is the HTTP handler.
+type Server struct {
+	opts Options
+	st   store.Store
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// New returns a Server.
+func New(opts Options) *Server {
+	if len(opts.Locations) == 0 {
+		opts.Locations = []string{"local"}
+	}
+	if opts.Limits == (model.Limits{}) {
+		opts.Limits = model.DefaultLimits()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SyncWait == 0 {
+		opts.SyncWait = 2 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: opts, st: opts.Store, log: log, now: opts.Now}
+}
+
+// request is one API call in flight.
+type request struct {
+	w         http.ResponseWriter
+	r         *http.Request
+	ctx       context.Context
+	q         url.Values
+	principal *iam.Principal
+	id        string
+	status    int
+}
+
+const maxBody = 1 << 20
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rq := &request{w: w, r: r, ctx: r.Context(), id: newID(8)}
+	w.Header().Set("X-Request-Id", rq.id)
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic serving request", "panic", p, "path", r.URL.Path, "request_id", rq.id)
+			s.writeError(rq, fmt.Errorf("internal error (request %s)", rq.id))
+		}
+		principal := ""
+		if rq.principal != nil {
+			principal = rq.principal.Email
+		}
+		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rq.status,
+			"principal", principal, "request_id", rq.id, "remote", r.RemoteAddr, "duration", time.Since(start).Round(time.Microsecond))
+	}()
+	switch r.URL.Path {
+	case "/healthz":
+		rq.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "ok\n")
+		return
+	case "/readyz":
+		if s.opts.Ready != nil && !s.opts.Ready() {
+			rq.status = http.StatusServiceUnavailable
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		rq.status = http.StatusOK
+		io.WriteString(w, "ready\n")
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, "/v1/") {
+		s.writeError(rq, model.Errorf(model.ErrNotFound, "The requested URL %s was not found on this server", r.URL.Path))
+		return
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		s.writeError(rq, model.Invalid("query", "malformed query string: %v", err))
+		return
+	}
+	// $alt=json;enum-encoding=int (sent by the Python client) is accepted; Basin
+	// answers with enum names, which every client parses (API.md §1.4).
+	rq.q = q
+	if s.opts.Auth != nil {
+		p, err := s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			s.log.Info("authentication failed", "reason", err.Error(), "request_id", rq.id, "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
+			s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."))
+			return
+		}
+		if !p.Owner {
+			s.writeError(rq, model.Errorf(model.ErrPermissionDenied, "Permission denied for %s", p.Email))
+			return
+		}
+		rq.principal = p
+	}
+	s.route(rq)
+}
+
+// readBody decodes the JSON body into out and returns the fields present.
+func (s *Server) readBody(rq *request, out any) (map[string]bool, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(rq.w, rq.r.Body, maxBody))
+	if err != nil {
+		return nil, model.Invalid("body", "could not read the request body (at most %d bytes): %v", maxBody, err)
+	}
+	present, err := apiv1.Decode(body, out)
+	if err != nil {
+		var fe *apiv1.FieldError
+		if errors.As(err, &fe) {
+			field := fe.Field
+			if field == "" {
+				field = "body"
+			}
+			return nil, model.Invalid(field, "%s", fe.Msg)
+		}
+		return nil, model.Invalid("body", "%v", err)
+	}
+	return present, nil
+}
+
+func (s *Server) writeJSON(rq *request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("encode response", "err", err, "request_id", rq.id)
+		s.writeError(rq, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	rq.status = status
+	rq.w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	rq.w.WriteHeader(status)
+	rq.w.Write(b)
+}
+
+// route dispatches /v1/… by path shape. The last segment may carry a ":verb".
+func (s *Server) route(rq *request) {
+	path := strings.TrimPrefix(rq.r.URL.Path, "/v1/")
+	segs := strings.Split(path, "/")
+	verb := ""
+	if last := segs[len(segs)-1]; strings.Contains(last, ":") {
+		i := strings.LastIndex(last, ":")
+		segs[len(segs)-1], verb = last[:i], last[i+1:]
+	}
+	m := rq.r.Method
+	if len(segs) < 2 || segs[0] != "projects" {
+		s.notFound(rq)
+		return
+	}
+	project := segs[1]
+	if !projectRE.MatchString(project) {
+		s.writeError(rq, model.Invalid("name", "invalid project %q", project))
+		return
+	}
+	if len(segs) == 3 && segs[2] == "locations" && verb == "" && m == http.MethodGet {
+		s.listLocations(rq, project)
+		return
+	}
+	if len(segs) < 4 || segs[2] != "locations" {
+		s.notFound(rq)
+		return
+	}
+	loc := segs[3]
+	rest := segs[4:]
+	collection := ""
+	if len(rest) > 0 {
+		collection = rest[0]
+	}
+	// "-" lists across locations; anything else must be a location Basin serves.
+	if loc == "-" {
+		if len(rest) != 1 || verb != "" || m != http.MethodGet {
+			s.writeError(rq, model.Invalid("name", "location \"-\" is only valid when listing"))
+			return
+		}
+	} else if !slices.Contains(s.opts.Locations, loc) {
+		s.writeError(rq, model.Errorf(model.ErrNotFound, "Location '%s' was not found", model.LocationName(project, loc)))
+		return
+	}
+	p := parent{project: project, location: loc}
+	switch {
+	case len(rest) == 0 && verb == "" && m == http.MethodGet:
+		s.getLocation(rq, p)
+		return
+	case len(rest) == 0:
+		s.notFound(rq)
+		return
+	}
+	if unimplementedCollections[collection] {
+		s.unimplemented(rq)
+		return
+	}
+	switch collection {
+	case "storagePools":
+		s.routePools(rq, p, rest[1:], verb)
+	case "volumes":
+		s.routeVolumes(rq, p, rest[1:], verb)
+	case "activeDirectories":
+		s.routeADs(rq, p, rest[1:], verb)
+	case "operations":
+		s.routeOperations(rq, p, rest[1:], verb)
+	default:
+		s.notFound(rq)
+	}
+}
+
+// Collections of the v1 API that Basin does not implement (yet).
+var unimplementedCollections = map[string]bool{
+	"backupVaults": true, "backupPolicies": true, "kmsConfigs": true, "hostGroups": true,
+}
+
+type parent struct{ project, location string }
+
+func (p parent) name() string { return model.LocationName(p.project, p.location) }
+
+func (s *Server) notFound(rq *request) {
+	s.writeError(rq, model.Errorf(model.ErrNotFound, "Method %s %s is not defined by this API", rq.r.Method, rq.r.URL.Path))
+}
+
+func (s *Server) unimplemented(rq *request) {
+	s.writeError(rq, model.Errorf(model.ErrUnimplemented, "Method %s %s is not implemented by Basin", rq.r.Method, rq.r.URL.Path))
+}
+
+var (
+	projectRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	idRE      = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+)
+
+// checkID validates a resource ID given in the query parameter param.
+func checkID(param, id string) error {
+	if id == "" {
+		return model.Invalid(param, "is required")
+	}
+	if !idRE.MatchString(id) {
+		return model.Invalid(param, "%q is not a valid ID: use 1-63 letters, digits and hyphens, starting with a letter and not ending with a hyphen", id)
+	}
+	return nil
+}
+
+// checkPathID validates an ID taken from the URL path of a get/update/delete: a
+// malformed one cannot exist.
+func checkPathID(kind, id string) error {
+	if !idRE.MatchString(id) {
+		return model.Errorf(model.ErrNotFound, "%s '%s' was not found", kind, id)
+	}
+	return nil
+}
+
+func newID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newOperation returns an operation for target, to be stored with the intent.
+func (s *Server) newOperation(p parent, kind model.OpKind, target string) *model.Operation {
+	now := s.now().UTC()
+	return &model.Operation{
+		Project: p.project, Location: p.location, Kind: kind, Target: target, CreateTime: now,
+		ID:     fmt.Sprintf("operation-%d-%s-%s", now.UnixMilli(), newID(6), newID(4)),
+		Params: map[string]string{},
+	}
+}
+
+// startOperation records the intent (write, run in the same transaction as the
+// operation), wakes the controller, waits up to SyncWait, and answers with the
+// operation as it then is.
+func (s *Server) startOperation(rq *request, op *model.Operation, write func(tx store.Tx) error) {
+	err := s.st.Update(rq.ctx, func(tx store.Tx) error {
+		if err := write(tx); err != nil {
+			return err
+		}
+		return store.PutOperation(tx, op)
+	})
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	if s.opts.Operations != nil {
+		s.opts.Operations.Wake()
+		ctx, cancel := context.WithTimeout(rq.ctx, s.opts.SyncWait)
+		s.opts.Operations.WaitDone(ctx, op.Name())
+		cancel()
+	}
+	var cur model.Operation
+	err = s.st.View(rq.ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) })
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	w, err := s.operationToWire(rq.ctx, &cur)
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, w)
+}
+
+func parseTime(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}

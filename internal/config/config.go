@@ -1,0 +1,83 @@
+// Package config holds the configuration of `basin serve`: plain data with documented
+// defaults and a Validate method. Flags are parsed in cmd/basin only.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+
+	"github.com/basin-nas/basin/internal/model"
+)
+
+// Config configures a Basin server.
+type Config struct {
+	// DataDir holds the database, the owner key, the store image and mount points.
+	DataDir string
+	// Listen is the HTTP listen address.
+	Listen string
+	// Locations served (location IDs).
+	Locations []string
+	// Store is an existing btrfs directory; empty = an image file under DataDir.
+	Store string
+	// StoreSize is the image file's size in bytes.
+	StoreSize int64
+	// InsecureNoAuth turns authentication off (local development only).
+	InsecureNoAuth bool
+	// Limits are the API's validation bounds.
+	Limits model.Limits
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// Default returns the embedded defaults.
+func Default() Config {
+	return Config{
+		DataDir:   "/var/lib/basin",
+		Listen:    "127.0.0.1:8780",
+		Locations: []string{"local"},
+		StoreSize: 64 << 30,
+		Limits:    model.DefaultLimits(),
+		LogLevel:  "info",
+	}
+}
+
+var locationRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// Validate reports the first problem with c.
+func (c *Config) Validate() error {
+	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
+		return fmt.Errorf("--data-dir must be an absolute path, got %q", c.DataDir)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if len(c.Locations) == 0 {
+		return errors.New("at least one --location is required")
+	}
+	seen := map[string]bool{}
+	for _, l := range c.Locations {
+		if !locationRE.MatchString(l) {
+			return fmt.Errorf("--location %q: use lowercase letters, digits and hyphens, starting with a letter", l)
+		}
+		if seen[l] {
+			return fmt.Errorf("--location %q given twice", l)
+		}
+		seen[l] = true
+	}
+	if c.Store == "" && c.StoreSize < 1<<30 {
+		return fmt.Errorf("--store-size must be at least 1 GiB, got %d bytes", c.StoreSize)
+	}
+	if c.Store != "" && !filepath.IsAbs(c.Store) {
+		return fmt.Errorf("--store must be an absolute path, got %q", c.Store)
+	}
+	if c.Limits.MinVolumeGib <= 0 || c.Limits.MaxVolumeGib < c.Limits.MinVolumeGib {
+		return fmt.Errorf("volume capacity bounds %d–%d GiB are invalid", c.Limits.MinVolumeGib, c.Limits.MaxVolumeGib)
+	}
+	if c.Limits.MinPoolGib <= 0 {
+		return fmt.Errorf("minimum pool capacity %d GiB is invalid", c.Limits.MinPoolGib)
+	}
+	return nil
+}

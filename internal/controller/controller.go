@@ -1,0 +1,872 @@
+// Package controller carries out operations: the API records intent (a resource in a
+// transitional state plus an Operation) and the controller converges the data plane
+// to it, then writes the result. Planning is pure (plan.go); this file applies plans.
+//
+// Crash safety: every step is idempotent and plans are recomputed from what the
+// backend observes, so an operation interrupted at any point is simply run again on
+// the next start. At start, and periodically, the controller also re-applies the
+// desired state of every ready volume, refreshes usage, and deletes storage that no
+// record accounts for.
+//
+// Imported by the daemon only.
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Options configures a Controller.
+type Options struct {
+	Store   store.Store
+	Backend storage.Backend
+	Logger  *slog.Logger
+	// Now returns the current time; nil = time.Now.
+	Now func() time.Time
+	// Resync is how often desired state is re-applied and usage refreshed; default 30 s.
+	Resync time.Duration
+	// Retention is how long finished operations are kept; default 7 days.
+	Retention time.Duration
+	// StepAttempts is how often a failing step is tried before the operation fails;
+	// default 3.
+	StepAttempts int
+}
+
+// Controller runs operations one at a time, in the order they were created.
+type Controller struct {
+	opts  Options
+	st    store.Store
+	be    storage.Backend
+	log   *slog.Logger
+	wake  chan struct{}
+	mu    sync.Mutex
+	subs  map[string][]chan struct{}
+	ready chan struct{}
+}
+
+// New returns a Controller; Run starts it.
+func New(opts Options) *Controller {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Resync == 0 {
+		opts.Resync = 30 * time.Second
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.StepAttempts == 0 {
+		opts.StepAttempts = 3
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{opts: opts, st: opts.Store, be: opts.Backend, log: log,
+		wake: make(chan struct{}, 1), subs: map[string][]chan struct{}{}, ready: make(chan struct{})}
+}
+
+// Wake asks the controller to look for new operations. It never blocks.
+func (c *Controller) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Ready is closed once the first reconcile after start has finished.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// WaitDone waits until operation name is done or ctx ends, and reports which.
+func (c *Controller) WaitDone(ctx context.Context, name string) bool {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.subs[name] = append(c.subs[name], ch)
+	c.mu.Unlock()
+	// It may have finished before we subscribed.
+	var op model.Operation
+	if err := c.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, name, &op) }); err == nil && op.Done {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c *Controller) notify(name string) {
+	c.mu.Lock()
+	subs := c.subs[name]
+	delete(c.subs, name)
+	c.mu.Unlock()
+	for _, ch := range subs {
+		close(ch)
+	}
+}
+
+// Run resumes unfinished operations, reconciles, then serves operations until ctx
+// ends. It returns nil on cancellation.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.resync(ctx, true); err != nil && ctx.Err() == nil {
+		c.log.Error("initial reconcile", "err", err)
+	}
+	c.processPending(ctx)
+	close(c.ready)
+	tick := time.NewTicker(c.opts.Resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-tick.C:
+			if err := c.resync(ctx, false); err != nil && ctx.Err() == nil {
+				c.log.Warn("reconcile", "err", err)
+			}
+		}
+		c.processPending(ctx)
+	}
+}
+
+// processPending runs every unfinished operation once, oldest first. An operation
+// that could not finish (its failure could not be recorded) is tried again on the next
+// wake or resync, never in a tight loop.
+func (c *Controller) processPending(ctx context.Context) {
+	{
+		var pending []*model.Operation
+		err := c.st.View(ctx, func(tx store.Tx) error {
+			ops, err := store.List[model.Operation](tx, store.KindOperation, "")
+			for _, o := range ops {
+				if !o.Done {
+					pending = append(pending, o)
+				}
+			}
+			return err
+		})
+		if err != nil {
+			c.log.Error("list operations", "err", err)
+			return
+		}
+		if len(pending) == 0 {
+			return
+		}
+		slices.SortStableFunc(pending, func(a, b *model.Operation) int { return a.CreateTime.Compare(b.CreateTime) })
+		for _, op := range pending {
+			if ctx.Err() != nil {
+				return
+			}
+			c.execute(ctx, op)
+		}
+	}
+}
+
+// errCancelled ends an operation whose cancellation was honoured.
+var errCancelled = errors.New("Operation was cancelled")
+
+func (c *Controller) execute(ctx context.Context, op *model.Operation) {
+	log := c.log.With("operation", op.ID, "kind", op.Kind, "target", op.Target)
+	log.Debug("run operation")
+	err := c.apply(ctx, op)
+	if ctx.Err() != nil {
+		// Shutting down: leave the operation unfinished; the next start resumes it.
+		log.Info("operation interrupted; will resume", "err", err)
+		return
+	}
+	if err != nil {
+		log.Warn("operation failed", "err", err)
+		if ferr := c.fail(ctx, op, err); ferr != nil {
+			log.Error("record failure", "err", ferr)
+			return
+		}
+	}
+	c.notify(op.Name())
+}
+
+// apply dispatches on the operation kind; on success the operation is finished and
+// stored.
+func (c *Controller) apply(ctx context.Context, op *model.Operation) error {
+	switch op.Kind {
+	case model.OpPoolCreate, model.OpPoolUpdate:
+		return c.finishPool(ctx, op)
+	case model.OpPoolDelete:
+		return c.finishDelete(ctx, op, store.KindPool)
+	case model.OpADCreate, model.OpADUpdate:
+		return c.finishAD(ctx, op)
+	case model.OpADDelete:
+		return c.finishDelete(ctx, op, store.KindActiveDirectory)
+	case model.OpVolumeCreate, model.OpVolumeUpdate:
+		return c.volumeEnsure(ctx, op)
+	case model.OpVolumeDelete:
+		return c.volumeDelete(ctx, op)
+	case model.OpVolumeRevert:
+		return c.volumeRevert(ctx, op)
+	case model.OpSnapshotCreate, model.OpSnapshotUpdate:
+		return c.snapshotEnsure(ctx, op)
+	case model.OpSnapshotDelete:
+		return c.snapshotDelete(ctx, op)
+	}
+	return fmt.Errorf("unknown operation kind %q", op.Kind)
+}
+
+// cancelled reports whether op's cancellation should be honoured now: for creates at
+// any point before completion (they roll back), for other kinds only before their
+// first step ran.
+func (c *Controller) cancelled(ctx context.Context, op *model.Operation) bool {
+	var cur model.Operation
+	if err := c.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) }); err != nil {
+		return false
+	}
+	op.RequestedCancellation = cur.RequestedCancellation
+	return cur.RequestedCancellation
+}
+
+func (c *Controller) markStarted(ctx context.Context, op *model.Operation, msg string) error {
+	if op.Params == nil {
+		op.Params = map[string]string{}
+	}
+	op.Params["started"] = "1"
+	op.StatusMessage = msg
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		var cur model.Operation
+		if err := tx.Get(store.KindOperation, op.Name(), &cur); err != nil {
+			return err
+		}
+		op.RequestedCancellation = cur.RequestedCancellation
+		return store.PutOperation(tx, op)
+	})
+}
+
+// complete finishes op successfully with resp (nil = Empty) in the same transaction
+// as mutate.
+func (c *Controller) complete(ctx context.Context, op *model.Operation, mutate func(tx store.Tx) (any, error)) error {
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		var cur model.Operation
+		if err := tx.Get(store.KindOperation, op.Name(), &cur); err != nil {
+			return err
+		}
+		resp, err := mutate(tx)
+		if err != nil {
+			return err
+		}
+		cur.Done, cur.EndTime, cur.StatusMessage = true, c.opts.Now().UTC(), ""
+		cur.Params = op.Params
+		if resp != nil {
+			b, err := json.Marshal(resp)
+			if err != nil {
+				return err
+			}
+			cur.Response = b
+		}
+		*op = cur
+		return store.PutOperation(tx, &cur)
+	})
+	return err
+}
+
+// fail finishes op with an error. Creates roll back what they made and remove the
+// resource; other kinds leave the resource in ERROR (or restore it, if cancelled
+// before starting).
+func (c *Controller) fail(ctx context.Context, op *model.Operation, cause error) error {
+	st := &model.Status{Code: 13, Message: "internal error: " + cause.Error()}
+	if errors.Is(cause, errCancelled) {
+		st = &model.Status{Code: 1, Message: errCancelled.Error()}
+	} else if errors.Is(cause, model.ErrFailedPrecondition) {
+		st = &model.Status{Code: 9, Message: cause.Error()}
+	}
+	switch op.Kind {
+	case model.OpVolumeCreate:
+		if err := c.rollbackVolume(ctx, op); err != nil {
+			return err
+		}
+	case model.OpSnapshotCreate:
+		if err := c.rollbackSnapshot(ctx, op); err != nil {
+			return err
+		}
+	}
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		var cur model.Operation
+		if err := tx.Get(store.KindOperation, op.Name(), &cur); err != nil {
+			return err
+		}
+		if err := c.markFailedTarget(tx, &cur, st, errors.Is(cause, errCancelled)); err != nil {
+			return err
+		}
+		cur.Done, cur.EndTime, cur.Error, cur.StatusMessage = true, c.opts.Now().UTC(), st, ""
+		return store.PutOperation(tx, &cur)
+	})
+}
+
+func (c *Controller) markFailedTarget(tx store.Tx, op *model.Operation, st *model.Status, cancelled bool) error {
+	kind := kindOf(op.Kind)
+	switch op.Kind {
+	case model.OpVolumeCreate, model.OpSnapshotCreate:
+		return tx.Delete(kind, op.Target)
+	case model.OpPoolCreate, model.OpADCreate:
+		return tx.Delete(kind, op.Target)
+	}
+	if cancelled && op.Prev != nil {
+		// Restore the resource as it was before the operation.
+		return putRaw(tx, kind, op.Target, op.Prev)
+	}
+	return setState(tx, kind, op.Target, model.StateError, st.Message)
+}
+
+func kindOf(k model.OpKind) string {
+	switch k {
+	case model.OpPoolCreate, model.OpPoolUpdate, model.OpPoolDelete:
+		return store.KindPool
+	case model.OpVolumeCreate, model.OpVolumeUpdate, model.OpVolumeDelete, model.OpVolumeRevert:
+		return store.KindVolume
+	case model.OpSnapshotCreate, model.OpSnapshotUpdate, model.OpSnapshotDelete:
+		return store.KindSnapshot
+	}
+	return store.KindActiveDirectory
+}
+
+// putRaw stores a resource document given as model JSON, keeping its parent.
+func putRaw(tx store.Tx, kind, name string, raw []byte) error {
+	switch kind {
+	case store.KindPool:
+		var p model.Pool
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return err
+		}
+		return store.PutPool(tx, &p)
+	case store.KindVolume:
+		var v model.Volume
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		return store.PutVolume(tx, &v)
+	case store.KindSnapshot:
+		var s model.Snapshot
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		return store.PutSnapshot(tx, &s)
+	case store.KindActiveDirectory:
+		var a model.ActiveDirectory
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return err
+		}
+		return store.PutAD(tx, &a)
+	}
+	return fmt.Errorf("put %s %s: unknown kind", kind, name)
+}
+
+// setState sets a stored resource's state and details, whatever its kind.
+func setState(tx store.Tx, kind, name string, state model.State, details string) error {
+	var doc map[string]json.RawMessage
+	if err := tx.Get(kind, name, &doc); err != nil {
+		if errors.Is(err, model.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	doc["state"], _ = json.Marshal(state)
+	doc["stateDetails"], _ = json.Marshal(details)
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return putRaw(tx, kind, name, raw)
+}
+
+func (c *Controller) finishPool(ctx context.Context, op *model.Operation) error {
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		p, err := store.Get[model.Pool](tx, store.KindPool, op.Target)
+		if err != nil {
+			return nil, err
+		}
+		p.State, p.Details = model.StateReady, ""
+		return p, store.PutPool(tx, p)
+	})
+}
+
+func (c *Controller) finishAD(ctx context.Context, op *model.Operation) error {
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, op.Target)
+		if err != nil {
+			return nil, err
+		}
+		a.State, a.Details = model.StateReady, ""
+		return a, store.PutAD(tx, a)
+	})
+}
+
+func (c *Controller) finishDelete(ctx context.Context, op *model.Operation, kind string) error {
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		return nil, tx.Delete(kind, op.Target)
+	})
+}
+
+func (c *Controller) loadVolume(ctx context.Context, name string) (*model.Volume, error) {
+	var v *model.Volume
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		v, err = store.Get[model.Volume](tx, store.KindVolume, name)
+		return err
+	})
+	return v, err
+}
+
+func wantOf(v *model.Volume) VolumeWant {
+	w := VolumeWant{LimitBytes: v.CapacityGib << 30}
+	if v.UnixPermissions != "" {
+		if m, err := strconv.ParseUint(v.UnixPermissions, 8, 32); err == nil {
+			w.Mode = fs.FileMode(m) & fs.ModePerm
+		}
+	}
+	return w
+}
+
+// runSteps applies steps to volume v, retrying each a few times.
+func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model.Volume, steps []Step) error {
+	for _, s := range steps {
+		var err error
+		for attempt := range c.opts.StepAttempts {
+			if err = c.step(ctx, op, v, s); err == nil || ctx.Err() != nil {
+				break
+			}
+			c.log.Warn("step failed", "volume", v.Name(), "step", s, "attempt", attempt+1, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Volume, s Step) error {
+	switch s {
+	case StepCreateQgroup:
+		return c.be.CreateQgroup(ctx, v.Qgroup)
+	case StepSetLimit:
+		return c.be.SetLimit(ctx, v.Qgroup, wantOf(v).LimitBytes)
+	case StepCreateVolume:
+		var from *storage.SnapshotRef
+		if op != nil && op.Kind == model.OpVolumeCreate && op.Params["sourceKey"] != "" {
+			from = &storage.SnapshotRef{VolumeKey: op.Params["sourceKey"], Snapshot: op.Params["sourceSnapshot"]}
+		}
+		return c.be.CreateVolume(ctx, v.Key, v.Qgroup, from)
+	case StepSetMode:
+		return c.be.SetMode(ctx, v.Key, wantOf(v).Mode)
+	case StepMount:
+		return c.be.Mount(ctx, v.Key)
+	case StepDeleteVolume:
+		return c.be.DeleteVolume(ctx, v.Key, v.Qgroup)
+	case StepRetire:
+		return c.be.Retire(ctx, v.Key, op.ID)
+	case StepRestore:
+		return c.be.CreateVolume(ctx, v.Key, v.Qgroup, &storage.SnapshotRef{VolumeKey: v.Key, Snapshot: op.Params["snapshot"]})
+	case StepMarkSwapped:
+		op.Params["swapped"] = "1"
+		return c.markStarted(ctx, op, "reverted; cleaning up")
+	case StepPurgeRetired:
+		return c.be.PurgeRetired(ctx, v.Key, op.ID)
+	case StepDeleteNewer:
+		return c.deleteNewerSnapshots(ctx, v, op.Params["snapshot"])
+	}
+	return fmt.Errorf("unknown step %q", s)
+}
+
+func (c *Controller) volumeEnsure(ctx context.Context, op *model.Operation) error {
+	v, err := c.loadVolume(ctx, op.Target)
+	if err != nil {
+		return err
+	}
+	if c.cancelled(ctx, op) && (op.Kind == model.OpVolumeCreate || op.Params["started"] == "") {
+		return errCancelled
+	}
+	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	if err != nil {
+		return err
+	}
+	steps := PlanVolume(wantOf(v), obs)
+	if op.Kind == model.OpVolumeUpdate && len(steps) > 0 {
+		if err := c.markStarted(ctx, op, "applying"); err != nil {
+			return err
+		}
+	}
+	if err := c.runSteps(ctx, op, v, steps); err != nil {
+		return err
+	}
+	if op.Kind == model.OpVolumeCreate && c.cancelled(ctx, op) {
+		return errCancelled
+	}
+	obs, err = c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	if err != nil {
+		return err
+	}
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, op.Target)
+		if err != nil {
+			return nil, err
+		}
+		cur.State, cur.Details, cur.UsedBytes = model.StateReady, "", obs.UsedBytes
+		return cur, store.PutVolume(tx, cur)
+	})
+}
+
+func (c *Controller) rollbackVolume(ctx context.Context, op *model.Operation) error {
+	v, err := c.loadVolume(ctx, op.Target)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.be.DeleteVolume(ctx, v.Key, v.Qgroup)
+}
+
+func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) error {
+	v, err := c.loadVolume(ctx, op.Target)
+	if errors.Is(err, model.ErrNotFound) {
+		return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, nil })
+	}
+	if err != nil {
+		return err
+	}
+	if c.cancelled(ctx, op) && op.Params["started"] == "" {
+		return errCancelled
+	}
+	if err := c.markStarted(ctx, op, "deleting"); err != nil {
+		return err
+	}
+	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	if err != nil {
+		return err
+	}
+	if err := c.runSteps(ctx, op, v, PlanVolumeDelete(obs)); err != nil {
+		return err
+	}
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		snaps, err := store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range snaps {
+			if err := tx.Delete(store.KindSnapshot, s.Name()); err != nil {
+				return nil, err
+			}
+		}
+		return nil, tx.Delete(store.KindVolume, v.Name())
+	})
+}
+
+func (c *Controller) volumeRevert(ctx context.Context, op *model.Operation) error {
+	v, err := c.loadVolume(ctx, op.Target)
+	if err != nil {
+		return err
+	}
+	if c.cancelled(ctx, op) && op.Params["started"] == "" {
+		return errCancelled
+	}
+	if err := c.markStarted(ctx, op, "reverting"); err != nil {
+		return err
+	}
+	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, op.ID)
+	if err != nil {
+		return err
+	}
+	steps := PlanRevert(op.Params["swapped"] == "1", wantOf(v), obs)
+	if err := c.runSteps(ctx, op, v, steps); err != nil {
+		return err
+	}
+	obs, err = c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	if err != nil {
+		return err
+	}
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, op.Target)
+		if err != nil {
+			return nil, err
+		}
+		cur.State, cur.Details, cur.UsedBytes = model.StateReady, "", obs.UsedBytes
+		return cur, store.PutVolume(tx, cur)
+	})
+}
+
+// deleteNewerSnapshots removes the snapshots taken after the one reverted to
+// (upstream semantics), storage first, then records.
+func (c *Controller) deleteNewerSnapshots(ctx context.Context, v *model.Volume, target string) error {
+	var snaps []*model.Snapshot
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var pivot *model.Snapshot
+	for _, s := range snaps {
+		if s.ID == target {
+			pivot = s
+		}
+	}
+	if pivot == nil {
+		return model.Errorf(model.ErrFailedPrecondition, "snapshot %q no longer exists", target)
+	}
+	for _, s := range snaps {
+		if !s.CreateTime.After(pivot.CreateTime) {
+			continue
+		}
+		if err := c.be.DeleteSnapshot(ctx, v.Key, s.ID); err != nil {
+			return err
+		}
+		if err := c.st.Update(ctx, func(tx store.Tx) error { return tx.Delete(store.KindSnapshot, s.Name()) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Controller) snapshotParent(ctx context.Context, op *model.Operation) (*model.Snapshot, *model.Volume, error) {
+	var s *model.Snapshot
+	var v *model.Volume
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		if s, err = store.Get[model.Snapshot](tx, store.KindSnapshot, op.Target); err != nil {
+			return err
+		}
+		v, err = store.Get[model.Volume](tx, store.KindVolume, s.VolumeName())
+		return err
+	})
+	return s, v, err
+}
+
+func (c *Controller) snapshotEnsure(ctx context.Context, op *model.Operation) error {
+	s, v, err := c.snapshotParent(ctx, op)
+	if err != nil {
+		return err
+	}
+	if op.Kind == model.OpSnapshotCreate {
+		if c.cancelled(ctx, op) {
+			return errCancelled
+		}
+		if err := c.be.CreateSnapshot(ctx, v.Key, s.ID, v.Qgroup); err != nil {
+			return err
+		}
+	}
+	obs, err := c.be.Snapshot(ctx, v.Key, s.ID)
+	if err != nil {
+		return err
+	}
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, op.Target)
+		if err != nil {
+			return nil, err
+		}
+		cur.State, cur.Details, cur.UsedBytes = model.StateReady, "", float64(obs.ExclusiveBytes)
+		return cur, store.PutSnapshot(tx, cur)
+	})
+}
+
+func (c *Controller) rollbackSnapshot(ctx context.Context, op *model.Operation) error {
+	s, v, err := c.snapshotParent(ctx, op)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.be.DeleteSnapshot(ctx, v.Key, s.ID)
+}
+
+func (c *Controller) snapshotDelete(ctx context.Context, op *model.Operation) error {
+	s, v, err := c.snapshotParent(ctx, op)
+	if errors.Is(err, model.ErrNotFound) {
+		return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, tx.Delete(store.KindSnapshot, op.Target) })
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.be.DeleteSnapshot(ctx, v.Key, s.ID); err != nil {
+		return err
+	}
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, tx.Delete(store.KindSnapshot, op.Target) })
+}
+
+// resync re-applies the desired state of every volume that has no operation in
+// flight, refreshes usage, expires old operations and, at start, collects orphans.
+func (c *Controller) resync(ctx context.Context, collect bool) error {
+	var vols []*model.Volume
+	var ops []*model.Operation
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		if vols, err = store.List[model.Volume](tx, store.KindVolume, ""); err != nil {
+			return err
+		}
+		ops, err = store.List[model.Operation](tx, store.KindOperation, "")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, v := range vols {
+		if v.State.Busy() {
+			continue // its operation owns it
+		}
+		obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if steps := PlanVolume(wantOf(v), obs); len(steps) > 0 {
+			c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)
+			if err := c.runSteps(ctx, nil, v, steps); err != nil {
+				errs = append(errs, fmt.Errorf("volume %s: %w", v.Name(), err))
+				continue
+			}
+			if obs, err = c.be.Volume(ctx, v.Key, v.Qgroup, ""); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if err := c.refreshUsage(ctx, v, obs.UsedBytes); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	cutoff := c.opts.Now().Add(-c.opts.Retention)
+	for _, o := range ops {
+		if o.Done && o.EndTime.Before(cutoff) {
+			if err := c.st.Update(ctx, func(tx store.Tx) error { return tx.Delete(store.KindOperation, o.Name()) }); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if collect {
+		if err := c.collectOrphans(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) refreshUsage(ctx context.Context, v *model.Volume, used int64) error {
+	var snaps []*model.Snapshot
+	if err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		return err
+	}); err != nil {
+		return err
+	}
+	snapUsed := map[string]float64{}
+	for _, s := range snaps {
+		if s.State != model.StateReady {
+			continue
+		}
+		obs, err := c.be.Snapshot(ctx, v.Key, s.ID)
+		if err != nil {
+			return err
+		}
+		if float64(obs.ExclusiveBytes) != s.UsedBytes {
+			snapUsed[s.Name()] = float64(obs.ExclusiveBytes)
+		}
+	}
+	if used == v.UsedBytes && len(snapUsed) == 0 {
+		return nil
+	}
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return nil // deleted meanwhile
+		}
+		if cur.UsedBytes != used {
+			cur.UsedBytes = used
+			if err := store.PutVolume(tx, cur); err != nil {
+				return err
+			}
+		}
+		for name, u := range snapUsed {
+			s, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+			if err != nil {
+				continue
+			}
+			s.UsedBytes = u
+			if err := store.PutSnapshot(tx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// collectOrphans deletes storage that no volume or snapshot record accounts for: the
+// leftovers of a bug or of a store restored from an older backup. Records in a
+// transitional state count as accounted for; their operations own them.
+func (c *Controller) collectOrphans(ctx context.Context) error {
+	inv, err := c.be.Inventory(ctx)
+	if err != nil {
+		return err
+	}
+	byKey := map[string]*model.Volume{}
+	snapsOf := map[string]map[string]bool{}
+	qgroups := map[uint64]bool{}
+	var maxQgroup int64
+	err = c.st.View(ctx, func(tx store.Tx) error {
+		vols, err := store.List[model.Volume](tx, store.KindVolume, "")
+		if err != nil {
+			return err
+		}
+		for _, v := range vols {
+			byKey[v.Key] = v
+			qgroups[v.Qgroup] = true
+			snaps, err := store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+			if err != nil {
+				return err
+			}
+			snapsOf[v.Key] = map[string]bool{}
+			for _, s := range snaps {
+				snapsOf[v.Key][s.ID] = true
+			}
+		}
+		maxQgroup, err = tx.Seq("qgroup")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, key := range inv.Volumes {
+		if _, ok := byKey[key]; !ok {
+			c.log.Warn("deleting orphan volume storage", "key", key)
+			errs = append(errs, c.be.DeleteVolume(ctx, key, 0))
+		}
+	}
+	for key, snaps := range inv.Snapshots {
+		if _, ok := byKey[key]; !ok {
+			continue // deleted with its volume above
+		}
+		for _, s := range snaps {
+			if !snapsOf[key][s] {
+				c.log.Warn("deleting orphan snapshot", "key", key, "snapshot", s)
+				errs = append(errs, c.be.DeleteSnapshot(ctx, key, s))
+			}
+		}
+	}
+	for _, q := range inv.Qgroups {
+		// Only groups Basin numbered: a shared filesystem may hold others.
+		if !qgroups[q] && q > 0 && int64(q) <= maxQgroup {
+			c.log.Warn("destroying orphan quota group", "qgroup", q)
+			errs = append(errs, c.be.DestroyQgroup(ctx, q))
+		}
+	}
+	return errors.Join(errs...)
+}

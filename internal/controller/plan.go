@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"io/fs"
+
+	"github.com/basin-nas/basin/internal/storage"
+)
+
+// Step is one idempotent action on the storage backend.
+type Step string
+
+// Steps, in the order plans use them.
+const (
+	StepCreateQgroup  Step = "create-qgroup"
+	StepCreateVolume  Step = "create-subvolume"
+	StepSetLimit      Step = "set-limit"
+	StepSetMode       Step = "set-mode"
+	StepMount         Step = "mount"
+	StepRetire        Step = "retire-live"
+	StepRestore       Step = "restore-from-snapshot"
+	StepMarkSwapped   Step = "mark-swapped"
+	StepPurgeRetired  Step = "purge-retired"
+	StepDeleteNewer   Step = "delete-newer-snapshots"
+	StepDeleteVolume  Step = "delete-volume"
+	StepSnapshot      Step = "create-snapshot"
+	StepDeleteSnap    Step = "delete-snapshot"
+	StepMarkCompleted Step = "complete"
+)
+
+// VolumeWant is the desired storage state of a volume.
+type VolumeWant struct {
+	LimitBytes int64
+	Mode       fs.FileMode // 0 = leave as is
+}
+
+// PlanVolume returns the steps that bring an existing-or-not volume to want. It is
+// pure: the same observation always yields the same steps, and an observation of a
+// converged volume yields none, so re-running after a crash at any step is safe.
+func PlanVolume(want VolumeWant, obs storage.VolumeStatus) []Step {
+	var steps []Step
+	if !obs.QgroupExists {
+		steps = append(steps, StepCreateQgroup)
+	}
+	if !obs.QgroupExists || obs.LimitBytes != want.LimitBytes {
+		steps = append(steps, StepSetLimit)
+	}
+	if !obs.Exists {
+		steps = append(steps, StepCreateVolume)
+	}
+	if want.Mode != 0 && (!obs.Exists || obs.Mode != want.Mode) {
+		steps = append(steps, StepSetMode)
+	}
+	if !obs.Exists || !obs.Mounted {
+		steps = append(steps, StepMount)
+	}
+	return steps
+}
+
+// PlanRevert returns the steps that swap a volume's live subvolume for a writable
+// copy of a snapshot. swapped is the persisted marker that the swap finished; without
+// it "live exists, nothing retired" is ambiguous between not started and done.
+func PlanRevert(swapped bool, want VolumeWant, obs storage.VolumeStatus) []Step {
+	var steps []Step
+	if !swapped {
+		switch {
+		case !obs.Retired && obs.Exists: // not started
+			steps = append(steps, StepRetire, StepRestore)
+		case !obs.Exists: // retired (or lost): restore
+			steps = append(steps, StepRestore)
+		}
+		steps = append(steps, StepMarkSwapped)
+		// After the swap the live subvolume is new: it needs mode and mount again.
+		obs.Exists, obs.Mounted = true, false
+	}
+	if obs.Retired || !swapped {
+		steps = append(steps, StepPurgeRetired)
+	}
+	steps = append(steps, StepDeleteNewer)
+	want.Mode = 0 // a revert restores the snapshot's permissions too
+	return append(steps, PlanVolume(want, obs)...)
+}
+
+// PlanVolumeDelete returns the steps that remove a volume's storage.
+func PlanVolumeDelete(obs storage.VolumeStatus) []Step {
+	if obs.Exists || obs.Mounted || obs.QgroupExists || obs.Retired {
+		return []Step{StepDeleteVolume}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+// Package daemon is Basin's composition root: it builds the store, storage backend,
+// identity, controller and API from a config, starts them in order, and stops them
+// in reverse order. Only cmd/basin imports it.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/basin-nas/basin/internal/api"
+	"github.com/basin-nas/basin/internal/config"
+	"github.com/basin-nas/basin/internal/controller"
+	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/storage/btrfs"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// OwnerKeyFile is the owner's key file name under the data directory.
+const OwnerKeyFile = "owner-key.json"
+
+// Run serves until ctx is cancelled, then shuts down cleanly: HTTP drained, the
+// running operation interrupted (it resumes on the next start), volumes unmounted,
+// the store image detached, the database closed.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	st, err := store.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "basin.db"))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+
+	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, ImageSize: cfg.StoreSize, Logger: log.With("component", "btrfs")})
+	if err := be.Start(ctx); err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	defer func() {
+		// Unmounting must happen even though ctx is already cancelled.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = errors.Join(err, be.Stop(stopCtx))
+	}()
+
+	baseURL := "http://" + cfg.Listen + "/"
+	var auth api.Authenticator
+	if cfg.InsecureNoAuth {
+		log.Warn("authentication is OFF (--insecure-no-auth): anyone who can reach " + cfg.Listen + " controls this Basin; use it only for local development")
+	} else {
+		keyPath := filepath.Join(cfg.DataDir, OwnerKeyFile)
+		created, err := iam.BootstrapOwner(ctx, st, keyPath, baseURL+"token", time.Now())
+		if err != nil {
+			return fmt.Errorf("owner account: %w", err)
+		}
+		if created {
+			log.Info("wrote the owner's service-account key", "path", keyPath, "account", iam.OwnerEmail)
+		}
+		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: []string{baseURL, "https://" + cfg.Listen + "/"}})
+	}
+
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, Logger: log.With("component", "controller")})
+	var ready atomic.Bool
+	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Limits: cfg.Limits,
+		Logger: log.With("component", "api"), Ready: ready.Load})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+
+	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
+	ctrlDone := make(chan error, 1)
+	go func() { ctrlDone <- ctrl.Run(ctrlCtx) }()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- httpSrv.Serve(ln) }()
+	log.Info("basin serving", "listen", cfg.Listen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
+
+	select {
+	case <-ctrl.Ready():
+		ready.Store(true)
+		log.Info("ready")
+	case <-ctx.Done():
+	case err := <-httpDone:
+		stopCtrl()
+		<-ctrlDone
+		return fmt.Errorf("http: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-httpDone:
+		stopCtrl()
+		<-ctrlDone
+		return fmt.Errorf("http: %w", err)
+	}
+
+	// Shutdown, in reverse order of dependence: stop taking requests, stop the
+	// controller, then (deferred) unmount storage and close the store.
+	log.Info("shutting down")
+	ready.Store(false)
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	stopCtrl()
+	if err := <-ctrlDone; err != nil {
+		log.Warn("controller", "err", err)
+	}
+	return nil
+}
+
+// lockDataDir makes sure one basin serve at a time uses a data directory.
+func lockDataDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "basin.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data dir %s is in use by another basin serve", dir)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,288 @@
+// Package iam authenticates API callers: service accounts whose keys Basin issued sign
+// their own RS256 JWTs, as Google's client libraries do with a service-account key
+// file (API.md §8). Basin stores only public keys. On first start it creates an owner
+// account and writes its key file for the CLI.
+//
+// Imported by the api and daemon packages.
+package iam
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Audiences the official clients put in self-signed JWTs (API.md §8.1).
+var DefaultAudiences = []string{"https://netapp.googleapis.com/", "https://longrunning.googleapis.com/"}
+
+// CloudPlatformScope is accepted in place of an audience.
+const CloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
+
+// OwnerEmail is the service account created on first start; it holds roles/owner on
+// every project.
+const OwnerEmail = "basin-owner@basin.iam.basin.internal"
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Email string
+	Owner bool
+}
+
+// Options configures an Authenticator.
+type Options struct {
+	Store store.Store
+	// Audiences accepted in addition to DefaultAudiences (Basin's own URLs).
+	Audiences []string
+	// Now returns the current time; nil = time.Now.
+	Now func() time.Time
+	// Skew is the clock skew tolerated on iat/exp; default 5 minutes.
+	Skew time.Duration
+	// MaxLifetime bounds exp - iat; default 1 hour.
+	MaxLifetime time.Duration
+}
+
+// Authenticator verifies bearer tokens.
+type Authenticator struct {
+	opts Options
+}
+
+// NewAuthenticator returns an Authenticator.
+func NewAuthenticator(opts Options) *Authenticator {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Skew == 0 {
+		opts.Skew = 5 * time.Minute
+	}
+	if opts.MaxLifetime == 0 {
+		opts.MaxLifetime = time.Hour
+	}
+	opts.Audiences = append(slices.Clone(DefaultAudiences), opts.Audiences...)
+	return &Authenticator{opts: opts}
+}
+
+type claims struct {
+	jwt.RegisteredClaims
+	Scope string `json:"scope,omitempty"`
+}
+
+// unauthenticated is returned for every rejected token. Its message is safe to send;
+// the reason goes to the log through Reason.
+type unauthenticated struct{ reason string }
+
+func (e *unauthenticated) Error() string { return "Request had invalid authentication credentials: " + e.reason }
+func (e *unauthenticated) Unwrap() error { return model.ErrUnauthenticated }
+
+func deny(format string, args ...any) error { return &unauthenticated{reason: fmt.Sprintf(format, args...)} }
+
+// Authenticate verifies the Authorization header value and returns the caller.
+func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
+	tok, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok || strings.TrimSpace(tok) == "" {
+		return nil, deny("expected a Bearer token")
+	}
+	var key *model.ServiceAccountKey
+	var sa *model.ServiceAccount
+	now := a.opts.Now()
+	parser := jwt.NewParser(
+		jwt.WithValidMethods([]string{"RS256"}),
+		jwt.WithTimeFunc(func() time.Time { return now }),
+		jwt.WithLeeway(a.opts.Skew),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+	)
+	var cl claims
+	_, err := parser.ParseWithClaims(strings.TrimSpace(tok), &cl, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			return nil, errors.New("token has no kid")
+		}
+		err := a.opts.Store.View(ctx, func(tx store.Tx) (err error) {
+			if key, err = store.Get[model.ServiceAccountKey](tx, store.KindKey, kid); err != nil {
+				return err
+			}
+			sa, err = store.Get[model.ServiceAccount](tx, store.KindServiceAccount, key.Email)
+			return err
+		})
+		if err != nil {
+			return nil, errors.New("unknown key")
+		}
+		block, _ := pem.Decode([]byte(key.PublicKeyPEM))
+		if block == nil {
+			return nil, errors.New("stored key is not PEM")
+		}
+		return x509.ParsePKIXPublicKey(block.Bytes)
+	})
+	if err != nil {
+		return nil, deny("%v", err)
+	}
+	if cl.Issuer != key.Email || cl.Subject != key.Email {
+		return nil, deny("iss and sub must both be %s", key.Email)
+	}
+	if cl.IssuedAt == nil {
+		return nil, deny("token has no iat")
+	}
+	if life := cl.ExpiresAt.Sub(cl.IssuedAt.Time); life > a.opts.MaxLifetime+a.opts.Skew || life <= 0 {
+		return nil, deny("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)
+	}
+	if !a.audienceOK(cl) {
+		return nil, deny("audience %v is not accepted", []string(cl.Audience))
+	}
+	if sa.Disabled {
+		return nil, deny("service account %s is disabled", sa.Email)
+	}
+	if !key.ExpireTime.IsZero() && now.After(key.ExpireTime) {
+		return nil, deny("key %s has expired", key.ID)
+	}
+	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
+}
+
+func (a *Authenticator) audienceOK(cl claims) bool {
+	if len(cl.Audience) == 0 {
+		return slices.Contains(strings.Fields(cl.Scope), CloudPlatformScope)
+	}
+	for _, aud := range cl.Audience {
+		if slices.Contains(a.opts.Audiences, aud) {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyFile is a Google service-account key file (API.md §8.4).
+type KeyFile struct {
+	Type           string `json:"type"`
+	ProjectID      string `json:"project_id"`
+	PrivateKeyID   string `json:"private_key_id"`
+	PrivateKey     string `json:"private_key"`
+	ClientEmail    string `json:"client_email"`
+	ClientID       string `json:"client_id"`
+	AuthURI        string `json:"auth_uri,omitempty"`
+	TokenURI       string `json:"token_uri"`
+	UniverseDomain string `json:"universe_domain,omitempty"`
+}
+
+// NewKey makes an RSA key pair for email and returns the key file (with the private
+// key, for the caller only) and the public record Basin stores.
+func NewKey(email, project, tokenURI string, now time.Time) (*KeyFile, *model.ServiceAccountKey, error) {
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	idBytes := make([]byte, 20)
+	if _, err := rand.Read(idBytes); err != nil {
+		return nil, nil, err
+	}
+	cid, err := rand.Int(rand.Reader, new(big.Int).Exp(big.NewInt(10), big.NewInt(21), nil))
+	if err != nil {
+		return nil, nil, err
+	}
+	kid := hex.EncodeToString(idBytes)
+	kf := &KeyFile{
+		Type: "service_account", ProjectID: project, PrivateKeyID: kid,
+		PrivateKey:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		ClientEmail: email, ClientID: fmt.Sprintf("1%021s", cid.String()), TokenURI: tokenURI,
+		UniverseDomain: "googleapis.com",
+	}
+	rec := &model.ServiceAccountKey{ID: kid, Email: email, CreateTime: now.UTC(),
+		PublicKeyPEM: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))}
+	return kf, rec, nil
+}
+
+// WriteKeyFile writes kf to path with mode 0600, atomically.
+func WriteKeyFile(path string, kf *KeyFile) error {
+	data, err := json.MarshalIndent(kf, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// BootstrapOwner makes sure the owner account exists and that keyPath holds a key
+// file for one of its live keys, creating both as needed.
+func BootstrapOwner(ctx context.Context, st store.Store, keyPath, tokenURI string, now time.Time) (created bool, err error) {
+	if data, err := os.ReadFile(keyPath); err == nil {
+		var kf KeyFile
+		if json.Unmarshal(data, &kf) == nil && kf.PrivateKeyID != "" {
+			var found bool
+			err := st.View(ctx, func(tx store.Tx) error {
+				k, err := store.Get[model.ServiceAccountKey](tx, store.KindKey, kf.PrivateKeyID)
+				found = err == nil && k.Email == OwnerEmail
+				if errors.Is(err, model.ErrNotFound) {
+					return nil
+				}
+				return err
+			})
+			if err != nil {
+				return false, err
+			}
+			if found {
+				return false, nil
+			}
+		}
+	}
+	kf, rec, err := NewKey(OwnerEmail, "basin", tokenURI, now)
+	if err != nil {
+		return false, err
+	}
+	err = st.Update(ctx, func(tx store.Tx) error {
+		var sa model.ServiceAccount
+		if err := tx.Get(store.KindServiceAccount, OwnerEmail, &sa); errors.Is(err, model.ErrNotFound) {
+			sa = model.ServiceAccount{Email: OwnerEmail, Project: "basin", DisplayName: "Basin owner", Owner: true, CreateTime: now.UTC()}
+			if err := tx.Put(store.KindServiceAccount, OwnerEmail, "", &sa); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		return tx.Put(store.KindKey, rec.ID, OwnerEmail, rec)
+	})
+	if err != nil {
+		return false, err
+	}
+	if err := WriteKeyFile(keyPath, kf); err != nil {
+		return false, fmt.Errorf("write %s: %w", keyPath, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,349 @@
+// Package model is Basin's domain vocabulary: storage pools, volumes, snapshots,
+// Active Directory policies, operations, service accounts, and the sentinel errors
+// callers branch on. It imports nothing of Basin's and may be imported by any server
+// package. Enum values use the v1 API's numbers so conversion is a cast.
+package model
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors; the api package maps each to one HTTP/gRPC status.
+var (
+	ErrNotFound           = errors.New("not found")
+	ErrAlreadyExists      = errors.New("already exists")
+	ErrInvalid            = errors.New("invalid argument")
+	ErrFailedPrecondition = errors.New("failed precondition")
+	ErrAborted            = errors.New("aborted")
+	ErrResourceExhausted  = errors.New("resource exhausted")
+	ErrUnimplemented      = errors.New("unimplemented")
+	ErrUnauthenticated    = errors.New("unauthenticated")
+	ErrPermissionDenied   = errors.New("permission denied")
+	ErrCancelled          = errors.New("cancelled")
+)
+
+// FieldError is an invalid-argument error about one field (JSON path, camelCase).
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Invalid returns a FieldError for field.
+func Invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Errorf wraps a sentinel with a user-safe message: Errorf(ErrNotFound, "volume %q", n).
+func Errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// ServiceLevel of a pool (API numbering).
+type ServiceLevel int32
+
+// Service levels.
+const (
+	LevelUnspecified ServiceLevel = 0
+	LevelPremium     ServiceLevel = 1
+	LevelExtreme     ServiceLevel = 2
+	LevelStandard    ServiceLevel = 3
+	LevelFlex        ServiceLevel = 4
+)
+
+// State of a pool, volume or snapshot. Values are Basin's own; the api package maps
+// them to each resource's enum.
+type State string
+
+// States.
+const (
+	StateCreating  State = "CREATING"
+	StateReady     State = "READY"
+	StateUpdating  State = "UPDATING"
+	StateDeleting  State = "DELETING"
+	StateRestoring State = "RESTORING"
+	StateError     State = "ERROR"
+	StateInUse     State = "IN_USE"
+)
+
+// Busy reports whether a resource in state s has an operation in progress.
+func (s State) Busy() bool {
+	return s == StateCreating || s == StateUpdating || s == StateDeleting || s == StateRestoring
+}
+
+// QosType of a pool.
+type QosType int32
+
+// QoS types.
+const (
+	QosUnspecified QosType = 0
+	QosAuto        QosType = 1
+	QosManual      QosType = 2
+)
+
+// Protocol of a volume.
+type Protocol int32
+
+// Protocols.
+const (
+	ProtocolNFSv3 Protocol = 1
+	ProtocolNFSv4 Protocol = 2
+	ProtocolSMB   Protocol = 3
+)
+
+// Meta is what every stored resource carries.
+type Meta struct {
+	Project    string            `json:"project"`
+	Location   string            `json:"location"`
+	ID         string            `json:"id"`
+	CreateTime time.Time         `json:"createTime"`
+	State      State             `json:"state"`
+	Details    string            `json:"stateDetails,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	// Desc is the user's description.
+	Desc string `json:"description,omitempty"`
+}
+
+// LocationName is projects/{p}/locations/{l}.
+func LocationName(project, location string) string {
+	return "projects/" + project + "/locations/" + location
+}
+
+// Pool is a storage pool: a logical budget of capacity and throughput.
+type Pool struct {
+	Meta
+	ServiceLevel             ServiceLevel `json:"serviceLevel"`
+	CapacityGib              int64        `json:"capacityGib"`
+	Network                  string       `json:"network"`
+	ActiveDirectory          string       `json:"activeDirectory,omitempty"`
+	LdapEnabled              bool         `json:"ldapEnabled,omitempty"`
+	AllowAutoTiering         bool         `json:"allowAutoTiering,omitempty"`
+	QosType                  QosType      `json:"qosType,omitempty"`
+	CustomPerformanceEnabled bool         `json:"customPerformanceEnabled,omitempty"`
+	TotalThroughputMibps     int64        `json:"totalThroughputMibps,omitempty"`
+	TotalIops                int64        `json:"totalIops,omitempty"`
+	Zone                     string       `json:"zone,omitempty"`
+	ReplicaZone              string       `json:"replicaZone,omitempty"`
+}
+
+// Name is the pool's resource name.
+func (p *Pool) Name() string {
+	return LocationName(p.Project, p.Location) + "/storagePools/" + p.ID
+}
+
+// ExportRule is one rule of a volume's export policy. Pointer fields keep the
+// presence the API gives them.
+type ExportRule struct {
+	AllowedClients      *string `json:"allowedClients,omitempty"`
+	HasRootAccess       *string `json:"hasRootAccess,omitempty"`
+	AccessType          *int32  `json:"accessType,omitempty"`
+	NFSv3               *bool   `json:"nfsv3,omitempty"`
+	NFSv4               *bool   `json:"nfsv4,omitempty"`
+	Kerberos5ReadOnly   *bool   `json:"kerberos5ReadOnly,omitempty"`
+	Kerberos5ReadWrite  *bool   `json:"kerberos5ReadWrite,omitempty"`
+	Kerberos5iReadOnly  *bool   `json:"kerberos5iReadOnly,omitempty"`
+	Kerberos5iReadWrite *bool   `json:"kerberos5iReadWrite,omitempty"`
+	Kerberos5pReadOnly  *bool   `json:"kerberos5pReadOnly,omitempty"`
+	Kerberos5pReadWrite *bool   `json:"kerberos5pReadWrite,omitempty"`
+	SquashMode          *int32  `json:"squashMode,omitempty"`
+	AnonUID             *int64  `json:"anonUid,omitempty"`
+}
+
+// Schedule is one snapshot schedule (hourly, daily, weekly or monthly).
+type Schedule struct {
+	SnapshotsToKeep *float64 `json:"snapshotsToKeep,omitempty"`
+	Minute          *float64 `json:"minute,omitempty"`
+	Hour            *float64 `json:"hour,omitempty"`
+	Day             *string  `json:"day,omitempty"`
+	DaysOfMonth     *string  `json:"daysOfMonth,omitempty"`
+}
+
+// SnapshotPolicy holds a volume's snapshot schedules (stored; scheduling comes later).
+type SnapshotPolicy struct {
+	Enabled *bool     `json:"enabled,omitempty"`
+	Hourly  *Schedule `json:"hourly,omitempty"`
+	Daily   *Schedule `json:"daily,omitempty"`
+	Weekly  *Schedule `json:"weekly,omitempty"`
+	Monthly *Schedule `json:"monthly,omitempty"`
+}
+
+// Volume is a file share carved from a pool.
+type Volume struct {
+	Meta
+	ShareName         string          `json:"shareName"`
+	StoragePool       string          `json:"storagePool"`
+	CapacityGib       int64           `json:"capacityGib"`
+	ExportRules       []ExportRule    `json:"exportRules,omitempty"`
+	HasExportPolicy   bool            `json:"hasExportPolicy,omitempty"`
+	Protocols         []Protocol      `json:"protocols"`
+	SMBSettings       []int32         `json:"smbSettings,omitempty"`
+	UnixPermissions   string          `json:"unixPermissions,omitempty"`
+	SnapshotPolicy    *SnapshotPolicy `json:"snapshotPolicy,omitempty"`
+	SnapReserve       float64         `json:"snapReserve,omitempty"`
+	SnapshotDirectory bool            `json:"snapshotDirectory,omitempty"`
+	SecurityStyle     int32           `json:"securityStyle,omitempty"`
+	KerberosEnabled   bool            `json:"kerberosEnabled,omitempty"`
+	RestrictedActions []int32         `json:"restrictedActions,omitempty"`
+	ThroughputMibps   float64         `json:"throughputMibps,omitempty"`
+	// SourceSnapshot is the full name of the snapshot this volume was cloned from.
+	SourceSnapshot string `json:"sourceSnapshot,omitempty"`
+	// UsedBytes is the last observed usage of the volume and its snapshots.
+	UsedBytes int64 `json:"usedBytes,omitempty"`
+
+	// Key names the volume's storage (subvolume, mount point); it never changes and
+	// is never reused, so a deleted volume's leftovers cannot collide with a new one.
+	Key string `json:"key"`
+	// Qgroup is the level-1 quota group holding the volume and its snapshots.
+	Qgroup uint64 `json:"qgroup"`
+}
+
+// Name is the volume's resource name.
+func (v *Volume) Name() string {
+	return LocationName(v.Project, v.Location) + "/volumes/" + v.ID
+}
+
+// PoolName is the full name of the volume's pool.
+func (v *Volume) PoolName() string {
+	return LocationName(v.Project, v.Location) + "/storagePools/" + v.StoragePool
+}
+
+// Snapshot is a point-in-time, read-only copy of a volume.
+type Snapshot struct {
+	Meta
+	Volume    string  `json:"volume"` // volume ID
+	UsedBytes float64 `json:"usedBytes,omitempty"`
+}
+
+// VolumeName is the full name of the snapshot's volume.
+func (s *Snapshot) VolumeName() string {
+	return LocationName(s.Project, s.Location) + "/volumes/" + s.Volume
+}
+
+// Name is the snapshot's resource name.
+func (s *Snapshot) Name() string { return s.VolumeName() + "/snapshots/" + s.ID }
+
+// ActiveDirectory is an AD connection policy. Password is a secret: the api package
+// never returns it and nothing logs it.
+type ActiveDirectory struct {
+	Meta
+	Domain               string   `json:"domain"`
+	Site                 string   `json:"site,omitempty"`
+	DNS                  string   `json:"dns"`
+	NetBiosPrefix        string   `json:"netBiosPrefix"`
+	OrganizationalUnit   string   `json:"organizationalUnit,omitempty"`
+	AesEncryption        bool     `json:"aesEncryption,omitempty"`
+	Username             string   `json:"username"`
+	Password             string   `json:"password"`
+	BackupOperators      []string `json:"backupOperators,omitempty"`
+	Administrators       []string `json:"administrators,omitempty"`
+	SecurityOperators    []string `json:"securityOperators,omitempty"`
+	KdcHostname          string   `json:"kdcHostname,omitempty"`
+	KdcIP                string   `json:"kdcIp,omitempty"`
+	NfsUsersWithLdap     bool     `json:"nfsUsersWithLdap,omitempty"`
+	LdapSigning          bool     `json:"ldapSigning,omitempty"`
+	EncryptDcConnections bool     `json:"encryptDcConnections,omitempty"`
+}
+
+// Name is the policy's resource name.
+func (a *ActiveDirectory) Name() string {
+	return LocationName(a.Project, a.Location) + "/activeDirectories/" + a.ID
+}
+
+// OpKind says what an operation does; the controller plans by it.
+type OpKind string
+
+// Operation kinds.
+const (
+	OpPoolCreate     OpKind = "pool.create"
+	OpPoolUpdate     OpKind = "pool.update"
+	OpPoolDelete     OpKind = "pool.delete"
+	OpVolumeCreate   OpKind = "volume.create"
+	OpVolumeUpdate   OpKind = "volume.update"
+	OpVolumeDelete   OpKind = "volume.delete"
+	OpVolumeRevert   OpKind = "volume.revert"
+	OpSnapshotCreate OpKind = "snapshot.create"
+	OpSnapshotUpdate OpKind = "snapshot.update"
+	OpSnapshotDelete OpKind = "snapshot.delete"
+	OpADCreate       OpKind = "activeDirectory.create"
+	OpADUpdate       OpKind = "activeDirectory.update"
+	OpADDelete       OpKind = "activeDirectory.delete"
+)
+
+// Verb is the OperationMetadata.verb of an operation kind.
+func (k OpKind) Verb() string {
+	for i := len(k) - 1; i >= 0; i-- {
+		if k[i] == '.' {
+			return string(k[i+1:])
+		}
+	}
+	return string(k)
+}
+
+// Status is a finished operation's error: a gRPC code and a user-safe message.
+type Status struct {
+	Code    int32  `json:"code"`
+	Message string `json:"message"`
+}
+
+// Operation is a long-running operation. It is written in the same transaction as
+// the intent it carries out, and the controller drives it to Done.
+type Operation struct {
+	Project               string    `json:"project"`
+	Location              string    `json:"location"`
+	ID                    string    `json:"id"`
+	Kind                  OpKind    `json:"kind"`
+	Target                string    `json:"target"`
+	CreateTime            time.Time `json:"createTime"`
+	EndTime               time.Time `json:"endTime,omitzero"`
+	Done                  bool      `json:"done,omitempty"`
+	RequestedCancellation bool      `json:"requestedCancellation,omitempty"`
+	StatusMessage         string    `json:"statusMessage,omitempty"`
+	Error                 *Status   `json:"error,omitempty"`
+	// Response is the stored resource (model JSON) the operation finished with; nil
+	// for deletes, whose response is Empty.
+	Response []byte `json:"response,omitempty"`
+	// Params carry what the plan needs beyond the target: the snapshot to revert to,
+	// the resource as it was before an update (for cancellation), progress markers.
+	Params map[string]string `json:"params,omitempty"`
+	// Prev is the target resource before an update, restored if it is cancelled.
+	Prev []byte `json:"prev,omitempty"`
+}
+
+// Name is the operation's resource name.
+func (o *Operation) Name() string {
+	return LocationName(o.Project, o.Location) + "/operations/" + o.ID
+}
+
+// ServiceAccount is an identity that signs its own tokens with keys Basin issued.
+type ServiceAccount struct {
+	Email       string    `json:"email"`
+	Project     string    `json:"project"`
+	DisplayName string    `json:"displayName,omitempty"`
+	Disabled    bool      `json:"disabled,omitempty"`
+	CreateTime  time.Time `json:"createTime"`
+	// Owner accounts hold roles/owner on every project.
+	Owner bool `json:"owner,omitempty"`
+}
+
+// ServiceAccountKey is the public half of a key; Basin never stores private keys.
+type ServiceAccountKey struct {
+	ID           string    `json:"id"`
+	Email        string    `json:"email"`
+	PublicKeyPEM string    `json:"publicKeyPem"`
+	CreateTime   time.Time `json:"createTime"`
+	ExpireTime   time.Time `json:"expireTime,omitzero"`
+}

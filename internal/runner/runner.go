@@ -1,0 +1,63 @@
+// Package runner runs external commands (btrfs, mount, losetup, later ganesha and tc)
+// with a context. Its errors carry argv, exit code and stderr, so a failure in a
+// driver reads like the shell session that would reproduce it.
+//
+// Drivers import it; it imports nothing of Basin's.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// Runner runs a command and returns its standard output.
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// Exec runs real commands.
+type Exec struct{}
+
+// Error describes a failed command.
+type Error struct {
+	Argv     []string
+	ExitCode int
+	Stderr   string
+	Err      error
+}
+
+func (e *Error) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("%s: exit %d: %s", strings.Join(e.Argv, " "), e.ExitCode, msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Run implements Runner.
+func (Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		code := -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return stdout.Bytes(), &Error{Argv: append([]string{name}, args...), ExitCode: code, Stderr: stderr.String(), Err: err}
+	}
+	return stdout.Bytes(), nil
+}
+
+// StderrContains reports whether err is a command error whose stderr contains s.
+func StderrContains(err error, s string) bool {
+	var re *Error
+	return errors.As(err, &re) && strings.Contains(re.Stderr, s)
+}

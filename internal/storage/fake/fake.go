@@ -1,0 +1,332 @@
+// Package fake is an in-memory storage.Backend that models the state a real backend
+// keeps (subvolumes, snapshots, quota groups, mounts), so controller tests assert
+// outcomes rather than call sequences. It can fail or pause any named method.
+package fake
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"sync"
+
+	"github.com/basin-nas/basin/internal/storage"
+)
+
+type volume struct {
+	mode    fs.FileMode
+	mounted bool
+	qgroup  uint64
+	from    *storage.SnapshotRef
+}
+
+// Backend is the fake. Its zero value is not usable; call New.
+type Backend struct {
+	mu       sync.Mutex
+	live     map[string]*volume
+	retired  map[string]bool // key.tag
+	snaps    map[string]map[string]bool
+	qgroups  map[uint64]int64 // limit
+	failures map[string]error
+	gates    map[string]chan struct{}
+	// Calls counts method calls by name.
+	Calls map[string]int
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns an empty fake store.
+func New() *Backend {
+	return &Backend{
+		live: map[string]*volume{}, retired: map[string]bool{}, snaps: map[string]map[string]bool{},
+		qgroups: map[uint64]int64{}, failures: map[string]error{}, gates: map[string]chan struct{}{}, Calls: map[string]int{},
+	}
+}
+
+// Fail makes every later call of method fail with err (nil clears it).
+func (b *Backend) Fail(method string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil {
+		delete(b.failures, method)
+	} else {
+		b.failures[method] = err
+	}
+}
+
+// Gate makes calls of method block until the returned function is called.
+func (b *Backend) Gate(method string) (release func()) {
+	ch := make(chan struct{})
+	b.mu.Lock()
+	b.gates[method] = ch
+	b.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+func (b *Backend) enter(ctx context.Context, method string) error {
+	b.mu.Lock()
+	b.Calls[method]++
+	gate := b.gates[method]
+	err := b.failures[method]
+	b.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err == nil {
+		b.mu.Lock()
+	}
+	return err
+}
+
+// Volume implements storage.Backend.
+func (b *Backend) Volume(ctx context.Context, key string, qgroup uint64, tag string) (storage.VolumeStatus, error) {
+	if err := b.enter(ctx, "Volume"); err != nil {
+		return storage.VolumeStatus{}, err
+	}
+	defer b.mu.Unlock()
+	st := storage.VolumeStatus{MountPath: "/fake/" + key}
+	if v, ok := b.live[key]; ok {
+		st.Exists, st.Mounted, st.Mode = true, v.mounted, v.mode
+	}
+	lim, ok := b.qgroups[qgroup]
+	st.QgroupExists, st.LimitBytes = ok, lim
+	st.Retired = tag != "" && b.retired[key+"."+tag]
+	return st, nil
+}
+
+// CreateQgroup implements storage.Backend.
+func (b *Backend) CreateQgroup(ctx context.Context, q uint64) error {
+	if err := b.enter(ctx, "CreateQgroup"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if _, ok := b.qgroups[q]; !ok {
+		b.qgroups[q] = 0
+	}
+	return nil
+}
+
+// CreateVolume implements storage.Backend.
+func (b *Backend) CreateVolume(ctx context.Context, key string, q uint64, from *storage.SnapshotRef) error {
+	if err := b.enter(ctx, "CreateVolume"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if _, ok := b.qgroups[q]; !ok {
+		return fmt.Errorf("qgroup 1/%d does not exist", q)
+	}
+	if from != nil && !b.snaps[from.VolumeKey][from.Snapshot] {
+		return fmt.Errorf("source snapshot %s@%s does not exist", from.VolumeKey, from.Snapshot)
+	}
+	if _, ok := b.live[key]; !ok {
+		b.live[key] = &volume{mode: 0o755, qgroup: q, from: from}
+	}
+	return nil
+}
+
+// SetLimit implements storage.Backend.
+func (b *Backend) SetLimit(ctx context.Context, q uint64, bytes int64) error {
+	if err := b.enter(ctx, "SetLimit"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if _, ok := b.qgroups[q]; !ok {
+		return fmt.Errorf("qgroup 1/%d does not exist", q)
+	}
+	b.qgroups[q] = bytes
+	return nil
+}
+
+// SetMode implements storage.Backend.
+func (b *Backend) SetMode(ctx context.Context, key string, mode fs.FileMode) error {
+	if err := b.enter(ctx, "SetMode"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	v, ok := b.live[key]
+	if !ok {
+		return fmt.Errorf("volume %s does not exist", key)
+	}
+	v.mode = mode
+	return nil
+}
+
+// Mount implements storage.Backend.
+func (b *Backend) Mount(ctx context.Context, key string) error {
+	if err := b.enter(ctx, "Mount"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	v, ok := b.live[key]
+	if !ok {
+		return fmt.Errorf("volume %s does not exist", key)
+	}
+	v.mounted = true
+	return nil
+}
+
+// Unmount implements storage.Backend.
+func (b *Backend) Unmount(ctx context.Context, key string) error {
+	if err := b.enter(ctx, "Unmount"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if v, ok := b.live[key]; ok {
+		v.mounted = false
+	}
+	return nil
+}
+
+// DeleteVolume implements storage.Backend.
+func (b *Backend) DeleteVolume(ctx context.Context, key string, q uint64) error {
+	if err := b.enter(ctx, "DeleteVolume"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	delete(b.live, key)
+	delete(b.snaps, key)
+	for k := range b.retired {
+		if len(k) > len(key) && k[:len(key)+1] == key+"." {
+			delete(b.retired, k)
+		}
+	}
+	delete(b.qgroups, q)
+	return nil
+}
+
+// Snapshot implements storage.Backend.
+func (b *Backend) Snapshot(ctx context.Context, key, snap string) (storage.SnapshotStatus, error) {
+	if err := b.enter(ctx, "Snapshot"); err != nil {
+		return storage.SnapshotStatus{}, err
+	}
+	defer b.mu.Unlock()
+	return storage.SnapshotStatus{Exists: b.snaps[key][snap], ExclusiveBytes: 16384}, nil
+}
+
+// CreateSnapshot implements storage.Backend.
+func (b *Backend) CreateSnapshot(ctx context.Context, key, snap string, q uint64) error {
+	if err := b.enter(ctx, "CreateSnapshot"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if _, ok := b.live[key]; !ok {
+		return fmt.Errorf("volume %s does not exist", key)
+	}
+	if b.snaps[key] == nil {
+		b.snaps[key] = map[string]bool{}
+	}
+	b.snaps[key][snap] = true
+	return nil
+}
+
+// DeleteSnapshot implements storage.Backend.
+func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.enter(ctx, "DeleteSnapshot"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	delete(b.snaps[key], snap)
+	return nil
+}
+
+// Retire implements storage.Backend.
+func (b *Backend) Retire(ctx context.Context, key, tag string) error {
+	if err := b.enter(ctx, "Retire"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if _, ok := b.live[key]; ok {
+		delete(b.live, key)
+		b.retired[key+"."+tag] = true
+	}
+	return nil
+}
+
+// PurgeRetired implements storage.Backend.
+func (b *Backend) PurgeRetired(ctx context.Context, key, tag string) error {
+	if err := b.enter(ctx, "PurgeRetired"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	delete(b.retired, key+"."+tag)
+	return nil
+}
+
+// Inventory implements storage.Backend.
+func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
+	if err := b.enter(ctx, "Inventory"); err != nil {
+		return storage.Inventory{}, err
+	}
+	defer b.mu.Unlock()
+	inv := storage.Inventory{Snapshots: map[string][]string{}}
+	seen := map[string]bool{}
+	for k := range b.live {
+		seen[k] = true
+	}
+	for k, s := range b.snaps {
+		for n := range s {
+			inv.Snapshots[k] = append(inv.Snapshots[k], n)
+		}
+		seen[k] = true
+	}
+	for k := range seen {
+		inv.Volumes = append(inv.Volumes, k)
+	}
+	sort.Strings(inv.Volumes)
+	for q := range b.qgroups {
+		inv.Qgroups = append(inv.Qgroups, q)
+	}
+	return inv, nil
+}
+
+// DestroyQgroup implements storage.Backend.
+func (b *Backend) DestroyQgroup(ctx context.Context, q uint64) error {
+	if err := b.enter(ctx, "DestroyQgroup"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	delete(b.qgroups, q)
+	return nil
+}
+
+// State is a snapshot of the fake's contents for assertions.
+type State struct {
+	Volumes   map[string]bool // key -> mounted
+	Modes     map[string]fs.FileMode
+	Snapshots map[string][]string
+	Qgroups   map[uint64]int64
+	Retired   []string
+	Sources   map[string]storage.SnapshotRef
+}
+
+// State returns the current contents.
+func (b *Backend) State() State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := State{Volumes: map[string]bool{}, Modes: map[string]fs.FileMode{}, Snapshots: map[string][]string{}, Qgroups: map[uint64]int64{}, Sources: map[string]storage.SnapshotRef{}}
+	for k, v := range b.live {
+		s.Volumes[k] = v.mounted
+		s.Modes[k] = v.mode
+		if v.from != nil {
+			s.Sources[k] = *v.from
+		}
+	}
+	for k, m := range b.snaps {
+		for n := range m {
+			s.Snapshots[k] = append(s.Snapshots[k], n)
+		}
+		sort.Strings(s.Snapshots[k])
+	}
+	for q, l := range b.qgroups {
+		s.Qgroups[q] = l
+	}
+	for k := range b.retired {
+		s.Retired = append(s.Retired, k)
+	}
+	return s
+}

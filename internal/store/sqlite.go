@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/model"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// SQLite is the embedded Store: one database file in WAL mode.
+type SQLite struct {
+	db *sql.DB
+}
+
+var _ Store = (*SQLite)(nil)
+
+// OpenSQLite opens (creating if needed) the database at path and runs migrations.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(1)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// One connection: SQLite serialises writers anyway, and this makes every Update
+	// a critical section without SQLITE_BUSY retries.
+	db.SetMaxOpenConns(1)
+	s := &SQLite{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *SQLite) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "migrations/")
+		num, _, _ := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if err != nil {
+			return fmt.Errorf("migration %s: bad name", f)
+		}
+		body, err := migrations.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if n == 0 {
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("migration %s: %w", f, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version) VALUES (?)`, version); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+// Update runs fn in a write transaction, committing if it returns nil.
+func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
+	return s.run(ctx, fn)
+}
+
+// View runs fn in a transaction that is always rolled back.
+func (s *SQLite) View(ctx context.Context, fn func(Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(&sqliteTx{ctx: ctx, tx: tx})
+}
+
+func (s *SQLite) run(ctx context.Context, fn func(Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(&sqliteTx{ctx: ctx, tx: tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+type sqliteTx struct {
+	ctx context.Context
+	tx  *sql.Tx
+}
+
+func (t *sqliteTx) Get(kind, name string, out any) error {
+	var data []byte
+	err := t.tx.QueryRowContext(t.ctx, `SELECT data FROM resources WHERE kind = ? AND name = ?`, kind, name).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return model.Errorf(model.ErrNotFound, "Resource '%s' was not found", name)
+	}
+	if err != nil {
+		return fmt.Errorf("get %s %s: %w", kind, name, err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode %s %s: %w", kind, name, err)
+	}
+	return nil
+}
+
+func (t *sqliteTx) List(kind, parent string) ([][]byte, error) {
+	var rows *sql.Rows
+	var err error
+	if parent == "" {
+		rows, err = t.tx.QueryContext(t.ctx, `SELECT data FROM resources WHERE kind = ? ORDER BY name`, kind)
+	} else {
+		rows, err = t.tx.QueryContext(t.ctx, `SELECT data FROM resources WHERE kind = ? AND parent = ? ORDER BY name`, kind, parent)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind, err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			return nil, err
+		}
+		out = append(out, data)
+	}
+	return out, rows.Err()
+}
+
+func (t *sqliteTx) Put(kind, name, parent string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", kind, err)
+	}
+	_, err = t.tx.ExecContext(t.ctx, `INSERT INTO resources(kind, name, parent, data) VALUES (?, ?, ?, ?)
+		ON CONFLICT(kind, name) DO UPDATE SET parent = excluded.parent, data = excluded.data`, kind, name, parent, data)
+	if err != nil {
+		return fmt.Errorf("put %s %s: %w", kind, name, err)
+	}
+	return nil
+}
+
+func (t *sqliteTx) Insert(kind, name, parent string, v any) error {
+	var n int
+	if err := t.tx.QueryRowContext(t.ctx, `SELECT count(*) FROM resources WHERE kind = ? AND name = ?`, kind, name).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return model.Errorf(model.ErrAlreadyExists, "Resource '%s' already exists", name)
+	}
+	return t.Put(kind, name, parent, v)
+}
+
+func (t *sqliteTx) Delete(kind, name string) error {
+	if _, err := t.tx.ExecContext(t.ctx, `DELETE FROM resources WHERE kind = ? AND name = ?`, kind, name); err != nil {
+		return fmt.Errorf("delete %s %s: %w", kind, name, err)
+	}
+	return nil
+}
+
+func (t *sqliteTx) NextSeq(key string) (int64, error) {
+	var v int64
+	err := t.tx.QueryRowContext(t.ctx, `INSERT INTO sequences(key, value) VALUES (?, 1)
+		ON CONFLICT(key) DO UPDATE SET value = value + 1 RETURNING value`, key).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("sequence %s: %w", key, err)
+	}
+	return v, nil
+}
+
+func (t *sqliteTx) Seq(key string) (int64, error) {
+	var v int64
+	err := t.tx.QueryRowContext(t.ctx, `SELECT value FROM sequences WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sequence %s: %w", key, err)
+	}
+	return v, nil
+}

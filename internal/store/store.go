@@ -1,0 +1,105 @@
+// Package store keeps Basin's metadata: every resource and operation, as documents in
+// one transactional store. SQLite (pure Go, WAL) is the embedded default; the Store
+// interface is what a PostgreSQL implementation would satisfy. The store is
+// deterministic: names, IDs and timestamps come from the caller.
+//
+// Imported by the daemon, api, controller and iam packages.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/basin-nas/basin/internal/model"
+)
+
+// Kinds of stored documents.
+const (
+	KindPool            = "storagePool"
+	KindVolume          = "volume"
+	KindSnapshot        = "snapshot"
+	KindActiveDirectory = "activeDirectory"
+	KindOperation       = "operation"
+	KindServiceAccount  = "serviceAccount"
+	KindKey             = "serviceAccountKey"
+)
+
+// Store runs transactions. Update transactions are serialised: a check followed by a
+// write inside one Update cannot race with another Update.
+type Store interface {
+	Update(ctx context.Context, fn func(Tx) error) error
+	View(ctx context.Context, fn func(Tx) error) error
+	Close() error
+}
+
+// Tx reads and writes documents inside a transaction.
+type Tx interface {
+	// Get decodes the document into out, or returns model.ErrNotFound.
+	Get(kind, name string, out any) error
+	// List returns the documents of kind under parent ("" = all), ordered by name.
+	List(kind, parent string) ([][]byte, error)
+	// Put inserts or replaces a document.
+	Put(kind, name, parent string, v any) error
+	// Insert adds a document, or returns model.ErrAlreadyExists.
+	Insert(kind, name, parent string, v any) error
+	// Delete removes a document; deleting an absent one is not an error.
+	Delete(kind, name string) error
+	// NextSeq returns the next value of a named counter, starting at 1.
+	NextSeq(key string) (int64, error)
+	// Seq returns the last value NextSeq returned for key, or 0.
+	Seq(key string) (int64, error)
+}
+
+// Get reads one typed document.
+func Get[T any](tx Tx, kind, name string) (*T, error) {
+	var v T
+	if err := tx.Get(kind, name, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// List reads the typed documents of kind under parent, ordered by name.
+func List[T any](tx Tx, kind, parent string) ([]*T, error) {
+	raws, err := tx.List(kind, parent)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*T, 0, len(raws))
+	for _, r := range raws {
+		v := new(T)
+		if err := json.Unmarshal(r, v); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kind, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Typed helpers for the resources, keyed by their resource names.
+
+// PutPool stores a pool.
+func PutPool(tx Tx, p *model.Pool) error {
+	return tx.Put(KindPool, p.Name(), model.LocationName(p.Project, p.Location), p)
+}
+
+// PutVolume stores a volume.
+func PutVolume(tx Tx, v *model.Volume) error {
+	return tx.Put(KindVolume, v.Name(), model.LocationName(v.Project, v.Location), v)
+}
+
+// PutSnapshot stores a snapshot.
+func PutSnapshot(tx Tx, s *model.Snapshot) error {
+	return tx.Put(KindSnapshot, s.Name(), s.VolumeName(), s)
+}
+
+// PutAD stores an Active Directory policy.
+func PutAD(tx Tx, a *model.ActiveDirectory) error {
+	return tx.Put(KindActiveDirectory, a.Name(), model.LocationName(a.Project, a.Location), a)
+}
+
+// PutOperation stores an operation.
+func PutOperation(tx Tx, o *model.Operation) error {
+	return tx.Put(KindOperation, o.Name(), model.LocationName(o.Project, o.Location), o)
+}

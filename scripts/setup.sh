@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what Basin and its tests need on a fresh Debian 12 machine (run as root).
+# Idempotent: it skips what is already there.
+#   scripts/setup.sh          system packages for running Basin
+#   scripts/setup.sh --test   plus the Python venv for the end-to-end tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v btrfs >/dev/null || need_pkgs+=(btrfs-progs)
+command -v losetup >/dev/null || need_pkgs+=(util-linux)
+command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
+if [[ "${1:-}" == "--test" ]]; then
+  python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+fi
+if ((${#need_pkgs[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: need root to install ${need_pkgs[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+command -v go >/dev/null || { echo "setup: Go 1.26 or newer is required (https://go.dev/dl/)" >&2; exit 1; }
+modprobe btrfs 2>/dev/null || true
+grep -qw btrfs /proc/filesystems || { echo "setup: this kernel has no btrfs support" >&2; exit 1; }
+
+if [[ "${1:-}" == "--test" ]]; then
+  req=test/e2e/python/requirements.txt
+  stamp=.venv/.installed-$(sha256sum "$req" | cut -c1-16)
+  if [[ ! -f $stamp ]]; then
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r "$req"
+    touch "$stamp"
+  fi
+fi

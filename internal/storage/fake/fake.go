@@ -29,8 +29,14 @@ type Backend struct {
 	qgroups  map[uint64]int64 // limit
 	failures map[string]error
 	gates    map[string]chan struct{}
-	// Calls counts method calls by name.
-	Calls map[string]int
+	calls    map[string]int
+}
+
+// CallCount returns how often method was called.
+func (b *Backend) CallCount(method string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls[method]
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -39,7 +45,7 @@ var _ storage.Backend = (*Backend)(nil)
 func New() *Backend {
 	return &Backend{
 		live: map[string]*volume{}, retired: map[string]bool{}, snaps: map[string]map[string]bool{},
-		qgroups: map[uint64]int64{}, failures: map[string]error{}, gates: map[string]chan struct{}{}, Calls: map[string]int{},
+		qgroups: map[uint64]int64{}, failures: map[string]error{}, gates: map[string]chan struct{}{}, calls: map[string]int{},
 	}
 }
 
@@ -66,7 +72,7 @@ func (b *Backend) Gate(method string) (release func()) {
 
 func (b *Backend) enter(ctx context.Context, method string) error {
 	b.mu.Lock()
-	b.Calls[method]++
+	b.calls[method]++
 	gate := b.gates[method]
 	err := b.failures[method]
 	b.mu.Unlock()

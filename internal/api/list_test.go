@@ -1,0 +1,274 @@
+package api
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func ids(list []any) []string {
+	var out []string
+	for _, it := range list {
+		n := it.(map[string]any)["name"].(string)
+		out = append(out, n[strings.LastIndex(n, "/")+1:])
+	}
+	return out
+}
+
+// collect pages through a list with the given query and returns every ID.
+func (e *env) collect(path, field string, q url.Values) (all []string, pages int) {
+	e.t.Helper()
+	for {
+		r := e.ok("GET", path+"?"+q.Encode(), nil)
+		items, _ := r[field].([]any)
+		all = append(all, ids(items)...)
+		pages++
+		next, _ := r["nextPageToken"].(string)
+		if next == "" {
+			return all, pages
+		}
+		q.Set("pageToken", next)
+		if pages > 100 {
+			e.t.Fatal("paging does not end")
+		}
+	}
+}
+
+func TestPagingFilterOrder(t *testing.T) {
+	e := newEnv(t)
+	e.pool("pool1", 1000, nil)
+	e.pool("pool2", 1000, map[string]any{"serviceLevel": "EXTREME"})
+	var want []string
+	for i := range 7 {
+		id := fmt.Sprintf("vol%02d", i)
+		pool := "pool1"
+		if i%2 == 1 {
+			pool = "pool2"
+		}
+		e.volume(id, pool, 10+i, map[string]any{"labels": map[string]string{"parity": []string{"even", "odd"}[i%2]}})
+		want = append(want, id)
+	}
+	got, pages := e.collect(loc+"/volumes", "volumes", url.Values{"pageSize": {"3"}})
+	if !slices.Equal(got, want) || pages != 3 {
+		t.Fatalf("paged list = %v in %d pages", got, pages)
+	}
+	got, _ = e.collect(loc+"/volumes", "volumes", url.Values{"pageSize": {"2"}, "orderBy": {"name desc"}})
+	rev := slices.Clone(want)
+	slices.Reverse(rev)
+	if !slices.Equal(got, rev) {
+		t.Fatalf("name desc = %v", got)
+	}
+	got, _ = e.collect(loc+"/volumes", "volumes", url.Values{"orderBy": {"capacity_gib desc"}})
+	if got[0] != "vol06" || got[6] != "vol00" {
+		t.Fatalf("capacity desc = %v", got)
+	}
+	for _, tc := range []struct {
+		filter string
+		want   []string
+	}{
+		{`labels.parity = "odd"`, []string{"vol01", "vol03", "vol05"}},
+		{`storagePool = pool1 AND capacityGib > 12`, []string{"vol04", "vol06"}},
+		{`storage_pool=pool2 OR capacityGib<=10`, []string{"vol00", "vol01", "vol03", "vol05"}},
+		{`NOT serviceLevel = PREMIUM`, []string{"vol01", "vol03", "vol05"}},
+		{`-(labels.parity = even)`, []string{"vol01", "vol03", "vol05"}},
+		{`state = READY labels.parity=even capacityGib < 14`, []string{"vol00", "vol02"}},
+		{`labels:parity`, want},
+		{`labels:missing`, nil},
+		{`shareName = "vol0*"`, want},
+		{`name = "projects/p1/locations/us-east4/volumes/vol03"`, []string{"vol03"}},
+		{`protocols = NFSV3`, want},
+		{`kerberosEnabled = true`, nil},
+		{`kerberosEnabled = false`, want},
+	} {
+		got, _ := e.collect(loc+"/volumes", "volumes", url.Values{"filter": {tc.filter}, "pageSize": {"2"}})
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("filter %q = %v, want %v", tc.filter, got, tc.want)
+		}
+	}
+	// Tokens are bound to their query.
+	r := e.ok("GET", loc+"/volumes?pageSize=2", nil)
+	tok := r["nextPageToken"].(string)
+	e.fails("GET", loc+"/volumes?pageSize=2&filter=state%3DREADY&pageToken="+tok, nil, 400, "INVALID_ARGUMENT")
+	e.fails("GET", loc+"/storagePools?pageToken="+tok, nil, 400, "INVALID_ARGUMENT")
+	// Tokens are stable under inserts and deletes: the next page resumes after the
+	// last item seen, skipping nothing that still exists.
+	e.run("DELETE", loc+"/volumes/vol00", nil)
+	e.volume("vol005", "pool1", 1, nil) // sorts before the cursor: not in later pages
+	r = e.ok("GET", loc+"/volumes?pageSize=2&pageToken="+tok, nil)
+	if got := ids(r["volumes"].([]any)); !slices.Equal(got, []string{"vol02", "vol03"}) {
+		t.Fatalf("page after concurrent changes = %v", got)
+	}
+	// Listing across locations with "-".
+	if got, _ := e.collect("/v1/projects/p1/locations/-/volumes", "volumes", url.Values{}); len(got) != 7 {
+		t.Fatalf("wildcard list = %v", got)
+	}
+	// pageSize above 1000 is clamped, not refused.
+	e.ok("GET", loc+"/volumes?pageSize=5000", nil)
+}
+
+func TestOperations(t *testing.T) {
+	e := newEnv(t)
+	e.pool("pool1", 100, nil)
+	e.volume("vol1", "pool1", 10, nil)
+	list := e.ok("GET", loc+"/operations", nil)["operations"].([]any)
+	if len(list) != 2 {
+		t.Fatalf("operations = %v", list)
+	}
+	newest := list[0].(map[string]any)
+	if newest["metadata"].(map[string]any)["target"] != "projects/p1/locations/us-east4/volumes/vol1" {
+		t.Fatalf("operations not newest first: %v", list)
+	}
+	if got := e.ok("GET", loc+"/operations?filter=done%3Dfalse", nil)["operations"]; got != nil {
+		t.Fatalf("done=false should be empty: %v", got)
+	}
+	if got := e.ok("GET", loc+"/operations?filter=done%3Dtrue", nil)["operations"].([]any); len(got) != 2 {
+		t.Fatalf("done=true = %v", got)
+	}
+	// Deleting an operation removes the record, never the resource.
+	id := ids([]any{newest})[0]
+	if r := e.ok("DELETE", loc+"/operations/"+id, nil); len(r) != 0 {
+		t.Fatalf("delete answered %v, want {}", r)
+	}
+	e.fails("GET", loc+"/operations/"+id, nil, 404, "NOT_FOUND")
+	e.ok("GET", loc+"/volumes/vol1", nil)
+	// Cancelling a finished operation is a harmless no-op.
+	other := ids([]any{list[1]})[0]
+	e.ok("POST", loc+"/operations/"+other+":cancel", map[string]any{})
+	if op := e.ok("GET", loc+"/operations/"+other, nil); op["error"] != nil || op["response"] == nil {
+		t.Fatalf("cancel changed a finished operation: %v", op)
+	}
+}
+
+func TestCancelVolumeCreateRollsBack(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.SyncWait = time.Millisecond })
+	e.pool("pool1", 100, nil)
+	release := e.be.Gate("Mount") // the create stops just before mounting
+	op := e.ok("POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": 10, "protocols": []string{"NFSV3"}})
+	if op["done"] == true {
+		t.Fatal("operation finished before the gate")
+	}
+	waitFor(t, func() bool { return e.be.CallCount("Mount") > 0 })
+	if v := e.ok("GET", loc+"/volumes/vol1", nil); v["state"] != "CREATING" {
+		t.Fatalf("state while creating = %v", v["state"])
+	}
+	e.fails("DELETE", loc+"/operations/"+ids([]any{op})[0], nil, 400, "FAILED_PRECONDITION")
+	e.ok("POST", "/v1/"+op["name"].(string)+":cancel", map[string]any{})
+	release()
+	op = e.wait(op)
+	errObj, _ := op["error"].(map[string]any)
+	if errObj["code"] != 1.0 || op["metadata"].(map[string]any)["requestedCancellation"] != true {
+		t.Fatalf("cancelled operation = %v", op)
+	}
+	if _, has := errObj["status"]; has {
+		t.Fatal("operation error must not carry a status string (strict parsers)")
+	}
+	e.fails("GET", loc+"/volumes/vol1", nil, 404, "NOT_FOUND")
+	if st := e.be.State(); len(st.Volumes) != 0 || len(st.Qgroups) != 0 {
+		t.Fatalf("cancelled create left storage: %+v", st)
+	}
+	// The ID is free again.
+	e.volume("vol1", "pool1", 10, nil)
+}
+
+func TestBusyResourceRefusesSecondOperation(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.SyncWait = time.Millisecond })
+	e.pool("pool1", 100, nil)
+	e.volume("vol1", "pool1", 10, nil)
+	release := e.be.Gate("SetLimit")
+	op := e.ok("PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 20})
+	waitFor(t, func() bool { return e.be.CallCount("SetLimit") > 1 })
+	e.fails("PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 30}, 400, "FAILED_PRECONDITION")
+	e.fails("DELETE", loc+"/volumes/vol1", nil, 400, "FAILED_PRECONDITION")
+	e.fails("POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", nil, 400, "FAILED_PRECONDITION")
+	release()
+	if op = e.wait(op); op["error"] != nil {
+		t.Fatalf("update failed: %v", op)
+	}
+}
+
+func TestFailedCreateIsCleanedUp(t *testing.T) {
+	e := newEnv(t)
+	e.pool("pool1", 100, nil)
+	e.be.Fail("Mount", fmt.Errorf("mount: device busy"))
+	op := e.wait(e.ok("POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": 10, "protocols": []string{"NFSV3"}}))
+	errObj, _ := op["error"].(map[string]any)
+	if errObj["code"] != 13.0 || !strings.Contains(errObj["message"].(string), "device busy") {
+		t.Fatalf("failed operation = %v", op)
+	}
+	e.fails("GET", loc+"/volumes/vol1", nil, 404, "NOT_FOUND")
+	if st := e.be.State(); len(st.Volumes) != 0 || len(st.Qgroups) != 0 {
+		t.Fatalf("failed create left storage: %+v", st)
+	}
+	e.be.Fail("Mount", nil)
+	e.volume("vol1", "pool1", 10, nil)
+}
+
+func TestActiveDirectory(t *testing.T) {
+	e := newEnv(t)
+	const secret = "s3cret-Passw0rd"
+	ad := e.run("POST", loc+"/activeDirectories?activeDirectoryId=ad1", map[string]any{"domain": "corp.example.com", "dns": "10.0.0.2,10.0.0.3",
+		"netBiosPrefix": "nas", "username": "admin", "password": secret, "aesEncryption": true})
+	if ad["state"] != "READY" || ad["domain"] != "corp.example.com" {
+		t.Fatalf("ad = %v", ad)
+	}
+	e.pool("pool1", 100, map[string]any{"activeDirectory": "projects/p1/locations/us-east4/activeDirectories/ad1"})
+	for _, path := range []string{loc + "/activeDirectories/ad1", loc + "/activeDirectories", loc + "/operations"} {
+		if r := e.do("GET", path, nil); strings.Contains(r.raw, secret) || strings.Contains(r.raw, "password") {
+			t.Fatalf("GET %s leaks the password: %s", path, r.raw)
+		}
+	}
+	if got := e.ok("GET", loc+"/activeDirectories/ad1", nil)["state"]; got != "IN_USE" {
+		t.Fatalf("referenced AD state = %v, want IN_USE", got)
+	}
+	e.fails("DELETE", loc+"/activeDirectories/ad1", nil, 400, "FAILED_PRECONDITION")
+	// SMB volumes are allowed in a pool with an AD.
+	e.volume("smb1", "pool1", 10, map[string]any{"protocols": []string{"SMB"}})
+	if v := e.ok("GET", loc+"/volumes/smb1", nil); v["securityStyle"] != "NTFS" || v["activeDirectory"] != "projects/p1/locations/us-east4/activeDirectories/ad1" {
+		t.Fatalf("smb volume = %v", v)
+	}
+	e.run("PATCH", loc+"/activeDirectories/ad1?updateMask=site", map[string]any{"site": "s1"})
+	if got := e.ok("GET", loc+"/activeDirectories/ad1", nil)["site"]; got != "s1" {
+		t.Fatalf("site = %v", got)
+	}
+}
+
+func TestLocations(t *testing.T) {
+	e := newEnv(t)
+	r := e.ok("GET", "/v1/projects/p1/locations", nil)
+	if got := ids(r["locations"].([]any)); !slices.Equal(got, []string{"us-east4", "us-west1"}) {
+		t.Fatalf("locations = %v", got)
+	}
+	l := e.ok("GET", "/v1/projects/p1/locations/us-west1", nil)
+	if l["locationId"] != "us-west1" || l["metadata"].(map[string]any)["@type"] != "type.googleapis.com/google.cloud.netapp.v1.LocationMetadata" {
+		t.Fatalf("location = %v", l)
+	}
+}
+
+func TestHealthAndReady(t *testing.T) {
+	ready := false
+	e := newEnv(t, func(o *Options) { o.Ready = func() bool { return ready } })
+	if r := e.do("GET", "/healthz", nil); r.status != 200 {
+		t.Fatalf("healthz = %d", r.status)
+	}
+	if r := e.do("GET", "/readyz", nil); r.status != 503 {
+		t.Fatalf("readyz before ready = %d", r.status)
+	}
+	ready = true
+	if r := e.do("GET", "/readyz", nil); r.status != 200 {
+		t.Fatalf("readyz = %d", r.status)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -208,4 +208,6 @@ type OperationError struct {
 	Message string
 }
 
-func (e *OperationError) Error() string { return fmt.Sprintf("operation failed (code %d): %s", e.Code, e.Message) }
+func (e *OperationError) Error() string {
+	return fmt.Sprintf("operation failed (code %d): %s", e.Code, e.Message)
+}

@@ -190,7 +190,10 @@ func TestResumeRevertAfterRetire(t *testing.T) {
 		t.Fatalf("newer snapshot not deleted: %v", st.Snapshots[v.Key])
 	}
 	var cur *model.Volume
-	h.st.View(ctx, func(tx store.Tx) (err error) { cur, err = store.Get[model.Volume](tx, store.KindVolume, v.Name()); return err })
+	h.st.View(ctx, func(tx store.Tx) (err error) {
+		cur, err = store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		return err
+	})
 	if cur.State != model.StateReady {
 		t.Fatalf("volume state %s", cur.State)
 	}

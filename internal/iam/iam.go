@@ -87,10 +87,14 @@ type claims struct {
 // the reason goes to the log through Reason.
 type unauthenticated struct{ reason string }
 
-func (e *unauthenticated) Error() string { return "Request had invalid authentication credentials: " + e.reason }
+func (e *unauthenticated) Error() string {
+	return "Request had invalid authentication credentials: " + e.reason
+}
 func (e *unauthenticated) Unwrap() error { return model.ErrUnauthenticated }
 
-func deny(format string, args ...any) error { return &unauthenticated{reason: fmt.Sprintf(format, args...)} }
+func deny(format string, args ...any) error {
+	return &unauthenticated{reason: fmt.Sprintf(format, args...)}
+}
 
 // Authenticate verifies the Authorization header value and returns the caller.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/basin-nas/basin/internal/cli"
 	"github.com/basin-nas/basin/internal/config"
@@ -102,6 +103,14 @@ func serve(args []string) int {
 		return 2
 	}
 	cfg.Locations = locs.vals
+	if d := os.Getenv("BASIN_FAULT_STEP_DELAY"); d != "" {
+		delay, err := time.ParseDuration(d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_FAULT_STEP_DELAY:", err)
+			return 2
+		}
+		cfg.FaultStepDelay = delay
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		fmt.Fprintln(os.Stderr, "basin serve: --log-level:", err)

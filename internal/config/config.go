@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/basin-nas/basin/internal/model"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	Limits model.Limits
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// FaultStepDelay pauses the controller before every storage step; for crash
+	// tests only (env BASIN_FAULT_STEP_DELAY).
+	FaultStepDelay time.Duration
 }
 
 // Default returns the embedded defaults.

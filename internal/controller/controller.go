@@ -42,6 +42,9 @@ type Options struct {
 	// StepAttempts is how often a failing step is tried before the operation fails;
 	// default 3.
 	StepAttempts int
+	// StepDelay pauses before every step. It is fault injection for crash tests
+	// (a window in which to kill the process mid-operation); zero in production.
+	StepDelay time.Duration
 }
 
 // Controller runs operations one at a time, in the order they were created.
@@ -436,6 +439,13 @@ func wantOf(v *model.Volume) VolumeWant {
 // runSteps applies steps to volume v, retrying each a few times.
 func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model.Volume, steps []Step) error {
 	for _, s := range steps {
+		if c.opts.StepDelay > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(c.opts.StepDelay):
+			}
+		}
 		var err error
 		for attempt := range c.opts.StepAttempts {
 			if err = c.step(ctx, op, v, s); err == nil || ctx.Err() != nil {

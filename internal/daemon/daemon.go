@@ -76,7 +76,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: []string{baseURL, "https://" + cfg.Listen + "/"}})
 	}
 
-	ctrl := controller.New(controller.Options{Store: st, Backend: be, Logger: log.With("component", "controller")})
+	if cfg.FaultStepDelay > 0 {
+		log.Warn("fault injection: pausing before every storage step", "delay", cfg.FaultStepDelay)
+	}
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
 	var ready atomic.Bool
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Limits: cfg.Limits,
 		Logger: log.With("component", "api"), Ready: ready.Load})

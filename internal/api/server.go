@@ -56,7 +56,8 @@ type Options struct {
 	// Now returns the current time; nil = time.Now.
 	Now func() time.Time
 	// SyncWait is how long a mutating call waits for its operation before answering
-	// with it still running; fast operations (most) are answered done. Default 2 s.
+	// with it still running; fast operations (most) are answered done. Default 2 s;
+	// negative = answer at once.
 	SyncWait time.Duration
 	// Ready reports whether the service can take requests (for /readyz).
 	Ready func() bool
@@ -344,9 +345,11 @@ func (s *Server) startOperation(rq *request, op *model.Operation, write func(tx 
 	}
 	if s.opts.Operations != nil {
 		s.opts.Operations.Wake()
-		ctx, cancel := context.WithTimeout(rq.ctx, s.opts.SyncWait)
-		s.opts.Operations.WaitDone(ctx, op.Name())
-		cancel()
+		if s.opts.SyncWait > 0 {
+			ctx, cancel := context.WithTimeout(rq.ctx, s.opts.SyncWait)
+			s.opts.Operations.WaitDone(ctx, op.Name())
+			cancel()
+		}
 	}
 	var cur model.Operation
 	err = s.st.View(rq.ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) })

@@ -31,6 +31,9 @@ type Config struct {
 	Limits model.Limits
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// SyncWait is how long a mutating call waits for its operation to finish before
+	// answering with it still running; 0 = always answer at once.
+	SyncWait time.Duration
 	// FaultStepDelay pauses the controller before every storage step; for crash
 	// tests only (env BASIN_FAULT_STEP_DELAY).
 	FaultStepDelay time.Duration
@@ -45,6 +48,7 @@ func Default() Config {
 		StoreSize: 64 << 30,
 		Limits:    model.DefaultLimits(),
 		LogLevel:  "info",
+		SyncWait:  2 * time.Second,
 	}
 }
 

@@ -81,8 +81,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
 	var ready atomic.Bool
+	syncWait := cfg.SyncWait
+	if syncWait == 0 {
+		syncWait = -1 // answer at once
+	}
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Limits: cfg.Limits,
-		Logger: log.With("component", "api"), Ready: ready.Load})
+		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -1,0 +1,112 @@
+"""Starts real `basin serve` processes for the end-to-end tests (needs root)."""
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import pytest
+from google.api_core.client_options import ClientOptions
+from google.cloud import netapp_v1
+from google.oauth2 import service_account
+
+BASIN_BIN = os.environ.get("BASIN_BIN", os.path.join(os.path.dirname(__file__), "../../../bin/basin"))
+LOCATION = "us-east4"
+PARENT = f"projects/p1/locations/{LOCATION}"
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def offline(creds):
+    """Keeps google-auth from looking up the account's "regional access boundary" at
+    Google's IAM endpoint (a background call, pointless for Basin): tests send no
+    traffic off this machine. Uses the hook gcloud relies on (stable contract)."""
+    if hasattr(creds, "_set_regional_access_boundary"):
+        # google-auth compares naive UTC times here.
+        far = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) + datetime.timedelta(days=1)
+        creds._set_regional_access_boundary({"encodedLocations": "0x0", "expiry": far})
+    return creds
+
+
+class Basin:
+    """One basin serve process on a fresh data directory."""
+
+    def __init__(self, *extra_args):
+        if os.geteuid() != 0:
+            pytest.skip("the end-to-end tests need root (loop devices, mounts, btrfs quota)")
+        self.data_dir = tempfile.mkdtemp(prefix="basin-py-")
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log_path = os.path.join(self.data_dir, "serve.log")
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [BASIN_BIN, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
+             "--store-size", "4G", "--location", LOCATION, *extra_args],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(self.endpoint + "/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("basin serve did not become ready:\n" + open(self.log_path).read())
+            time.sleep(0.05)
+        self.key_file = os.path.join(self.data_dir, "owner-key.json")
+
+    def client(self, key_file=None):
+        creds = service_account.Credentials.from_service_account_file(key_file or self.key_file)
+        offline(creds)
+        return netapp_v1.NetAppClient(credentials=creds, transport="rest",
+                                      client_options=ClientOptions(api_endpoint=self.endpoint))
+
+    def log(self):
+        return open(self.log_path).read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+        self._log.close()
+        assert self.proc.returncode == 0, self.log()
+        with open("/proc/self/mountinfo") as f:
+            assert self.data_dir not in f.read(), "mounts left behind"
+        shutil.rmtree(self.data_dir)
+
+
+@pytest.fixture(scope="session")
+def basin():
+    """A server with default settings: fast operations complete in the first answer."""
+    b = Basin()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def basin_polled():
+    """A server that always answers with running operations, so the client polls
+    them through GetOperation (a strict parser)."""
+    b = Basin("--sync-wait", "0s")
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def forged_key(basin, tmp_path):
+    """The owner's key file with an unknown key id."""
+    kf = json.load(open(basin.key_file))
+    kf["private_key_id"] = "0" * 40
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(kf))
+    return str(path)

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportRules enforces the dependency direction of ../shared/STYLE.md: drivers
+// never see the model, store or API; the API never touches drivers; clients never
+// import server packages.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/basin-nas/basin/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/basin-nas/basin/internal/"
+	forbidden := map[string][]string{
+		"storage":    {"model", "store", "api", "apiv1", "controller", "iam", "daemon"},
+		"runner":     {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "storage"},
+		"api":        {"storage", "runner", "controller", "daemon"},
+		"apiv1":      {"model", "store", "api", "controller", "iam", "daemon", "storage", "runner"},
+		"model":      {"store", "api", "apiv1", "controller", "iam", "daemon", "storage", "runner"},
+		"controller": {"api", "apiv1", "iam", "daemon", "runner"},
+		"store":      {"api", "apiv1", "controller", "iam", "daemon", "storage", "runner"},
+		"client":     {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner"},
+		"cli":        {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner"},
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(fields[0], mod)
+		if !ok {
+			continue
+		}
+		room, _, _ := strings.Cut(pkg, "/")
+		for _, imp := range fields[1:] {
+			dep, ok := strings.CutPrefix(imp, mod)
+			if !ok {
+				continue
+			}
+			depRoom, _, _ := strings.Cut(dep, "/")
+			for _, f := range forbidden[room] {
+				if depRoom == f {
+					t.Errorf("%s imports %s: %s may not import %s", pkg, dep, room, f)
+				}
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no imports checked: go list output not understood")
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"64G": 64 << 30, "64GiB": 64 << 30, "512M": 512 << 20, "1T": 1 << 40, "4096": 4096, "2k": 2048} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "G", "-1G", "12X", "1.5G"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}

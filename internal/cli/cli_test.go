@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/basin-nas/basin/internal/client"
+)
+
+func TestParseArgs(t *testing.T) {
+	specs := []flagSpec{{name: "os"}, {name: "force", bool: true}, {name: "rule", multi: true}}
+	p, err := parseArgs([]string{"--os=linux", "latency", "--force", "--rule", "a", "x", "--rule=b", "--", "--not-a-flag"}, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.str("os") != "linux" || !p.has("force") || !slices.Equal(p.all("rule"), []string{"a", "b"}) {
+		t.Fatalf("flags: %+v", p.flags)
+	}
+	if !slices.Equal(p.args, []string{"latency", "x", "--not-a-flag"}) {
+		t.Fatalf("args: %v", p.args)
+	}
+	for _, bad := range [][]string{{"--nope"}, {"--os"}, {"--force=maybe"}} {
+		if _, err := parseArgs(bad, specs); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestParseExportRule(t *testing.T) {
+	r, err := parseExportRule("clients=10.0.0.0/8;10.1.0.5,access=read_only,root=false,nfsv4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r["allowedClients"] != "10.0.0.0/8,10.1.0.5" || r["accessType"] != "READ_ONLY" || r["hasRootAccess"] != "false" || r["nfsv3"] != false || r["nfsv4"] != true {
+		t.Fatalf("rule: %v", r)
+	}
+	if r, _ := parseExportRule("clients=1.2.3.4"); r["nfsv3"] != true || r["nfsv4"] != true || r["accessType"] != "READ_WRITE" {
+		t.Fatalf("defaults: %v", r)
+	}
+	for _, bad := range []string{"access=READ_WRITE", "clients=1.2.3.4,color=red", "clients=1.2.3.4,root=yes"} {
+		if _, err := parseExportRule(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestTableOutput(t *testing.T) {
+	var out bytes.Buffer
+	s := &session{env: Env{Stdout: &out}, output: "table"}
+	rows := []client.Object{{"name": "projects/p/locations/l/volumes/v1", "capacityGib": "10", "protocols": []any{"NFSV3", "NFSV4"}, "metadata": map[string]any{"verb": "create"}}}
+	if err := s.print(rows, []string{"id", "capacityGib", "protocols", "metadata.verb", "missing"}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[1], "v1") || !strings.Contains(lines[1], "NFSV3,NFSV4") || !strings.Contains(lines[1], "create") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main([]string{"widgets", "list"}, Env{Stdout: &out, Stderr: &errb}); code != 2 || !strings.Contains(errb.String(), "unknown command") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if code := Main([]string{"help"}, Env{Stdout: &out, Stderr: &errb}); code != 0 || !strings.Contains(out.String(), "volumes create") {
+		t.Fatalf("help: exit %d", code)
+	}
+}

@@ -1,0 +1,34 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	if c := Default(); c.Validate() != nil {
+		t.Fatalf("defaults invalid: %v", c.Validate())
+	}
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"relative data dir", func(c *Config) { c.DataDir = "data" }, "--data-dir"},
+		{"bad listen", func(c *Config) { c.Listen = "8780" }, "--listen"},
+		{"no location", func(c *Config) { c.Locations = nil }, "--location"},
+		{"bad location", func(c *Config) { c.Locations = []string{"US East"} }, "--location"},
+		{"duplicate location", func(c *Config) { c.Locations = []string{"a", "a"} }, "twice"},
+		{"tiny store", func(c *Config) { c.StoreSize = 1 << 20 }, "--store-size"},
+		{"relative store", func(c *Config) { c.Store = "mnt" }, "--store"},
+		{"volume bounds", func(c *Config) { c.Limits.MaxVolumeGib = 0 }, "volume capacity"},
+	}
+	for _, tc := range cases {
+		c := Default()
+		tc.mutate(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}

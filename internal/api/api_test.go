@@ -283,6 +283,22 @@ func TestManualQoS(t *testing.T) {
 	}
 	// The budget shrinks with the pool: 1 TiB = 128 MiB/s < 256 assigned.
 	e.fails("PATCH", loc+"/storagePools/pool1?updateMask=capacityGib", map[string]any{"capacityGib": "1024"}, 400, "FAILED_PRECONDITION")
+
+	// Switching an AUTO pool to MANUAL keeps each volume's throughput, and back.
+	e.pool("auto", 2048, nil)
+	e.volume("a1", "auto", 512, nil)
+	e.run("PATCH", loc+"/storagePools/auto?updateMask=qosType", map[string]any{"qosType": "MANUAL"})
+	if v := e.ok("GET", loc+"/volumes/a1", nil); v["throughputMibps"] != 32.0 {
+		t.Fatalf("after AUTO→MANUAL: %v", v["throughputMibps"])
+	}
+	if p := e.ok("GET", loc+"/storagePools/auto", nil); p["availableThroughputMibps"] != 96.0 {
+		t.Fatalf("available after switch: %v", p["availableThroughputMibps"])
+	}
+	e.run("PATCH", loc+"/volumes/a1?updateMask=throughputMibps", map[string]any{"throughputMibps": 100})
+	e.run("PATCH", loc+"/storagePools/auto?updateMask=qosType", map[string]any{"qosType": "AUTO"})
+	if v := e.ok("GET", loc+"/volumes/a1", nil); v["throughputMibps"] != 32.0 {
+		t.Fatalf("after MANUAL→AUTO: %v", v["throughputMibps"])
+	}
 }
 
 func TestServiceLevelThroughput(t *testing.T) {

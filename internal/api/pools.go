@@ -282,11 +282,17 @@ func (s *Server) updatePool(rq *request, p parent, id string) {
 			return err
 		}
 		op.Prev, _ = json.Marshal(pl)
+		oldQos := pl.QosType
 		if err := poolFromWire(&w, pl, paths); err != nil {
 			return err
 		}
 		if err := s.validatePoolSpec(tx, p, pl); err != nil {
 			return err
+		}
+		if pl.QosType != oldQos {
+			if err := s.switchQosType(tx, pl); err != nil {
+				return err
+			}
 		}
 		if err := s.checkPoolFits(tx, pl); err != nil {
 			return err
@@ -294,6 +300,34 @@ func (s *Server) updatePool(rq *request, p parent, id string) {
 		pl.State = model.StateUpdating
 		return store.PutPool(tx, pl)
 	})
+}
+
+// switchQosType moves a pool's volumes to its new QoS type: to MANUAL, each volume
+// keeps the throughput it had automatically (capacity × rate, which fits the budget);
+// to AUTO, assignments are dropped and throughput follows capacity again.
+func (s *Server) switchQosType(tx store.Tx, pl *model.Pool) error {
+	vols, err := store.List[model.Volume](tx, store.KindVolume, model.LocationName(pl.Project, pl.Location))
+	if err != nil {
+		return err
+	}
+	auto := *pl
+	auto.QosType = model.QosAuto
+	for _, v := range vols {
+		if v.PoolName() != pl.Name() {
+			continue
+		}
+		if v.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "volume %s is %s; wait for its operation before changing qosType", v.ID, v.State)
+		}
+		v.ThroughputMibps = 0
+		if pl.QosType == model.QosManual {
+			v.ThroughputMibps = roundMibps(model.VolumeThroughputMibps(v, &auto, s.opts.Limits))
+		}
+		if err := store.PutVolume(tx, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkPoolFits refuses a pool change that leaves its volumes without room: capacity

@@ -196,51 +196,51 @@ func volumeFromWire(w *apiv1.Volume, v *model.Volume, fields []string) error {
 }
 
 // validateVolume checks a volume's whole spec against its pool and the location.
-func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bool) (*model.Pool, error) {
+func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bool) error {
 	lim := s.opts.Limits
 	if v.ShareName == "" {
-		return nil, model.Invalid("shareName", "is required")
+		return model.Invalid("shareName", "is required")
 	}
 	if !shareNameRE.MatchString(v.ShareName) {
-		return nil, model.Invalid("shareName", "%q must be 1-80 letters, digits, '_' or '-', starting with a letter or digit", v.ShareName)
+		return model.Invalid("shareName", "%q must be 1-80 letters, digits, '_' or '-', starting with a letter or digit", v.ShareName)
 	}
 	if v.StoragePool == "" {
-		return nil, model.Invalid("storagePool", "is required (the ID of a storage pool in %s)", p.name())
+		return model.Invalid("storagePool", "is required (the ID of a storage pool in %s)", p.name())
 	}
 	if !idRE.MatchString(v.StoragePool) {
-		return nil, model.Invalid("storagePool", "%q is not a storage pool ID (give the ID, not the full name)", v.StoragePool)
+		return model.Invalid("storagePool", "%q is not a storage pool ID (give the ID, not the full name)", v.StoragePool)
 	}
 	pool, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
 	if errors.Is(err, model.ErrNotFound) {
-		return nil, model.Invalid("storagePool", "storage pool %q does not exist in %s", v.StoragePool, p.name())
+		return model.Invalid("storagePool", "storage pool %q does not exist in %s", v.StoragePool, p.name())
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if pool.State != model.StateReady {
-		return nil, model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s, not READY", pool.ID, pool.State)
+		return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s, not READY", pool.ID, pool.State)
 	}
 	if v.CapacityGib <= 0 {
-		return nil, model.Invalid("capacityGib", "is required and must be positive")
+		return model.Invalid("capacityGib", "is required and must be positive")
 	}
 	if v.CapacityGib < lim.MinVolumeGib || v.CapacityGib > lim.MaxVolumeGib {
-		return nil, model.Invalid("capacityGib", "%d GiB is outside the allowed range %d–%d GiB", v.CapacityGib, lim.MinVolumeGib, lim.MaxVolumeGib)
+		return model.Invalid("capacityGib", "%d GiB is outside the allowed range %d–%d GiB", v.CapacityGib, lim.MinVolumeGib, lim.MaxVolumeGib)
 	}
 	if len(v.Protocols) == 0 {
-		return nil, model.Invalid("protocols", "is required (NFSV3, NFSV4 and/or SMB)")
+		return model.Invalid("protocols", "is required (NFSV3, NFSV4 and/or SMB)")
 	}
 	for _, pr := range v.Protocols {
 		if pr != model.ProtocolNFSv3 && pr != model.ProtocolNFSv4 && pr != model.ProtocolSMB {
-			return nil, model.Invalid("protocols", "%s volumes are not supported by Basin", apiv1.Protocol(pr))
+			return model.Invalid("protocols", "%s volumes are not supported by Basin", apiv1.Protocol(pr))
 		}
 	}
 	if !validProtocolSet(v.Protocols) {
-		return nil, model.Invalid("protocols", "allowed combinations are [NFSV3], [NFSV4], [SMB], [NFSV3, NFSV4], [SMB, NFSV3], [SMB, NFSV4]")
+		return model.Invalid("protocols", "allowed combinations are [NFSV3], [NFSV4], [SMB], [NFSV3, NFSV4], [SMB, NFSV3], [SMB, NFSV4]")
 	}
 	nfs := slices.Contains(v.Protocols, model.ProtocolNFSv3) || slices.Contains(v.Protocols, model.ProtocolNFSv4)
 	smb := slices.Contains(v.Protocols, model.ProtocolSMB)
 	if smb && pool.ActiveDirectory == "" {
-		return nil, model.Errorf(model.ErrFailedPrecondition, "SMB volumes need a storage pool with an Active Directory policy; pool %s has none", pool.ID)
+		return model.Errorf(model.ErrFailedPrecondition, "SMB volumes need a storage pool with an Active Directory policy; pool %s has none", pool.ID)
 	}
 	if isNew && v.SecurityStyle == 0 {
 		v.SecurityStyle = 2 // UNIX
@@ -249,47 +249,47 @@ func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bo
 		}
 	} else if isNew && !(nfs && smb) {
 		if want := map[bool]int32{true: 1, false: 2}[smb]; v.SecurityStyle != want {
-			return nil, model.Invalid("securityStyle", "can only be chosen for dual-protocol volumes")
+			return model.Invalid("securityStyle", "can only be chosen for dual-protocol volumes")
 		}
 	}
 	if v.KerberosEnabled {
-		return nil, model.Errorf(model.ErrFailedPrecondition, "kerberosEnabled: Kerberos is not configured for this Basin service")
+		return model.Errorf(model.ErrFailedPrecondition, "kerberosEnabled: Kerberos is not configured for this Basin service")
 	}
 	if err := s.validateExportRules(v, nfs); err != nil {
-		return nil, err
+		return err
 	}
 	if len(v.SMBSettings) > 0 && !smb {
-		return nil, model.Invalid("smbSettings", "only applies to SMB volumes")
+		return model.Invalid("smbSettings", "only applies to SMB volumes")
 	}
 	if slices.Contains(v.SMBSettings, 2) && slices.Contains(v.SMBSettings, 4) {
-		return nil, model.Invalid("smbSettings", "BROWSABLE and NON_BROWSABLE are mutually exclusive")
+		return model.Invalid("smbSettings", "BROWSABLE and NON_BROWSABLE are mutually exclusive")
 	}
 	if v.UnixPermissions != "" && !unixPermRE.MatchString(v.UnixPermissions) {
-		return nil, model.Invalid("unixPermissions", "%q must be an octal mode like \"0770\"", v.UnixPermissions)
+		return model.Invalid("unixPermissions", "%q must be an octal mode like \"0770\"", v.UnixPermissions)
 	}
 	if v.SnapReserve < 0 || v.SnapReserve > 90 || math.IsNaN(v.SnapReserve) {
-		return nil, model.Invalid("snapReserve", "must be between 0 and 90 percent")
+		return model.Invalid("snapReserve", "must be between 0 and 90 percent")
 	}
 	if err := validateSnapshotPolicy(v.SnapshotPolicy, lim.MaxSnapshotsPerVol); err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkMeta(&v.Meta); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.checkVolumeFits(tx, pool, v); err != nil {
-		return nil, err
+		return err
 	}
 	// shareName is unique per location (case-insensitively, as SMB compares it).
 	vols, err := store.List[model.Volume](tx, store.KindVolume, p.name())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, o := range vols {
 		if o.Name() != v.Name() && strings.EqualFold(o.ShareName, v.ShareName) {
-			return nil, model.Errorf(model.ErrAlreadyExists, "shareName %q is already used by volume %s", v.ShareName, o.ID)
+			return model.Errorf(model.ErrAlreadyExists, "shareName %q is already used by volume %s", v.ShareName, o.ID)
 		}
 	}
-	return pool, nil
+	return nil
 }
 
 func validProtocolSet(ps []model.Protocol) bool {
@@ -465,7 +465,7 @@ func (s *Server) createVolume(rq *request, p parent) {
 		if _, err := store.Get[model.Volume](tx, store.KindVolume, v.Name()); err == nil {
 			return model.Errorf(model.ErrAlreadyExists, "Volume '%s' already exists", v.Name())
 		}
-		if _, err := s.validateVolume(tx, p, v, true); err != nil {
+		if err := s.validateVolume(tx, p, v, true); err != nil {
 			return err
 		}
 		if w.RestoreParameters != nil {
@@ -557,7 +557,7 @@ func (s *Server) updateVolume(rq *request, p parent, id string) {
 		if err := volumeFromWire(&w, v, paths); err != nil {
 			return err
 		}
-		if _, err := s.validateVolume(tx, p, v, false); err != nil {
+		if err := s.validateVolume(tx, p, v, false); err != nil {
 			return err
 		}
 		if v.CapacityGib<<30 < v.UsedBytes {

@@ -225,9 +225,9 @@ func (c *Controller) apply(ctx context.Context, op *model.Operation) error {
 	return fmt.Errorf("unknown operation kind %q", op.Kind)
 }
 
-// cancelled reports whether op's cancellation should be honoured now: for creates at
-// any point before completion (they roll back), for other kinds only before their
-// first step ran.
+// cancelled reports whether cancellation of op has been requested. Callers honour it
+// for creates at any point before completion (they roll back) and for other kinds
+// only before their first storage step ran.
 func (c *Controller) cancelled(ctx context.Context, op *model.Operation) bool {
 	var cur model.Operation
 	if err := c.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) }); err != nil {
@@ -521,7 +521,12 @@ func (c *Controller) volumeEnsure(ctx context.Context, op *model.Operation) erro
 	if op.Kind == model.OpVolumeCreate && c.cancelled(ctx, op) {
 		return errCancelled
 	}
-	obs, err = c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	return c.finishVolume(ctx, op, v)
+}
+
+// finishVolume completes op with its volume READY and its usage as observed now.
+func (c *Controller) finishVolume(ctx context.Context, op *model.Operation, v *model.Volume) error {
+	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
 	if err != nil {
 		return err
 	}
@@ -600,18 +605,7 @@ func (c *Controller) volumeRevert(ctx context.Context, op *model.Operation) erro
 	if err := c.runSteps(ctx, op, v, steps); err != nil {
 		return err
 	}
-	obs, err = c.be.Volume(ctx, v.Key, v.Qgroup, "")
-	if err != nil {
-		return err
-	}
-	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
-		cur, err := store.Get[model.Volume](tx, store.KindVolume, op.Target)
-		if err != nil {
-			return nil, err
-		}
-		cur.State, cur.Details, cur.UsedBytes = model.StateReady, "", obs.UsedBytes
-		return cur, store.PutVolume(tx, cur)
-	})
+	return c.finishVolume(ctx, op, v)
 }
 
 // deleteNewerSnapshots removes the snapshots taken after the one reverted to

@@ -101,22 +101,20 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	log.Info("basin serving", "listen", cfg.Listen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
 
-	select {
-	case <-ctrl.Ready():
-		ready.Store(true)
-		log.Info("ready")
-	case <-ctx.Done():
-	case err := <-httpDone:
-		stopCtrl()
-		<-ctrlDone
-		return fmt.Errorf("http: %w", err)
-	}
-	select {
-	case <-ctx.Done():
-	case err := <-httpDone:
-		stopCtrl()
-		<-ctrlDone
-		return fmt.Errorf("http: %w", err)
+	ctrlReady := ctrl.Ready()
+	for serving := true; serving; {
+		select {
+		case <-ctrlReady:
+			ready.Store(true)
+			ctrlReady = nil
+			log.Info("ready")
+		case <-ctx.Done():
+			serving = false
+		case err := <-httpDone:
+			stopCtrl()
+			<-ctrlDone
+			return fmt.Errorf("http: %w", err)
+		}
 	}
 
 	// Shutdown, in reverse order of dependence: stop taking requests, stop the

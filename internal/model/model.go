@@ -317,7 +317,7 @@ type Operation struct {
 	// for deletes, whose response is Empty.
 	Response []byte `json:"response,omitempty"`
 	// Params carry what the plan needs beyond the target: the snapshot to revert to,
-	// the resource as it was before an update (for cancellation), progress markers.
+	// a clone's source, progress markers ("started", "swapped").
 	Params map[string]string `json:"params,omitempty"`
 	// Prev is the target resource before an update, restored if it is cancelled.
 	Prev []byte `json:"prev,omitempty"`

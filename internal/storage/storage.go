@@ -28,7 +28,6 @@ type VolumeStatus struct {
 	UsedBytes    int64       // bytes referenced by the volume and its snapshots
 	Mode         fs.FileMode // permission bits of the volume root
 	Retired      bool        // a retired copy (from an unfinished revert) exists
-	MountPath    string      // where the volume is (or would be) mounted
 }
 
 // SnapshotStatus is what the backend observes of a snapshot.

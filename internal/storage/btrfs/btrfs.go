@@ -218,7 +218,7 @@ func (b *Backend) MountPath(key string) string { return b.mountPath(key) }
 
 // Volume implements storage.Backend.
 func (b *Backend) Volume(ctx context.Context, key string, qgroup uint64, retireTag string) (storage.VolumeStatus, error) {
-	st := storage.VolumeStatus{MountPath: b.mountPath(key)}
+	var st storage.VolumeStatus
 	if fi, err := os.Stat(b.livePath(key)); err == nil {
 		st.Exists = true
 		st.Mode = fi.Mode().Perm()

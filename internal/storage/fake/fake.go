@@ -95,7 +95,7 @@ func (b *Backend) Volume(ctx context.Context, key string, qgroup uint64, tag str
 		return storage.VolumeStatus{}, err
 	}
 	defer b.mu.Unlock()
-	st := storage.VolumeStatus{MountPath: "/fake/" + key}
+	var st storage.VolumeStatus
 	if v, ok := b.live[key]; ok {
 		st.Exists, st.Mounted, st.Mode = true, v.mounted, v.mode
 	}

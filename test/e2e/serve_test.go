@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -82,10 +83,11 @@ func newServer(t *testing.T, env ...string) *server {
 	return s
 }
 
-func (s *server) start() {
+func (s *server) start(extra ...string) {
 	s.t.Helper()
 	s.log = &bytes.Buffer{}
-	s.cmd = exec.Command(basinBin, "serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "4G", "--location", "us-east4")
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "4G", "--location", "us-east4"}, extra...)
+	s.cmd = exec.Command(basinBin, args...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
@@ -458,6 +460,33 @@ func TestCLI(t *testing.T) {
 	mustRun("operations", "wait", name[strings.LastIndex(name, "/")+1:])
 	if out := mustRun("locations", "list"); !strings.Contains(out, "us-east4") {
 		t.Fatalf("locations:\n%s", out)
+	}
+	s.stop(syscall.SIGTERM)
+}
+
+// TestInsecureNoAuth: the development flag lets requests without credentials in, says
+// so loudly, and writes no owner key.
+func TestInsecureNoAuth(t *testing.T) {
+	s := newServer(t)
+	s.start("--insecure-no-auth")
+	c, err := client.New("http://"+s.addr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=pool1", map[string]any{"serviceLevel": "STANDARD", "capacityGib": "10", "network": "projects/p1/global/networks/default"})
+	if !strings.Contains(s.log.String(), "authentication is OFF") {
+		t.Fatalf("no warning logged:\n%s", s.log)
+	}
+	if _, err := os.Stat(filepath.Join(s.dataDir, "owner-key.json")); !os.IsNotExist(err) {
+		t.Fatalf("owner key written in insecure mode: %v", err)
+	}
+	s.stop(syscall.SIGTERM)
+	// Restarted without the flag, the same server demands a token.
+	s.start()
+	err = c.Do(context.Background(), "GET", loc+"/storagePools", nil, nil, nil)
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.HTTPStatus != 401 {
+		t.Fatalf("unauthenticated request after restart: %v", err)
 	}
 	s.stop(syscall.SIGTERM)
 }

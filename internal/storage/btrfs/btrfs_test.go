@@ -313,3 +313,47 @@ func TestAdoptAfterCrash(t *testing.T) {
 		t.Fatalf("data after restart: %q", got)
 	}
 }
+
+// With --store, Basin uses an existing btrfs mount, keeps its tree under basin/, and
+// leaves the filesystem itself mounted on Stop.
+func TestExistingStore(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("btrfs"); err != nil {
+		t.Skip("btrfs-progs not installed")
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "own.img"), filepath.Join(dir, "own")
+	os.Mkdir(mnt, 0o755)
+	f, _ := os.Create(img)
+	f.Truncate(1 << 30)
+	f.Close()
+	for _, argv := range [][]string{{"mkfs.btrfs", "-q", img}, {"mount", "-o", "loop", img, mnt}} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	ctx := context.Background()
+	b := New(Options{DataDir: filepath.Join(dir, "data"), Store: mnt})
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mkVolume(t, b, "vx", 1, 64<<20, nil)
+	if _, err := os.Stat(filepath.Join(mnt, "basin", "volumes", "vx")); err != nil {
+		t.Fatalf("volume not under basin/: %v", err)
+	}
+	if err := writeRandom(filepath.Join(b.MountPath("vx"), "big"), 80<<20); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("quota on an existing store: %v", err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := isMountPoint(b.MountPath("vx")); m {
+		t.Fatal("volume still mounted after Stop")
+	}
+	if m, _ := isMountPoint(mnt); !m {
+		t.Fatal("Stop unmounted a filesystem Basin did not mount")
+	}
+}

@@ -119,7 +119,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rq.principal != nil {
 			principal = rq.principal.Email
 		}
-		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rq.status,
+		level := slog.LevelInfo
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			level = slog.LevelDebug // probes would drown everything else
+		}
+		s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", rq.status,
 			"principal", principal, "request_id", rq.id, "remote", r.RemoteAddr, "duration", time.Since(start).Round(time.Microsecond))
 	}()
 	switch r.URL.Path {

@@ -345,6 +345,22 @@ func TestShutdownAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	mutate(t, c, "POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
+	// Usage comes from the volume's quota group: 100 MiB written shows as 1 GiB used
+	// (rounded up) once an operation on the volume refreshes it.
+	f, _ := os.Create(filepath.Join(mp, "data"))
+	f.Write(make([]byte, 100<<20))
+	f.Sync()
+	f.Close()
+	syscall.Sync()
+	done := mutate(t, c, "PATCH", loc+"/volumes/vol1?updateMask=description", map[string]any{"description": "x"})
+	if used := done["response"].(map[string]any)["usedGib"]; used != "1" {
+		t.Fatalf("usedGib after writing 100 MiB = %v, want \"1\"", used)
+	}
+	var snap client.Object
+	c.Do(context.Background(), "GET", loc+"/volumes/vol1/snapshots/s1", nil, nil, &snap)
+	if ub, _ := snap["usedBytes"].(float64); ub <= 0 {
+		t.Fatalf("snapshot usedBytes = %v", snap["usedBytes"])
+	}
 	s.stop(syscall.SIGTERM)
 	assertNothingLeft(t, s.dataDir)
 	s.start()

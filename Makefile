@@ -24,7 +24,7 @@ run: setup build
 test:
 	scripts/setup.sh --test
 	$(MAKE) build lint check-generated
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -p 1 -timeout 20m ./...   # one package at a time: the root tests share the host's mounts and loop devices
 	$(MAKE) fuzz
 	$(MAKE) e2e
 

@@ -10,8 +10,17 @@ need_pkgs=()
 command -v btrfs >/dev/null || need_pkgs+=(btrfs-progs)
 command -v losetup >/dev/null || need_pkgs+=(util-linux)
 command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
+command -v ip >/dev/null || need_pkgs+=(iproute2)
+command -v ganesha.nfsd >/dev/null || need_pkgs+=(nfs-ganesha nfs-ganesha-vfs)
+[[ -e /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so || -n $(find /usr/lib -name 'libfsalvfs.so*' 2>/dev/null | head -1) ]] || need_pkgs+=(nfs-ganesha-vfs)
+command -v rpcbind >/dev/null || need_pkgs+=(rpcbind)
+command -v dbus-daemon >/dev/null || need_pkgs+=(dbus)
+command -v nsenter >/dev/null || need_pkgs+=(util-linux)
 if [[ "${1:-}" == "--test" ]]; then
   python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+  command -v nfs-ls >/dev/null || need_pkgs+=(libnfs-utils)
+  [[ -e /usr/include/nfsc/libnfs.h ]] || need_pkgs+=(libnfs-dev)
+  command -v gcc >/dev/null || need_pkgs+=(gcc)
 fi
 if ((${#need_pkgs[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

@@ -17,6 +17,7 @@ import (
 	"github.com/basin-nas/basin/internal/cli"
 	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/daemon"
+	"github.com/basin-nas/basin/internal/dataplane"
 )
 
 func main() {
@@ -90,6 +91,8 @@ func serve(args []string) int {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address")
 	locs := &multiFlag{vals: cfg.Locations}
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
+	nets := &multiFlag{}
+	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR (repeatable; default: default=basin0,10.99.0.0/24)")
 	fs.StringVar(&cfg.Store, "store", "", "existing btrfs directory to keep volumes in (default: an image file under --data-dir)")
 	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")
@@ -104,6 +107,17 @@ func serve(args []string) int {
 		return 2
 	}
 	cfg.Locations = locs.vals
+	if nets.set {
+		cfg.Networks = nil
+		for _, spec := range nets.vals {
+			n, err := dataplane.ParseNetwork(spec)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "basin serve: --network:", err)
+				return 2
+			}
+			cfg.Networks = append(cfg.Networks, n)
+		}
+	}
 	if d := os.Getenv("BASIN_FAULT_STEP_DELAY"); d != "" {
 		delay, err := time.ParseDuration(d)
 		if err != nil {

@@ -27,7 +27,7 @@ func TestAuthentication(t *testing.T) {
 	for _, tok := range []string{"", "garbage"} {
 		e.token = tok
 		r := e.fails("POST", loc+"/storagePools?storagePoolId=p1", map[string]any{"serviceLevel": 1, "capacityGib": "10",
-			"network": "projects/p1/global/networks/n"}, 401, "UNAUTHENTICATED")
+			"network": "projects/p1/global/networks/default"}, 401, "UNAUTHENTICATED")
 		if r.header.Get("WWW-Authenticate") == "" {
 			t.Fatal("401 without WWW-Authenticate")
 		}

@@ -179,12 +179,41 @@ func (s *Server) volumeToWire(v *model.Volume, pool *model.Pool) apiv1.Volume {
 		}
 		w.CloneDetails = &apiv1.CloneDetails{SourceSnapshot: src, SourceVolume: vol}
 	}
+	w.MountOptions = mountOptions(v)
 	if pool != nil {
 		w.Network, w.ServiceLevel = pool.Network, apiv1.ServiceLevel(pool.ServiceLevel)
 		w.ActiveDirectory, w.LdapEnabled = pool.ActiveDirectory, pool.LdapEnabled
 		w.ThroughputMibps = apiv1.Double(roundMibps(model.VolumeThroughputMibps(v, pool, s.opts.Limits)))
 	}
 	return w
+}
+
+// mountOptions tells clients how to mount a volume, one entry per NFS protocol, with
+// the options the services recommend (large transfers, hard mounts, nconnect on
+// kernels from 5.3 on).
+func mountOptions(v *model.Volume) []apiv1.MountOption {
+	if v.Endpoint == "" {
+		return nil
+	}
+	var out []apiv1.MountOption
+	for _, p := range v.Protocols {
+		var vers string
+		switch p {
+		case model.ProtocolNFSv3:
+			vers = "vers=3,proto=tcp"
+		case model.ProtocolNFSv4:
+			vers = "vers=4.1"
+		default:
+			continue
+		}
+		full := v.Endpoint + ":/" + v.ShareName
+		out = append(out, apiv1.MountOption{
+			Export: "/" + v.ShareName, ExportFull: full, Protocol: apiv1.Protocol(p), IPAddress: v.Endpoint,
+			Instructions: fmt.Sprintf("Linux: sudo mkdir -p /mnt/%[1]s && sudo mount -t nfs -o rw,hard,%[2]s,rsize=1048576,wsize=1048576,nconnect=4 %[3]s /mnt/%[1]s "+
+				"(nconnect needs kernel 5.3 or newer; drop it on older clients). Only clients its export policy allows can mount it.", v.ShareName, vers, full),
+		})
+	}
+	return out
 }
 
 func ceilGiB(b int64) int64 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/controller"
+	dpfake "github.com/basin-nas/basin/internal/dataplane/fake"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/storage/fake"
 	"github.com/basin-nas/basin/internal/store"
@@ -24,6 +25,7 @@ type env struct {
 	srv   *httptest.Server
 	st    store.Store
 	be    *fake.Backend
+	dp    *dpfake.DataPlane
 	ctrl  *controller.Controller
 	auth  Authenticator
 	token string
@@ -38,8 +40,8 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	be := fake.New()
-	ctrl := controller.New(controller.Options{Store: st, Backend: be, Resync: time.Hour})
+	be, dp := fake.New(), dpfake.New()
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: dp, Resync: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx); close(done) }()
@@ -51,7 +53,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	srv := httptest.NewServer(New(o))
 	t.Cleanup(srv.Close)
 	<-ctrl.Ready()
-	return &env{t: t, srv: srv, st: st, be: be, ctrl: ctrl, auth: o.Auth}
+	return &env{t: t, srv: srv, st: st, be: be, dp: dp, ctrl: ctrl, auth: o.Auth}
 }
 
 const loc = "/v1/projects/p1/locations/us-east4"

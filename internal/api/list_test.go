@@ -2,11 +2,14 @@ package api
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/basin-nas/basin/internal/model"
 )
 
 func ids(list []any) []string {
@@ -270,5 +273,97 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Networks = []model.Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")},
+			{Name: "tiny", Prefix: netip.MustParsePrefix("10.99.7.0/28")}}
+	})
+	e.pool("pool1", 100, nil)
+	e.pool("small", 100, map[string]any{"network": "projects/p1/global/networks/tiny"})
+	ip := func(v map[string]any) string {
+		mo, _ := v["mountOptions"].([]any)
+		if len(mo) == 0 {
+			t.Fatalf("no mountOptions: %v", v)
+		}
+		return mo[0].(map[string]any)["ipAddress"].(string)
+	}
+	var got []string
+	for _, id := range []string{"a", "b", "c"} {
+		got = append(got, ip(e.volume(id, "pool1", 1, nil)))
+	}
+	if !slices.Equal(got, []string{"10.99.0.10", "10.99.0.11", "10.99.0.12"}) {
+		t.Fatalf("endpoints = %v", got)
+	}
+	// Addresses are released on delete and the lowest free one is reused.
+	e.run("DELETE", loc+"/volumes/b", nil)
+	if a := ip(e.volume("d", "pool1", 1, nil)); a != "10.99.0.11" {
+		t.Fatalf("after delete: %s", a)
+	}
+	v := e.volume("v4", "pool1", 1, map[string]any{"protocols": []string{"NFSV3", "NFSV4"}})
+	mo := v["mountOptions"].([]any)
+	m3, m4 := mo[0].(map[string]any), mo[1].(map[string]any)
+	if m3["protocol"] != "NFSV3" || m4["protocol"] != "NFSV4" || m3["exportFull"] != "10.99.0.13:/v4" || m3["export"] != "/v4" ||
+		!strings.Contains(m3["instructions"].(string), "vers=3") || !strings.Contains(m4["instructions"].(string), "vers=4.1") {
+		t.Fatalf("mountOptions = %v", mo)
+	}
+	// A /28 has endpoints .10 to .14 (.15 is broadcast): five volumes, then a clear error.
+	for i := range 5 {
+		e.volume(fmt.Sprintf("t%d", i), "small", 1, nil)
+	}
+	r := e.fails("POST", loc+"/volumes?volumeId=t5", map[string]any{"shareName": "t5", "storagePool": "small", "capacityGib": 1, "protocols": []string{"NFSV3"}}, 400, "FAILED_PRECONDITION")
+	if !strings.Contains(r.raw, "no free endpoint") {
+		t.Fatalf("exhausted network: %s", r.raw)
+	}
+	// A volume cannot move to a pool on another network.
+	e.fails("PATCH", loc+"/volumes/a?updateMask=storagePool", map[string]any{"storagePool": "small"}, 400, "FAILED_PRECONDITION")
+}
+
+func TestExportsFollowVolumes(t *testing.T) {
+	e := newEnv(t)
+	e.pool("pool1", 100, nil)
+	rule := func(clients, access string, v3, v4 bool, root string) map[string]any {
+		return map[string]any{"allowedClients": clients, "accessType": access, "nfsv3": v3, "nfsv4": v4, "hasRootAccess": root}
+	}
+	e.volume("vol1", "pool1", 10, map[string]any{"protocols": []string{"NFSV3", "NFSV4"}, "exportPolicy": map[string]any{"rules": []any{
+		rule("10.99.0.101", "READ_WRITE", true, true, "true"),
+		rule("10.99.0.0/24", "READ_ONLY", true, false, "false"),
+		map[string]any{"allowedClients": "10.99.0.200", "accessType": "READ_WRITE", "nfsv4": true, "squashMode": "ALL_SQUASH", "anonUid": "4242"},
+	}}})
+	rec := e.volumeRecord("vol1")
+	ex, ok := e.dp.Exports()[rec.ExportID]
+	if !ok {
+		t.Fatalf("volume not exported: %v", e.dp.Exports())
+	}
+	if ex.Network != "default" || ex.Addr.String() != "10.99.0.10" || ex.Export.Pseudo != "/vol1" || ex.Export.Path != "/fake/mounts/"+rec.Key {
+		t.Fatalf("export = %+v", ex)
+	}
+	cl := ex.Export.Clients
+	if len(cl) != 3 || cl[0].Access != "RW" || cl[0].Squash != "No_Root_Squash" || cl[1].Access != "RO" || cl[1].Squash != "Root_Squash" ||
+		!slices.Equal(cl[1].Protocols, []int{3}) || cl[2].Squash != "All_Squash" || cl[2].AnonUID != 4242 || !slices.Equal(cl[2].Protocols, []int{4}) {
+		t.Fatalf("clients = %+v", cl)
+	}
+	// A policy change reaches the export; the volume keeps its endpoint.
+	e.run("PATCH", loc+"/volumes/vol1?updateMask=exportPolicy", map[string]any{"exportPolicy": map[string]any{"rules": []any{rule("10.99.0.102", "READ_ONLY", true, true, "true")}}})
+	if cl := e.dp.Exports()[rec.ExportID].Export.Clients; len(cl) != 1 || cl[0].Clients[0] != "10.99.0.102" {
+		t.Fatalf("after update: %+v", cl)
+	}
+	// No policy: exported, but nobody matches.
+	e.volume("closed", "pool1", 1, nil)
+	if ex := e.dp.Exports()[e.volumeRecord("closed").ExportID]; len(ex.Export.Clients) != 0 {
+		t.Fatalf("a volume without a policy lets clients in: %+v", ex)
+	}
+	// Revert unexports before swapping and exports again after.
+	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", nil)
+	before := len(e.dp.History())
+	e.run("POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
+	if h := e.dp.History()[before:]; !slices.Equal(h, []string{"unexport /vol1", "export /vol1"}) {
+		t.Fatalf("revert export history = %v", h)
+	}
+	e.run("DELETE", loc+"/volumes/vol1?force=true", nil)
+	if _, ok := e.dp.Exports()[rec.ExportID]; ok {
+		t.Fatal("deleted volume still exported")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
@@ -131,6 +132,13 @@ func (s *Server) validatePoolSpec(tx store.Tx, p parent, pl *model.Pool) error {
 	}
 	if !networkRE.MatchString(pl.Network) {
 		return model.Invalid("network", "%q is not of the form projects/{project}/global/networks/{network}", pl.Network)
+	}
+	if _, ok := s.network(model.NetworkName(pl.Network)); !ok {
+		var names []string
+		for _, n := range s.opts.Networks {
+			names = append(names, n.Name)
+		}
+		return model.Invalid("network", "network %q is not configured in this Basin (configured: %s)", model.NetworkName(pl.Network), strings.Join(names, ", "))
 	}
 	if pl.ActiveDirectory != "" {
 		if _, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, pl.ActiveDirectory); err != nil {
@@ -405,4 +413,13 @@ func checkMeta(m *model.Meta) error {
 		return model.Invalid("description", "must be at most 2048 characters")
 	}
 	return nil
+}
+
+func (s *Server) network(name string) (model.Network, bool) {
+	for _, n := range s.opts.Networks {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return model.Network{}, false
 }

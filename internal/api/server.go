@@ -9,6 +9,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -51,8 +53,10 @@ type Options struct {
 	Operations Operations
 	// Locations served; default ["local"].
 	Locations []string
-	Limits    model.Limits
-	Logger    *slog.Logger
+	// Networks pools may name; default one network "default" on 10.99.0.0/24.
+	Networks []model.Network
+	Limits   model.Limits
+	Logger   *slog.Logger
 	// Now returns the current time; nil = time.Now.
 	Now func() time.Time
 	// SyncWait is how long a mutating call waits for its operation before answering
@@ -75,6 +79,9 @@ type Server struct {
 func New(opts Options) *Server {
 	if len(opts.Locations) == 0 {
 		opts.Locations = []string{"local"}
+	}
+	if len(opts.Networks) == 0 {
+		opts.Networks = []model.Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")}}
 	}
 	if opts.Limits == (model.Limits{}) {
 		opts.Limits = model.DefaultLimits()
@@ -192,8 +199,20 @@ func (s *Server) readBody(rq *request, out any) (map[string]bool, error) {
 	return present, nil
 }
 
+// marshal encodes v as the API answers: compact JSON without HTML escaping (mount
+// instructions carry "&&").
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 func (s *Server) writeJSON(rq *request, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		s.log.Error("encode response", "err", err, "request_id", rq.id)
 		s.writeError(rq, fmt.Errorf("encode response: %w", err))

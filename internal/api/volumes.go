@@ -220,6 +220,9 @@ func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bo
 	if pool.State != model.StateReady {
 		return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s, not READY", pool.ID, pool.State)
 	}
+	if v.Network != "" && model.NetworkName(pool.Network) != v.Network {
+		return model.Errorf(model.ErrFailedPrecondition, "storagePool: pool %s is on network %q; the volume's endpoint is on %q", pool.ID, model.NetworkName(pool.Network), v.Network)
+	}
 	if v.CapacityGib <= 0 {
 		return model.Invalid("capacityGib", "is required and must be positive")
 	}
@@ -289,6 +292,45 @@ func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bo
 			return model.Errorf(model.ErrAlreadyExists, "shareName %q is already used by volume %s", v.ShareName, o.ID)
 		}
 	}
+	return nil
+}
+
+// allocateEndpoint gives a new volume its network (the pool's), its own address in it
+// (the lowest free one from the network's tenth address up) and an export id.
+func (s *Server) allocateEndpoint(tx store.Tx, v *model.Volume) error {
+	pool, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+	if err != nil {
+		return err
+	}
+	v.Network = model.NetworkName(pool.Network)
+	n, ok := s.network(v.Network)
+	if !ok {
+		return model.Errorf(model.ErrFailedPrecondition, "network %q of pool %s is no longer configured", v.Network, pool.ID)
+	}
+	all, err := store.List[model.Volume](tx, store.KindVolume, "")
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, o := range all {
+		if o.Network == v.Network {
+			used[o.Endpoint] = true
+		}
+	}
+	for a := n.FirstEndpoint(); n.Prefix.Contains(a) && n.Prefix.Contains(a.Next()); a = a.Next() {
+		if !used[a.String()] {
+			v.Endpoint = a.String()
+			break
+		}
+	}
+	if v.Endpoint == "" {
+		return model.Errorf(model.ErrFailedPrecondition, "network %q (%s) has no free endpoint address", n.Name, n.Prefix)
+	}
+	id, err := tx.NextSeq("exportId")
+	if err != nil {
+		return err
+	}
+	v.ExportID = uint64(id)
 	return nil
 }
 
@@ -478,6 +520,9 @@ func (s *Server) createVolume(rq *request, p parent) {
 			return err
 		}
 		v.Qgroup = uint64(q)
+		if err := s.allocateEndpoint(tx, v); err != nil {
+			return err
+		}
 		return tx.Insert(store.KindVolume, v.Name(), p.name(), v)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/model"
 )
 
@@ -21,6 +22,9 @@ type Config struct {
 	Listen string
 	// Locations served (location IDs).
 	Locations []string
+	// Networks pools can use; each is a bridge and a subnet (default: one network
+	// "default", bridge basin0, 10.99.0.0/24).
+	Networks []dataplane.Network
 	// Store is an existing btrfs directory; empty = an image file under DataDir.
 	Store string
 	// StoreSize is the image file's size in bytes.
@@ -45,6 +49,7 @@ func Default() Config {
 		DataDir:   "/var/lib/basin",
 		Listen:    "127.0.0.1:8780",
 		Locations: []string{"local"},
+		Networks:  []dataplane.Network{dataplane.DefaultNetwork},
 		StoreSize: 64 << 30,
 		Limits:    model.DefaultLimits(),
 		LogLevel:  "info",
@@ -52,7 +57,10 @@ func Default() Config {
 	}
 }
 
-var locationRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var (
+	locationRE    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	networkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+)
 
 // Validate reports the first problem with c.
 func (c *Config) Validate() error {
@@ -74,6 +82,19 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--location %q given twice", l)
 		}
 		seen[l] = true
+	}
+	if len(c.Networks) == 0 {
+		return errors.New("at least one --network is required")
+	}
+	names, bridges := map[string]bool{}, map[string]bool{}
+	for _, n := range c.Networks {
+		if !networkNameRE.MatchString(n.Name) {
+			return fmt.Errorf("--network %q: names use letters, digits, '.', '_' and '-'", n.Name)
+		}
+		if names[n.Name] || bridges[n.Bridge] {
+			return fmt.Errorf("--network %s=%s: name or bridge given twice", n.Name, n.Bridge)
+		}
+		names[n.Name], bridges[n.Bridge] = true, true
 	}
 	if c.Store == "" && c.StoreSize < 1<<30 {
 		return fmt.Errorf("--store-size must be at least 1 GiB, got %d bytes", c.StoreSize)

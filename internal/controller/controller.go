@@ -18,12 +18,15 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -42,9 +45,18 @@ type Options struct {
 	// StepAttempts is how often a failing step is tried before the operation fails;
 	// default 3.
 	StepAttempts int
+	// DataPlane serves volumes over NFS; nil = storage only.
+	DataPlane DataPlane
 	// StepDelay pauses before every step. It is fault injection for crash tests
 	// (a window in which to kill the process mid-operation); zero in production.
 	StepDelay time.Duration
+}
+
+// DataPlane is what the controller needs of the NFS data plane (package dataplane).
+type DataPlane interface {
+	Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error
+	Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error
+	Exported(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error)
 }
 
 // Controller runs operations one at a time, in the order they were created.
@@ -52,6 +64,7 @@ type Controller struct {
 	opts  Options
 	st    store.Store
 	be    storage.Backend
+	dp    DataPlane
 	log   *slog.Logger
 	wake  chan struct{}
 	mu    sync.Mutex
@@ -77,7 +90,7 @@ func New(opts Options) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{opts: opts, st: opts.Store, be: opts.Backend, log: log,
+	return &Controller{opts: opts, st: opts.Store, be: opts.Backend, dp: opts.DataPlane, log: log,
 		wake: make(chan struct{}, 1), subs: map[string][]chan struct{}{}, ready: make(chan struct{})}
 }
 
@@ -426,14 +439,113 @@ func (c *Controller) loadVolume(ctx context.Context, name string) (*model.Volume
 	return v, err
 }
 
-func wantOf(v *model.Volume) VolumeWant {
+func (c *Controller) wantOf(v *model.Volume) VolumeWant {
 	w := VolumeWant{LimitBytes: v.CapacityGib << 30}
 	if v.UnixPermissions != "" {
 		if m, err := strconv.ParseUint(v.UnixPermissions, 8, 32); err == nil {
 			w.Mode = fs.FileMode(m) & fs.ModePerm
 		}
 	}
+	_, w.Export = c.exportOf(v)
 	return w
+}
+
+// exportOf translates a volume and its export policy into Ganesha's terms; ok is false
+// for volumes not served over NFS (or when there is no data plane).
+func (c *Controller) exportOf(v *model.Volume) (ex nfs.Export, ok bool) {
+	if c.dp == nil || v.Endpoint == "" {
+		return ex, false
+	}
+	var versions []int
+	if slices.Contains(v.Protocols, model.ProtocolNFSv3) {
+		versions = append(versions, 3)
+	}
+	if slices.Contains(v.Protocols, model.ProtocolNFSv4) {
+		versions = append(versions, 4)
+	}
+	if len(versions) == 0 {
+		return ex, false
+	}
+	ex = nfs.Export{ID: v.ExportID, Path: c.be.MountPath(v.Key), Pseudo: "/" + v.ShareName, Protocols: versions}
+	for _, r := range v.ExportRules {
+		ex.Clients = append(ex.Clients, clientOf(r, versions)...)
+	}
+	return ex, true
+}
+
+// clientOf renders one export rule; a rule for none of the volume's NFS versions
+// renders nothing.
+func clientOf(r model.ExportRule, volumeVersions []int) []nfs.Client {
+	var cl nfs.Client
+	for _, c := range strings.Split(deref(r.AllowedClients), ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cl.Clients = append(cl.Clients, c)
+		}
+	}
+	if r.NFSv3 != nil && *r.NFSv3 && slices.Contains(volumeVersions, 3) {
+		cl.Protocols = append(cl.Protocols, 3)
+	}
+	if r.NFSv4 != nil && *r.NFSv4 && slices.Contains(volumeVersions, 4) {
+		cl.Protocols = append(cl.Protocols, 4)
+	}
+	if len(cl.Clients) == 0 || len(cl.Protocols) == 0 {
+		return nil
+	}
+	cl.Access = nfs.AccessNone
+	if r.AccessType != nil {
+		switch *r.AccessType {
+		case 1:
+			cl.Access = nfs.AccessRO
+		case 2:
+			cl.Access = nfs.AccessRW
+		}
+	}
+	// squashMode wins over hasRootAccess; absent both, root keeps root (upstream's
+	// default for hasRootAccess is true).
+	cl.Squash = nfs.NoRootSquash
+	if r.HasRootAccess != nil && strings.EqualFold(*r.HasRootAccess, "false") {
+		cl.Squash = nfs.RootSquash
+	}
+	if r.SquashMode != nil {
+		switch *r.SquashMode {
+		case 1:
+			cl.Squash = nfs.NoRootSquash
+		case 2:
+			cl.Squash = nfs.RootSquash
+		case 3:
+			cl.Squash = nfs.AllSquash
+		}
+	}
+	if r.AnonUID != nil {
+		cl.AnonUID = *r.AnonUID
+	}
+	return []nfs.Client{cl}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// observe reports a volume's storage and, when it is served over NFS, its export.
+func (c *Controller) observe(ctx context.Context, v *model.Volume, retireTag string) (Observation, error) {
+	st, err := c.be.Volume(ctx, v.Key, v.Qgroup, retireTag)
+	if err != nil {
+		return Observation{}, err
+	}
+	o := Observation{VolumeStatus: st}
+	if ex, ok := c.exportOf(v); ok {
+		addr, err := netip.ParseAddr(v.Endpoint)
+		if err != nil {
+			return o, fmt.Errorf("volume %s endpoint: %w", v.Name(), err)
+		}
+		if o.Exported, err = c.dp.Exported(ctx, v.Network, addr, ex); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
 }
 
 // runSteps applies steps to volume v, retrying each a few times.
@@ -469,7 +581,7 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 	case StepCreateQgroup:
 		return c.be.CreateQgroup(ctx, v.Qgroup)
 	case StepSetLimit:
-		return c.be.SetLimit(ctx, v.Qgroup, wantOf(v).LimitBytes)
+		return c.be.SetLimit(ctx, v.Qgroup, c.wantOf(v).LimitBytes)
 	case StepCreateVolume:
 		var from *storage.SnapshotRef
 		if op != nil && op.Kind == model.OpVolumeCreate && op.Params["sourceKey"] != "" {
@@ -477,7 +589,7 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		}
 		return c.be.CreateVolume(ctx, v.Key, v.Qgroup, from)
 	case StepSetMode:
-		return c.be.SetMode(ctx, v.Key, wantOf(v).Mode)
+		return c.be.SetMode(ctx, v.Key, c.wantOf(v).Mode)
 	case StepMount:
 		return c.be.Mount(ctx, v.Key)
 	case StepDeleteVolume:
@@ -493,6 +605,25 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		return c.be.PurgeRetired(ctx, v.Key, op.ID)
 	case StepDeleteNewer:
 		return c.deleteNewerSnapshots(ctx, v, op.Params["snapshot"])
+	case StepExport:
+		ex, ok := c.exportOf(v)
+		if !ok {
+			return nil
+		}
+		addr, err := netip.ParseAddr(v.Endpoint)
+		if err != nil {
+			return err
+		}
+		return c.dp.Export(ctx, v.Network, addr, ex)
+	case StepUnexport:
+		if c.dp == nil || v.Endpoint == "" {
+			return nil
+		}
+		addr, err := netip.ParseAddr(v.Endpoint)
+		if err != nil {
+			return err
+		}
+		return c.dp.Unexport(ctx, v.Network, addr, v.ExportID)
 	}
 	return fmt.Errorf("unknown step %q", s)
 }
@@ -505,11 +636,11 @@ func (c *Controller) volumeEnsure(ctx context.Context, op *model.Operation) erro
 	if c.cancelled(ctx, op) && (op.Kind == model.OpVolumeCreate || op.Params["started"] == "") {
 		return errCancelled
 	}
-	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	obs, err := c.observe(ctx, v, "")
 	if err != nil {
 		return err
 	}
-	steps := PlanVolume(wantOf(v), obs)
+	steps := PlanVolume(c.wantOf(v), obs)
 	if op.Kind == model.OpVolumeUpdate && len(steps) > 0 {
 		if err := c.markStarted(ctx, op, "applying"); err != nil {
 			return err
@@ -565,7 +696,7 @@ func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) erro
 	if err := c.markStarted(ctx, op, "deleting"); err != nil {
 		return err
 	}
-	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	obs, err := c.observe(ctx, v, "")
 	if err != nil {
 		return err
 	}
@@ -597,11 +728,11 @@ func (c *Controller) volumeRevert(ctx context.Context, op *model.Operation) erro
 	if err := c.markStarted(ctx, op, "reverting"); err != nil {
 		return err
 	}
-	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, op.ID)
+	obs, err := c.observe(ctx, v, op.ID)
 	if err != nil {
 		return err
 	}
-	steps := PlanRevert(op.Params["swapped"] == "1", wantOf(v), obs)
+	steps := PlanRevert(op.Params["swapped"] == "1", c.wantOf(v), obs)
 	if err := c.runSteps(ctx, op, v, steps); err != nil {
 		return err
 	}

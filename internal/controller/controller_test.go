@@ -14,21 +14,23 @@ import (
 )
 
 func TestPlanVolume(t *testing.T) {
-	want := VolumeWant{LimitBytes: 10 << 30, Mode: 0o770}
-	full := storage.VolumeStatus{Exists: true, Mounted: true, QgroupExists: true, LimitBytes: 10 << 30, Mode: 0o770}
+	want := VolumeWant{LimitBytes: 10 << 30, Mode: 0o770, Export: true}
+	full := Observation{VolumeStatus: storage.VolumeStatus{Exists: true, Mounted: true, QgroupExists: true, LimitBytes: 10 << 30, Mode: 0o770}, Exported: true}
 	cases := []struct {
 		name string
-		obs  func(s *storage.VolumeStatus)
+		obs  func(s *Observation)
 		want []Step
 	}{
-		{"nothing yet", func(s *storage.VolumeStatus) { *s = storage.VolumeStatus{} },
-			[]Step{StepCreateQgroup, StepSetLimit, StepCreateVolume, StepSetMode, StepMount}},
-		{"crashed after qgroup", func(s *storage.VolumeStatus) { *s = storage.VolumeStatus{QgroupExists: true} },
-			[]Step{StepSetLimit, StepCreateVolume, StepSetMode, StepMount}},
-		{"crashed before mount", func(s *storage.VolumeStatus) { s.Mounted = false }, []Step{StepMount}},
-		{"resized", func(s *storage.VolumeStatus) { s.LimitBytes = 5 << 30 }, []Step{StepSetLimit}},
-		{"mode drifted", func(s *storage.VolumeStatus) { s.Mode = 0o755 }, []Step{StepSetMode}},
-		{"converged", func(s *storage.VolumeStatus) {}, nil},
+		{"nothing yet", func(s *Observation) { *s = Observation{} },
+			[]Step{StepCreateQgroup, StepSetLimit, StepCreateVolume, StepSetMode, StepMount, StepExport}},
+		{"crashed after qgroup", func(s *Observation) { *s = Observation{VolumeStatus: storage.VolumeStatus{QgroupExists: true}} },
+			[]Step{StepSetLimit, StepCreateVolume, StepSetMode, StepMount, StepExport}},
+		{"crashed before mount", func(s *Observation) { s.Mounted, s.Exported = false, false }, []Step{StepMount, StepExport}},
+		{"crashed before export", func(s *Observation) { s.Exported = false }, []Step{StepExport}},
+		{"unmounted under its export", func(s *Observation) { s.Mounted = false }, []Step{StepUnexport, StepMount, StepExport}},
+		{"resized", func(s *Observation) { s.LimitBytes = 5 << 30 }, []Step{StepSetLimit}},
+		{"mode drifted", func(s *Observation) { s.Mode = 0o755 }, []Step{StepSetMode}},
+		{"converged", func(s *Observation) {}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,23 +41,30 @@ func TestPlanVolume(t *testing.T) {
 			}
 		})
 	}
+	noNFS := want
+	noNFS.Export = false
+	if got := PlanVolume(noNFS, Observation{VolumeStatus: full.VolumeStatus}); got != nil {
+		t.Fatalf("SMB-only volume: %v", got)
+	}
 }
 
 func TestPlanRevertAtEveryCrashPoint(t *testing.T) {
-	want := VolumeWant{LimitBytes: 1 << 30}
+	want := VolumeWant{LimitBytes: 1 << 30, Export: true}
 	base := storage.VolumeStatus{QgroupExists: true, LimitBytes: 1 << 30}
 	cases := []struct {
 		name    string
 		swapped bool
-		obs     storage.VolumeStatus
+		obs     Observation
 		want    []Step
 	}{
-		{"not started", false, with(base, true, true, false), []Step{StepRetire, StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount}},
-		{"after retire", false, with(base, false, false, true), []Step{StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount}},
-		{"after restore", false, with(base, true, false, true), []Step{StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount}},
-		{"after mark", true, with(base, true, false, true), []Step{StepPurgeRetired, StepDeleteNewer, StepMount}},
-		{"after purge", true, with(base, true, false, false), []Step{StepDeleteNewer, StepMount}},
-		{"after mount", true, with(base, true, true, false), []Step{StepDeleteNewer}},
+		{"not started", false, with(base, true, true, false, true), []Step{StepUnexport, StepRetire, StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
+		{"after unexport", false, with(base, true, true, false, false), []Step{StepUnexport, StepRetire, StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
+		{"after retire", false, with(base, false, false, true, false), []Step{StepUnexport, StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
+		{"after restore", false, with(base, true, false, true, false), []Step{StepUnexport, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
+		{"after mark", true, with(base, true, false, true, false), []Step{StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
+		{"after purge", true, with(base, true, false, false, false), []Step{StepDeleteNewer, StepMount, StepExport}},
+		{"after mount", true, with(base, true, true, false, false), []Step{StepDeleteNewer, StepExport}},
+		{"after export", true, with(base, true, true, false, true), []Step{StepDeleteNewer}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,16 +75,16 @@ func TestPlanRevertAtEveryCrashPoint(t *testing.T) {
 	}
 }
 
-func with(s storage.VolumeStatus, exists, mounted, retired bool) storage.VolumeStatus {
+func with(s storage.VolumeStatus, exists, mounted, retired, exported bool) Observation {
 	s.Exists, s.Mounted, s.Retired = exists, mounted, retired
-	return s
+	return Observation{VolumeStatus: s, Exported: exported}
 }
 
 func TestPlanVolumeDelete(t *testing.T) {
-	if got := PlanVolumeDelete(storage.VolumeStatus{}); got != nil {
+	if got := PlanVolumeDelete(Observation{}); !slices.Equal(got, []Step{StepUnexport}) {
 		t.Fatalf("nothing to delete: %v", got)
 	}
-	if got := PlanVolumeDelete(storage.VolumeStatus{QgroupExists: true}); !slices.Equal(got, []Step{StepDeleteVolume}) {
+	if got := PlanVolumeDelete(Observation{VolumeStatus: storage.VolumeStatus{QgroupExists: true}}); !slices.Equal(got, []Step{StepUnexport, StepDeleteVolume}) {
 		t.Fatalf("leftover qgroup: %v", got)
 	}
 }

@@ -29,18 +29,18 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 		if v.State.Busy() {
 			continue // its operation owns it
 		}
-		obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
+		obs, err := c.observe(ctx, v, "")
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if steps := PlanVolume(wantOf(v), obs); len(steps) > 0 {
+		if steps := PlanVolume(c.wantOf(v), obs); len(steps) > 0 {
 			c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)
 			if err := c.runSteps(ctx, nil, v, steps); err != nil {
 				errs = append(errs, fmt.Errorf("volume %s: %w", v.Name(), err))
 				continue
 			}
-			if obs, err = c.be.Volume(ctx, v.Key, v.Qgroup, ""); err != nil {
+			if obs, err = c.observe(ctx, v, ""); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -19,7 +19,10 @@ import (
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/controller"
+	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -49,6 +52,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
 
+	// Volumes are mounted below a shared mount point so that sandboxes, whose mount
+	// namespaces are its slaves, see volumes mounted after they started.
+	run := runner.Exec{}
+	mounts := filepath.Join(cfg.DataDir, "mounts")
+	if err := dataplane.ShareMounts(ctx, run, mounts); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dataplane.UnshareMounts(context.Background(), run, mounts)) }()
+
 	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, ImageSize: cfg.StoreSize, Logger: log.With("component", "btrfs")})
 	if err := be.Start(ctx); err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -59,6 +71,21 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		defer cancel()
 		err = errors.Join(err, be.Stop(stopCtx))
 	}()
+
+	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: cfg.Networks, Logger: log.With("component", "dataplane")})
+	if err := dp.Start(ctx); err != nil {
+		return fmt.Errorf("data plane: %w", err)
+	}
+	defer func() {
+		// Before storage stops: Ganesha holds the volumes open.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err = errors.Join(err, dp.Stop(stopCtx))
+	}()
+	var networks []model.Network
+	for _, n := range cfg.Networks {
+		networks = append(networks, model.Network{Name: n.Name, Prefix: n.Prefix})
+	}
 
 	baseURL := "http://" + cfg.Listen + "/"
 	var auth api.Authenticator
@@ -79,13 +106,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if cfg.FaultStepDelay > 0 {
 		log.Warn("fault injection: pausing before every storage step", "delay", cfg.FaultStepDelay)
 	}
-	ctrl := controller.New(controller.Options{Store: st, Backend: be, Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: dp, Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait
 	if syncWait == 0 {
 		syncWait = -1 // answer at once
 	}
-	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Limits: cfg.Limits,
+	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait})
 
 	ln, err := net.Listen("tcp", cfg.Listen)

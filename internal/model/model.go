@@ -7,6 +7,8 @@ package model
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -118,6 +120,30 @@ type Meta struct {
 	Desc string `json:"description,omitempty"`
 }
 
+// Network is a configured network: a name pools refer to
+// (projects/{p}/global/networks/{name}) and its subnet.
+type Network struct {
+	Name   string
+	Prefix netip.Prefix
+}
+
+// FirstEndpoint is the lowest address handed to volumes: the subnet's tenth.
+func (n Network) FirstEndpoint() netip.Addr {
+	a := n.Prefix.Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	return a
+}
+
+// NetworkName returns the name in projects/{p}/global/networks/{name}.
+func NetworkName(resource string) string {
+	if i := strings.LastIndex(resource, "/"); i >= 0 {
+		return resource[i+1:]
+	}
+	return resource
+}
+
 // LocationName is projects/{p}/locations/{l}.
 func LocationName(project, location string) string {
 	return "projects/" + project + "/locations/" + location
@@ -203,6 +229,14 @@ type Volume struct {
 	SourceSnapshot string `json:"sourceSnapshot,omitempty"`
 	// UsedBytes is the last observed usage of the volume and its snapshots.
 	UsedBytes int64 `json:"usedBytes,omitempty"`
+
+	// Network is the name of the pool's network (pools cannot change network).
+	Network string `json:"network,omitempty"`
+	// Endpoint is the volume's own address in its network, from the network's
+	// tenth address up; it is released when the volume is deleted.
+	Endpoint string `json:"endpoint,omitempty"`
+	// ExportID is the volume's NFS export id, never reused.
+	ExportID uint64 `json:"exportId,omitempty"`
 
 	// Key names the volume's storage (subvolume, mount point); it never changes and
 	// is never reused, so a deleted volume's leftovers cannot collide with a new one.

@@ -46,6 +46,8 @@ type Backend interface {
 	SetLimit(ctx context.Context, qgroup uint64, bytes int64) error
 	SetMode(ctx context.Context, key string, mode fs.FileMode) error
 	Mount(ctx context.Context, key string) error
+	// MountPath is where a volume is (or will be) mounted.
+	MountPath(key string) string
 	Unmount(ctx context.Context, key string) error
 	// DeleteVolume removes the live subvolume, its snapshots, any retired copy, its
 	// mount point and its quota group.

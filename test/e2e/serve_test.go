@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,6 +56,8 @@ type server struct {
 	t       *testing.T
 	dataDir string
 	addr    string
+	bridge  string
+	subnet  netip.Prefix
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 	env     []string
@@ -68,14 +72,20 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// newServer prepares a server on a fresh data dir; start launches it.
+var netSeq = 20
+
+// newServer prepares a server on a fresh data dir, with a network "default" on a
+// bridge and subnet of its own; start launches it.
 func newServer(t *testing.T, env ...string) *server {
-	s := &server{t: t, dataDir: t.TempDir(), addr: freeAddr(t), env: env}
+	netSeq++
+	s := &server{t: t, dataDir: t.TempDir(), addr: freeAddr(t), env: env,
+		bridge: fmt.Sprintf("bte%04d%02d", os.Getpid()%10000, netSeq), subnet: netip.MustParsePrefix(fmt.Sprintf("10.99.%d.0/24", netSeq))}
 	t.Cleanup(func() {
 		if s.cmd != nil && s.cmd.ProcessState == nil {
 			s.stop(syscall.SIGTERM)
 		}
 		assertNothingLeft(t, s.dataDir)
+		assertNoNetworkLeft(t, s.bridge)
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.log)
 		}
@@ -86,7 +96,8 @@ func newServer(t *testing.T, env ...string) *server {
 func (s *server) start(extra ...string) {
 	s.t.Helper()
 	s.log = &bytes.Buffer{}
-	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "4G", "--location", "us-east4"}, extra...)
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "4G", "--location", "us-east4",
+		"--network", "default=" + s.bridge + "," + s.subnet.String()}, extra...)
 	s.cmd = exec.Command(basinBin, args...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -159,6 +170,40 @@ func assertNothingLeft(t *testing.T, dir string) {
 	if out, _ := exec.Command("losetup", "-j", filepath.Join(dir, "store.img")).Output(); len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("loop device left attached: %s", out)
 	}
+	if pids := processesMentioning(dir); len(pids) > 0 {
+		t.Errorf("processes left running: %v", pids)
+	}
+}
+
+// assertNoNetworkLeft checks that a server's sandbox namespace, bridge and daemons
+// are gone.
+func assertNoNetworkLeft(t *testing.T, bridge string) {
+	t.Helper()
+	if _, err := os.Stat("/run/netns/basin-" + bridge); err == nil {
+		t.Errorf("sandbox namespace basin-%s left behind", bridge)
+	}
+	if _, err := os.Stat("/sys/class/net/" + bridge); err == nil {
+		t.Errorf("bridge %s left behind", bridge)
+	}
+}
+
+// processesMentioning lists pids whose command line contains s.
+func processesMentioning(s string) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err == nil && bytes.Contains(cmdline, []byte(s)) {
+			if stat, err := os.ReadFile("/proc/" + d.Name() + "/stat"); err == nil && !bytes.Contains(stat, []byte(") Z ")) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 func grepLines(s, sub string) string {

@@ -15,7 +15,6 @@
 package btrfs
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/basin-nas/basin/internal/mountinfo"
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage"
 )
@@ -588,65 +588,6 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 	return inv, nil
 }
 
-// isMountPoint reports whether path is a mount point, from /proc/self/mountinfo.
-func isMountPoint(path string) (bool, error) {
-	_, ok, err := mountEntry(path)
-	return ok, err
-}
+func isMountPoint(path string) (bool, error) { return mountinfo.IsMountPoint(path) }
 
-func mountSourceOf(path string) (string, error) {
-	src, ok, err := mountEntry(path)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", fmt.Errorf("%s is not a mount point", path)
-	}
-	return src, nil
-}
-
-// mountEntry finds path's line in mountinfo (the last one wins) and returns the source.
-func mountEntry(path string) (source string, found bool, err error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", false, err
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || unescape(fields[4]) != abs {
-			continue
-		}
-		for i, fl := range fields {
-			if fl == "-" && i+2 < len(fields) {
-				source, found = fields[i+2], true
-				break
-			}
-		}
-	}
-	return source, found, sc.Err()
-}
-
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func mountSourceOf(path string) (string, error) { return mountinfo.Source(path) }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/basin-nas/basin/internal/storage"
 )
@@ -47,10 +48,19 @@ func assertNothingLeft(t *testing.T, dir string) {
 	if strings.Contains(string(mi), dir) {
 		t.Errorf("mounts left under %s", dir)
 	}
-	out, _ := exec.Command("losetup", "-j", filepath.Join(dir, "store.img")).Output()
-	if len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("loop device left attached: %s", out)
-		exec.Command("losetup", "-D").Run()
+	// A detach can complete lazily; give the kernel a moment before judging. Never
+	// detach anything but this test's own device: other tests run beside this one.
+	img := filepath.Join(dir, "store.img")
+	var out []byte
+	for range 50 {
+		if out, _ = exec.Command("losetup", "-j", img, "-O", "NAME", "-n").Output(); len(bytes.TrimSpace(out)) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("loop device left attached: %s", out)
+	for _, dev := range strings.Fields(string(out)) {
+		exec.Command("losetup", "-d", dev).Run()
 	}
 }
 

@@ -176,6 +176,9 @@ func (b *Backend) Mount(ctx context.Context, key string) error {
 	return nil
 }
 
+// MountPath implements storage.Backend.
+func (b *Backend) MountPath(key string) string { return "/fake/mounts/" + key }
+
 // Unmount implements storage.Backend.
 func (b *Backend) Unmount(ctx context.Context, key string) error {
 	if err := b.enter(ctx, "Unmount"); err != nil {

@@ -37,8 +37,12 @@ def offline(creds):
     return creds
 
 
+_networks = iter(range(200, 250))
+
+
 class Basin:
-    """One basin serve process on a fresh data directory."""
+    """One basin serve process on a fresh data directory, with a network of its own
+    (bridge and subnet), so that several can run side by side."""
 
     def __init__(self, *extra_args):
         if os.geteuid() != 0:
@@ -50,7 +54,8 @@ class Basin:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [BASIN_BIN, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
-             "--store-size", "4G", "--location", LOCATION, *extra_args],
+             "--store-size", "4G", "--location", LOCATION,
+             "--network", f"default=bpy{self.port},10.99.{next(_networks)}.0/24", *extra_args],
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while True:

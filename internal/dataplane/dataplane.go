@@ -1,0 +1,335 @@
+// Package dataplane runs Basin's per-network sandboxes (DESIGN.md §5): for each
+// network in use, a network namespace attached to the network's bridge by a veth
+// pair, plus a private mount namespace (its own /run), in which Basin supervises a
+// private dbus-daemon, rpcbind and ganesha.nfsd. Each exported volume gets its own
+// endpoint address inside the sandbox; its export is a file (so a Ganesha restart
+// restores it) loaded at run time over DBus.
+//
+// Daemons die with Basin (parent-death signal); Start removes whatever a killed Basin
+// left behind and sandboxes are rebuilt on demand; Stop removes everything Start and
+// the sandboxes made: processes, namespaces, veths, and bridges and addresses Basin
+// created.
+//
+// Imported by the daemon and controller packages; it imports nfs and runner only.
+package dataplane
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/runner"
+)
+
+// Network is a configured network: a Linux bridge and the subnet on it.
+type Network struct {
+	Name   string
+	Bridge string
+	Prefix netip.Prefix
+}
+
+// HostAddr is the host's address on the bridge: the subnet's first address.
+func (n Network) HostAddr() netip.Addr { return n.Prefix.Masked().Addr().Next() }
+
+// ParseNetwork parses NAME=BRIDGE,CIDR.
+func ParseNetwork(s string) (Network, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	bridge, cidr, ok2 := strings.Cut(rest, ",")
+	if !ok || !ok2 || name == "" || bridge == "" {
+		return Network{}, fmt.Errorf("network %q: want NAME=BRIDGE,CIDR", s)
+	}
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+		return Network{}, fmt.Errorf("network %q: %q is not an IPv4 subnet of at least 16 addresses", s, cidr)
+	}
+	if len(bridge) > 15 {
+		return Network{}, fmt.Errorf("network %q: bridge name longer than 15 characters", s)
+	}
+	return Network{Name: name, Bridge: bridge, Prefix: p.Masked()}, nil
+}
+
+// DefaultNetwork is used when no network is configured.
+var DefaultNetwork = Network{Name: "default", Bridge: "basin0", Prefix: netip.MustParsePrefix("10.99.0.0/24")}
+
+// Options configures a Manager.
+type Options struct {
+	// DataDir holds sandboxes/<network>/ with each sandbox's state.
+	DataDir  string
+	Networks []Network
+	Runner   runner.Runner
+	Logger   *slog.Logger
+	// ReadyTimeout bounds how long a (re)starting Ganesha may take; default 20 s.
+	ReadyTimeout time.Duration
+}
+
+// Manager owns the sandboxes.
+type Manager struct {
+	opts Options
+	run  runner.Runner
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+}
+
+// New returns a Manager; Start must be called first.
+func New(opts Options) *Manager {
+	if len(opts.Networks) == 0 {
+		opts.Networks = []Network{DefaultNetwork}
+	}
+	if opts.Runner == nil {
+		opts.Runner = runner.Exec{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 20 * time.Second
+	}
+	return &Manager{opts: opts, run: opts.Runner, log: opts.Logger, sandboxes: map[string]*sandbox{}}
+}
+
+// Network returns the configured network called name.
+func (m *Manager) Network(name string) (Network, bool) {
+	for _, n := range m.opts.Networks {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Network{}, false
+}
+
+func (m *Manager) sandboxDir(name string) string {
+	return filepath.Join(m.opts.DataDir, "sandboxes", name)
+}
+
+// nsName names a network's sandbox namespace after its bridge: bridges are host-wide,
+// so two Basins (or two networks) never share a namespace.
+func nsName(n Network) string { return "basin-" + n.Bridge }
+
+// vethName is the host end of a sandbox's veth pair (at most 15 characters).
+func vethName(n Network) string {
+	h := sha1.Sum([]byte(n.Bridge))
+	return "bsb" + hex.EncodeToString(h[:4])
+}
+
+// Start removes what a previous, killed Basin left: sandbox processes, namespaces
+// and veths. Bridges it created are kept (and reused) until Stop.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Join(m.opts.DataDir, "sandboxes"), 0o700); err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range m.opts.Networks {
+		errs = append(errs, m.removeSandbox(ctx, n))
+	}
+	return errors.Join(errs...)
+}
+
+// Stop stops every sandbox and removes the bridges and host addresses Basin made.
+func (m *Manager) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	boxes := m.sandboxes
+	m.sandboxes = map[string]*sandbox{}
+	m.mu.Unlock()
+	var errs []error
+	for _, sb := range boxes {
+		sb.stop()
+	}
+	for _, n := range m.opts.Networks {
+		errs = append(errs, m.removeSandbox(ctx, n), m.removeBridge(ctx, n))
+	}
+	return errors.Join(errs...)
+}
+
+// removeSandbox kills every process in the network's namespace and deletes the
+// namespace and the host end of its veth. Absent things are fine.
+func (m *Manager) removeSandbox(ctx context.Context, n Network) error {
+	ns := nsName(n)
+	if _, err := os.Stat(filepath.Join("/run/netns", ns)); err == nil {
+		out, _ := m.run.Run(ctx, "ip", "netns", "pids", ns)
+		for _, pid := range strings.Fields(string(out)) {
+			m.run.Run(ctx, "kill", "-9", pid) //nolint:errcheck // gone already is fine
+		}
+		if _, err := m.run.Run(ctx, "ip", "netns", "delete", ns); err != nil {
+			return fmt.Errorf("delete namespace %s: %w", ns, err)
+		}
+	}
+	if linkExists(vethName(n)) {
+		if _, err := m.run.Run(ctx, "ip", "link", "delete", vethName(n)); err != nil {
+			return fmt.Errorf("delete veth: %w", err)
+		}
+	}
+	return nil
+}
+
+func linkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// marker files record what Basin created on the host, so a later run (even after a
+// crash) removes exactly that.
+func (m *Manager) marker(n Network, what string) string {
+	return filepath.Join(m.opts.DataDir, "sandboxes", n.Name+"."+what)
+}
+
+func (m *Manager) ensureBridge(ctx context.Context, n Network) error {
+	if !linkExists(n.Bridge) {
+		if err := os.WriteFile(m.marker(n, "bridge-created"), nil, 0o600); err != nil {
+			return err
+		}
+		if _, err := m.run.Run(ctx, "ip", "link", "add", n.Bridge, "type", "bridge"); err != nil {
+			return fmt.Errorf("create bridge %s: %w", n.Bridge, err)
+		}
+	}
+	host := netip.PrefixFrom(n.HostAddr(), n.Prefix.Bits()).String()
+	out, err := m.run.Run(ctx, "ip", "-o", "addr", "show", "dev", n.Bridge)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(out), " "+host+" ") {
+		if err := os.WriteFile(m.marker(n, "addr-added"), nil, 0o600); err != nil {
+			return err
+		}
+		if _, err := m.run.Run(ctx, "ip", "addr", "add", host, "dev", n.Bridge); err != nil {
+			return fmt.Errorf("address %s on %s: %w", host, n.Bridge, err)
+		}
+	}
+	_, err = m.run.Run(ctx, "ip", "link", "set", n.Bridge, "up")
+	return err
+}
+
+func (m *Manager) removeBridge(ctx context.Context, n Network) error {
+	if _, err := os.Stat(m.marker(n, "bridge-created")); err == nil {
+		if linkExists(n.Bridge) {
+			if _, err := m.run.Run(ctx, "ip", "link", "delete", n.Bridge); err != nil {
+				return fmt.Errorf("delete bridge %s: %w", n.Bridge, err)
+			}
+		}
+		os.Remove(m.marker(n, "bridge-created"))
+		os.Remove(m.marker(n, "addr-added"))
+		return nil
+	}
+	if _, err := os.Stat(m.marker(n, "addr-added")); err == nil {
+		host := netip.PrefixFrom(n.HostAddr(), n.Prefix.Bits()).String()
+		m.run.Run(ctx, "ip", "addr", "del", host, "dev", n.Bridge) //nolint:errcheck // absent is fine
+		os.Remove(m.marker(n, "addr-added"))
+	}
+	return nil
+}
+
+// sandboxFor returns the running sandbox of a network, building it if needed.
+func (m *Manager) sandboxFor(ctx context.Context, network string) (*sandbox, error) {
+	n, ok := m.Network(network)
+	if !ok {
+		return nil, fmt.Errorf("network %q is not configured", network)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sb := m.sandboxes[network]; sb != nil && sb.alive() {
+		return sb, nil
+	} else if sb != nil {
+		sb.stop()
+		delete(m.sandboxes, network)
+	}
+	if err := m.ensureBridge(ctx, n); err != nil {
+		return nil, err
+	}
+	if err := m.removeSandbox(ctx, n); err != nil {
+		return nil, err
+	}
+	sb, err := m.startSandbox(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	m.sandboxes[network] = sb
+	return sb, nil
+}
+
+// Export makes ex reachable on addr in the network's sandbox: the endpoint address,
+// the export's file, its line in the exports list, and the export loaded in Ganesha.
+func (m *Manager) Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error {
+	sb, err := m.sandboxFor(ctx, network)
+	if err != nil {
+		return err
+	}
+	if err := sb.addAddr(ctx, addr); err != nil {
+		return err
+	}
+	return sb.export(ctx, ex)
+}
+
+// Unexport removes export id and the endpoint address from the network's sandbox.
+// A sandbox that is not running has nothing to remove, except stale files.
+func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil {
+		os.Remove(filepath.Join(m.sandboxDir(network), "exports", fmt.Sprintf("%d.conf", id)))
+		return nil
+	}
+	if err := sb.unexport(ctx, id); err != nil {
+		return err
+	}
+	return sb.delAddr(ctx, addr)
+}
+
+// Exported reports whether ex is loaded as rendered and reachable on addr.
+func (m *Manager) Exported(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error) {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil || !sb.alive() {
+		return false, nil
+	}
+	data, err := os.ReadFile(sb.exportFile(ex.ID))
+	if err != nil || string(data) != ex.Render() {
+		return false, nil
+	}
+	if ok, err := sb.hasAddr(ctx, addr); err != nil || !ok {
+		return false, err
+	}
+	if err := sb.waitReady(ctx); err != nil {
+		return false, err
+	}
+	return sb.bus.HasExport(ctx, ex.ID)
+}
+
+// Sandboxes lists the networks whose sandbox is running.
+func (m *Manager) Sandboxes() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for n, sb := range m.sandboxes {
+		if sb.alive() {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// GaneshaPID returns the pid of a sandbox's running ganesha.nfsd (0 if none), for
+// tests and diagnostics.
+func (m *Manager) GaneshaPID(network string) int {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil {
+		return 0
+	}
+	return sb.pid("ganesha")
+}

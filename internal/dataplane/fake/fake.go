@@ -1,0 +1,72 @@
+// Package fake is an in-memory data plane for controller and API tests: it records
+// which exports are loaded where, as a real sandbox would hold them.
+package fake
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"sync"
+
+	"github.com/basin-nas/basin/internal/nfs"
+)
+
+// Entry is one loaded export.
+type Entry struct {
+	Network string
+	Addr    netip.Addr
+	Export  nfs.Export
+}
+
+// DataPlane is the fake.
+type DataPlane struct {
+	mu      sync.Mutex
+	exports map[uint64]Entry
+	// History lists "export N" / "unexport N" in call order.
+	history []string
+}
+
+// New returns an empty fake.
+func New() *DataPlane { return &DataPlane{exports: map[uint64]Entry{}} }
+
+// Export implements controller.DataPlane.
+func (d *DataPlane) Export(_ context.Context, network string, addr netip.Addr, ex nfs.Export) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.exports[ex.ID] = Entry{Network: network, Addr: addr, Export: ex}
+	d.history = append(d.history, "export "+ex.Pseudo)
+	return nil
+}
+
+// Unexport implements controller.DataPlane.
+func (d *DataPlane) Unexport(_ context.Context, _ string, _ netip.Addr, id uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.exports[id]; ok {
+		d.history = append(d.history, "unexport "+e.Export.Pseudo)
+	}
+	delete(d.exports, id)
+	return nil
+}
+
+// Exported implements controller.DataPlane.
+func (d *DataPlane) Exported(_ context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.exports[ex.ID]
+	return ok && e.Network == network && e.Addr == addr && e.Export.Render() == ex.Render(), nil
+}
+
+// Exports returns the loaded exports by id.
+func (d *DataPlane) Exports() map[uint64]Entry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.exports)
+}
+
+// History returns the export and unexport calls so far.
+func (d *DataPlane) History() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.history...)
+}

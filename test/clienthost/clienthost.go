@@ -1,0 +1,209 @@
+// Package clienthost gives tests "client machines": network namespaces joined to a
+// Basin network's bridge by a veth pair, each with its own address in 10.99.0.0/16,
+// that run real NFS I/O with libnfs's command-line tools (nfs-ls, nfs-cat, nfs-cp).
+// libnfs speaks NFSv3 and NFSv4.0 (writes over ~3.9 KB fail on v4 with libnfs 4.0)
+// and takes the AUTH_SYS uid/gid from the URL, so tests act as root or as a user.
+//
+// It needs root, iproute2, libnfs-utils, and gcc with libnfs-dev for its nfs-put helper. Used by test/e2e and later data-plane
+// tests; it imports nothing of Basin's.
+package clienthost
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed" // csrc/nfsput.c
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+//go:embed csrc/nfsput.c
+var nfsPutSource []byte
+
+var (
+	buildOnce sync.Once
+	nfsPut    string
+	buildErr  error
+)
+
+// nfsPutBinary compiles nfsput.c once per process (gcc and libnfs-dev are installed
+// by scripts/setup.sh --test).
+func nfsPutBinary() (string, error) {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "clienthost-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		src := filepath.Join(dir, "nfsput.c")
+		if err := os.WriteFile(src, nfsPutSource, 0o600); err != nil {
+			buildErr = err
+			return
+		}
+		nfsPut = filepath.Join(dir, "nfs-put")
+		if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", nfsPut, src, "-lnfs").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build nfs-put (needs gcc and libnfs-dev): %v: %s", err, out)
+		}
+	})
+	return nfsPut, buildErr
+}
+
+// Host is one client machine.
+type Host struct {
+	Addr netip.Addr
+	ns   string
+	veth string
+}
+
+// New creates a host with address addr (with the bridge's prefix length) on bridge,
+// removed when the test ends.
+func New(t testing.TB, bridge string, addr netip.Prefix) *Host {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	h := &Host{Addr: addr.Addr(), ns: "bct-" + id, veth: "bcv" + id}
+	steps := [][]string{
+		{"ip", "netns", "add", h.ns},
+		{"ip", "link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.ns},
+		{"ip", "link", "set", h.veth, "master", bridge, "up"},
+		{"ip", "-n", h.ns, "link", "set", "lo", "up"},
+		{"ip", "-n", h.ns, "addr", "add", addr.String(), "dev", "eth0"},
+		{"ip", "-n", h.ns, "link", "set", "eth0", "up"},
+	}
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "delete", h.ns).Run()
+		exec.Command("ip", "link", "delete", h.veth).Run()
+	})
+	for _, argv := range steps {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("client host %s: %v: %v %s", addr, argv, err, out)
+		}
+	}
+	return h
+}
+
+// Run runs a command inside the host and returns its combined output.
+func (h *Host) Run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.ns, name}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Client is an NFS identity on a host: a protocol version and AUTH_SYS ids.
+type Client struct {
+	h       *Host
+	Version int // 3 or 4 (4.0)
+	UID     int
+	GID     int
+}
+
+// NFS returns a client speaking version as uid/gid.
+func (h *Host) NFS(version, uid, gid int) *Client {
+	return &Client{h: h, Version: version, UID: uid, GID: gid}
+}
+
+// URL builds a libnfs URL for path on server.
+func (c *Client) URL(server netip.Addr, path string) string {
+	return fmt.Sprintf("nfs://%s%s?version=%d&uid=%d&gid=%d", server, path, c.Version, c.UID, c.GID)
+}
+
+const timeout = 60 * time.Second
+
+// Entry is one line of a directory listing.
+type Entry struct {
+	Name     string
+	Mode     string
+	UID, GID int
+	Size     int64
+}
+
+// Ls lists a directory.
+func (c *Client) Ls(server netip.Addr, path string) ([]Entry, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := c.h.Run(ctx, "nfs-ls", c.URL(server, path))
+	if err != nil {
+		return nil, fmt.Errorf("nfs-ls %s: %w: %s", c.URL(server, path), err, strings.TrimSpace(out))
+	}
+	var entries []Entry
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		uid, _ := strconv.Atoi(f[2])
+		gid, _ := strconv.Atoi(f[3])
+		size, _ := strconv.ParseInt(f[4], 10, 64)
+		entries = append(entries, Entry{Mode: f[0], UID: uid, GID: gid, Size: size, Name: strings.Join(f[5:], " ")})
+	}
+	return entries, nil
+}
+
+// Stat returns the listing entry of path's last element.
+func (c *Client) Stat(server netip.Addr, path string) (Entry, error) {
+	dir, name := filepath.Split(path)
+	entries, err := c.Ls(server, strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return Entry{}, err
+	}
+	for _, e := range entries {
+		if e.Name == name {
+			return e, nil
+		}
+	}
+	return Entry{}, fmt.Errorf("%s not found", path)
+}
+
+// Read returns a file's contents.
+func (c *Client) Read(server netip.Addr, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.h.ns, "nfs-cat", c.URL(server, path))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("nfs-cat %s: %w: %s", c.URL(server, path), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// Write creates or truncates path (mode 0644) and writes data to it.
+func (c *Client) Write(server netip.Addr, path string, data []byte) error {
+	f, err := os.CreateTemp("", "clienthost-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	f.Close()
+	return c.WriteFile(server, path, f.Name())
+}
+
+// WriteFile copies a local file to path. Errors carry the server's NFS status
+// (NFS3ERR_DQUOT, NFS4ERR_ROFS, …).
+func (c *Client) WriteFile(server netip.Addr, path, local string) error {
+	bin, err := nfsPutBinary()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*timeout)
+	defer cancel()
+	out, err := c.h.Run(ctx, bin, local, c.URL(server, path))
+	if err != nil {
+		return fmt.Errorf("nfs-put to %s: %w: %s", c.URL(server, path), err, strings.TrimSpace(out))
+	}
+	return nil
+}

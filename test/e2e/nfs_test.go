@@ -1,0 +1,349 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/test/clienthost"
+)
+
+// host returns a client machine at the n-th address of the server's subnet.
+func (s *server) host(n int) *clienthost.Host {
+	a := s.subnet.Addr()
+	for range n {
+		a = a.Next()
+	}
+	return clienthost.New(s.t, s.bridge, netip.PrefixFrom(a, s.subnet.Bits()))
+}
+
+// addr returns the n-th address of the server's subnet.
+func (s *server) addrN(n int) string {
+	a := s.subnet.Addr()
+	for range n {
+		a = a.Next()
+	}
+	return a.String()
+}
+
+// endpoint returns a volume's NFS address from its mountOptions.
+func endpoint(t *testing.T, c *client.Client, vol string) netip.Addr {
+	t.Helper()
+	var v client.Object
+	if err := c.Do(context.Background(), "GET", loc+"/volumes/"+vol, nil, nil, &v); err != nil {
+		t.Fatal(err)
+	}
+	mo, _ := v["mountOptions"].([]any)
+	if len(mo) == 0 {
+		t.Fatalf("volume %s has no mountOptions: %v", vol, v)
+	}
+	a, err := netip.ParseAddr(mo[0].(map[string]any)["ipAddress"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (s *server) ganeshaPIDs() []int {
+	var out []int
+	for _, pid := range processesMentioning(filepath.Join(s.dataDir, "sandboxes")) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.HasPrefix(string(comm), "ganesha") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func nfsPool(t *testing.T, c *client.Client) {
+	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=pool1", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "100", "network": "projects/p1/global/networks/default"})
+}
+
+func rule(clients, access string, v3, v4 bool, root string) map[string]any {
+	return map[string]any{"allowedClients": clients, "accessType": access, "nfsv3": v3, "nfsv4": v4, "hasRootAccess": root}
+}
+
+// TestExportPolicyMatrix checks every outcome of rules × clients × NFS versions ×
+// {read, user write, root write}, from four client namespaces, and that a rule
+// change takes effect for new mounts without restarting Ganesha.
+func TestExportPolicyMatrix(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	rules := []any{
+		rule(s.addrN(101), "READ_WRITE", true, true, "true"),     // rw, root kept
+		rule(s.addrN(102), "READ_ONLY", true, true, "true"),      // read only
+		rule(s.addrN(103), "READ_WRITE", true, false, "false"),   // rw over v3 only, root squashed
+		rule(s.subnet.String(), "READ_NONE", true, true, "true"), // everyone else: nothing (first match wins)
+	}
+	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3", "NFSV4"}, "unixPermissions": "0777", "exportPolicy": map[string]any{"rules": rules}})
+	ep := endpoint(t, c, "vol1")
+	hosts := map[int]*clienthost.Host{101: s.host(101), 102: s.host(102), 103: s.host(103), 104: s.host(104)}
+	// nfs-cp creates files 0660; the seed must be world-readable, so it is made in
+	// the volume before any client has looked it up.
+	if err := os.WriteFile(filepath.Join(s.dataDir, "mounts", onlyMount(t, s), "seed"), []byte("seed data"), 0o644); err != nil {
+		t.Fatalf("seeding: %v", err)
+	}
+	type outcome string
+	const (
+		ok       outcome = "ok"
+		readOnly outcome = "read-only error"
+		refused  outcome = "refused"
+	)
+	type want struct {
+		read, write, rootWrite outcome
+		rootOwner              int // owner of a file root created
+	}
+	matrix := map[int]map[int]want{
+		101: {3: {ok, ok, ok, 0}, 4: {ok, ok, ok, 0}},
+		102: {3: {ok, readOnly, readOnly, 0}, 4: {ok, readOnly, readOnly, 0}},
+		103: {3: {ok, ok, ok, 65534}, 4: {refused, refused, refused, 0}},
+		104: {3: {refused, refused, refused, 0}, 4: {refused, refused, refused, 0}},
+	}
+	classify := func(err error) outcome {
+		switch {
+		case err == nil:
+			return ok
+		case strings.Contains(err.Error(), "ROFS") || strings.Contains(err.Error(), "Read-only"):
+			return readOnly
+		default:
+			return refused
+		}
+	}
+	for hostN, byVersion := range matrix {
+		for version, w := range byVersion {
+			name := fmt.Sprintf("client .%d NFSv%d", hostN, version)
+			h := hosts[hostN]
+			user, root := h.NFS(version, 1000, 1000), h.NFS(version, 0, 0)
+			data, err := user.Read(ep, "/vol1/seed")
+			if got := classify(err); got != w.read || (err == nil && string(data) != "seed data") {
+				t.Errorf("%s read: %s (%v), want %s", name, got, err, w.read)
+			}
+			file := fmt.Sprintf("/vol1/u%d-v%d", hostN, version)
+			err = user.Write(ep, file, []byte("by user"))
+			if got := classify(err); got != w.write {
+				t.Errorf("%s user write: %s (%v), want %s", name, got, err, w.write)
+			}
+			if err == nil {
+				if e, _ := hosts[101].NFS(3, 0, 0).Stat(ep, file); e.UID != 1000 {
+					t.Errorf("%s user write: owner %d, want 1000", name, e.UID)
+				}
+			}
+			file = fmt.Sprintf("/vol1/r%d-v%d", hostN, version)
+			err = root.Write(ep, file, []byte("by root"))
+			if got := classify(err); got != w.rootWrite {
+				t.Errorf("%s root write: %s (%v), want %s", name, got, err, w.rootWrite)
+			}
+			if err == nil {
+				if e, _ := hosts[101].NFS(3, 0, 0).Stat(ep, file); e.UID != w.rootOwner {
+					t.Errorf("%s root write: owner %d, want %d (squash)", name, e.UID, w.rootOwner)
+				}
+			}
+		}
+	}
+	// A rule change reaches new mounts at once, without restarting Ganesha.
+	before := s.ganeshaPIDs()
+	rules = append([]any{rule(s.addrN(104), "READ_WRITE", true, true, "true")}, rules...)
+	mutate(t, c, "PATCH", loc+"/volumes/vol1?updateMask=exportPolicy", map[string]any{"exportPolicy": map[string]any{"rules": rules}})
+	if err := hosts[104].NFS(3, 1000, 1000).Write(ep, "/vol1/after-change", []byte("x")); err != nil {
+		t.Fatalf("client .104 after the rule change: %v", err)
+	}
+	if after := s.ganeshaPIDs(); len(before) != 1 || fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("ganesha restarted for a rule change: %v -> %v", before, after)
+	}
+	// A volume without an export policy is reachable by nobody.
+	mutate(t, c, "POST", loc+"/volumes?volumeId=closed", map[string]any{"shareName": "closed", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3", "NFSV4"}})
+	closedEP := endpoint(t, c, "closed")
+	for _, v := range []int{3, 4} {
+		if _, err := hosts[101].NFS(v, 0, 0).Ls(closedEP, "/closed"); err == nil {
+			t.Errorf("NFSv%d client reached a volume without an export policy", v)
+		}
+	}
+	s.stop(syscall.SIGTERM)
+}
+
+// TestDataAndCapacity: data comes back byte for byte; writing past the capacity fails
+// with DQUOT and leaves what was written before intact.
+func TestDataAndCapacity(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+	ep := endpoint(t, c, "vol1")
+	nfs := s.host(101).NFS(3, 0, 0)
+	data := make([]byte, 8<<20)
+	rand.Read(data)
+	if err := nfs.Write(ep, "/vol1/random.bin", data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := nfs.Read(ep, "/vol1/random.bin")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes (err %v), not the %d written", len(got), err, len(data))
+	}
+	// 1.1 GiB into a 1 GiB volume.
+	big := filepath.Join(t.TempDir(), "big")
+	f, _ := os.Create(big)
+	f.Truncate(1100 << 20)
+	f.Close()
+	err = nfs.WriteFile(ep, "/vol1/big", big)
+	if err == nil || !strings.Contains(err.Error(), "NFS3ERR_DQUOT") {
+		t.Fatalf("write past capacity: %v, want NFS3ERR_DQUOT", err)
+	}
+	if got, err := nfs.Read(ep, "/vol1/random.bin"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("earlier data damaged by the failed write: %v", err)
+	}
+	s.stop(syscall.SIGTERM)
+}
+
+// TestGaneshaAndBasinRestarts: Ganesha killed with SIGKILL serves every export again
+// within 10 s; Basin killed and restarted serves every export again.
+func TestGaneshaAndBasinRestarts(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	vols := []string{"va", "vb", "vc"}
+	for _, v := range vols {
+		mutate(t, c, "POST", loc+"/volumes?volumeId="+v, map[string]any{"shareName": v, "storagePool": "pool1", "capacityGib": "1",
+			"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+	}
+	nfs := s.host(101).NFS(3, 0, 0)
+	eps := map[string]netip.Addr{}
+	for _, v := range vols {
+		eps[v] = endpoint(t, c, v)
+		if err := nfs.Write(eps[v], "/"+v+"/f", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allServed := func() error {
+		for _, v := range vols {
+			got, err := nfs.Read(eps[v], "/"+v+"/f")
+			if err != nil {
+				return err
+			}
+			if string(got) != v {
+				return fmt.Errorf("%s reads %q", v, got)
+			}
+		}
+		return nil
+	}
+	pids := s.ganeshaPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("ganesha pids %v", pids)
+	}
+	syscall.Kill(pids[0], syscall.SIGKILL)
+	start := time.Now()
+	var err error
+	for time.Since(start) < 10*time.Second {
+		if err = allServed(); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("exports not back 10 s after killing ganesha: %v", err)
+	}
+	t.Logf("every export served again %.2f s after SIGKILL of ganesha", time.Since(start).Seconds())
+	if now := s.ganeshaPIDs(); len(now) != 1 || now[0] == pids[0] {
+		t.Fatalf("ganesha not restarted: %v", now)
+	}
+	// Basin itself killed: its daemons die with it; the next start rebuilds the
+	// sandbox and re-exports every volume.
+	s.stop(syscall.SIGKILL)
+	if err := allServed(); err == nil {
+		t.Fatal("exports still served with basin dead: daemons outlived it")
+	}
+	s.start()
+	if err := waitForErr(30*time.Second, allServed); err != nil {
+		t.Fatalf("exports after restarting basin: %v", err)
+	}
+	s.stop(syscall.SIGTERM)
+}
+
+func waitForErr(d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestStreamUndisturbed: a client reading one volume without pause sees no error
+// while other volumes are created and deleted beside it.
+func TestStreamUndisturbed(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	open := map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}
+	mutate(t, c, "POST", loc+"/volumes?volumeId=stream", map[string]any{"shareName": "stream", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "exportPolicy": open})
+	ep := endpoint(t, c, "stream")
+	nfs := s.host(101).NFS(3, 0, 0)
+	data := make([]byte, 16<<20)
+	rand.Read(data)
+	if err := nfs.Write(ep, "/stream/data", data); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads int
+	var streamErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 1000; i++ { // bounded: at most 1000 reads of 16 MiB
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			got, err := nfs.Read(ep, "/stream/data")
+			if err == nil && !bytes.Equal(got, data) {
+				err = fmt.Errorf("read %d bytes that differ from what was written", len(got))
+			}
+			if err != nil {
+				streamErr = err
+				return
+			}
+			reads++
+		}
+	}()
+	for i := range 4 {
+		id := fmt.Sprintf("other%d", i)
+		mutate(t, c, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
+			"protocols": []string{"NFSV3", "NFSV4"}, "exportPolicy": open})
+		mutate(t, c, "PATCH", loc+"/volumes/"+id+"?updateMask=exportPolicy", map[string]any{"exportPolicy": map[string]any{"rules": []any{
+			rule(s.addrN(150), "READ_ONLY", true, true, "false")}}})
+		if i%2 == 0 {
+			mutate(t, c, "DELETE", loc+"/volumes/"+id, nil)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if streamErr != nil {
+		t.Fatalf("stream failed after %d reads: %v", reads, streamErr)
+	}
+	if reads < 2 {
+		t.Fatalf("only %d reads overlapped the changes", reads)
+	}
+	t.Logf("%d reads of 16 MiB during 4 creates, 4 updates and 2 deletes", reads)
+	s.stop(syscall.SIGTERM)
+}

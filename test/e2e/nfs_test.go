@@ -90,10 +90,19 @@ func TestExportPolicyMatrix(t *testing.T) {
 		"protocols": []string{"NFSV3", "NFSV4"}, "unixPermissions": "0777", "exportPolicy": map[string]any{"rules": rules}})
 	ep := endpoint(t, c, "vol1")
 	hosts := map[int]*clienthost.Host{101: s.host(101), 102: s.host(102), 103: s.host(103), 104: s.host(104)}
-	// nfs-cp creates files 0660; the seed must be world-readable, so it is made in
-	// the volume before any client has looked it up.
-	if err := os.WriteFile(filepath.Join(s.dataDir, "mounts", onlyMount(t, s), "seed"), []byte("seed data"), 0o644); err != nil {
+	// Files every test client reads or overwrites, made in the volume before any
+	// client has looked them up: a world-readable seed, and one world-writable file
+	// per client and version for the "write to an existing file" case.
+	mp := filepath.Join(s.dataDir, "mounts", onlyMount(t, s))
+	if err := os.WriteFile(filepath.Join(mp, "seed"), []byte("seed data"), 0o644); err != nil {
 		t.Fatalf("seeding: %v", err)
+	}
+	for hostN := range hosts {
+		for _, v := range []int{3, 4} {
+			f := filepath.Join(mp, fmt.Sprintf("w%d-v%d", hostN, v))
+			os.WriteFile(f, []byte("old"), 0o666)
+			os.Chmod(f, 0o666)
+		}
 	}
 	type outcome string
 	const (
@@ -102,14 +111,14 @@ func TestExportPolicyMatrix(t *testing.T) {
 		refused  outcome = "refused"
 	)
 	type want struct {
-		read, write, rootWrite outcome
-		rootOwner              int // owner of a file root created
+		read, write, create, rootCreate outcome
+		rootOwner                       int // owner of a file root created
 	}
 	matrix := map[int]map[int]want{
-		101: {3: {ok, ok, ok, 0}, 4: {ok, ok, ok, 0}},
-		102: {3: {ok, readOnly, readOnly, 0}, 4: {ok, readOnly, readOnly, 0}},
-		103: {3: {ok, ok, ok, 65534}, 4: {refused, refused, refused, 0}},
-		104: {3: {refused, refused, refused, 0}, 4: {refused, refused, refused, 0}},
+		101: {3: {ok, ok, ok, ok, 0}, 4: {ok, ok, ok, ok, 0}},
+		102: {3: {ok, readOnly, readOnly, readOnly, 0}, 4: {ok, readOnly, readOnly, readOnly, 0}},
+		103: {3: {ok, ok, ok, ok, 65534}, 4: {refused, refused, refused, refused, 0}},
+		104: {3: {refused, refused, refused, refused, 0}, 4: {refused, refused, refused, refused, 0}},
 	}
 	classify := func(err error) outcome {
 		switch {
@@ -130,10 +139,18 @@ func TestExportPolicyMatrix(t *testing.T) {
 			if got := classify(err); got != w.read || (err == nil && string(data) != "seed data") {
 				t.Errorf("%s read: %s (%v), want %s", name, got, err, w.read)
 			}
+			existing := fmt.Sprintf("/vol1/w%d-v%d", hostN, version)
+			err = user.Write(ep, existing, []byte("new"))
+			if got := classify(err); got != w.write {
+				t.Errorf("%s write to an existing file: %s (%v), want %s", name, got, err, w.write)
+			}
+			if got, _ := os.ReadFile(filepath.Join(mp, filepath.Base(existing))); (err == nil) != (string(got) == "new") {
+				t.Errorf("%s write: the file holds %q after a write that returned %v", name, got, err)
+			}
 			file := fmt.Sprintf("/vol1/u%d-v%d", hostN, version)
 			err = user.Write(ep, file, []byte("by user"))
-			if got := classify(err); got != w.write {
-				t.Errorf("%s user write: %s (%v), want %s", name, got, err, w.write)
+			if got := classify(err); got != w.create {
+				t.Errorf("%s user create: %s (%v), want %s", name, got, err, w.create)
 			}
 			if err == nil {
 				if e, _ := hosts[101].NFS(3, 0, 0).Stat(ep, file); e.UID != 1000 {
@@ -142,8 +159,8 @@ func TestExportPolicyMatrix(t *testing.T) {
 			}
 			file = fmt.Sprintf("/vol1/r%d-v%d", hostN, version)
 			err = root.Write(ep, file, []byte("by root"))
-			if got := classify(err); got != w.rootWrite {
-				t.Errorf("%s root write: %s (%v), want %s", name, got, err, w.rootWrite)
+			if got := classify(err); got != w.rootCreate {
+				t.Errorf("%s root create: %s (%v), want %s", name, got, err, w.rootCreate)
 			}
 			if err == nil {
 				if e, _ := hosts[101].NFS(3, 0, 0).Stat(ep, file); e.UID != w.rootOwner {

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	_ "embed" // csrc/nfsbench.c
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/basin-nas/basin/internal/client"
+)
+
+//go:embed csrc/nfsbench.c
+var nfsBenchSource []byte
+
+// pattern is one measured workload.
+type pattern struct {
+	Name string
+	RW   string // nfs-bench / fio rw
+	BS   int
+	QD   int
+}
+
+var patterns = []pattern{
+	{"seq write 1 MiB, qd 8", "write", 1 << 20, 8},
+	{"seq read 1 MiB, qd 8", "read", 1 << 20, 8},
+	{"rand read 4 KiB, qd 16", "randread", 4 << 10, 16},
+	{"rand write 4 KiB, qd 16", "randwrite", 4 << 10, 16},
+}
+
+// nfsResult is one pattern's medians per target, in MiB/s and IOPS.
+type nfsResult struct {
+	Pattern string             `json:"pattern"`
+	MiBps   map[string]float64 `json:"mibps"`
+	IOPS    map[string]float64 `json:"iops"`
+}
+
+const fileSize = 1 << 30
+
+// runNFS measures NFSv3 through a Basin volume, through a bare Ganesha exporting the
+// same directory on loopback, and fio on that directory, side by side.
+func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, runs int, secs float64) []nfsResult {
+	bench := buildNFSBench()
+	open := map[string]any{"rules": []any{map[string]any{"allowedClients": bridgeHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
+	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=nfsbench", map[string]any{"shareName": "nfsbench", "storagePool": "pool",
+		"capacityGib": 8, "protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": open}))
+	var v client.Object
+	must(c.Do(ctx, "GET", loc+"/volumes/nfsbench", nil, nil, &v))
+	ep := v["mountOptions"].([]any)[0].(map[string]any)["ipAddress"].(string)
+	mount := mountOf(dataDir, "nfsbench")
+
+	stopBare := startBareGanesha(dataDir, mount)
+	atExit(stopBare)
+
+	targets := []struct {
+		name string
+		run  func(p pattern, file string) (mibps, iops float64)
+	}{
+		{"basin", func(p pattern, file string) (float64, float64) {
+			return nfsBench(bench, fmt.Sprintf("nfs://%s/nfsbench/%s?version=3", ep, file), p, secs)
+		}},
+		{"bare", func(p pattern, file string) (float64, float64) {
+			return nfsBench(bench, fmt.Sprintf("nfs://127.0.0.1/bare/%s?version=3&nfsport=12049&mountport=12048", file), p, secs)
+		}},
+		{"local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(mount, file), p, secs) }},
+	}
+	// The read patterns read the files the write pattern writes: make them whole first.
+	fill := pattern{Name: "fill", RW: "fill", BS: 1 << 20, QD: 8}
+	for _, t := range targets[:2] {
+		t.run(fill, t.name+".dat")
+	}
+	var out []nfsResult
+	for _, p := range patterns {
+		r := nfsResult{Pattern: p.Name, MiBps: map[string]float64{}, IOPS: map[string]float64{}}
+		samples := map[string][][2]float64{}
+		for range runs {
+			for _, t := range targets { // interleaved, so noise hits every target alike
+				file := t.name + ".dat"
+				m, i := t.run(p, file)
+				samples[t.name] = append(samples[t.name], [2]float64{m, i})
+			}
+		}
+		for name, s := range samples {
+			var ms, is []float64
+			for _, x := range s {
+				ms, is = append(ms, x[0]), append(is, x[1])
+			}
+			r.MiBps[name], r.IOPS[name] = median(ms), median(is)
+		}
+		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS", p.Name,
+			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["local"], r.IOPS["local"])
+		out = append(out, r)
+	}
+	return out
+}
+
+func buildNFSBench() string {
+	dir, err := os.MkdirTemp("", "nfsbench-")
+	if err != nil {
+		fatalf("%v", err)
+	}
+	src := filepath.Join(dir, "nfsbench.c")
+	os.WriteFile(src, nfsBenchSource, 0o600)
+	bin := filepath.Join(dir, "nfs-bench")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", bin, src, "-lnfs").CombinedOutput(); err != nil {
+		fatalf("build nfs-bench (needs gcc, libnfs-dev): %v %s", err, out)
+	}
+	return bin
+}
+
+func nfsBench(bin, url string, p pattern, secs float64) (mibps, iops float64) {
+	rw := p.RW
+	if rw == "fill" {
+		url = strings.Replace(url, ".dat", "-write.dat", 1)
+	} else if rw == "write" || rw == "randwrite" {
+		// Writes go to a file of their own; reads read the file the write pass made.
+		url = strings.Replace(url, ".dat", "-"+rw+".dat", 1)
+	} else if rw != "fill" {
+		url = strings.Replace(url, ".dat", "-write.dat", 1)
+	}
+	out, err := exec.Command(bin, url, rw, fmt.Sprint(p.BS), fmt.Sprint(p.QD), fmt.Sprint(secs), fmt.Sprint(fileSize)).CombinedOutput()
+	if err != nil {
+		fatalf("nfs-bench %s %s: %v %s", url, rw, err, out)
+	}
+	var r struct {
+		Ops     float64 `json:"ops"`
+		Bytes   float64 `json:"bytes"`
+		Seconds float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		fatalf("nfs-bench output %q: %v", out, err)
+	}
+	return r.Bytes / r.Seconds / (1 << 20), r.Ops / r.Seconds
+}
+
+func fio(file string, p pattern, secs float64) (mibps, iops float64) {
+	rw := p.RW
+	target := strings.Replace(file, ".dat", "-write.dat", 1)
+	if rw == "randwrite" {
+		target = strings.Replace(file, ".dat", "-randwrite.dat", 1)
+	}
+	out, err := exec.Command("fio", "--name=b", "--filename="+target, "--rw="+rw, fmt.Sprintf("--bs=%d", p.BS),
+		fmt.Sprintf("--iodepth=%d", p.QD), "--ioengine=libaio", "--direct=1", fmt.Sprintf("--size=%d", fileSize),
+		"--time_based", fmt.Sprintf("--runtime=%gs", secs), "--output-format=json").Output()
+	if err != nil {
+		fatalf("fio: %v %s", err, out)
+	}
+	type dir struct {
+		BwBytes float64 `json:"bw_bytes"`
+		IOPS    float64 `json:"iops"`
+	}
+	var r struct {
+		Jobs []struct {
+			Read  dir `json:"read"`
+			Write dir `json:"write"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out[strings.Index(string(out), "{"):], &r); err != nil || len(r.Jobs) == 0 {
+		fatalf("fio output: %v", err)
+	}
+	j := r.Jobs[0]
+	return (j.Read.BwBytes + j.Write.BwBytes) / (1 << 20), j.Read.IOPS + j.Write.IOPS
+}
+
+// startBareGanesha runs a second Ganesha, as a user would by hand: host network
+// namespace, loopback, one export of the same directory without access rules, with
+// its own /run (so its rpcbind does not clash) and no DBus.
+func startBareGanesha(dataDir, path string) (stop func()) {
+	dir := filepath.Join(dataDir, "bare-ganesha")
+	os.MkdirAll(filepath.Join(dir, "recov"), 0o700)
+	conf := fmt.Sprintf(`NFS_CORE_PARAM { Protocols = 3; NFS_Port = 12049; MNT_Port = 12048; NLM_Port = 12047; Rquota_Port = 12046;
+  Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false; mount_path_pseudo = true; }
+NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = %q; }
+NFS_KRB5 { Active_krb5 = false; }
+EXPORT { Export_Id = 1; Path = %q; Pseudo = /bare; Protocols = 3; Access_Type = RW; Squash = No_Root_Squash; SecType = sys; FSAL { Name = VFS; } }
+`, filepath.Join(dir, "recov"), path)
+	os.WriteFile(filepath.Join(dir, "ganesha.conf"), []byte(conf), 0o600)
+	script := fmt.Sprintf(`mount -t tmpfs tmpfs /run && mkdir -p /run/ganesha && (rpcbind -f -w &) && sleep 0.2 &&
+exec env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent ganesha.nfsd -F -f %s/ganesha.conf -L %s/ganesha.log -p %s/ganesha.pid -N NIV_EVENT`, dir, dir, dir)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fatalf("%v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if out, err := exec.Command("nfs-ls", "nfs://127.0.0.1/bare?version=3&nfsport=12049&mountport=12048").CombinedOutput(); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			fatalf("bare ganesha did not start: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var once bool
+	return func() {
+		if once {
+			return
+		}
+		once = true
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+}

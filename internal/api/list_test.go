@@ -367,3 +367,53 @@ func TestExportsFollowVolumes(t *testing.T) {
 		t.Fatal("deleted volume still exported")
 	}
 }
+
+func TestSnapshotDirectoryExports(t *testing.T) {
+	e := newEnv(t)
+	e.pool("pool1", 100, nil)
+	e.volume("vol1", "pool1", 10, map[string]any{"snapshotDirectory": true, "protocols": []string{"NFSV3", "NFSV4"},
+		"exportPolicy": map[string]any{"rules": []any{map[string]any{"allowedClients": "10.99.0.0/24", "accessType": "READ_WRITE", "nfsv3": true, "nfsv4": true}}}})
+	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", nil)
+	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s2", nil)
+	pseudos := func() []string {
+		var out []string
+		for _, x := range e.dp.Exports() {
+			out = append(out, x.Export.Pseudo)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1", "/vol1/.snapshot/s1", "/vol1/.snapshot/s2"}) {
+		t.Fatalf("exports = %v", got)
+	}
+	for _, x := range e.dp.Exports() {
+		if strings.Contains(x.Export.Pseudo, ".snapshot") && (x.Export.Clients[0].Access != "RO" || x.Addr.String() != "10.99.0.10") {
+			t.Fatalf("snapshot export is not read-only on the volume's endpoint: %+v", x)
+		}
+	}
+	key := e.volumeRecord("vol1").Key
+	if got := e.be.State().SnapshotMounts; !slices.Equal(got, []string{key + "@s1", key + "@s2"}) {
+		t.Fatalf("snapshot mounts = %v", got)
+	}
+	// Reverting to s1 deletes s2 and its export.
+	e.run("POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1", "/vol1/.snapshot/s1"}) {
+		t.Fatalf("after revert = %v", got)
+	}
+	e.run("DELETE", loc+"/volumes/vol1/snapshots/s1", nil)
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1"}) {
+		t.Fatalf("after snapshot delete = %v", got)
+	}
+	// Turning the directory off takes snapshot exports down; deleting the volume,
+	// everything.
+	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s3", nil)
+	e.run("PATCH", loc+"/volumes/vol1?updateMask=snapshotDirectory", map[string]any{"snapshotDirectory": false})
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1"}) || len(e.be.State().SnapshotMounts) != 0 {
+		t.Fatalf("snapshotDirectory off: %v %v", got, e.be.State().SnapshotMounts)
+	}
+	e.run("PATCH", loc+"/volumes/vol1?updateMask=snapshotDirectory", map[string]any{"snapshotDirectory": true})
+	e.run("DELETE", loc+"/volumes/vol1?force=true", nil)
+	if got := pseudos(); len(got) != 0 || len(e.be.State().SnapshotMounts) != 0 {
+		t.Fatalf("after delete: %v %v", got, e.be.State().SnapshotMounts)
+	}
+}

@@ -652,6 +652,9 @@ func (c *Controller) volumeEnsure(ctx context.Context, op *model.Operation) erro
 	if op.Kind == model.OpVolumeCreate && c.cancelled(ctx, op) {
 		return errCancelled
 	}
+	if err := c.syncSnapshotExports(ctx, v, nil); err != nil {
+		return err
+	}
 	return c.finishVolume(ctx, op, v)
 }
 
@@ -696,6 +699,9 @@ func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) erro
 	if err := c.markStarted(ctx, op, "deleting"); err != nil {
 		return err
 	}
+	if err := c.syncSnapshotExports(ctx, v, none); err != nil {
+		return err
+	}
 	obs, err := c.observe(ctx, v, "")
 	if err != nil {
 		return err
@@ -728,12 +734,19 @@ func (c *Controller) volumeRevert(ctx context.Context, op *model.Operation) erro
 	if err := c.markStarted(ctx, op, "reverting"); err != nil {
 		return err
 	}
+	// Snapshot exports go first: newer snapshots are about to be deleted.
+	if err := c.syncSnapshotExports(ctx, v, none); err != nil {
+		return err
+	}
 	obs, err := c.observe(ctx, v, op.ID)
 	if err != nil {
 		return err
 	}
 	steps := PlanRevert(op.Params["swapped"] == "1", c.wantOf(v), obs)
 	if err := c.runSteps(ctx, op, v, steps); err != nil {
+		return err
+	}
+	if err := c.syncSnapshotExports(ctx, v, nil); err != nil {
 		return err
 	}
 	return c.finishVolume(ctx, op, v)
@@ -798,6 +811,9 @@ func (c *Controller) snapshotEnsure(ctx context.Context, op *model.Operation) er
 		if err := c.be.CreateSnapshot(ctx, v.Key, s.ID, v.Qgroup); err != nil {
 			return err
 		}
+		if err := c.syncSnapshotExports(ctx, v, func(o *model.Snapshot) bool { return o.State == model.StateReady || o.ID == s.ID }); err != nil {
+			return err
+		}
 	}
 	obs, err := c.be.Snapshot(ctx, v.Key, s.ID)
 	if err != nil {
@@ -830,6 +846,9 @@ func (c *Controller) snapshotDelete(ctx context.Context, op *model.Operation) er
 		return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, tx.Delete(store.KindSnapshot, op.Target) })
 	}
 	if err != nil {
+		return err
+	}
+	if err := c.syncSnapshotExports(ctx, v, func(o *model.Snapshot) bool { return o.State == model.StateReady && o.ID != s.ID }); err != nil {
 		return err
 	}
 	if err := c.be.DeleteSnapshot(ctx, v.Key, s.ID); err != nil {

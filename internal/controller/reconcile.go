@@ -45,6 +45,9 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 				continue
 			}
 		}
+		if err := c.syncSnapshotExports(ctx, v, nil); err != nil {
+			errs = append(errs, fmt.Errorf("volume %s snapshot exports: %w", v.Name(), err))
+		}
 		if err := c.refreshUsage(ctx, v, obs.UsedBytes); err != nil {
 			errs = append(errs, err)
 		}

@@ -271,8 +271,9 @@ func (m *Manager) Export(ctx context.Context, network string, addr netip.Addr, e
 	return sb.export(ctx, ex)
 }
 
-// Unexport removes export id and the endpoint address from the network's sandbox.
-// A sandbox that is not running has nothing to remove, except stale files.
+// Unexport removes export id and, if addr is valid, the endpoint address from the
+// network's sandbox (a volume's snapshot exports share its address: they pass the
+// zero Addr). A sandbox that is not running has nothing to remove but stale files.
 func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error {
 	m.mu.Lock()
 	sb := m.sandboxes[network]
@@ -283,6 +284,9 @@ func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr,
 	}
 	if err := sb.unexport(ctx, id); err != nil {
 		return err
+	}
+	if !addr.IsValid() {
+		return nil
 	}
 	return sb.delAddr(ctx, addr)
 }

@@ -260,6 +260,9 @@ type Snapshot struct {
 	Meta
 	Volume    string  `json:"volume"` // volume ID
 	UsedBytes float64 `json:"usedBytes,omitempty"`
+	// ExportID is the id of the snapshot's read-only NFS export under
+	// /<share>/.snapshot/<id>, used while its volume has snapshotDirectory.
+	ExportID uint64 `json:"exportId,omitempty"`
 }
 
 // VolumeName is the full name of the snapshot's volume.

@@ -33,6 +33,7 @@ type VolumeStatus struct {
 // SnapshotStatus is what the backend observes of a snapshot.
 type SnapshotStatus struct {
 	Exists         bool
+	Mounted        bool
 	ExclusiveBytes int64 // bytes held only by this snapshot
 }
 
@@ -54,6 +55,11 @@ type Backend interface {
 	DeleteVolume(ctx context.Context, key string, qgroup uint64) error
 
 	Snapshot(ctx context.Context, key, snap string) (SnapshotStatus, error)
+	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (for NFS
+	// clients' .snapshot access); UnmountSnapshot undoes it. Both are idempotent.
+	MountSnapshot(ctx context.Context, key, snap string) error
+	UnmountSnapshot(ctx context.Context, key, snap string) error
+	SnapshotMountPath(key, snap string) string
 	CreateSnapshot(ctx context.Context, key, snap string, qgroup uint64) error
 	DeleteSnapshot(ctx context.Context, key, snap string) error
 

@@ -364,3 +364,53 @@ func TestStreamUndisturbed(t *testing.T) {
 	t.Logf("%d reads of 16 MiB during 4 creates, 4 updates and 2 deletes", reads)
 	s.stop(syscall.SIGTERM)
 }
+
+// TestSnapshotDirectoryAndRevert: with snapshotDirectory, a snapshot's content is
+// readable, read-only, under /<share>/.snapshot/<id>; after a revert, clients read
+// the snapshot's data, not a mix of old and new.
+func TestSnapshotDirectoryAndRevert(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
+		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
+	ep := endpoint(t, c, "vol1")
+	nfs := s.host(101).NFS(3, 0, 0)
+	if err := nfs.Write(ep, "/vol1/f", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	mutate(t, c, "POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
+	if err := nfs.Write(ep, "/vol1/f", []byte("after, longer")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nfs.Write(ep, "/vol1/new", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := nfs.Read(ep, "/vol1/.snapshot/s1/f")
+	if err != nil || string(got) != "before" {
+		t.Fatalf(".snapshot/s1/f = %q, %v; want the content at snapshot time", got, err)
+	}
+	if err := nfs.Write(ep, "/vol1/.snapshot/s1/g", []byte("x")); err == nil || !strings.Contains(err.Error(), "ROFS") {
+		t.Fatalf("writing into a snapshot: %v, want a read-only error", err)
+	}
+	if got, _ := nfs.Read(ep, "/vol1/f"); string(got) != "after, longer" {
+		t.Fatalf("live volume reads %q", got)
+	}
+	mutate(t, c, "POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
+	if got, err := nfs.Read(ep, "/vol1/f"); err != nil || string(got) != "before" {
+		t.Fatalf("after revert f = %q, %v", got, err)
+	}
+	if _, err := nfs.Read(ep, "/vol1/new"); err == nil {
+		t.Fatal("a file written after the snapshot survived the revert")
+	}
+	if got, err := nfs.Read(ep, "/vol1/.snapshot/s1/f"); err != nil || string(got) != "before" {
+		t.Fatalf("snapshot after revert: %q, %v", got, err)
+	}
+	mutate(t, c, "DELETE", loc+"/volumes/vol1/snapshots/s1", nil)
+	if _, err := nfs.Read(ep, "/vol1/.snapshot/s1/f"); err == nil {
+		t.Fatal("deleted snapshot still readable")
+	}
+	s.stop(syscall.SIGTERM)
+}

@@ -404,6 +404,14 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string, qgroup uint64) e
 	if err := os.Remove(b.mountPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	if snapMounts, _ := filepath.Glob(filepath.Join(b.mounts, key+"@*")); len(snapMounts) > 0 {
+		for _, mp := range snapMounts {
+			if err := b.unmountPath(ctx, mp); err != nil {
+				return err
+			}
+			os.Remove(mp)
+		}
+	}
 	var paths []string
 	if entries, err := os.ReadDir(b.snapDir(key)); err == nil {
 		for _, e := range entries {
@@ -471,13 +479,55 @@ func (b *Backend) DestroyQgroup(ctx context.Context, qgroup uint64) error {
 	return nil
 }
 
+// SnapshotMountPath implements storage.Backend: beside the volumes' mount points, so
+// sandboxes see it appear.
+func (b *Backend) SnapshotMountPath(key, snap string) string {
+	return filepath.Join(b.mounts, key+"@"+snap)
+}
+
+// MountSnapshot implements storage.Backend.
+func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
+	mp := b.SnapshotMountPath(key, snap)
+	if m, err := isMountPoint(mp); err != nil || m {
+		return err
+	}
+	if err := os.MkdirAll(mp, 0o755); err != nil {
+		return err
+	}
+	out, err := b.btrfs(ctx, "inspect-internal", "rootid", filepath.Join(b.snapDir(key), snap))
+	if err != nil {
+		return fmt.Errorf("subvolume id of %s@%s: %w", key, snap, err)
+	}
+	id := strings.TrimSpace(string(out))
+	if _, err := b.run.Run(ctx, "mount", "-t", "btrfs", "-o", "ro,noatime,subvolid="+id, b.device, mp); err != nil {
+		return fmt.Errorf("mount %s@%s: %w", key, snap, err)
+	}
+	return nil
+}
+
+// UnmountSnapshot implements storage.Backend.
+func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
+	mp := b.SnapshotMountPath(key, snap)
+	if err := b.unmountPath(ctx, mp); err != nil {
+		return err
+	}
+	if err := os.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // Snapshot implements storage.Backend.
 func (b *Backend) Snapshot(ctx context.Context, key, snap string) (storage.SnapshotStatus, error) {
 	p := filepath.Join(b.snapDir(key), snap)
 	if _, err := os.Stat(p); err != nil {
 		return storage.SnapshotStatus{}, nil
 	}
+	var err error
 	st := storage.SnapshotStatus{Exists: true}
+	if st.Mounted, err = isMountPoint(b.SnapshotMountPath(key, snap)); err != nil {
+		return st, err
+	}
 	out, err := b.btrfs(ctx, "inspect-internal", "rootid", p)
 	if err != nil {
 		return st, fmt.Errorf("subvolume id of %s: %w", p, err)
@@ -509,6 +559,9 @@ func (b *Backend) CreateSnapshot(ctx context.Context, key, snap string, qgroup u
 
 // DeleteSnapshot implements storage.Backend.
 func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.UnmountSnapshot(ctx, key, snap); err != nil {
+		return err
+	}
 	p := filepath.Join(b.snapDir(key), snap)
 	if _, err := os.Stat(p); err != nil {
 		return nil
@@ -555,7 +608,8 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 			return inv, err
 		}
 		for _, e := range entries {
-			add(e.Name())
+			k, _, _ := strings.Cut(e.Name(), "@") // snapshot mounts are key@snap
+			add(k)
 		}
 	}
 	if entries, err := os.ReadDir(filepath.Join(b.base, "retired")); err == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/basin-nas/basin/internal/storage"
@@ -26,6 +27,7 @@ type Backend struct {
 	live     map[string]*volume
 	retired  map[string]bool // key.tag
 	snaps    map[string]map[string]bool
+	snapMnt  map[string]bool  // key@snap
 	qgroups  map[uint64]int64 // limit
 	failures map[string]error
 	gates    map[string]chan struct{}
@@ -44,7 +46,7 @@ var _ storage.Backend = (*Backend)(nil)
 // New returns an empty fake store.
 func New() *Backend {
 	return &Backend{
-		live: map[string]*volume{}, retired: map[string]bool{}, snaps: map[string]map[string]bool{},
+		live: map[string]*volume{}, retired: map[string]bool{}, snaps: map[string]map[string]bool{}, snapMnt: map[string]bool{},
 		qgroups: map[uint64]int64{}, failures: map[string]error{}, gates: map[string]chan struct{}{}, calls: map[string]int{},
 	}
 }
@@ -197,6 +199,11 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string, q uint64) error 
 		return err
 	}
 	defer b.mu.Unlock()
+	for k := range b.snapMnt {
+		if strings.HasPrefix(k, key+"@") {
+			delete(b.snapMnt, k)
+		}
+	}
 	delete(b.live, key)
 	delete(b.snaps, key)
 	for k := range b.retired {
@@ -208,13 +215,41 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string, q uint64) error 
 	return nil
 }
 
+// SnapshotMountPath implements storage.Backend.
+func (b *Backend) SnapshotMountPath(key, snap string) string {
+	return "/fake/mounts/" + key + "@" + snap
+}
+
+// MountSnapshot implements storage.Backend.
+func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.enter(ctx, "MountSnapshot"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if !b.snaps[key][snap] {
+		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
+	}
+	b.snapMnt[key+"@"+snap] = true
+	return nil
+}
+
+// UnmountSnapshot implements storage.Backend.
+func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.enter(ctx, "UnmountSnapshot"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	delete(b.snapMnt, key+"@"+snap)
+	return nil
+}
+
 // Snapshot implements storage.Backend.
 func (b *Backend) Snapshot(ctx context.Context, key, snap string) (storage.SnapshotStatus, error) {
 	if err := b.enter(ctx, "Snapshot"); err != nil {
 		return storage.SnapshotStatus{}, err
 	}
 	defer b.mu.Unlock()
-	return storage.SnapshotStatus{Exists: b.snaps[key][snap], ExclusiveBytes: 16384}, nil
+	return storage.SnapshotStatus{Exists: b.snaps[key][snap], Mounted: b.snapMnt[key+"@"+snap], ExclusiveBytes: 16384}, nil
 }
 
 // CreateSnapshot implements storage.Backend.
@@ -239,6 +274,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
 		return err
 	}
 	defer b.mu.Unlock()
+	delete(b.snapMnt, key+"@"+snap) // as the real one: unmounted first
 	delete(b.snaps[key], snap)
 	return nil
 }
@@ -311,6 +347,8 @@ type State struct {
 	Qgroups   map[uint64]int64
 	Retired   []string
 	Sources   map[string]storage.SnapshotRef
+	// SnapshotMounts lists mounted snapshots as key@snap.
+	SnapshotMounts []string
 }
 
 // State returns the current contents.
@@ -337,5 +375,9 @@ func (b *Backend) State() State {
 	for k := range b.retired {
 		s.Retired = append(s.Retired, k)
 	}
+	for k := range b.snapMnt {
+		s.SnapshotMounts = append(s.SnapshotMounts, k)
+	}
+	sort.Strings(s.SnapshotMounts)
 	return s
 }

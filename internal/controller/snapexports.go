@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// snapshotExport is a snapshot's read-only export at /<share>/.snapshot/<id>: the
+// volume's NFSv3 clients, with read-write access lowered to read-only. It is NFSv3
+// only: for v4, Ganesha would need a junction at .snapshot inside the volume's own
+// export, which its VFS FSAL refuses to cross into (NFS4ERR_XDEV), and it rejects the
+// export. ok is false when the volume has no NFSv3 access to offer.
+func (c *Controller) snapshotExport(v *model.Volume, volEx nfs.Export, s *model.Snapshot) (ex nfs.Export, ok bool) {
+	if !slices.Contains(volEx.Protocols, 3) {
+		return ex, false
+	}
+	ex = nfs.Export{ID: s.ExportID, Path: c.be.SnapshotMountPath(v.Key, s.ID),
+		Pseudo: volEx.Pseudo + "/.snapshot/" + s.ID, Protocols: []int{3}}
+	for _, cl := range volEx.Clients {
+		if !slices.Contains(cl.Protocols, 3) {
+			continue
+		}
+		cl.Protocols = []int{3}
+		if cl.Access == nfs.AccessRW {
+			cl.Access = nfs.AccessRO
+		}
+		ex.Clients = append(ex.Clients, cl)
+	}
+	return ex, true
+}
+
+// syncSnapshotExports brings a volume's snapshot exports to what they should be:
+// each snapshot that include accepts is mounted read-only and exported while the
+// volume is served over NFS with snapshotDirectory; every other one is unexported
+// and unmounted. include nil means "the READY snapshots".
+func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, include func(*model.Snapshot) bool) error {
+	if c.dp == nil {
+		return nil
+	}
+	if include == nil {
+		include = func(s *model.Snapshot) bool { return s.State == model.StateReady }
+	}
+	var snaps []*model.Snapshot
+	if err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		return err
+	}); err != nil {
+		return err
+	}
+	volEx, served := c.exportOf(v)
+	addr, _ := netip.ParseAddr(v.Endpoint)
+	var errs []error
+	for _, s := range snaps {
+		if s.ExportID == 0 {
+			continue // made before snapshot exports existed
+		}
+		ex, v3 := c.snapshotExport(v, volEx, s)
+		if served && v3 && v.SnapshotDirectory && include(s) {
+			if err := c.be.MountSnapshot(ctx, v.Key, s.ID); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok, err := c.dp.Exported(ctx, v.Network, addr, ex); err != nil || !ok {
+				errs = append(errs, c.dp.Export(ctx, v.Network, addr, ex))
+			}
+			continue
+		}
+		// Exported implies mounted (mount comes first), so an unmounted snapshot has
+		// nothing to take down.
+		if obs, err := c.be.Snapshot(ctx, v.Key, s.ID); err != nil || !obs.Mounted {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, c.dp.Unexport(ctx, v.Network, netip.Addr{}, s.ExportID))
+		errs = append(errs, c.be.UnmountSnapshot(ctx, v.Key, s.ID))
+	}
+	return errors.Join(errs...)
+}
+
+func none(*model.Snapshot) bool { return false }

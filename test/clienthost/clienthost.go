@@ -9,12 +9,14 @@
 package clienthost
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
-	_ "embed" // csrc/nfsput.c
+	"embed"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -26,35 +28,40 @@ import (
 	"time"
 )
 
-//go:embed csrc/nfsput.c
-var nfsPutSource []byte
+//go:embed csrc/*.c
+var csrc embed.FS
 
 var (
-	buildOnce sync.Once
-	nfsPut    string
-	buildErr  error
+	buildMu sync.Mutex
+	built   = map[string]string{}
 )
 
-// nfsPutBinary compiles nfsput.c once per process (gcc and libnfs-dev are installed
-// by scripts/setup.sh --test).
-func nfsPutBinary() (string, error) {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "clienthost-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		src := filepath.Join(dir, "nfsput.c")
-		if err := os.WriteFile(src, nfsPutSource, 0o600); err != nil {
-			buildErr = err
-			return
-		}
-		nfsPut = filepath.Join(dir, "nfs-put")
-		if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", nfsPut, src, "-lnfs").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build nfs-put (needs gcc and libnfs-dev): %v: %s", err, out)
-		}
-	})
-	return nfsPut, buildErr
+// helper compiles csrc/<name>.c once per process (gcc and libnfs-dev are installed
+// by scripts/setup.sh --test) and returns the binary's path.
+func helper(name string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := built[name]; ok {
+		return bin, nil
+	}
+	src, err := csrc.ReadFile("csrc/" + name + ".c")
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "clienthost-")
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(file, src, 0o600); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, name)
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", bin, file, "-lnfs").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s (needs gcc and libnfs-dev): %v: %s", name, err, out)
+	}
+	built[name] = bin
+	return bin, nil
 }
 
 // Host is one client machine.
@@ -195,7 +202,7 @@ func (c *Client) Write(server netip.Addr, path string, data []byte) error {
 // WriteFile copies a local file to path. Errors carry the server's NFS status
 // (NFS3ERR_DQUOT, NFS4ERR_ROFS, …).
 func (c *Client) WriteFile(server netip.Addr, path, local string) error {
-	bin, err := nfsPutBinary()
+	bin, err := helper("nfsput")
 	if err != nil {
 		return err
 	}
@@ -206,4 +213,57 @@ func (c *Client) WriteFile(server netip.Addr, path, local string) error {
 		return fmt.Errorf("nfs-put to %s: %w: %s", c.URL(server, path), err, strings.TrimSpace(out))
 	}
 	return nil
+}
+
+// Held is a file a client has open: it can be read again through the same handle.
+type Held struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	// First is what the first read returned: "data: …" or "error: …".
+	First string
+}
+
+// Hold opens path and reads it, keeping the file handle for Again.
+func (c *Client) Hold(server netip.Addr, path string) (*Held, error) {
+	bin, err := helper("nfshold")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("ip", "netns", "exec", c.h.ns, bin, c.URL(server, path))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	h := &Held{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	line, err := h.out.ReadString('\n')
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("nfs-hold %s: %w", path, err)
+	}
+	h.First = strings.TrimSpace(line)
+	return h, nil
+}
+
+// Again reads the file once more through the handle opened by Hold.
+func (h *Held) Again() (string, error) {
+	if _, err := io.WriteString(h.stdin, "again\n"); err != nil {
+		return "", err
+	}
+	line, err := h.out.ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// Close ends the client.
+func (h *Held) Close() {
+	h.stdin.Close()
+	h.cmd.Process.Kill()
+	h.cmd.Wait()
 }

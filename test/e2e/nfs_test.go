@@ -199,9 +199,10 @@ func TestDataAndCapacity(t *testing.T) {
 	c := s.client()
 	nfsPool(t, c)
 	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
-		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+		"protocols": []string{"NFSV3", "NFSV4"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
 	ep := endpoint(t, c, "vol1")
-	nfs := s.host(101).NFS(3, 0, 0)
+	h := s.host(101)
+	nfs := h.NFS(3, 0, 0)
 	data := make([]byte, 8<<20)
 	rand.Read(data)
 	if err := nfs.Write(ep, "/vol1/random.bin", data); err != nil {
@@ -222,6 +223,12 @@ func TestDataAndCapacity(t *testing.T) {
 	}
 	if got, err := nfs.Read(ep, "/vol1/random.bin"); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("earlier data damaged by the failed write: %v", err)
+	}
+	// The volume is now at its quota: an NFSv4 client gets NFS4ERR_DQUOT too (a small
+	// write: libnfs 4.0 cannot send v4 writes over ~3.9 KB).
+	err = h.NFS(4, 0, 0).Write(ep, "/vol1/small-v4", make([]byte, 3000))
+	if err == nil || !strings.Contains(err.Error(), "NFS4ERR_DQUOT") {
+		t.Fatalf("NFSv4 write at quota: %v, want NFS4ERR_DQUOT", err)
 	}
 	s.stop(syscall.SIGTERM)
 }
@@ -398,7 +405,17 @@ func TestSnapshotDirectoryAndRevert(t *testing.T) {
 	if got, _ := nfs.Read(ep, "/vol1/f"); string(got) != "after, longer" {
 		t.Fatalf("live volume reads %q", got)
 	}
+	// A client that has the file open across the revert gets a stale handle, never
+	// the data of the other file system.
+	held, err := nfs.Hold(ep, "/vol1/f")
+	if err != nil || held.First != "data: after, longer" {
+		t.Fatalf("holding /vol1/f: %v %q", err, held.First)
+	}
+	defer held.Close()
 	mutate(t, c, "POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
+	if again, err := held.Again(); err != nil || !strings.Contains(again, "STALE") {
+		t.Fatalf("read through a handle opened before the revert: %q %v, want NFS3ERR_STALE", again, err)
+	}
 	if got, err := nfs.Read(ep, "/vol1/f"); err != nil || string(got) != "before" {
 		t.Fatalf("after revert f = %q, %v", got, err)
 	}

@@ -185,6 +185,9 @@ func assertNoNetworkLeft(t *testing.T, bridge string) {
 	if _, err := os.Stat("/sys/class/net/" + bridge); err == nil {
 		t.Errorf("bridge %s left behind", bridge)
 	}
+	if veths, _ := filepath.Glob("/sys/class/net/bsb*"); len(veths) > 0 {
+		t.Errorf("sandbox veths left behind: %v", veths)
+	}
 }
 
 // processesMentioning lists pids whose command line contains s.

@@ -419,7 +419,7 @@ func (s *Server) validateExportRules(v *model.Volume, nfs bool) error {
 				return model.Invalid(f("hasRootAccess"), "must be \"true\" or \"false\"")
 			}
 		}
-		if r.SquashMode != nil && (*r.SquashMode == 2 || *r.SquashMode == 3) {
+		if r.SquashMode != nil && (*r.SquashMode == model.SquashRoot || *r.SquashMode == model.SquashAll) {
 			if r.AnonUID == nil {
 				return model.Invalid(f("anonUid"), "is required with ROOT_SQUASH or ALL_SQUASH")
 			}

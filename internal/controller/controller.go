@@ -494,9 +494,9 @@ func clientOf(r model.ExportRule, volumeVersions []int) []nfs.Client {
 	cl.Access = nfs.AccessNone
 	if r.AccessType != nil {
 		switch *r.AccessType {
-		case 1:
+		case model.AccessReadOnly:
 			cl.Access = nfs.AccessRO
-		case 2:
+		case model.AccessReadWrite:
 			cl.Access = nfs.AccessRW
 		}
 	}
@@ -508,11 +508,11 @@ func clientOf(r model.ExportRule, volumeVersions []int) []nfs.Client {
 	}
 	if r.SquashMode != nil {
 		switch *r.SquashMode {
-		case 1:
+		case model.SquashNoRoot:
 			cl.Squash = nfs.NoRootSquash
-		case 2:
+		case model.SquashRoot:
 			cl.Squash = nfs.RootSquash
-		case 3:
+		case model.SquashAll:
 			cl.Squash = nfs.AllSquash
 		}
 	}
@@ -755,11 +755,7 @@ func (c *Controller) volumeRevert(ctx context.Context, op *model.Operation) erro
 // deleteNewerSnapshots removes the snapshots taken after the one reverted to
 // (upstream semantics), storage first, then records.
 func (c *Controller) deleteNewerSnapshots(ctx context.Context, v *model.Volume, target string) error {
-	var snaps []*model.Snapshot
-	err := c.st.View(ctx, func(tx store.Tx) (err error) {
-		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
-		return err
-	})
+	snaps, err := c.snapshotsOf(ctx, v)
 	if err != nil {
 		return err
 	}
@@ -784,6 +780,16 @@ func (c *Controller) deleteNewerSnapshots(ctx context.Context, v *model.Volume, 
 		}
 	}
 	return nil
+}
+
+// snapshotsOf lists a volume's snapshot records.
+func (c *Controller) snapshotsOf(ctx context.Context, v *model.Volume) ([]*model.Snapshot, error) {
+	var snaps []*model.Snapshot
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		return err
+	})
+	return snaps, err
 }
 
 func (c *Controller) snapshotParent(ctx context.Context, op *model.Operation) (*model.Snapshot, *model.Volume, error) {

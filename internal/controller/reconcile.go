@@ -69,11 +69,8 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 }
 
 func (c *Controller) refreshUsage(ctx context.Context, v *model.Volume, used int64) error {
-	var snaps []*model.Snapshot
-	if err := c.st.View(ctx, func(tx store.Tx) (err error) {
-		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
-		return err
-	}); err != nil {
+	snaps, err := c.snapshotsOf(ctx, v)
+	if err != nil {
 		return err
 	}
 	snapUsed := map[string]float64{}

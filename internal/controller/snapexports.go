@@ -8,7 +8,6 @@ import (
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/nfs"
-	"github.com/basin-nas/basin/internal/store"
 )
 
 // snapshotExport is a snapshot's read-only export at /<share>/.snapshot/<id>: the
@@ -46,11 +45,8 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, i
 	if include == nil {
 		include = func(s *model.Snapshot) bool { return s.State == model.StateReady }
 	}
-	var snaps []*model.Snapshot
-	if err := c.st.View(ctx, func(tx store.Tx) (err error) {
-		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
-		return err
-	}); err != nil {
+	snaps, err := c.snapshotsOf(ctx, v)
+	if err != nil {
 		return err
 	}
 	volEx, served := c.exportOf(v)

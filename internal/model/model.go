@@ -171,6 +171,17 @@ func (p *Pool) Name() string {
 	return LocationName(p.Project, p.Location) + "/storagePools/" + p.ID
 }
 
+// Export rule access types and squash modes (API numbering).
+const (
+	AccessReadOnly  int32 = 1
+	AccessReadWrite int32 = 2
+	AccessReadNone  int32 = 3
+
+	SquashNoRoot int32 = 1
+	SquashRoot   int32 = 2
+	SquashAll    int32 = 3
+)
+
 // ExportRule is one rule of a volume's export policy. Pointer fields keep the
 // presence the API gives them.
 type ExportRule struct {

@@ -97,6 +97,7 @@ func serve(args []string) int {
 	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")
 	fs.DurationVar(&cfg.SyncWait, "sync-wait", cfg.SyncWait, "how long a mutating call waits for its operation before answering (0s: answer at once; clients then poll)")
+	fs.IntVar(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "requests per minute per principal (0: unlimited); over it, 429 with Retry-After")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.Int64Var(&cfg.Limits.MinVolumeGib, "min-volume-gib", cfg.Limits.MinVolumeGib, "smallest volume capacity in GiB")
 	fs.Int64Var(&cfg.Limits.MaxVolumeGib, "max-volume-gib", cfg.Limits.MaxVolumeGib, "largest volume capacity in GiB")

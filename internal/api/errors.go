@@ -45,6 +45,7 @@ var reasons = map[string]string{
 // writeError sends the error body of API.md §6.1. Internal errors are logged with
 // their detail and answered with a generic message.
 func (s *Server) writeError(rq *request, err error) {
+	rq.err = err
 	status, name, _ := statusOf(err)
 	msg := err.Error()
 	if status == http.StatusInternalServerError {

@@ -84,7 +84,7 @@ func FuzzServeHTTP(f *testing.F) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go ctrl.Run(ctx)
-	h := New(Options{Store: st, Operations: ctrl, Locations: []string{"l"}, SyncWait: 50 * time.Millisecond})
+	h := New(Options{Store: st, Operations: ctrl, Locations: []string{"l"}, SyncWait: 50 * time.Millisecond, RateLimit: -1})
 	f.Fuzz(func(t *testing.T, method, path, query, body string) {
 		switch method {
 		case "GET", "POST", "PATCH", "DELETE", "PUT":

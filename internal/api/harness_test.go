@@ -46,7 +46,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	o := Options{Store: st, Operations: ctrl, Locations: []string{"us-east4", "us-west1"}}
+	o := Options{Store: st, Operations: ctrl, Locations: []string{"us-east4", "us-west1"}, RateLimit: -1}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -24,7 +24,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
@@ -65,14 +68,22 @@ type Options struct {
 	SyncWait time.Duration
 	// Ready reports whether the service can take requests (for /readyz).
 	Ready func() bool
+	// RateLimit is how many requests a principal (or, unauthenticated, an address)
+	// may make per minute; 0 = 1200, negative = unlimited.
+	RateLimit int
+	// AuditLog receives one JSON line per mutating or refused call; nil = none
+	// (entries are still kept in the store).
+	AuditLog io.Writer
 }
 
 // Server is the HTTP handler.
 type Server struct {
-	opts Options
-	st   store.Store
-	log  *slog.Logger
-	now  func() time.Time
+	opts    Options
+	st      store.Store
+	log     *slog.Logger
+	now     func() time.Time
+	limits  *limiter
+	auditMu sync.Mutex
 }
 
 // New returns a Server.
@@ -96,7 +107,11 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, st: opts.Store, log: log, now: opts.Now}
+	if opts.RateLimit == 0 {
+		opts.RateLimit = 1200
+	}
+	return &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
+		limits: &limiter{perMinute: opts.RateLimit, buckets: map[string]*rate.Limiter{}}}
 }
 
 // request is one API call in flight.
@@ -108,6 +123,10 @@ type request struct {
 	principal *iam.Principal
 	id        string
 	status    int
+	err       error // the error answered, for the audit log
+	// project, perm and resource say what the call is: its project, the permission
+	// it needs ("" = none) and the resource it acts on.
+	project, perm, resource string
 }
 
 const maxBody = 1 << 20
@@ -161,6 +180,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// $alt=json;enum-encoding=int (sent by the Python client) is accepted; Basin
 	// answers with enum names, which every client parses (API.md §1.4).
 	rq.q = q
+	segs, verb := splitPath(r.URL.Path)
+	if len(segs) >= 2 && segs[0] == "projects" {
+		rq.project = segs[1]
+	}
+	rq.perm, rq.resource = permissionFor(segs, verb, r.Method, q)
+	defer s.audit(rq)
 	if s.opts.Auth != nil {
 		p, err := s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 		if err != nil {
@@ -169,11 +194,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."))
 			return
 		}
-		if !p.Owner {
-			s.writeError(rq, model.Errorf(model.ErrPermissionDenied, "Permission denied for %s", p.Email))
-			return
-		}
 		rq.principal = p
+	}
+	if s.rateLimited(rq) {
+		return
+	}
+	if err := s.authorize(rq); err != nil {
+		s.writeError(rq, err)
+		return
 	}
 	s.route(rq)
 }
@@ -241,6 +269,9 @@ func (s *Server) route(rq *request) {
 	project := segs[1]
 	if !projectRE.MatchString(project) {
 		s.writeError(rq, model.Invalid("name", "invalid project %q", project))
+		return
+	}
+	if s.routeProject(rq, project, segs, verb) {
 		return
 	}
 	if len(segs) == 3 && segs[2] == "locations" && verb == "" && m == http.MethodGet {

@@ -35,6 +35,9 @@ type Config struct {
 	Limits model.Limits
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// RateLimit is how many requests a principal may make per minute (negative:
+	// unlimited).
+	RateLimit int
 	// SyncWait is how long a mutating call waits for its operation to finish before
 	// answering with it still running; 0 = always answer at once.
 	SyncWait time.Duration
@@ -54,6 +57,7 @@ func Default() Config {
 		Limits:    model.DefaultLimits(),
 		LogLevel:  "info",
 		SyncWait:  2 * time.Second,
+		RateLimit: 1200,
 	}
 }
 

@@ -112,8 +112,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if syncWait == 0 {
 		syncWait = -1 // answer at once
 	}
+	auditFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	defer auditFile.Close()
+	rateLimit := cfg.RateLimit
+	if rateLimit == 0 {
+		rateLimit = -1 // 0 on the command line: no limit
+	}
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
-		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait})
+		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: auditFile})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -380,6 +380,8 @@ func (o *Operation) Name() string {
 type ServiceAccount struct {
 	Email       string    `json:"email"`
 	Project     string    `json:"project"`
+	UniqueID    string    `json:"uniqueId,omitempty"`
+	Description string    `json:"description,omitempty"`
 	DisplayName string    `json:"displayName,omitempty"`
 	Disabled    bool      `json:"disabled,omitempty"`
 	CreateTime  time.Time `json:"createTime"`
@@ -394,4 +396,31 @@ type ServiceAccountKey struct {
 	PublicKeyPEM string    `json:"publicKeyPem"`
 	CreateTime   time.Time `json:"createTime"`
 	ExpireTime   time.Time `json:"expireTime,omitzero"`
+}
+
+// Binding grants a role to members ("serviceAccount:EMAIL").
+type Binding struct {
+	Role    string   `json:"role"`
+	Members []string `json:"members"`
+}
+
+// IAMPolicy is a project's role bindings. Etag changes with every write.
+type IAMPolicy struct {
+	Project  string    `json:"project"`
+	Bindings []Binding `json:"bindings,omitempty"`
+	Etag     string    `json:"etag"`
+}
+
+// AuditEntry records one mutating or denied call. It never holds request bodies.
+type AuditEntry struct {
+	ID        string    `json:"id"`
+	Project   string    `json:"project"`
+	Time      time.Time `json:"time"`
+	Principal string    `json:"principal,omitempty"`
+	Method    string    `json:"method"` // the permission the call needs, or HTTP method and path
+	Resource  string    `json:"resource"`
+	Status    int       `json:"status"`
+	Outcome   string    `json:"outcome"` // OK or the canonical error code
+	RequestID string    `json:"requestId"`
+	Client    string    `json:"clientAddress"`
 }

@@ -23,6 +23,8 @@ const (
 	KindOperation       = "operation"
 	KindServiceAccount  = "serviceAccount"
 	KindKey             = "serviceAccountKey"
+	KindIAMPolicy       = "iamPolicy"
+	KindAudit           = "auditEntry"
 )
 
 // Store runs transactions. Update transactions are serialised: a check followed by a

@@ -3,8 +3,12 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/iam"
@@ -390,4 +396,66 @@ func TestAuditLog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every bad token is refused before any work: no resource, no operation.
+func TestBadTokensLeaveNoTrace(t *testing.T) {
+	ie := newIAMEnv(t)
+	keyPath := filepath.Join(t.TempDir(), "k.json")
+	if _, err := iam.BootstrapOwner(context.Background(), ie.st, keyPath, "http://x/token", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(keyPath)
+	var kf iam.KeyFile
+	json.Unmarshal(data, &kf)
+	block, _ := pem.Decode([]byte(kf.PrivateKey))
+	k, _ := x509.ParsePKCS8PrivateKey(block.Bytes)
+	priv := k.(*rsa.PrivateKey)
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	now := time.Now()
+	sign := func(method jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
+		tok := jwt.NewWithClaims(method, claims)
+		tok.Header["kid"] = kid
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good := func(mod func(jwt.MapClaims)) jwt.MapClaims {
+		c := jwt.MapClaims{"iss": kf.ClientEmail, "sub": kf.ClientEmail, "aud": "https://netapp.googleapis.com/", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+	tokens := map[string]string{
+		"forged signature": sign(jwt.SigningMethodRS256, other, kf.PrivateKeyID, good(nil)),
+		"unknown kid":      sign(jwt.SigningMethodRS256, priv, "0123456789", good(nil)),
+		"expired":          sign(jwt.SigningMethodRS256, priv, kf.PrivateKeyID, good(func(c jwt.MapClaims) { c["iat"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix() })),
+		"not yet valid":    sign(jwt.SigningMethodRS256, priv, kf.PrivateKeyID, good(func(c jwt.MapClaims) { c["iat"], c["exp"] = now.Add(time.Hour).Unix(), now.Add(2*time.Hour).Unix() })),
+		"lifetime over 1h": sign(jwt.SigningMethodRS256, priv, kf.PrivateKeyID, good(func(c jwt.MapClaims) { c["exp"] = now.Add(3 * time.Hour).Unix() })),
+		"wrong audience":   sign(jwt.SigningMethodRS256, priv, kf.PrivateKeyID, good(func(c jwt.MapClaims) { c["aud"] = "https://example.com/" })),
+		"alg HS256":        sign(jwt.SigningMethodHS256, []byte("secret"), kf.PrivateKeyID, good(nil)),
+		"alg none":         sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, kf.PrivateKeyID, good(nil)),
+	}
+	for name, tok := range tokens {
+		ie.token = tok
+		ie.fails("POST", loc+"/storagePools?storagePoolId=p"+strings.ReplaceAll(strings.ReplaceAll(name, " ", ""), "1h", ""),
+			map[string]any{"serviceLevel": 1, "capacityGib": "10", "network": "projects/p1/global/networks/default"}, 401, "UNAUTHENTICATED")
+	}
+	ie.token = ""
+	var pools, ops int
+	ie.st.View(context.Background(), func(tx store.Tx) error {
+		p, _ := store.List[model.Pool](tx, store.KindPool, "")
+		o, _ := store.List[model.Operation](tx, store.KindOperation, "")
+		pools, ops = len(p), len(o)
+		return nil
+	})
+	if pools != 0 || ops != 0 {
+		t.Fatalf("refused tokens left %d pools and %d operations", pools, ops)
+	}
+	// The valid token of the same key works, so the refusals were about the tokens.
+	ie.token = sign(jwt.SigningMethodRS256, priv, kf.PrivateKeyID, good(nil))
+	ie.ok("GET", loc+"/storagePools", nil)
 }

@@ -164,6 +164,9 @@ func run(args []string, env Env) error {
 	if group == "pool" {
 		group = "pools"
 	}
+	if group == "iam" && len(args) > 1 {
+		group, args = "iam "+args[1], append([]string{"iam " + args[1]}, args[2:]...)
+	}
 	var verbs []*command
 	for _, c := range cmds {
 		if c.group == group {

@@ -23,6 +23,10 @@ var metaFlags = []flagSpec{
 }
 
 func commands() []*command {
+	return append(v1Commands(), iamCommands()...)
+}
+
+func v1Commands() []*command {
 	poolSpec := append([]flagSpec{
 		{name: "service-level", usage: "PREMIUM, EXTREME, STANDARD or FLEX"},
 		{name: "capacity-gib", usage: "pool capacity in GiB"},

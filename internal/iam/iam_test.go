@@ -212,3 +212,19 @@ func containsPrivate(k model.ServiceAccountKey) bool {
 	b, _ := json.Marshal(k)
 	return strings.Contains(string(b), "PRIVATE")
 }
+
+func TestExpiredKeyIsRefused(t *testing.T) {
+	f := newFixture(t)
+	f.st.Update(context.Background(), func(tx store.Tx) error {
+		k, _ := store.Get[model.ServiceAccountKey](tx, store.KindKey, f.kf.PrivateKeyID)
+		k.ExpireTime = f.now.Add(time.Minute)
+		return tx.Put(store.KindKey, k.ID, k.Email, k)
+	})
+	if _, err := f.auth.Authenticate(context.Background(), "Bearer "+f.token(nil)); err != nil {
+		t.Fatalf("before expiry: %v", err)
+	}
+	f.now = f.now.Add(2 * time.Minute)
+	if _, err := f.auth.Authenticate(context.Background(), "Bearer "+f.token(nil)); !errors.Is(err, model.ErrUnauthenticated) {
+		t.Fatalf("after expiry: %v", err)
+	}
+}

@@ -42,6 +42,8 @@ type Options struct {
 	Resync time.Duration
 	// Retention is how long finished operations are kept; default 7 days.
 	Retention time.Duration
+	// AuditRetention is how long audit entries are kept; default 90 days.
+	AuditRetention time.Duration
 	// StepAttempts is how often a failing step is tried before the operation fails;
 	// default 3.
 	StepAttempts int
@@ -82,6 +84,9 @@ func New(opts Options) *Controller {
 	}
 	if opts.Retention == 0 {
 		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.AuditRetention == 0 {
+		opts.AuditRetention = 90 * 24 * time.Hour
 	}
 	if opts.StepAttempts == 0 {
 		opts.StepAttempts = 3

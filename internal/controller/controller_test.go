@@ -278,3 +278,22 @@ func TestShutdownLeavesOperationResumable(t *testing.T) {
 		t.Fatalf("not resumed: %+v %+v", got, h.be.State())
 	}
 }
+
+func TestExpiresOldAuditEntries(t *testing.T) {
+	h := newHarness(t)
+	old := &model.AuditEntry{ID: "1", Project: "p", Time: time.Now().Add(-100 * 24 * time.Hour)}
+	recent := &model.AuditEntry{ID: "2", Project: "p", Time: time.Now().Add(-time.Hour)}
+	h.seed(t, func(tx store.Tx) error {
+		tx.Put(store.KindAudit, "projects/p/auditLogs/1", "projects/p", old)
+		return tx.Put(store.KindAudit, "projects/p/auditLogs/2", "projects/p", recent)
+	})
+	h.start(t)
+	var left []*model.AuditEntry
+	h.st.View(context.Background(), func(tx store.Tx) (err error) {
+		left, err = store.List[model.AuditEntry](tx, store.KindAudit, "")
+		return err
+	})
+	if len(left) != 1 || left[0].ID != "2" {
+		t.Fatalf("entries left: %+v", left)
+	}
+}

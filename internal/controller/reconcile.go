@@ -60,6 +60,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 			}
 		}
 	}
+	errs = append(errs, c.expireAudit(ctx))
 	if collect {
 		if err := c.collectOrphans(ctx); err != nil {
 			errs = append(errs, err)
@@ -175,4 +176,23 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// expireAudit deletes audit entries older than the retention.
+func (c *Controller) expireAudit(ctx context.Context) error {
+	cutoff := c.opts.Now().Add(-c.opts.AuditRetention)
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		entries, err := store.List[model.AuditEntry](tx, store.KindAudit, "")
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Time.Before(cutoff) {
+				if err := tx.Delete(store.KindAudit, "projects/"+e.Project+"/auditLogs/"+e.ID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -107,6 +107,14 @@ def basin_polled():
     b.stop()
 
 
+@pytest.fixture(scope="module")
+def basin_own():
+    """A server for one test module alone (its resource names clash with others')."""
+    b = Basin()
+    yield b
+    b.stop()
+
+
 @pytest.fixture
 def forged_key(basin, tmp_path):
     """The owner's key file with an unknown key id."""

@@ -85,7 +85,8 @@ def granted(role, perm):
     return False
 
 
-def test_role_method_matrix(basin, tmp_path):
+def test_role_method_matrix(basin_own, tmp_path):
+    basin = basin_own
     owner = basin.client()
     owner.create_storage_pool(parent=PARENT, storage_pool_id="pool1", storage_pool=netapp_v1.StoragePool(
         service_level=netapp_v1.ServiceLevel.PREMIUM, capacity_gib=100, network=NETWORK)).result(timeout=60)

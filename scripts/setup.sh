@@ -21,6 +21,7 @@ if [[ "${1:-}" == "--test" ]]; then
   command -v nfs-ls >/dev/null || need_pkgs+=(libnfs-utils)
   [[ -e /usr/include/nfsc/libnfs.h ]] || need_pkgs+=(libnfs-dev)
   command -v gcc >/dev/null || need_pkgs+=(gcc)
+  command -v fio >/dev/null || need_pkgs+=(fio)
 fi
 if ((${#need_pkgs[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

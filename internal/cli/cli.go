@@ -119,7 +119,9 @@ type command struct {
 	args        string // positional usage
 	flags       []flagSpec
 	help        string
-	run         func(ctx context.Context, c *session, p *parsed) error
+	// offline commands need no server, so no key file either.
+	offline bool
+	run     func(ctx context.Context, c *session, p *parsed) error
 }
 
 // session is what a command needs: the client, scope and output.
@@ -130,6 +132,8 @@ type session struct {
 	location string
 	output   string
 	async    bool
+	// connect makes cl for offline commands that turn out to need the server.
+	connect func() error
 }
 
 func (c *session) parent() string { return "/v1/projects/" + c.project + "/locations/" + c.location }
@@ -176,34 +180,39 @@ func run(args []string, env Env) error {
 	if len(verbs) == 0 {
 		return fmt.Errorf("unknown command %q (try basin help)", args[0])
 	}
-	// The verb is the first non-flag argument after the group.
+	// The verb is the first non-flag argument after the group (some commands, like
+	// advise, have none).
 	rest := args[1:]
-	verbIdx := slices.IndexFunc(rest, func(s string) bool { return !strings.HasPrefix(s, "-") })
-	if verbIdx < 0 {
-		groupUsage(env.Stdout, group, verbs)
-		return nil
-	}
-	verb := rest[verbIdx]
-	rest = append(slices.Clone(rest[:verbIdx]), rest[verbIdx+1:]...)
 	var cmd *command
-	for _, c := range verbs {
-		if c.verb == verb {
-			cmd = c
+	if len(verbs) == 1 && verbs[0].verb == "" {
+		cmd = verbs[0]
+	} else {
+		verbIdx := slices.IndexFunc(rest, func(s string) bool { return !strings.HasPrefix(s, "-") })
+		if verbIdx < 0 {
+			groupUsage(env.Stdout, group, verbs)
+			return nil
 		}
-	}
-	if cmd == nil {
-		groupUsage(env.Stderr, group, verbs)
-		return fmt.Errorf("unknown command %q %q", group, verb)
+		verb := rest[verbIdx]
+		rest = append(slices.Clone(rest[:verbIdx]), rest[verbIdx+1:]...)
+		for _, c := range verbs {
+			if c.verb == verb {
+				cmd = c
+			}
+		}
+		if cmd == nil {
+			groupUsage(env.Stderr, group, verbs)
+			return fmt.Errorf("unknown command %q %q", group, verb)
+		}
 	}
 	p, err := parseArgs(rest, append(slices.Clone(globalFlags), cmd.flags...))
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", group, verb, err)
+		return fmt.Errorf("%s %s: %w", group, cmd.verb, err)
 	}
 	if p.has("help") || p.has("h") {
 		commandUsage(env.Stdout, cmd)
 		return nil
 	}
-	c, err := newSession(env, p)
+	c, err := newSession(env, p, !cmd.offline)
 	if err != nil {
 		return err
 	}
@@ -212,7 +221,7 @@ func run(args []string, env Env) error {
 	return cmd.run(bg, c, p)
 }
 
-func newSession(env Env, p *parsed) (*session, error) {
+func newSession(env Env, p *parsed, connect bool) (*session, error) {
 	pick := func(flag, envName, def string) string {
 		if v := p.str(flag); v != "" {
 			return v
@@ -230,6 +239,15 @@ func newSession(env Env, p *parsed) (*session, error) {
 	if c.output != "table" && c.output != "json" && c.output != "yaml" {
 		return nil, fmt.Errorf("--output must be table, json or yaml, got %q", c.output)
 	}
+	if !connect {
+		c.connect = func() error { return c.dial(env, p, pick) }
+		return c, nil
+	}
+	return c, c.dial(env, p, pick)
+}
+
+// dial makes the session's API client.
+func (c *session) dial(env Env, p *parsed, pick func(flag, envName, def string) string) error {
 	keyFile := ""
 	if !p.has("insecure-no-auth") {
 		keyFile = pick("key-file", "BASIN_KEY_FILE", "")
@@ -239,10 +257,10 @@ func newSession(env Env, p *parsed) (*session, error) {
 	}
 	cl, err := client.New(pick("endpoint", "BASIN_ENDPOINT", "http://127.0.0.1:8780"), keyFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.cl = cl
-	return c, nil
+	return nil
 }
 
 func usage(w io.Writer, cmds []*command) {

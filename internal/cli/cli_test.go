@@ -68,3 +68,33 @@ func TestUnknownCommand(t *testing.T) {
 		t.Fatalf("help: exit %d", code)
 	}
 }
+
+func TestPerfCommandsOffline(t *testing.T) {
+	run := func(args ...string) (string, int) {
+		var out, errb bytes.Buffer
+		// No server and no key file: these commands must not need them.
+		code := Main(args, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+		return out.String() + errb.String(), code
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"fio", "recipe", "--os=linux", "latency"}, 0, "--rw=randwrite --bs=4k --iodepth=1 --ioengine=libaio --direct=1"},
+		{[]string{"fio", "recipe", "iops", "--os", "windows"}, 0, "--ioengine=windowsaio --thread"},
+		{[]string{"fio", "recipe", "--jobfile", "--numjobs=8", "--latency-ms=2", "--target-iops=40000"}, 0, "numjobs=8"},
+		{[]string{"fio", "recipe", "fastest"}, 2, "unknown recipe"},
+		{[]string{"fio", "analyze", "--json", "../perf/testdata/fio/two_jobs_mixed.json"}, 0, `"id": "littles-law"`},
+		{[]string{"fio", "analyze", "../perf/testdata/fio/group_reporting.txt", "--limit-mibps=100"}, 0, "qos-ceiling"},
+		{[]string{"fio", "analyze", "cli_test.go"}, 2, "no fio job results"},
+		{[]string{"advise", "--protocol=nfsv4.1", "--target-iops=400000", "--latency-ms=1"}, 0, "3 TCP connection(s)"},
+		{[]string{"advise", "--protocol=smb", "--os=windows", "--target-mibps=1000", "--json"}, 0, `"smb-multichannel"`},
+		{[]string{"advise", "--protocol=afs"}, 2, "--protocol must be"},
+	} {
+		out, code := run(tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("basin %s: exit %d, want %d with %q:\n%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out)
+		}
+	}
+}

@@ -23,7 +23,7 @@ var metaFlags = []flagSpec{
 }
 
 func commands() []*command {
-	return append(v1Commands(), iamCommands()...)
+	return append(append(v1Commands(), iamCommands()...), perfCommands()...)
 }
 
 func v1Commands() []*command {

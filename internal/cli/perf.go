@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+
+	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/internal/perf"
+)
+
+// perfCommands are `basin fio …` and `basin advise`: they work offline, except
+// `fio analyze --volume`, which looks the volume's limit up through the API.
+func perfCommands() []*command {
+	recipeFlags := []flagSpec{
+		{name: "os", usage: "linux (libaio) or windows (windowsaio, threads)"},
+		{name: "directory", usage: "where fio puts its files (the mounted volume)"},
+		{name: "size", usage: "working set per job, e.g. 10G"},
+		{name: "runtime", usage: "seconds to measure (after a ramp)"},
+		{name: "jobfile", bool: true, usage: "print the SMB multi-file job file instead"},
+		{name: "numjobs", usage: "jobs in the job file (default 4)"},
+		{name: "rwmixread", usage: "read share in the job file (default 70)"},
+		{name: "iodepth", usage: "iodepth in the job file (default 16)"},
+		{name: "latency-ms", usage: "with --target-iops: derive iodepth by Little's law"},
+		{name: "target-iops", usage: "with --latency-ms: derive iodepth by Little's law"},
+	}
+	return []*command{
+		{group: "fio", verb: "recipe", args: "latency|iops|throughput", flags: recipeFlags, offline: true,
+			help: "print the services' fio measurement recipe (or, with --jobfile, the SMB job file)", run: fioRecipe},
+		{group: "fio", verb: "analyze", args: "FILE|-", offline: true, flags: []flagSpec{
+			{name: "json", bool: true, usage: "print the analysis as JSON"},
+			{name: "limit-mibps", usage: "the volume's throughput limit, for the qos-ceiling finding"},
+			{name: "volume", usage: "or: the volume ID, whose limit is read through the API"}},
+			help: "read fio output (JSON or normal) and explain it", run: fioAnalyze},
+		{group: "advise", verb: "", offline: true, flags: []flagSpec{
+			{name: "json", bool: true, usage: "print advice as JSON"},
+			{name: "protocol", usage: "nfsv3, nfsv4.1 or smb"}, {name: "clients", usage: "clients sharing the volume"},
+			{name: "kernel", usage: "client Linux kernel X.Y"}, {name: "target-iops", usage: "target IOPS"},
+			{name: "target-mibps", usage: "or target MiB/s"}, {name: "latency-ms", usage: "expected latency (default 1)"},
+			{name: "bs", usage: "block size, e.g. 4k or 1M"}, {name: "os", usage: "linux or windows"}},
+			help: "client tuning: concurrency, connections, nconnect, slot tables, SMB multichannel", run: advise},
+	}
+}
+
+func flagInt(p *parsed, name string) (int, error) {
+	if !p.has(name) {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(p.str(name))
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %q is not a number", name, p.str(name))
+	}
+	return n, nil
+}
+
+func flagFloat(p *parsed, name string) (float64, error) {
+	if !p.has(name) {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(p.str(name), 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("--%s: %q is not a non-negative number", name, p.str(name))
+	}
+	return f, nil
+}
+
+func fioRecipe(_ context.Context, c *session, p *parsed) error {
+	o := perf.RecipeOptions{OS: p.str("os"), Directory: p.str("directory"), Size: p.str("size")}
+	var err error
+	if o.Runtime, err = flagInt(p, "runtime"); err != nil {
+		return err
+	}
+	if p.has("jobfile") {
+		if o.NumJobs, err = flagInt(p, "numjobs"); err != nil {
+			return err
+		}
+		if o.RWMixRead, err = flagInt(p, "rwmixread"); err != nil {
+			return err
+		}
+		if o.IODepth, err = flagInt(p, "iodepth"); err != nil {
+			return err
+		}
+		if o.LatencyMs, err = flagFloat(p, "latency-ms"); err != nil {
+			return err
+		}
+		if o.TargetIOPS, err = flagFloat(p, "target-iops"); err != nil {
+			return err
+		}
+		_, err = io.WriteString(c.env.Stdout, perf.SMBJobFile(o))
+		return err
+	}
+	if err := needArgs(p, 1, "latency, iops or throughput"); err != nil {
+		return err
+	}
+	r, err := perf.Recipe(p.args[0], o)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(c.env.Stdout, r)
+	return err
+}
+
+func fioAnalyze(ctx context.Context, c *session, p *parsed) error {
+	if err := needArgs(p, 1, "FILE or -"); err != nil {
+		return err
+	}
+	var data []byte
+	var err error
+	if p.args[0] == "-" {
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+	} else {
+		data, err = os.ReadFile(p.args[0])
+	}
+	if err != nil {
+		return err
+	}
+	rep, err := perf.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.args[0], err)
+	}
+	var o perf.AnalyzeOptions
+	if o.LimitMiBps, err = flagFloat(p, "limit-mibps"); err != nil {
+		return err
+	}
+	if vol := p.str("volume"); vol != "" {
+		if err := c.connect(); err != nil {
+			return err
+		}
+		var v client.Object
+		if err := c.cl.Do(ctx, http.MethodGet, c.parent()+"/volumes/"+vol, nil, nil, &v); err != nil {
+			return fmt.Errorf("--volume: %w", err)
+		}
+		o.LimitMiBps, _ = v["throughputMibps"].(float64)
+	}
+	a := perf.Analyze(rep, o)
+	if p.has("json") {
+		b, err := json.MarshalIndent(a, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(c.env.Stdout, string(b))
+		return err
+	}
+	perf.WriteText(c.env.Stdout, a)
+	return nil
+}
+
+func advise(_ context.Context, c *session, p *parsed) error {
+	o := perf.AdviseOptions{Protocol: p.str("protocol"), Kernel: p.str("kernel"), OS: p.str("os")}
+	var err error
+	if o.Clients, err = flagInt(p, "clients"); err != nil {
+		return err
+	}
+	if o.TargetIOPS, err = flagFloat(p, "target-iops"); err != nil {
+		return err
+	}
+	if o.TargetMiB, err = flagFloat(p, "target-mibps"); err != nil {
+		return err
+	}
+	if o.LatencyMs, err = flagFloat(p, "latency-ms"); err != nil {
+		return err
+	}
+	if bs := p.str("bs"); bs != "" {
+		if o.BS, err = perf.ParseSize(bs); err != nil {
+			return fmt.Errorf("--bs: %w", err)
+		}
+	}
+	as, err := perf.Advise(o)
+	if err != nil {
+		return err
+	}
+	if p.has("json") {
+		b, _ := json.MarshalIndent(as, "", "  ")
+		_, err = fmt.Fprintln(c.env.Stdout, string(b))
+		return err
+	}
+	for _, a := range as {
+		fmt.Fprintf(c.env.Stdout, "%s: %s\n  why: %s\n", a.ID, a.Setting, a.Why)
+		if a.Command != "" {
+			fmt.Fprintf(c.env.Stdout, "  how: %s\n", a.Command)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package perf
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Finding is one conclusion about a run.
+type Finding struct {
+	ID      string `json:"id"`
+	Job     string `json:"job,omitempty"`
+	Status  string `json:"status"` // ok, warn or info
+	Message string `json:"message"`
+}
+
+// Analysis is a report and what it means.
+type Analysis struct {
+	Jobs     []Job     `json:"jobs"`
+	Findings []Finding `json:"findings"`
+}
+
+// AnalyzeOptions carry what the fio output cannot say.
+type AnalyzeOptions struct {
+	// LimitMiBps is the volume's throughput ceiling (0 = unknown).
+	LimitMiBps float64
+}
+
+// Thresholds of the findings.
+const (
+	littleTolerance = 0.25 // measured IOPS within ±25 % of Little's law
+	bwTolerance     = 0.05 // bandwidth within 5 % of IOPS × block size
+	tailFactor      = 10.0 // p99.9 (or max) above 10× the mean is a long tail
+	ceilingShare    = 0.90 // at ≥ 90 % of the QoS limit, the volume was the limit
+)
+
+// Analyze checks a run against the relations the services' guides teach.
+func Analyze(rep *Report, o AnalyzeOptions) Analysis {
+	a := Analysis{Jobs: rep.Jobs}
+	var totalBw float64
+	for _, j := range rep.Jobs {
+		a.Findings = append(a.Findings, littlesLaw(j))
+		for _, d := range []struct {
+			name string
+			d    *Direction
+		}{{"read", j.Read}, {"write", j.Write}} {
+			if d.d == nil {
+				continue
+			}
+			totalBw += d.d.BwBytes
+			a.Findings = append(a.Findings, iopsTimesBS(j, d.name, d.d), latencyTail(j, d.name, d.d))
+		}
+	}
+	if o.LimitMiBps > 0 {
+		mibps := totalBw / (1 << 20)
+		f := Finding{ID: "qos-ceiling", Status: "ok", Message: fmt.Sprintf("%.1f MiB/s is %.0f%% of the volume's %.1f MiB/s limit: the client or the workload, not the volume's service level, set the pace",
+			mibps, 100*mibps/o.LimitMiBps, o.LimitMiBps)}
+		if mibps >= ceilingShare*o.LimitMiBps {
+			f.Status, f.Message = "info", fmt.Sprintf("%.1f MiB/s is %.0f%% of the volume's %.1f MiB/s limit: the volume's QoS ceiling was the bottleneck; a larger volume or a higher service level raises it",
+				mibps, 100*mibps/o.LimitMiBps, o.LimitMiBps)
+		}
+		a.Findings = append(a.Findings, f)
+	}
+	return a
+}
+
+// littlesLaw: IOPS = outstanding I/Os / mean latency (outstanding = iodepth × jobs).
+func littlesLaw(j Job) Finding {
+	f := Finding{ID: "littles-law", Job: j.Name}
+	var iops, latWeighted float64
+	for _, d := range []*Direction{j.Read, j.Write} {
+		if d != nil {
+			iops += d.IOPS
+			latWeighted += d.IOPS * d.Lat.Mean
+		}
+	}
+	if iops == 0 || latWeighted == 0 {
+		f.Status, f.Message = "info", "no latency or IOPS to check Little's law against"
+		return f
+	}
+	meanLatS := latWeighted / iops / 1e9
+	outstanding := float64(max(j.IODepth, 1) * max(j.NumJobs, 1))
+	expected := outstanding / meanLatS
+	ratio := iops / expected
+	f.Message = fmt.Sprintf("%.0f IOPS measured; iodepth %d × %d job(s) / %.3f ms mean latency predicts %.0f (ratio %.2f)",
+		iops, max(j.IODepth, 1), max(j.NumJobs, 1), meanLatS*1e3, expected, ratio)
+	switch {
+	case math.Abs(ratio-1) <= littleTolerance:
+		f.Status = "ok"
+	case ratio < 1:
+		f.Status = "warn"
+		f.Message += ": fewer I/Os were in flight than configured (a synchronous engine, submission limits, or think time)"
+	default:
+		f.Status = "warn"
+		f.Message += ": more than the configured depth completed per latency period (caching or merged I/O)"
+	}
+	return f
+}
+
+// iopsTimesBS: bandwidth = IOPS × block size.
+func iopsTimesBS(j Job, dir string, d *Direction) Finding {
+	f := Finding{ID: "iops-times-bs", Job: j.Name + " " + dir}
+	want := d.IOPS * float64(j.BS)
+	if want == 0 || d.BwBytes == 0 {
+		f.Status, f.Message = "info", "no bandwidth or block size to compare"
+		return f
+	}
+	dev := math.Abs(d.BwBytes-want) / want
+	f.Message = fmt.Sprintf("%.1f MiB/s = %.0f IOPS × %d B within %.1f%%", d.BwBytes/(1<<20), d.IOPS, j.BS, 100*dev)
+	f.Status = "ok"
+	if dev > bwTolerance {
+		f.Status = "warn"
+		f.Message = fmt.Sprintf("%.1f MiB/s differs by %.0f%% from %.0f IOPS × %d B: block sizes varied (bssplit, ranges) or I/Os were short",
+			d.BwBytes/(1<<20), 100*dev, d.IOPS, j.BS)
+	}
+	return f
+}
+
+// latencyTail: a p99.9 (or max) far above the mean means a few I/Os waited long.
+func latencyTail(j Job, dir string, d *Direction) Finding {
+	f := Finding{ID: "latency-tail", Job: j.Name + " " + dir}
+	if d.Lat.Mean == 0 {
+		f.Status, f.Message = "info", "no latency reported"
+		return f
+	}
+	tail, label := d.Lat.Percentiles["99.900000"], "p99.9"
+	if tail == 0 {
+		tail, label = d.Lat.Max, "max"
+	}
+	factor := tail / d.Lat.Mean
+	f.Message = fmt.Sprintf("%s %.3f ms is %.1f× the mean %.3f ms", label, tail/1e6, factor, d.Lat.Mean/1e6)
+	f.Status = "ok"
+	if factor > tailFactor {
+		f.Status = "warn"
+		f.Message += ": a long tail (queueing, throttling, or background work on the server); look at p99/p99.99 and at the volume's limit"
+	}
+	return f
+}
+
+// WriteText prints an analysis the way fio's summary reads.
+func WriteText(w io.Writer, a Analysis) {
+	for _, j := range a.Jobs {
+		fmt.Fprintf(w, "%s: rw=%s, bs=%d, iodepth=%d, jobs=%d\n", j.Name, j.RW, j.BS, j.IODepth, j.NumJobs)
+		for _, d := range []struct {
+			name string
+			d    *Direction
+		}{{"read", j.Read}, {"write", j.Write}} {
+			if d.d == nil {
+				continue
+			}
+			fmt.Fprintf(w, "  %5s: IOPS=%.0f, BW=%.1fMiB/s, io=%.1fMiB, lat mean=%.3fms min=%.3fms max=%.3fms stdev=%.3fms\n", d.name,
+				d.d.IOPS, d.d.BwBytes/(1<<20), float64(d.d.IOBytes)/(1<<20), d.d.Lat.Mean/1e6, d.d.Lat.Min/1e6, d.d.Lat.Max/1e6, d.d.Lat.Stddev/1e6)
+			if len(d.d.Lat.Percentiles) > 0 {
+				var parts []string
+				for _, k := range sortedKeys(d.d.Lat.Percentiles) {
+					switch k {
+					case "50.000000", "90.000000", "99.000000", "99.900000", "99.990000":
+						parts = append(parts, fmt.Sprintf("p%s=%.3fms", strings.TrimRight(strings.TrimRight(k, "0"), "."), d.d.Lat.Percentiles[k]/1e6))
+					}
+				}
+				fmt.Fprintf(w, "         %s\n", strings.Join(parts, " "))
+			}
+		}
+	}
+	fmt.Fprintln(w, "\nFindings:")
+	for _, f := range a.Findings {
+		job := ""
+		if f.Job != "" {
+			job = " [" + f.Job + "]"
+		}
+		fmt.Fprintf(w, "  %-4s %s%s: %s\n", strings.ToUpper(f.Status), f.ID, job, f.Message)
+	}
+}

@@ -1,0 +1,290 @@
+package perf
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, got, 0o644)
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n got:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+// The fio outputs in testdata/fio were made by running fio (generate.sh).
+func TestParseRealFioOutputs(t *testing.T) {
+	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting"} {
+		t.Run(name, func(t *testing.T) {
+			js, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".json"))
+			txt, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".txt"))
+			fromJSON, err := Parse(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromText, err := Parse(txt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := json.MarshalIndent(Analyze(fromJSON, AnalyzeOptions{LimitMiBps: 100}), "", "  ")
+			golden(t, name+".analysis.json", append(out, '\n'))
+			var text bytes.Buffer
+			WriteText(&text, Analyze(fromText, AnalyzeOptions{}))
+			golden(t, name+".analysis.txt", text.Bytes())
+		})
+	}
+}
+
+func TestParsedShape(t *testing.T) {
+	js, _ := os.ReadFile("testdata/fio/two_jobs_mixed.json")
+	rep, err := Parse(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Jobs) != 2 || rep.Jobs[0].Name != "mixed" || rep.Jobs[0].Read == nil || rep.Jobs[0].Write == nil ||
+		rep.Jobs[1].Read != nil || rep.Jobs[1].Write == nil || rep.Jobs[1].BS != 64<<10 || rep.Jobs[0].IODepth != 8 {
+		t.Fatalf("jobs = %+v", rep.Jobs)
+	}
+	js, _ = os.ReadFile("testdata/fio/group_reporting.json")
+	rep, _ = Parse(js)
+	if len(rep.Jobs) != 1 || rep.Jobs[0].NumJobs != 2 || rep.Jobs[0].BS != 8192 {
+		t.Fatalf("group reporting = %+v", rep.Jobs)
+	}
+}
+
+// The JSON and text forms (two runs of the same jobs) describe the same jobs.
+func TestJSONAndTextAgree(t *testing.T) {
+	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting"} {
+		js, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".json"))
+		txt, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".txt"))
+		a, _ := Parse(js)
+		b, _ := Parse(txt)
+		compareReports(t, name, a, b, false)
+	}
+}
+
+// compareReports checks that two parses describe the same jobs and, with numbers,
+// the same results within the text form's rounding (3 significant digits).
+func compareReports(t *testing.T, name string, a, b *Report, numbers bool) {
+	t.Helper()
+	if len(a.Jobs) != len(b.Jobs) {
+		t.Fatalf("%s: %d jobs from JSON, %d from text", name, len(a.Jobs), len(b.Jobs))
+	}
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 0.01*math.Max(math.Abs(x), math.Abs(y))+1 }
+	for i := range a.Jobs {
+		ja, jb := a.Jobs[i], b.Jobs[i]
+		if ja.Name != jb.Name || ja.BS != jb.BS || ja.NumJobs != jb.NumJobs {
+			t.Errorf("%s job %d: %+v vs %+v", name, i, ja, jb)
+		}
+		if jb.RW != "" && (ja.RW != jb.RW || ja.IODepth != jb.IODepth) { // the text header may be absent
+			t.Errorf("%s job %d: rw/iodepth %s/%d vs %s/%d", name, i, ja.RW, ja.IODepth, jb.RW, jb.IODepth)
+		}
+		for _, d := range [][2]*Direction{{ja.Read, jb.Read}, {ja.Write, jb.Write}} {
+			if (d[0] == nil) != (d[1] == nil) {
+				t.Errorf("%s job %s: direction present in one form only", name, ja.Name)
+				continue
+			}
+			if d[0] == nil || !numbers {
+				continue
+			}
+			if !near(d[0].IOPS, d[1].IOPS) || !near(d[0].BwBytes, d[1].BwBytes) || !near(d[0].Lat.Mean, d[1].Lat.Mean) || d[0].RuntimeMs != d[1].RuntimeMs {
+				t.Errorf("%s job %s: JSON %+v vs text %+v", name, ja.Name, *d[0], *d[1])
+			}
+		}
+	}
+}
+
+// A live run: fio writes both forms of one run; the parsers must agree.
+func TestLiveFio(t *testing.T) {
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("fio not installed (scripts/setup.sh --test installs it)")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command("fio", "--name=live", "--directory="+dir, "--size=16M", "--rw=randrw", "--rwmixread=60", "--bs=4k",
+		"--iodepth=4", "--ioengine=psync", "--time_based", "--runtime=1", "--output-format=json,normal").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(out, []byte("\n}\n"))
+	if i < 0 {
+		t.Fatalf("no JSON in fio output:\n%s", out)
+	}
+	a, err := Parse(out[:i+2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse(out[i+3:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareReports(t, "live", a, b, true)
+	// psync keeps one I/O in flight whatever iodepth says: Little's law must notice.
+	for _, f := range Analyze(a, AnalyzeOptions{}).Findings {
+		if f.ID == "littles-law" && f.Status != "warn" {
+			t.Errorf("psync with iodepth 4 passed Little's law: %+v", f)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{"", "   ", "garbage", `{"fio version":"fio-3.33","jobs":[]}`, `{"fio version": "x", "jobs": [{"jobname": "a", "read": {"io_bytes": 0}}]}`,
+		"job: (groupid=0, jobs=1): err= 0\n", `{"fio version": "fio-3", "jobs": [`} {
+		if rep, err := Parse([]byte(in)); err == nil {
+			t.Errorf("Parse(%q) = %+v, want an error", in, rep)
+		}
+	}
+}
+
+func TestFindingsEdgeCases(t *testing.T) {
+	dir := func(iops, bw, meanNs, p999 float64) *Direction {
+		return &Direction{IOPS: iops, BwBytes: bw, Lat: Latency{Mean: meanNs, Max: p999 * 2, Percentiles: map[string]float64{"99.900000": p999}}}
+	}
+	status := func(a Analysis, id, job string) string {
+		for _, f := range a.Findings {
+			if f.ID == id && (job == "" || f.Job == job) {
+				return f.Status
+			}
+		}
+		return "missing"
+	}
+	cases := []struct {
+		name   string
+		job    Job
+		limit  float64
+		id     string
+		status string
+	}{
+		{"little ok", Job{Name: "j", BS: 4096, IODepth: 16, NumJobs: 1, Read: dir(16000, 16000*4096, 1e6, 2e6)}, 0, "littles-law", "ok"},
+		{"little too few in flight", Job{Name: "j", BS: 4096, IODepth: 32, NumJobs: 1, Read: dir(1000, 1000*4096, 1e6, 2e6)}, 0, "littles-law", "warn"},
+		{"little cached", Job{Name: "j", BS: 4096, IODepth: 1, NumJobs: 1, Read: dir(10000, 10000*4096, 1e6, 2e6)}, 0, "littles-law", "warn"},
+		{"little several jobs mixed", Job{Name: "j", BS: 4096, IODepth: 4, NumJobs: 2, Read: dir(6000, 6000*4096, 1e6, 2e6), Write: dir(2000, 2000*4096, 1e6, 2e6)}, 0, "littles-law", "ok"},
+		{"little no latency", Job{Name: "j", BS: 4096, IODepth: 1, Read: &Direction{IOPS: 5}}, 0, "littles-law", "info"},
+		{"bw matches", Job{Name: "j", BS: 65536, IODepth: 1, Read: dir(100, 100*65536, 1e7, 2e7)}, 0, "iops-times-bs", "ok"},
+		{"bw varies", Job{Name: "j", BS: 4096, IODepth: 1, Read: dir(100, 100*65536, 1e7, 2e7)}, 0, "iops-times-bs", "warn"},
+		{"tail ok", Job{Name: "j", BS: 4096, IODepth: 1, Read: dir(1000, 1000*4096, 1e6, 3e6)}, 0, "latency-tail", "ok"},
+		{"tail long", Job{Name: "j", BS: 4096, IODepth: 1, Read: dir(1000, 1000*4096, 1e6, 50e6)}, 0, "latency-tail", "warn"},
+		{"tail from max", Job{Name: "j", BS: 4096, IODepth: 1, Read: &Direction{IOPS: 1000, BwBytes: 1000 * 4096, Lat: Latency{Mean: 1e6, Max: 30e6}}}, 0, "latency-tail", "warn"},
+		{"at the ceiling", Job{Name: "j", BS: 1 << 20, IODepth: 8, Read: dir(64, 64<<20, 125e6, 2e8)}, 64, "qos-ceiling", "info"},
+		{"below the ceiling", Job{Name: "j", BS: 1 << 20, IODepth: 8, Read: dir(10, 10<<20, 800e6, 1e9)}, 64, "qos-ceiling", "ok"},
+		{"no limit no finding", Job{Name: "j", BS: 1 << 20, IODepth: 8, Read: dir(10, 10<<20, 800e6, 1e9)}, 0, "qos-ceiling", "missing"},
+	}
+	for _, tc := range cases {
+		a := Analyze(&Report{Jobs: []Job{tc.job}}, AnalyzeOptions{LimitMiBps: tc.limit})
+		if got := status(a, tc.id, ""); got != tc.status {
+			t.Errorf("%s: %s = %s, want %s (%+v)", tc.name, tc.id, got, tc.status, a.Findings)
+		}
+	}
+}
+
+func TestRecipes(t *testing.T) {
+	var all strings.Builder
+	for _, os := range []string{"linux", "windows"} {
+		for _, kind := range []string{"latency", "iops", "throughput"} {
+			r, err := Recipe(kind, RecipeOptions{OS: os})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all.WriteString(r)
+		}
+	}
+	all.WriteString(SMBJobFile(RecipeOptions{}))
+	all.WriteString(SMBJobFile(RecipeOptions{NumJobs: 8, RWMixRead: 50, LatencyMs: 2, TargetIOPS: 40000}))
+	golden(t, "recipes.txt", []byte(all.String()))
+	if _, err := Recipe("speed", RecipeOptions{}); err == nil {
+		t.Error("unknown recipe accepted")
+	}
+	if _, err := Recipe("iops", RecipeOptions{OS: "plan9"}); err == nil {
+		t.Error("unknown OS accepted")
+	}
+}
+
+func TestAdvice(t *testing.T) {
+	get := func(o AdviseOptions, id string) Advice {
+		t.Helper()
+		as, err := Advise(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			if a.ID == id {
+				return a
+			}
+		}
+		return Advice{}
+	}
+	cases := []struct {
+		name    string
+		o       AdviseOptions
+		id, has string
+	}{
+		{"little's law", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 100000, LatencyMs: 0.5}, "concurrency", "50 outstanding"},
+		{"one v3 connection", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 100000, LatencyMs: 1}, "connections", "1 TCP"},
+		{"v3 needs more connections", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 300000, LatencyMs: 1}, "connections", "3 TCP"},
+		{"v4.1 session slots", AdviseOptions{Protocol: "nfsv4.1", TargetIOPS: 300000, LatencyMs: 1}, "connections", "2 TCP"},
+		{"nconnect for bandwidth", AdviseOptions{Protocol: "nfsv3", TargetMiB: 2000, LatencyMs: 2}, "nconnect", "nconnect=4"},
+		{"nconnect 6", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 700000, LatencyMs: 1}, "nconnect", "nconnect=6"},
+		{"nconnect capped at 16", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 5000000, LatencyMs: 1}, "nconnect", "nconnect=16"},
+		{"old kernel", AdviseOptions{Protocol: "nfsv3", TargetMiB: 2000, Kernel: "4.18"}, "nconnect", "upgrade"},
+		{"new kernel", AdviseOptions{Protocol: "nfsv3", TargetMiB: 2000, Kernel: "5.15"}, "nconnect", "nconnect="},
+		{"small load", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 1000}, "nconnect", "no nconnect"},
+		{"slot table default", AdviseOptions{Protocol: "nfsv3", Clients: 10}, "slot-table", "=128"},
+		{"slot table many clients", AdviseOptions{Protocol: "nfsv3", Clients: 31}, "slot-table", "=16"},
+		{"smb multichannel", AdviseOptions{Protocol: "smb", OS: "windows", TargetMiB: 1000}, "smb-multichannel", "4 connections"},
+		{"smb signing cost", AdviseOptions{Protocol: "smb"}, "smb-signing-encryption", "signing"},
+		{"placement", AdviseOptions{Protocol: "smb"}, "placement", "near"},
+	}
+	for _, tc := range cases {
+		a := get(tc.o, tc.id)
+		if !strings.Contains(a.Setting+" "+a.Why, tc.has) {
+			t.Errorf("%s: %s = %+v, want %q", tc.name, tc.id, a, tc.has)
+		}
+	}
+	for _, bad := range []AdviseOptions{{Protocol: "iscsi"}, {Protocol: "nfsv3", OS: "plan9"}, {Protocol: "smb", TargetIOPS: 1, TargetMiB: 1}, {Protocol: "smb", TargetIOPS: -1}} {
+		if _, err := Advise(bad); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	as, _ := Advise(AdviseOptions{Protocol: "nfsv3", TargetIOPS: 300000, LatencyMs: 1, Clients: 40, Kernel: "6.1"})
+	out, _ := json.MarshalIndent(as, "", "  ")
+	golden(t, "advice_nfsv3.json", append(out, '\n'))
+}
+
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting"} {
+		for _, ext := range []string{".json", ".txt"} {
+			b, _ := os.ReadFile(filepath.Join("testdata", "fio", name+ext))
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("x: (groupid=0, jobs=1): err= 0\n  read: IOPS=1k, BW=4MiB/s (4MB/s)(4MiB/1000msec)\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rep, err := Parse(data)
+		if err != nil {
+			return
+		}
+		a := Analyze(rep, AnalyzeOptions{LimitMiBps: 10})
+		WriteText(&bytes.Buffer{}, a)
+		if _, err := json.Marshal(a); err != nil && !strings.Contains(err.Error(), "unsupported value") {
+			t.Fatalf("analysis does not encode: %v", err)
+		}
+	})
+}

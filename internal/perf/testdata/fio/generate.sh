@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Regenerates the fio outputs the parser tests read, by running fio (3.x) for real:
+# one job, two jobs with mixed reads and writes, and numjobs with group_reporting,
+# each in JSON and in fio's normal text form. Run from this directory.
+set -euo pipefail
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+common=(--directory="$dir" --size=32M --ioengine=libaio --direct=1 --time_based --runtime=1)
+run() { local name=$1; shift; fio "$@" --output-format=json >"$name.json"; fio "$@" >"$name.txt"; }
+run randread_qd16 --name=randread "${common[@]}" --rw=randread --bs=4k --iodepth=16
+run two_jobs_mixed "${common[@]}" --name=mixed --rw=randrw --rwmixread=70 --bs=4k --iodepth=8 --name=seqwrite --rw=write --bs=64k --iodepth=4
+run group_reporting --name=grouped "${common[@]}" --rw=randread --bs=8k --iodepth=4 --numjobs=2 --group_reporting

@@ -25,6 +25,8 @@ func TestImportRules(t *testing.T) {
 		"store":      {"api", "apiv1", "controller", "iam", "daemon", "storage", "runner"},
 		"client":     {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner"},
 		"cli":        {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner"},
+		"bench":      {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs"},
+		"perf":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client"},
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

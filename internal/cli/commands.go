@@ -23,7 +23,7 @@ var metaFlags = []flagSpec{
 }
 
 func commands() []*command {
-	return append(append(v1Commands(), iamCommands()...), perfCommands()...)
+	return append(append(append(v1Commands(), iamCommands()...), perfCommands()...), benchCommands()...)
 }
 
 func v1Commands() []*command {

@@ -69,7 +69,7 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, i
 		}
 		// Exported implies mounted (mount comes first), so an unmounted snapshot has
 		// nothing to take down.
-		if obs, err := c.be.Snapshot(ctx, v.Key, s.ID); err != nil || !obs.Mounted {
+		if mounted, err := c.be.SnapshotMounted(v.Key, s.ID); err != nil || !mounted {
 			errs = append(errs, err)
 			continue
 		}

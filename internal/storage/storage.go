@@ -60,6 +60,8 @@ type Backend interface {
 	MountSnapshot(ctx context.Context, key, snap string) error
 	UnmountSnapshot(ctx context.Context, key, snap string) error
 	SnapshotMountPath(key, snap string) string
+	// SnapshotMounted is a cheap check (no commands run) for MountSnapshot's work.
+	SnapshotMounted(key, snap string) (bool, error)
 	CreateSnapshot(ctx context.Context, key, snap string, qgroup uint64) error
 	DeleteSnapshot(ctx context.Context, key, snap string) error
 

@@ -45,6 +45,7 @@ type result struct {
 	Millis       map[string]float64   `json:"medianMillis"`
 	RoundMedians map[string][]float64 `json:"roundMedianMillis"`
 	NFS          []nfsResult          `json:"nfs,omitempty"`
+	Calibration  []calJob             `json:"calibration,omitempty"`
 }
 
 func main() {
@@ -54,6 +55,9 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds")
 	perRound := flag.Int("n", 15, "operations per round and kind")
 	withNFS := flag.Bool("nfs", true, "also measure NFS throughput and IOPS (Basin, bare Ganesha, local)")
+	withCal := flag.Bool("calibrate", true, "also compare basin bench --engine local with fio")
+	calRuns := flag.Int("calibrate-runs", 5, "interleaved runs per tool and job")
+	calSecs := flag.Float64("calibrate-seconds", 5, "seconds per calibration run")
 	nfsSecs := flag.Float64("nfs-seconds", 4, "seconds per NFS measurement")
 	flag.Parse()
 	if os.Geteuid() != 0 {
@@ -128,6 +132,9 @@ func main() {
 	rep := result{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: *rounds, PerRound: *perRound, Millis: med, RoundMedians: res}
 	if *withNFS {
 		rep.NFS = runNFS(ctx, c, dataDir, "10.99.251.1", *rounds, *nfsSecs)
+	}
+	if *withCal {
+		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
 	}
 	data, _ := json.MarshalIndent(rep, "", "  ")
 	os.MkdirAll(filepath.Dir(*out), 0o755)
@@ -282,6 +289,17 @@ func updateDoc(path string, r result) error {
 				get["local"], unit, get["basin"]/get["bare"], get["basin"]/get["local"])
 		}
 		if doc, err = replaceSection(doc, "nfsbench", n.String()); err != nil {
+			return err
+		}
+	}
+	if len(r.Calibration) > 0 {
+		var c strings.Builder
+		fmt.Fprintf(&c, "Measured %s on the same machine (a file on the root filesystem, `direct=1`, 1 s ramp, interleaved runs, medians).\n\n", r.Date)
+		c.WriteString("| job | fio (libaio) | basin bench --engine local | basin / fio |\n|---|---|---|---|\n")
+		for _, j := range r.Calibration {
+			fmt.Fprintf(&c, "| %s | %.0f IOPS | %.0f IOPS | %.2f |\n", j.Name, j.Fio, j.Basin, j.Basin/j.Fio)
+		}
+		if doc, err = replaceSection(doc, "calibrate", c.String()); err != nil {
 			return err
 		}
 	}

@@ -485,6 +485,11 @@ func (b *Backend) SnapshotMountPath(key, snap string) string {
 	return filepath.Join(b.mounts, key+"@"+snap)
 }
 
+// SnapshotMounted implements storage.Backend.
+func (b *Backend) SnapshotMounted(key, snap string) (bool, error) {
+	return isMountPoint(b.SnapshotMountPath(key, snap))
+}
+
 // MountSnapshot implements storage.Backend.
 func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
 	mp := b.SnapshotMountPath(key, snap)

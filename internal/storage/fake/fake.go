@@ -220,6 +220,13 @@ func (b *Backend) SnapshotMountPath(key, snap string) string {
 	return "/fake/mounts/" + key + "@" + snap
 }
 
+// SnapshotMounted implements storage.Backend.
+func (b *Backend) SnapshotMounted(key, snap string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.snapMnt[key+"@"+snap], nil
+}
+
 // MountSnapshot implements storage.Backend.
 func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
 	if err := b.enter(ctx, "MountSnapshot"); err != nil {

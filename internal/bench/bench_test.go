@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/perf"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		j    Job
+		want string
+	}{
+		{Job{RW: "sideways"}, "--rw"},
+		{Job{BS: 100}, "--bs"},
+		{Job{BS: 1000, Direct: true}, "multiple of 512"},
+		{Job{IODepth: 5000}, "--iodepth"},
+		{Job{Size: 100, BS: 4096}, "--size"},
+		{Job{TimeBased: true}, "--runtime"},
+		{Job{Runtime: 2 * time.Hour}, "at most"},
+		{Job{RW: "randrw", RWMixRead: 101}, "rwmixread"},
+	} {
+		j := tc.j
+		if err := j.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error about %s", tc.j, err, tc.want)
+		}
+	}
+	j := Job{RW: "randrw"}
+	if err := j.Validate(); err != nil || j.BS != 4096 || j.IODepth != 1 || j.RWMixRead != 50 || j.Size != 1<<30 {
+		t.Fatalf("defaults: %+v %v", j, err)
+	}
+}
+
+func TestRefusesToLeaveTheTarget(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Run(context.Background(), Local{Directory: dir}, Job{Name: "../escape", Size: 1 << 20, Runtime: 10 * time.Millisecond}, nil)
+	if err == nil || !strings.Contains(err.Error(), "path") {
+		t.Fatalf("a name with a path: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape.0.0")); err == nil {
+		t.Fatal("a file was written outside the directory")
+	}
+	if _, err := Run(context.Background(), Local{}, Job{Size: 1 << 20}, nil); err == nil {
+		t.Fatal("no target accepted")
+	}
+}
+
+// A size-bounded run moves exactly size × nrfiles × numjobs bytes, into the files.
+func TestSizeBoundedWrite(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Local{Directory: dir}, Job{Name: "w", RW: "write", BS: 64 << 10, Size: 4 << 20, NrFiles: 2, NumJobs: 2, IODepth: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Jobs[0].Write
+	if w == nil || w.bytes != 2*2*4<<20 || res.Jobs[0].Read != nil {
+		t.Fatalf("wrote %+v", w)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "w.*.*"))
+	if len(files) != 4 {
+		t.Fatalf("files %v", files)
+	}
+	for _, f := range files {
+		if fi, _ := os.Stat(f); fi.Size() != 4<<20 {
+			t.Fatalf("%s has %d bytes", f, fi.Size())
+		}
+	}
+}
+
+// Output in both forms is what fio's parsers read, and iodepth I/Os really were in
+// flight: Little's law holds on the measured latency.
+func TestOutputAndDepth(t *testing.T) {
+	dir := t.TempDir()
+	j := Job{Name: "rr", RW: "randread", BS: 4096, Size: 8 << 20, IODepth: 8, Runtime: 500 * time.Millisecond, TimeBased: true, Direct: true}
+	res, err := Run(context.Background(), Local{Directory: dir}, j, nil)
+	if err != nil && strings.Contains(err.Error(), "invalid argument") {
+		t.Skip("the test directory's filesystem has no O_DIRECT")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js, txt bytes.Buffer
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	res.WriteText(&txt)
+	a, err := perf.Parse(js.Bytes())
+	if err != nil {
+		t.Fatalf("perf cannot read basin bench JSON: %v\n%s", err, js.String())
+	}
+	b, err := perf.Parse(txt.Bytes())
+	if err != nil {
+		t.Fatalf("perf cannot read basin bench text: %v\n%s", err, txt.String())
+	}
+	ra, rb := a.Jobs[0].Read, b.Jobs[0].Read
+	if a.Jobs[0].IODepth != 8 || b.Jobs[0].IODepth != 8 || ra == nil || rb == nil || math.Abs(ra.IOPS-rb.IOPS) > 0.01*ra.IOPS+1 {
+		t.Fatalf("JSON %+v vs text %+v", a.Jobs[0], b.Jobs[0])
+	}
+	if len(ra.Lat.Percentiles) != len(fioPercentiles) || ra.Lat.Percentiles["99.000000"] < ra.Lat.Percentiles["50.000000"] {
+		t.Fatalf("percentiles %v", ra.Lat.Percentiles)
+	}
+	inFlight := ra.IOPS * ra.Lat.Mean / 1e9
+	if inFlight < 0.75*8 || inFlight > 8.5 {
+		t.Fatalf("IOPS × mean latency = %.2f I/Os in flight, want about 8", inFlight)
+	}
+}
+
+func TestMixedReadWrite(t *testing.T) {
+	res, err := Run(context.Background(), Local{Directory: t.TempDir()}, Job{RW: "randrw", RWMixRead: 70, BS: 4096, Size: 4 << 20, Runtime: 300 * time.Millisecond, TimeBased: true, IODepth: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w := res.Jobs[0].Read, res.Jobs[0].Write
+	if r == nil || w == nil {
+		t.Fatal("a mixed run did only one direction")
+	}
+	share := float64(r.ios) / float64(r.ios+w.ios)
+	if share < 0.6 || share > 0.8 {
+		t.Fatalf("read share %.2f, want about 0.70", share)
+	}
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"math"
 	"os"
 	"path/filepath"
@@ -124,5 +125,40 @@ func TestMixedReadWrite(t *testing.T) {
 	share := float64(r.ios) / float64(r.ios+w.ios)
 	if share < 0.6 || share > 0.8 {
 		t.Fatalf("read share %.2f, want about 0.70", share)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	pts, err := Sweep(context.Background(), Local{Directory: t.TempDir()}, Job{Size: 2 << 20, Runtime: 40 * time.Millisecond, TimeBased: true, IODepth: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 22 || pts[0].ReadShare != 100 || pts[10].ReadShare != 0 || pts[11].Pattern != "64 KiB sequential" {
+		t.Fatalf("points = %+v", pts)
+	}
+	for _, p := range pts {
+		if p.IOPS <= 0 || p.MiBps <= 0 {
+			t.Fatalf("empty point %+v", p)
+		}
+	}
+	var svg bytes.Buffer
+	if err := WriteSweepSVG(&svg, pts, "a <test> & chart"); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Polylines []struct {
+			Points string `xml:"points,attr"`
+		} `xml:"polyline"`
+	}
+	if err := xml.Unmarshal(svg.Bytes(), &doc); err != nil {
+		t.Fatalf("SVG is not well-formed: %v", err)
+	}
+	if len(doc.Polylines) != 2 || len(strings.Fields(doc.Polylines[0].Points)) != 11 {
+		t.Fatalf("chart has %d lines", len(doc.Polylines))
+	}
+	var table bytes.Buffer
+	WriteSweepTable(&table, pts)
+	if lines := strings.Split(strings.TrimSpace(table.String()), "\n"); len(lines) != 23 {
+		t.Fatalf("table has %d lines", len(lines))
 	}
 }

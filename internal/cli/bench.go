@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +14,16 @@ import (
 )
 
 func benchCommands() []*command {
-	return []*command{{group: "bench", verb: "", offline: true, flags: []flagSpec{
+	flags := benchFlags()
+	return []*command{
+		{group: "bench", verb: "", offline: true, flags: flags, help: "load generator with fio's job vocabulary and fio-compatible output", run: runBench},
+		{group: "bench", verb: "sweep", offline: true, flags: append(flags, flagSpec{name: "svg", usage: "where to write the chart (default sweep.svg)"}),
+			help: "4 KiB random and 64 KiB sequential I/O at read shares 100 % → 0 %: a table and an SVG chart", run: runSweep},
+	}
+}
+
+func benchFlags() []flagSpec {
+	return []flagSpec{
 		{name: "engine", usage: "local (files); nfs and smb engines are not built yet"},
 		{name: "name", usage: "job name (default basin-bench)"},
 		{name: "rw", usage: "read, write, randread, randwrite, rw or randrw"},
@@ -29,7 +40,7 @@ func benchCommands() []*command {
 		{name: "directory", usage: "local engine: where the files go"},
 		{name: "filename", usage: "local engine: one file to use"},
 		{name: "output-format", usage: "normal (default) or json (fio's layout)"},
-	}, help: "load generator with fio's job vocabulary and fio-compatible output", run: runBench}}
+	}
 }
 
 // fioDuration reads fio-style times: "60" (seconds), "30s", "2m", "1h".
@@ -47,9 +58,10 @@ func fioDuration(flag, s string) (time.Duration, error) {
 	return d, nil
 }
 
-func runBench(ctx context.Context, c *session, p *parsed) error {
+// jobFromFlags reads fio's job vocabulary and picks the engine.
+func jobFromFlags(p *parsed) (bench.Job, bench.Engine, error) {
 	if len(p.args) > 0 {
-		return fmt.Errorf("unexpected argument %q (bench takes only flags)", p.args[0])
+		return bench.Job{}, nil, fmt.Errorf("unexpected argument %q (bench takes only flags)", p.args[0])
 	}
 	j := bench.Job{Name: p.str("name"), RW: p.str("rw"), TimeBased: p.has("time_based")}
 	var err error
@@ -59,7 +71,7 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 	}{{"bs", &j.BS}, {"size", &j.Size}} {
 		if v := p.str(f.name); v != "" {
 			if *f.dst, err = perf.ParseSize(v); err != nil {
-				return fmt.Errorf("--%s: %w", f.name, err)
+				return j, nil, fmt.Errorf("--%s: %w", f.name, err)
 			}
 		}
 	}
@@ -68,30 +80,38 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 		dst  *int
 	}{{"iodepth", &j.IODepth}, {"numjobs", &j.NumJobs}, {"nrfiles", &j.NrFiles}, {"rwmixread", &j.RWMixRead}} {
 		if *f.dst, err = flagInt(p, f.name); err != nil {
-			return err
+			return j, nil, err
 		}
 	}
 	if j.Runtime, err = fioDuration("runtime", p.str("runtime")); err != nil {
-		return err
+		return j, nil, err
 	}
 	if j.Ramp, err = fioDuration("ramp_time", p.str("ramp_time")); err != nil {
-		return err
+		return j, nil, err
 	}
 	switch p.str("direct") {
 	case "", "0":
 	case "1":
 		j.Direct = true
 	default:
-		return fmt.Errorf("--direct must be 0 or 1")
+		return j, nil, fmt.Errorf("--direct must be 0 or 1")
 	}
 	var engine bench.Engine
 	switch e := p.str("engine"); e {
 	case "", "local":
 		engine = bench.Local{Directory: p.str("directory"), Filename: p.str("filename")}
 	case "nfs", "smb":
-		return fmt.Errorf("--engine %s is not built yet; use --engine local, or fio on a mounted volume", e)
+		return j, nil, fmt.Errorf("--engine %s is not built yet; use --engine local, or fio on a mounted volume", e)
 	default:
-		return fmt.Errorf("--engine must be local, nfs or smb, got %q", e)
+		return j, nil, fmt.Errorf("--engine must be local, nfs or smb, got %q", e)
+	}
+	return j, engine, nil
+}
+
+func runBench(ctx context.Context, c *session, p *parsed) error {
+	j, engine, err := jobFromFlags(p)
+	if err != nil {
+		return err
 	}
 	format := p.str("output-format")
 	if format != "" && format != "normal" && format != "json" {
@@ -106,4 +126,38 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 	}
 	res.WriteText(c.env.Stdout)
 	return nil
+}
+
+func runSweep(ctx context.Context, c *session, p *parsed) error {
+	j, engine, err := jobFromFlags(p)
+	if err != nil {
+		return err
+	}
+	if j.Runtime == 0 {
+		j.Runtime, j.TimeBased = 10*time.Second, true
+	}
+	pts, err := bench.Sweep(ctx, engine, j, c.env.Stderr)
+	if err != nil {
+		return err
+	}
+	if p.str("output-format") == "json" {
+		b, _ := json.MarshalIndent(pts, "", "  ")
+		fmt.Fprintln(c.env.Stdout, string(b))
+	} else {
+		bench.WriteSweepTable(c.env.Stdout, pts)
+	}
+	path := p.str("svg")
+	if path == "" {
+		path = "sweep.svg"
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--svg: %w", err)
+	}
+	if err := bench.WriteSweepSVG(f, pts, "basin bench sweep ("+engine.Name()+")"); err != nil {
+		f.Close()
+		return err
+	}
+	fmt.Fprintf(c.env.Stderr, "chart written to %s\n", path)
+	return f.Close()
 }

@@ -183,26 +183,31 @@ func run(args []string, env Env) error {
 	// The verb is the first non-flag argument after the group (some commands, like
 	// advise, have none).
 	rest := args[1:]
-	var cmd *command
-	if len(verbs) == 1 && verbs[0].verb == "" {
-		cmd = verbs[0]
-	} else {
-		verbIdx := slices.IndexFunc(rest, func(s string) bool { return !strings.HasPrefix(s, "-") })
-		if verbIdx < 0 {
-			groupUsage(env.Stdout, group, verbs)
-			return nil
+	var cmd, bare *command
+	for _, c := range verbs {
+		if c.verb == "" {
+			bare = c
 		}
-		verb := rest[verbIdx]
-		rest = append(slices.Clone(rest[:verbIdx]), rest[verbIdx+1:]...)
+	}
+	verbIdx := slices.IndexFunc(rest, func(s string) bool { return !strings.HasPrefix(s, "-") })
+	if verbIdx >= 0 {
 		for _, c := range verbs {
-			if c.verb == verb {
+			if c.verb != "" && c.verb == rest[verbIdx] {
 				cmd = c
+				rest = append(slices.Clone(rest[:verbIdx]), rest[verbIdx+1:]...)
 			}
 		}
-		if cmd == nil {
-			groupUsage(env.Stderr, group, verbs)
-			return fmt.Errorf("unknown command %q %q", group, verb)
-		}
+	}
+	switch {
+	case cmd != nil:
+	case bare != nil:
+		cmd = bare
+	case verbIdx < 0:
+		groupUsage(env.Stdout, group, verbs)
+		return nil
+	default:
+		groupUsage(env.Stderr, group, verbs)
+		return fmt.Errorf("unknown command %q %q", group, rest[verbIdx])
 	}
 	p, err := parseArgs(rest, append(slices.Clone(globalFlags), cmd.flags...))
 	if err != nil {

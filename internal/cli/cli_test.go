@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -95,6 +96,30 @@ func TestPerfCommandsOffline(t *testing.T) {
 		out, code := run(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("basin %s: exit %d, want %d with %q:\n%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out)
+		}
+	}
+}
+
+func TestBenchCommands(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Main([]string{"bench", "--engine=local", "--directory", dir, "--rw=randwrite", "--bs=4k", "--size=1M", "--runtime=0.1", "--output-format", "json"},
+		Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	if code != 0 || !strings.Contains(out.String(), `"fio version": "basin-bench"`) || !strings.Contains(out.String(), `"rw": "randwrite"`) {
+		t.Fatalf("bench: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	svg := dir + "/chart.svg"
+	code = Main([]string{"bench", "sweep", "--directory=" + dir, "--size=1M", "--runtime=0.02", "--svg", svg}, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	if code != 0 || !strings.Contains(out.String(), "64 KiB sequential") {
+		t.Fatalf("sweep: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if data, err := os.ReadFile(svg); err != nil || !strings.HasPrefix(string(data), "<svg") {
+		t.Fatalf("chart: %v", err)
+	}
+	for _, bad := range [][]string{{"bench", "--engine=nfs", "--directory", dir}, {"bench", "--rw=up", "--directory", dir}, {"bench", "extra"}} {
+		if code := Main(bad, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}); code != 2 {
+			t.Errorf("%v: exit %d, want 2", bad, code)
 		}
 	}
 }

@@ -41,15 +41,9 @@ func Analyze(rep *Report, o AnalyzeOptions) Analysis {
 	var totalBw float64
 	for _, j := range rep.Jobs {
 		a.Findings = append(a.Findings, littlesLaw(j))
-		for _, d := range []struct {
-			name string
-			d    *Direction
-		}{{"read", j.Read}, {"write", j.Write}} {
-			if d.d == nil {
-				continue
-			}
-			totalBw += d.d.BwBytes
-			a.Findings = append(a.Findings, iopsTimesBS(j, d.name, d.d), latencyTail(j, d.name, d.d))
+		for _, d := range j.Directions() {
+			totalBw += d.BwBytes
+			a.Findings = append(a.Findings, iopsTimesBS(j, d.Name, d.Direction), latencyTail(j, d.Name, d.Direction))
 		}
 	}
 	if o.LimitMiBps > 0 {
@@ -69,11 +63,9 @@ func Analyze(rep *Report, o AnalyzeOptions) Analysis {
 func littlesLaw(j Job) Finding {
 	f := Finding{ID: "littles-law", Job: j.Name}
 	var iops, latWeighted float64
-	for _, d := range []*Direction{j.Read, j.Write} {
-		if d != nil {
-			iops += d.IOPS
-			latWeighted += d.IOPS * d.Lat.Mean
-		}
+	for _, d := range j.Directions() {
+		iops += d.IOPS
+		latWeighted += d.IOPS * d.Lat.Mean
 	}
 	if iops == 0 || latWeighted == 0 {
 		f.Status, f.Message = "info", "no latency or IOPS to check Little's law against"
@@ -142,21 +134,15 @@ func latencyTail(j Job, dir string, d *Direction) Finding {
 func WriteText(w io.Writer, a Analysis) {
 	for _, j := range a.Jobs {
 		fmt.Fprintf(w, "%s: rw=%s, bs=%d, iodepth=%d, jobs=%d\n", j.Name, j.RW, j.BS, j.IODepth, j.NumJobs)
-		for _, d := range []struct {
-			name string
-			d    *Direction
-		}{{"read", j.Read}, {"write", j.Write}} {
-			if d.d == nil {
-				continue
-			}
-			fmt.Fprintf(w, "  %5s: IOPS=%.0f, BW=%.1fMiB/s, io=%.1fMiB, lat mean=%.3fms min=%.3fms max=%.3fms stdev=%.3fms\n", d.name,
-				d.d.IOPS, d.d.BwBytes/(1<<20), float64(d.d.IOBytes)/(1<<20), d.d.Lat.Mean/1e6, d.d.Lat.Min/1e6, d.d.Lat.Max/1e6, d.d.Lat.Stddev/1e6)
-			if len(d.d.Lat.Percentiles) > 0 {
+		for _, d := range j.Directions() {
+			fmt.Fprintf(w, "  %5s: IOPS=%.0f, BW=%.1fMiB/s, io=%.1fMiB, lat mean=%.3fms min=%.3fms max=%.3fms stdev=%.3fms\n", d.Name,
+				d.IOPS, d.BwBytes/(1<<20), float64(d.IOBytes)/(1<<20), d.Lat.Mean/1e6, d.Lat.Min/1e6, d.Lat.Max/1e6, d.Lat.Stddev/1e6)
+			if len(d.Lat.Percentiles) > 0 {
 				var parts []string
-				for _, k := range sortedKeys(d.d.Lat.Percentiles) {
+				for _, k := range sortedKeys(d.Lat.Percentiles) {
 					switch k {
 					case "50.000000", "90.000000", "99.000000", "99.900000", "99.990000":
-						parts = append(parts, fmt.Sprintf("p%s=%.3fms", strings.TrimRight(strings.TrimRight(k, "0"), "."), d.d.Lat.Percentiles[k]/1e6))
+						parts = append(parts, fmt.Sprintf("p%s=%.3fms", strings.TrimRight(strings.TrimRight(k, "0"), "."), d.Lat.Percentiles[k]/1e6))
 					}
 				}
 				fmt.Fprintf(w, "         %s\n", strings.Join(parts, " "))

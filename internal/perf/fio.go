@@ -36,6 +36,24 @@ type Job struct {
 	Write   *Direction `json:"write,omitempty"`
 }
 
+// NamedDirection is a job's result in one direction.
+type NamedDirection struct {
+	Name string // read or write
+	*Direction
+}
+
+// Directions returns the directions a job did I/O in, reads first.
+func (j Job) Directions() []NamedDirection {
+	var out []NamedDirection
+	if j.Read != nil {
+		out = append(out, NamedDirection{"read", j.Read})
+	}
+	if j.Write != nil {
+		out = append(out, NamedDirection{"write", j.Write})
+	}
+	return out
+}
+
 // Direction is what a job did in one direction.
 type Direction struct {
 	IOPS      float64 `json:"iops"`

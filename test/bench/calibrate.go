@@ -64,10 +64,8 @@ func iopsOf(bin string, args []string) float64 {
 	}
 	var iops float64
 	for _, j := range rep.Jobs {
-		for _, d := range []*perf.Direction{j.Read, j.Write} {
-			if d != nil {
-				iops += d.IOPS
-			}
+		for _, d := range j.Directions() {
+			iops += d.IOPS
 		}
 	}
 	return iops

@@ -195,6 +195,7 @@ func run(args []string, env Env) error {
 			if c.verb != "" && c.verb == rest[verbIdx] {
 				cmd = c
 				rest = append(slices.Clone(rest[:verbIdx]), rest[verbIdx+1:]...)
+				break
 			}
 		}
 	}

@@ -123,3 +123,25 @@ func TestBenchCommands(t *testing.T) {
 		}
 	}
 }
+
+// Every command's verb dispatches (with and without arguments after it) without
+// reaching the server: a missing key file is the only error expected.
+func TestDispatchEveryVerb(t *testing.T) {
+	for _, c := range commands() {
+		args := strings.Fields(c.group)
+		if c.verb != "" {
+			args = append(args, c.verb)
+		}
+		for _, extra := range [][]string{nil, {"--help"}} {
+			var out, errb bytes.Buffer
+			code := Main(append(append([]string{}, args...), extra...), Env{Stdout: &out, Stderr: &errb,
+				Getenv: func(k string) string { return map[string]string{"BASIN_KEY_FILE": "/nonexistent/key.json"}[k] }})
+			if extra != nil && (code != 0 || !strings.Contains(out.String(), "Usage: basin")) {
+				t.Errorf("%v --help: exit %d: %s%s", args, code, out.String(), errb.String())
+			}
+			if code != 0 && !strings.Contains(errb.String(), "key file") && !strings.Contains(errb.String(), "expected") && !strings.Contains(errb.String(), "required") && !strings.Contains(errb.String(), "needs") && !strings.Contains(errb.String(), "must") {
+				t.Errorf("%v: exit %d: %s", args, code, errb.String())
+			}
+		}
+	}
+}

@@ -166,10 +166,21 @@ func (m *Manager) removeSandbox(ctx context.Context, n Network) error {
 			return fmt.Errorf("delete namespace %s: %w", ns, err)
 		}
 	}
-	if linkExists(vethName(n)) {
-		if _, err := m.run.Run(ctx, "ip", "link", "delete", vethName(n)); err != nil {
-			return fmt.Errorf("delete veth: %w", err)
-		}
+	if err := deleteLink(ctx, m.run, vethName(n)); err != nil {
+		return fmt.Errorf("delete veth: %w", err)
+	}
+	return nil
+}
+
+// deleteLink deletes a host network link if it exists. The kernel tears a deleted
+// namespace down asynchronously, taking the host end of its veth with it, so the
+// link can vanish between the check and the delete: that is success too.
+func deleteLink(ctx context.Context, run runner.Runner, name string) error {
+	if !linkExists(name) {
+		return nil
+	}
+	if _, err := run.Run(ctx, "ip", "link", "delete", name); err != nil && linkExists(name) {
+		return err
 	}
 	return nil
 }

@@ -1,0 +1,58 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/basin-nas/basin/internal/runner"
+)
+
+type failRunner struct{ calls int }
+
+func (f *failRunner) Run(context.Context, string, ...string) ([]byte, error) {
+	f.calls++
+	return nil, errors.New(`Cannot find device`)
+}
+
+// A link that disappears on its own (its namespace was deleted) is deleted; a link
+// still present after a failed delete is an error.
+func TestDeleteLink(t *testing.T) {
+	ctx := context.Background()
+	r := &failRunner{}
+	if err := deleteLink(ctx, r, "bsbnotthere0"); err != nil || r.calls != 0 {
+		t.Fatalf("absent link: err %v, %d commands run", err, r.calls)
+	}
+	if !linkExists("lo") {
+		t.Skip("no /sys/class/net/lo")
+	}
+	if err := deleteLink(ctx, r, "lo"); err == nil || r.calls != 1 {
+		t.Fatalf("failed delete of a present link: err %v, %d commands run", err, r.calls)
+	}
+}
+
+// vanishRunner deletes the link for real and then reports failure, as `ip link
+// delete` does when the kernel removed the link in between.
+type vanishRunner struct{}
+
+func (vanishRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if _, err := (runner.Exec{}).Run(ctx, name, args...); err != nil {
+		return nil, err
+	}
+	return nil, errors.New(`Cannot find device`)
+}
+
+func TestDeleteLinkThatVanishes(t *testing.T) {
+	ctx := context.Background()
+	const name = "bsbtestdl0"
+	if _, err := (runner.Exec{}).Run(ctx, "ip", "link", "add", name, "type", "bridge"); err != nil {
+		t.Skipf("cannot create a bridge link (needs root): %v", err)
+	}
+	t.Cleanup(func() { (runner.Exec{}).Run(ctx, "ip", "link", "delete", name) }) //nolint:errcheck
+	if err := deleteLink(ctx, vanishRunner{}, name); err != nil {
+		t.Fatalf("link gone after a failed delete: %v", err)
+	}
+	if linkExists(name) {
+		t.Fatal("link still present")
+	}
+}

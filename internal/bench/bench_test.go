@@ -162,3 +162,15 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("table has %d lines", len(lines))
 	}
 }
+
+func TestParseNFSURL(t *testing.T) {
+	host, dir, err := ParseNFSURL("nfs://10.99.0.2/vol1/sub")
+	if err != nil || host != "10.99.0.2" || dir != "/vol1/sub" {
+		t.Fatalf("%q %q %v", host, dir, err)
+	}
+	for _, bad := range []string{"", "http://h/x", "nfs:///x", "nfs://h", "nfs://h/", "nfs://h:2049/x", "nfs://h/x?version=4"} {
+		if _, _, err := ParseNFSURL(bad); err == nil || !strings.Contains(err.Error(), "--url") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ func benchCommands() []*command {
 
 func benchFlags() []flagSpec {
 	return []flagSpec{
-		{name: "engine", usage: "local (files); nfs and smb engines are not built yet"},
+		{name: "engine", usage: "local (files) or nfs (NFSv3 from user space); smb is not built yet"},
 		{name: "name", usage: "job name (default basin-bench)"},
 		{name: "rw", usage: "read, write, randread, randwrite, rw or randrw"},
 		{name: "bs", usage: "block size, e.g. 4k, 64k, 1m"},
@@ -39,6 +40,11 @@ func benchFlags() []flagSpec {
 		{name: "direct", usage: "1 = O_DIRECT"},
 		{name: "directory", usage: "local engine: where the files go"},
 		{name: "filename", usage: "local engine: one file to use"},
+		{name: "url", usage: "nfs engine: nfs://HOST/export[/dir]"},
+		{name: "nfs-version", usage: "nfs engine: 3 (the only one so far)"},
+		{name: "nconnect", usage: "nfs engine: TCP connections (default 1, at most 16)"},
+		{name: "uid", usage: "nfs engine: AUTH_SYS uid (default 0)"},
+		{name: "gid", usage: "nfs engine: AUTH_SYS gid (default 0)"},
 		{name: "output-format", usage: "normal (default) or json (fio's layout)"},
 	}
 }
@@ -100,8 +106,26 @@ func jobFromFlags(p *parsed) (bench.Job, bench.Engine, error) {
 	switch e := p.str("engine"); e {
 	case "", "local":
 		engine = bench.Local{Directory: p.str("directory"), Filename: p.str("filename")}
-	case "nfs", "smb":
-		return j, nil, fmt.Errorf("--engine %s is not built yet; use --engine local, or fio on a mounted volume", e)
+	case "nfs":
+		if v := p.str("nfs-version"); v != "" && v != "3" {
+			return j, nil, fmt.Errorf("--nfs-version %s is not supported; the nfs engine speaks NFSv3", v)
+		}
+		if _, _, err := bench.ParseNFSURL(p.str("url")); err != nil {
+			return j, nil, err
+		}
+		ids := map[string]int{"nconnect": 1, "uid": 0, "gid": 0}
+		for name := range ids {
+			if v := p.str(name); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 || (name == "nconnect" && (n < 1 || n > 16)) {
+					return j, nil, fmt.Errorf("--%s %q is out of range", name, v)
+				}
+				ids[name] = n
+			}
+		}
+		engine = &bench.NFS{URL: p.str("url"), Conns: ids["nconnect"], UID: uint32(ids["uid"]), GID: uint32(ids["gid"])}
+	case "smb":
+		return j, nil, fmt.Errorf("--engine %s is not built yet; use --engine local or nfs, or fio on a mounted share", e)
 	default:
 		return j, nil, fmt.Errorf("--engine must be local, nfs or smb, got %q", e)
 	}
@@ -117,9 +141,15 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 	if format != "" && format != "normal" && format != "json" {
 		return fmt.Errorf("--output-format must be normal or json")
 	}
+	if cl, ok := engine.(io.Closer); ok {
+		defer cl.Close()
+	}
 	res, err := bench.Run(ctx, engine, j, c.env.Stderr)
 	if err != nil {
 		return err
+	}
+	if n, ok := engine.(*bench.NFS); ok {
+		fmt.Fprintf(c.env.Stderr, "nfs: at most %d calls in flight on one connection\n", n.MaxInFlight())
 	}
 	if strings.EqualFold(format, "json") {
 		return res.WriteJSON(c.env.Stdout)
@@ -135,6 +165,9 @@ func runSweep(ctx context.Context, c *session, p *parsed) error {
 	}
 	if j.Runtime == 0 {
 		j.Runtime, j.TimeBased = 10*time.Second, true
+	}
+	if cl, ok := engine.(io.Closer); ok {
+		defer cl.Close()
 	}
 	pts, err := bench.Sweep(ctx, engine, j, c.env.Stderr)
 	if err != nil {

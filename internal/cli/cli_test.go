@@ -117,7 +117,9 @@ func TestBenchCommands(t *testing.T) {
 	if data, err := os.ReadFile(svg); err != nil || !strings.HasPrefix(string(data), "<svg") {
 		t.Fatalf("chart: %v", err)
 	}
-	for _, bad := range [][]string{{"bench", "--engine=nfs", "--directory", dir}, {"bench", "--rw=up", "--directory", dir}, {"bench", "extra"}} {
+	for _, bad := range [][]string{{"bench", "--engine=nfs", "--directory", dir}, {"bench", "--rw=up", "--directory", dir}, {"bench", "extra"},
+		{"bench", "--engine=nfs", "--url=nfs://h/x", "--nconnect=17"}, {"bench", "--engine=nfs", "--url=nfs://h/x", "--nfs-version=4"},
+		{"bench", "--engine=nfs", "--url=nfs://h/x", "--uid=-1"}, {"bench", "--engine=smb", "--url=smb://h/x"}} {
 		if code := Main(bad, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}); code != 2 {
 			t.Errorf("%v: exit %d, want 2", bad, code)
 		}

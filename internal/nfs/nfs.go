@@ -148,6 +148,10 @@ const (
 )
 
 func (d DBus) call(ctx context.Context, method string, args ...any) (*dbus.Call, error) {
+	return d.callIface(ctx, exportIface, method, args...)
+}
+
+func (d DBus) callIface(ctx context.Context, iface, method string, args ...any) (*dbus.Call, error) {
 	conn, err := dbus.Dial(d.Address, dbus.WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("dbus %s: %w", d.Address, err)
@@ -159,7 +163,7 @@ func (d DBus) call(ctx context.Context, method string, args ...any) (*dbus.Call,
 	if err := conn.Hello(); err != nil {
 		return nil, fmt.Errorf("dbus hello: %w", err)
 	}
-	call := conn.Object(ganeshaName, exportMgr).CallWithContext(ctx, exportIface+"."+method, 0, args...)
+	call := conn.Object(ganeshaName, exportMgr).CallWithContext(ctx, iface+"."+method, 0, args...)
 	return call, call.Err
 }
 
@@ -205,6 +209,56 @@ func (d DBus) HasExport(ctx context.Context, id uint64) (bool, error) {
 		return false, nil
 	}
 	return false, err
+}
+
+// IOStats is one direction of an export's NFS I/O as Ganesha counted it.
+type IOStats struct {
+	RequestedBytes   uint64
+	TransferredBytes uint64
+	Ops              uint64
+	Errors           uint64
+	LatencyNs        uint64 // summed over Ops
+}
+
+// NFSv3IO returns export id's NFSv3 read and write counters since Ganesha started.
+func (d DBus) NFSv3IO(ctx context.Context, id uint64) (read, write IOStats, err error) {
+	call, err := d.callIface(ctx, "org.ganesha.nfsd.exportstats", "GetNFSv3IO", uint16(id))
+	if err != nil {
+		return read, write, fmt.Errorf("export %d stats: %w", id, err)
+	}
+	// (b ok, s message, (tt) timestamp, (tttttt) read, (tttttt) write); an export
+	// nobody has used yet answers (false, "… does not have any NFSv3 activity").
+	if len(call.Body) >= 2 {
+		if msg, _ := call.Body[1].(string); strings.Contains(msg, "not have any") {
+			return read, write, nil
+		}
+	}
+	if len(call.Body) < 5 {
+		if len(call.Body) >= 2 {
+			return read, write, fmt.Errorf("export %d stats: %v", id, call.Body[1])
+		}
+		return read, write, fmt.Errorf("export %d stats: reply %v", id, call.Body)
+	}
+	if ok, _ := call.Body[0].(bool); !ok {
+		return read, write, fmt.Errorf("export %d stats: %v", id, call.Body[1])
+	}
+	conv := func(v any) (IOStats, error) {
+		f, ok := v.([]any)
+		if !ok || len(f) < 5 {
+			return IOStats{}, fmt.Errorf("export %d stats: unexpected field %v", id, v)
+		}
+		var n [5]uint64
+		for i := range n {
+			if n[i], ok = f[i].(uint64); !ok {
+				return IOStats{}, fmt.Errorf("export %d stats: unexpected field %v", id, v)
+			}
+		}
+		return IOStats{n[0], n[1], n[2], n[3], n[4]}, nil
+	}
+	if read, err = conv(call.Body[3]); err == nil {
+		write, err = conv(call.Body[4])
+	}
+	return read, write, err
 }
 
 func isNotFound(err error) bool {

@@ -106,6 +106,11 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) (string, er
 	return string(out), err
 }
 
+// Command returns a command that runs inside the host.
+func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.ns, name}, args...)...)
+}
+
 // Client is an NFS identity on a host: a protocol version and AUTH_SYS ids.
 type Client struct {
 	h       *Host

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/test/clienthost"
 )
 
@@ -428,6 +430,132 @@ func TestSnapshotDirectoryAndRevert(t *testing.T) {
 	mutate(t, c, "DELETE", loc+"/volumes/vol1/snapshots/s1", nil)
 	if _, err := nfs.Read(ep, "/vol1/.snapshot/s1/f"); err == nil {
 		t.Fatal("deleted snapshot still readable")
+	}
+	s.stop(syscall.SIGTERM)
+}
+
+// TestBenchNFS: `basin bench --engine nfs` against a real Basin export, run from a
+// client host. The bytes it reports are the bytes in the files the server holds
+// (read back with another client), and iodepth requests were on the wire at once.
+func TestBenchNFS(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	mutate(t, c, "POST", loc+"/volumes?volumeId=bench1", map[string]any{"shareName": "bench1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+	ep := endpoint(t, c, "bench1")
+	h := s.host(103)
+	bench := func(args ...string) (map[string]any, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := h.Command(ctx, basinBin, append([]string{"bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/bench1", ep),
+			"--output-format", "json"}, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("basin bench %v: %v\n%s", args, err, stderr.String())
+		}
+		var res map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			t.Fatalf("bench output is not JSON: %v\n%s", err, stdout.String())
+		}
+		return res, stderr.String()
+	}
+	ioBytes := func(res map[string]any, dir string) (total int64) {
+		for _, j := range res["jobs"].([]any) {
+			total += int64(j.(map[string]any)[dir].(map[string]any)["io_bytes"].(float64))
+		}
+		return total
+	}
+	inFlight := func(stderr string) int {
+		var n int
+		for _, line := range strings.Split(stderr, "\n") {
+			if _, err := fmt.Sscanf(line, "nfs: at most %d calls in flight", &n); err == nil {
+				return n
+			}
+		}
+		t.Fatalf("no in-flight report in stderr:\n%s", stderr)
+		return 0
+	}
+
+	// What Ganesha itself counted for the volume's export.
+	stats := func() (read, write nfs.IOStats) {
+		t.Helper()
+		confs, _ := filepath.Glob(filepath.Join(s.dataDir, "sandboxes", "default", "exports", "*.conf"))
+		for _, f := range confs {
+			b, _ := os.ReadFile(f)
+			var id uint64
+			if !strings.Contains(string(b), `Pseudo = "/bench1"`) {
+				continue
+			}
+			if _, err := fmt.Sscanf(filepath.Base(f), "%d.conf", &id); err != nil {
+				t.Fatal(err)
+			}
+			bus := nfs.DBus{Address: "unix:path=" + filepath.Join(s.dataDir, "sandboxes", "default", "bus.sock")}
+			r, w, err := bus.NFSv3IO(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, w
+		}
+		t.Fatalf("no export config for bench1 among %v", confs)
+		return
+	}
+
+	// Sequential writes, bounded by size: 2 jobs × 2 files × 8 MiB, iodepth 8, 2 connections.
+	_, w0 := stats()
+	res, stderr := bench("--name", "w", "--rw", "write", "--bs", "64k", "--iodepth", "8", "--numjobs", "2",
+		"--nrfiles", "2", "--size", "8m", "--nconnect", "2")
+	if got, want := ioBytes(res, "write"), int64(2*2*8<<20); got != want {
+		t.Errorf("write io_bytes = %d, want %d", got, want)
+	}
+	if _, w1 := stats(); w1.TransferredBytes-w0.TransferredBytes != uint64(ioBytes(res, "write")) || w1.Errors != w0.Errors {
+		t.Errorf("Ganesha counted %d bytes written (%d errors); basin bench reported %d", w1.TransferredBytes-w0.TransferredBytes,
+			w1.Errors-w0.Errors, ioBytes(res, "write"))
+	}
+	if n := inFlight(stderr); n < 4 {
+		t.Errorf("at most %d calls in flight at iodepth 8 × 2 jobs over 2 connections; want ≥ 4", n)
+	}
+	other := h.NFS(3, 0, 0)
+	for n := range 2 {
+		for i := range 2 {
+			e, err := other.Stat(ep, fmt.Sprintf("/bench1/w.%d.%d", n, i))
+			if err != nil || e.Size != 8<<20 {
+				t.Errorf("w.%d.%d on the server: %+v, %v; want 8 MiB", n, i, e, err)
+			}
+		}
+	}
+
+	// Random reads, bounded by size: the file is laid out first, then 4 MiB are read
+	// in 4 KiB blocks at iodepth 16 on one connection.
+	r0, _ := stats()
+	res, stderr = bench("--name", "r", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--size", "4m")
+	if got, want := ioBytes(res, "read"), int64(4<<20); got != want {
+		t.Errorf("randread io_bytes = %d, want %d", got, want)
+	}
+	if r1, _ := stats(); r1.TransferredBytes-r0.TransferredBytes != 4<<20 || r1.Ops-r0.Ops != 1024 {
+		t.Errorf("Ganesha counted %d bytes in %d reads; basin bench reported %d in 1024", r1.TransferredBytes-r0.TransferredBytes,
+			r1.Ops-r0.Ops, ioBytes(res, "read"))
+	}
+	if n := inFlight(stderr); n < 8 {
+		t.Errorf("at most %d calls in flight at iodepth 16 on one connection; want ≥ 8", n)
+	}
+	if e, err := other.Stat(ep, "/bench1/r.0.0"); err != nil || e.Size != 4<<20 {
+		t.Errorf("laid-out file on the server: %+v, %v; want 4 MiB", e, err)
+	}
+
+	// Names cannot leave the export's directory, and a bad URL is refused.
+	ctx := context.Background()
+	out, err := h.Command(ctx, basinBin, "bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/bench1", ep), "--name", "../x",
+		"--rw", "write", "--size", "1m").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--name") {
+		t.Errorf("--name ../x: %v %s", err, out)
+	}
+	out, err = h.Command(ctx, basinBin, "bench", "--engine", "nfs", "--url", "http://x/y", "--rw", "write", "--size", "1m").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--url") {
+		t.Errorf("--url http://x/y: %v %s", err, out)
 	}
 	s.stop(syscall.SIGTERM)
 }

@@ -1,0 +1,296 @@
+package nfs3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+const (
+	progPortmap = 100000
+	progNFS     = 100003
+	progMount   = 100005
+)
+
+// Status is a failed NFSv3 procedure's nfsstat3.
+type Status uint32
+
+var statusNames = map[Status]string{
+	1: "NFS3ERR_PERM", 2: "NFS3ERR_NOENT", 5: "NFS3ERR_IO", 6: "NFS3ERR_NXIO", 13: "NFS3ERR_ACCES",
+	17: "NFS3ERR_EXIST", 20: "NFS3ERR_NOTDIR", 21: "NFS3ERR_ISDIR", 22: "NFS3ERR_INVAL", 27: "NFS3ERR_FBIG",
+	28: "NFS3ERR_NOSPC", 30: "NFS3ERR_ROFS", 63: "NFS3ERR_NAMETOOLONG", 69: "NFS3ERR_DQUOT",
+	70: "NFS3ERR_STALE", 10001: "NFS3ERR_BADHANDLE", 10004: "NFS3ERR_NOTSUPP", 10006: "NFS3ERR_SERVERFAULT",
+	10008: "NFS3ERR_JUKEBOX",
+}
+
+func (s Status) Error() string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return "NFS3 status " + strconv.Itoa(int(s))
+}
+
+// Options configures Mount.
+type Options struct {
+	Auth Auth
+	// Conns is the number of TCP connections (nconnect); calls are spread over them.
+	Conns int
+	// PortmapPort is where the portmapper listens; default 111.
+	PortmapPort int
+}
+
+// Client is a mounted NFSv3 export.
+type Client struct {
+	conns []*conn
+	next  atomic.Uint32
+	// Root is the file handle of the directory the URL named.
+	Root []byte
+}
+
+// Mount mounts host:dir (dir may lie below the exported path) and opens the
+// connections to the NFS server.
+func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
+	if o.Conns <= 0 {
+		o.Conns = 1
+	}
+	if o.PortmapPort == 0 {
+		o.PortmapPort = 111
+	}
+	if o.Auth.Machine == "" {
+		o.Auth.Machine = "basin-bench"
+	}
+	pm, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(o.PortmapPort)), Auth{Machine: o.Auth.Machine})
+	if err != nil {
+		return nil, fmt.Errorf("portmapper: %w", err)
+	}
+	mountPort, err1 := getPort(ctx, pm, progMount, 3)
+	nfsPort, err2 := getPort(ctx, pm, progNFS, 3)
+	pm.close()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("portmapper: %w", err)
+	}
+	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	defer mc.close()
+	// Mount the longest exported prefix of dir, then look the rest up.
+	dir = path.Clean("/" + dir)
+	var root []byte
+	rest := ""
+	for p := dir; ; p = path.Dir(p) {
+		root, err = mnt(ctx, mc, p)
+		if err == nil {
+			rest = strings.TrimPrefix(strings.TrimPrefix(dir, p), "/")
+			break
+		}
+		if p == "/" {
+			return nil, fmt.Errorf("mount %s:%s: %w", host, dir, err)
+		}
+	}
+	c := &Client{}
+	for range o.Conns {
+		cn, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(nfsPort)), o.Auth)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("nfs: %w", err)
+		}
+		c.conns = append(c.conns, cn)
+	}
+	for _, name := range strings.Split(rest, "/") {
+		if name == "" {
+			continue
+		}
+		if root, _, err = c.Lookup(ctx, root, name); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("lookup %s in %s:%s: %w", name, host, dir, err)
+		}
+	}
+	c.Root = root
+	return c, nil
+}
+
+func getPort(ctx context.Context, pm *conn, prog, vers uint32) (int, error) {
+	var e enc
+	e.u32(prog)
+	e.u32(vers)
+	e.u32(6) // TCP
+	e.u32(0)
+	res, err := pm.call(ctx, progPortmap, 2, 3, e.b)
+	if err != nil {
+		return 0, err
+	}
+	d := dec{b: res}
+	port := d.u32()
+	if d.err != nil || port == 0 {
+		return 0, fmt.Errorf("program %d version %d is not registered", prog, vers)
+	}
+	return int(port), nil
+}
+
+func mnt(ctx context.Context, mc *conn, dir string) ([]byte, error) {
+	var e enc
+	e.str(dir)
+	res, err := mc.call(ctx, progMount, 3, 1, e.b)
+	if err != nil {
+		return nil, err
+	}
+	d := dec{b: res}
+	if st := d.u32(); st != 0 {
+		return nil, fmt.Errorf("MNT: status %d", st)
+	}
+	fh := d.opaque()
+	return fh, d.err
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	var errs []error
+	for _, cn := range c.conns {
+		errs = append(errs, cn.close())
+	}
+	return errors.Join(errs...)
+}
+
+// MaxInFlight is the largest number of calls that were on the wire at once (sent,
+// reply not yet read) on any one connection since Mount.
+func (c *Client) MaxInFlight() int64 {
+	var m int64
+	for _, cn := range c.conns {
+		m = max(m, cn.maxSeen.Load())
+	}
+	return m
+}
+
+func (c *Client) call(ctx context.Context, proc uint32, args []byte) (*dec, error) {
+	cn := c.conns[int(c.next.Add(1))%len(c.conns)]
+	res, err := cn.call(ctx, progNFS, 3, proc, args)
+	if err != nil {
+		return nil, err
+	}
+	d := &dec{b: res}
+	if st := Status(d.u32()); st != 0 {
+		return nil, st
+	}
+	return d, d.err
+}
+
+// fattr3 is 84 bytes; size is the sixth field.
+func (d *dec) postOpSize() (size int64, ok bool) {
+	if d.u32() == 0 {
+		return 0, false
+	}
+	a := d.take(84)
+	if a == nil {
+		return 0, false
+	}
+	return int64(uint64(a[20])<<56 | uint64(a[21])<<48 | uint64(a[22])<<40 | uint64(a[23])<<32 |
+		uint64(a[24])<<24 | uint64(a[25])<<16 | uint64(a[26])<<8 | uint64(a[27])), true
+}
+
+func (d *dec) wcc() {
+	if d.u32() != 0 {
+		d.take(24)
+	}
+	d.postOpSize()
+}
+
+// Lookup returns the handle and size of name in dir.
+func (c *Client) Lookup(ctx context.Context, dir []byte, name string) ([]byte, int64, error) {
+	var e enc
+	e.opaque(dir)
+	e.str(name)
+	d, err := c.call(ctx, 3, e.b)
+	if err != nil {
+		return nil, 0, err
+	}
+	fh := d.opaque()
+	size, _ := d.postOpSize()
+	return fh, size, d.err
+}
+
+// Create creates name in dir with mode (or opens it, if it exists) and returns its
+// handle.
+func (c *Client) Create(ctx context.Context, dir []byte, name string, mode uint32) ([]byte, error) {
+	var e enc
+	e.opaque(dir)
+	e.str(name)
+	e.u32(0) // UNCHECKED
+	e.u32(1) // set mode
+	e.u32(mode)
+	for range 5 { // uid, gid, size, atime, mtime: don't set
+		e.u32(0)
+	}
+	d, err := c.call(ctx, 8, e.b)
+	if err != nil {
+		return nil, err
+	}
+	if d.u32() == 0 {
+		fh, _, err := c.Lookup(ctx, dir, name)
+		return fh, err
+	}
+	fh := d.opaque()
+	return fh, d.err
+}
+
+// Read reads up to len(p) bytes at off into p and returns how many it read.
+func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int, bool, error) {
+	var e enc
+	e.opaque(fh)
+	e.u64(uint64(off))
+	e.u32(uint32(len(p)))
+	d, err := c.call(ctx, 6, e.b)
+	if err != nil {
+		return 0, false, err
+	}
+	d.postOpSize()
+	d.u32() // count
+	eof := d.u32() != 0
+	data := d.opaque()
+	if d.err != nil {
+		return 0, false, d.err
+	}
+	return copy(p, data), eof, nil
+}
+
+// Stable is how durably a WRITE must land before the reply.
+type Stable uint32
+
+const (
+	Unstable Stable = 0
+	DataSync Stable = 1
+	FileSync Stable = 2
+)
+
+// Write writes p at off and returns how many bytes the server took.
+func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how Stable) (int, error) {
+	var e enc
+	e.b = make([]byte, 0, len(fh)+len(p)+32)
+	e.opaque(fh)
+	e.u64(uint64(off))
+	e.u32(uint32(len(p)))
+	e.u32(uint32(how))
+	e.opaque(p)
+	d, err := c.call(ctx, 7, e.b)
+	if err != nil {
+		return 0, err
+	}
+	d.wcc()
+	n := d.u32()
+	return int(n), d.err
+}
+
+// Commit flushes a file's unstable writes to stable storage.
+func (c *Client) Commit(ctx context.Context, fh []byte) error {
+	var e enc
+	e.opaque(fh)
+	e.u64(0)
+	e.u32(0)
+	_, err := c.call(ctx, 21, e.b)
+	return err
+}

@@ -167,9 +167,9 @@ func (c *Client) MaxInFlight() int64 {
 	return m
 }
 
-func (c *Client) call(ctx context.Context, proc uint32, args []byte) (*dec, error) {
+func (c *Client) call(ctx context.Context, proc uint32, args ...[]byte) (*dec, error) {
 	cn := c.conns[int(c.next.Add(1))%len(c.conns)]
-	res, err := cn.call(ctx, progNFS, 3, proc, args)
+	res, err := cn.call(ctx, progNFS, 3, proc, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -270,13 +270,13 @@ const (
 // Write writes p at off and returns how many bytes the server took.
 func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how Stable) (int, error) {
 	var e enc
-	e.b = make([]byte, 0, len(fh)+len(p)+32)
 	e.opaque(fh)
 	e.u64(uint64(off))
 	e.u32(uint32(len(p)))
 	e.u32(uint32(how))
-	e.opaque(p)
-	d, err := c.call(ctx, 7, e.b)
+	e.u32(uint32(len(p)))
+	pad := make([]byte, (4-len(p)%4)%4)
+	d, err := c.call(ctx, 7, e.b, p, pad)
 	if err != nil {
 		return 0, err
 	}

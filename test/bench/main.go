@@ -279,14 +279,14 @@ func updateDoc(path string, r result) error {
 	if len(r.NFS) > 0 {
 		var n strings.Builder
 		fmt.Fprintf(&n, "Measured %s on the same machine; NFSv3 over one TCP connection, median of %d interleaved runs per target.\n\n", r.Date, r.Rounds)
-		n.WriteString("| workload | Basin volume | bare Ganesha | local (fio) | Basin / bare | Basin / local |\n|---|---|---|---|---|---|\n")
+		n.WriteString("| workload | Basin volume | bare Ganesha | local (fio) | Basin / bare | Basin / local | basin bench --engine nfs | basin bench / libnfs |\n|---|---|---|---|---|---|---|---|\n")
 		for _, x := range r.NFS {
 			unit, get := "MiB/s", x.MiBps
 			if strings.Contains(x.Pattern, "4 KiB") {
 				unit, get = "IOPS", x.IOPS
 			}
-			fmt.Fprintf(&n, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f |\n", x.Pattern, get["basin"], unit, get["bare"], unit,
-				get["local"], unit, get["basin"]/get["bare"], get["basin"]/get["local"])
+			fmt.Fprintf(&n, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f | %.0f %s | %.2f |\n", x.Pattern, get["basin"], unit, get["bare"], unit,
+				get["local"], unit, get["basin"]/get["bare"], get["basin"]/get["local"], get["bbench"], unit, get["bbench"]/get["basin"])
 		}
 		if doc, err = replaceSection(doc, "nfsbench", n.String()); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/basin-nas/basin/internal/bench"
 	"github.com/basin-nas/basin/internal/client"
 )
 
@@ -69,6 +70,9 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 			return nfsBench(bench, fmt.Sprintf("nfs://127.0.0.1/bare/%s?version=3&nfsport=12049&mountport=12048", file), p, secs)
 		}},
 		{"local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(mount, file), p, secs) }},
+		{"bbench", func(p pattern, _ string) (float64, float64) {
+			return basinBenchNFS(ctx, "nfs://"+ep+"/nfsbench", p, secs)
+		}},
 	}
 	// The read patterns read the files the write pattern writes: make them whole first.
 	fill := pattern{Name: "fill", RW: "fill", BS: 1 << 20, QD: 8}
@@ -93,11 +97,33 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 			}
 			r.MiBps[name], r.IOPS[name] = median(ms), median(is)
 		}
-		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS", p.Name,
-			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["local"], r.IOPS["local"])
+		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS, basin bench %.0f MiB/s %.0f IOPS", p.Name,
+			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["local"], r.IOPS["local"], r.MiBps["bbench"], r.IOPS["bbench"])
 		out = append(out, r)
 	}
 	return out
+}
+
+// basinBenchNFS runs the pattern with basin bench's own NFS engine (one connection,
+// like the libnfs helper) on the Basin volume. Reads read a file of their own that
+// the engine lays out once; writes are unstable, as libnfs's are.
+func basinBenchNFS(ctx context.Context, url string, p pattern, secs float64) (mibps, iops float64) {
+	name := "bb-read"
+	if p.RW == "write" || p.RW == "randwrite" {
+		name = "bb-" + p.RW
+	}
+	e := &bench.NFS{URL: url, Conns: 1}
+	defer e.Close()
+	res, err := bench.Run(ctx, e, bench.Job{Name: name, RW: p.RW, BS: int64(p.BS), IODepth: p.QD, NumJobs: 1, NrFiles: 1,
+		Size: fileSize, Runtime: time.Duration(secs * float64(time.Second)), TimeBased: true}, nil)
+	if err != nil {
+		fatalf("basin bench nfs %s: %v", p.Name, err)
+	}
+	var buf strings.Builder
+	if err := res.WriteJSON(&buf); err != nil {
+		fatalf("%v", err)
+	}
+	return fioRate("basin bench", []byte(buf.String()))
 }
 
 func buildNFSBench() string {
@@ -151,6 +177,12 @@ func fio(file string, p pattern, secs float64) (mibps, iops float64) {
 	if err != nil {
 		fatalf("fio: %v %s", err, out)
 	}
+	return fioRate("fio", out)
+}
+
+// fioRate reads the first job's MiB/s and IOPS (reads plus writes) from fio's JSON
+// layout, which basin bench writes too.
+func fioRate(tool string, out []byte) (mibps, iops float64) {
 	type dir struct {
 		BwBytes float64 `json:"bw_bytes"`
 		IOPS    float64 `json:"iops"`
@@ -161,8 +193,12 @@ func fio(file string, p pattern, secs float64) (mibps, iops float64) {
 			Write dir `json:"write"`
 		} `json:"jobs"`
 	}
-	if err := json.Unmarshal(out[strings.Index(string(out), "{"):], &r); err != nil || len(r.Jobs) == 0 {
-		fatalf("fio output: %v", err)
+	i := strings.Index(string(out), "{")
+	if i < 0 {
+		fatalf("%s output has no JSON: %s", tool, out)
+	}
+	if err := json.Unmarshal(out[i:], &r); err != nil || len(r.Jobs) == 0 {
+		fatalf("%s output: %v", tool, err)
 	}
 	j := r.Jobs[0]
 	return (j.Read.BwBytes + j.Write.BwBytes) / (1 << 20), j.Read.IOPS + j.Write.IOPS

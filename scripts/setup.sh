@@ -22,6 +22,8 @@ if [[ "${1:-}" == "--test" ]]; then
   [[ -e /usr/include/nfsc/libnfs.h ]] || need_pkgs+=(libnfs-dev)
   command -v gcc >/dev/null || need_pkgs+=(gcc)
   command -v fio >/dev/null || need_pkgs+=(fio)
+  command -v smbd >/dev/null || need_pkgs+=(samba)
+  command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
 fi
 if ((${#need_pkgs[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
@@ -30,7 +32,14 @@ if ((${#need_pkgs[@]})); then
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # Packages such as samba would start system daemons; the tests start their own.
+  made_policy=
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  if [[ -n $made_policy ]]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 fi
 command -v go >/dev/null || { echo "setup: Go 1.26 or newer is required (https://go.dev/dl/)" >&2; exit 1; }
 modprobe btrfs 2>/dev/null || true

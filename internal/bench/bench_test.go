@@ -174,3 +174,48 @@ func TestParseNFSURL(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSMBURL(t *testing.T) {
+	addr, share, dir, err := ParseSMBURL("smb://10.99.0.2/vol1/a/b")
+	if err != nil || addr != "10.99.0.2:445" || share != "vol1" || dir != `a\b` {
+		t.Fatalf("%q %q %q %v", addr, share, dir, err)
+	}
+	if addr, _, _, _ := ParseSMBURL("smb://127.0.0.1:4455/s"); addr != "127.0.0.1:4455" {
+		t.Fatal(addr)
+	}
+	for _, bad := range []string{"", "nfs://h/x", "smb://h", "smb://h/", "smb://user:pw@h/x", "smb://h/x?seal=1"} {
+		if _, _, _, err := ParseSMBURL(bad); err == nil || !strings.Contains(err.Error(), "--url") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// The frame counter finds frames however the stream is cut, and tells encrypted
+// (0xFD 'S' 'M' 'B') frames from plain ones.
+func TestFramer(t *testing.T) {
+	frame := func(first byte, n int) []byte {
+		b := []byte{0, byte(n >> 16), byte(n >> 8), byte(n)}
+		body := make([]byte, n)
+		body[0] = first
+		return append(b, body...)
+	}
+	stream := append(append(frame(0xFE, 70), frame(0xFD, 5000)...), frame(0xFD, 1)...)
+	for _, cut := range []int{1, 3, 4, 7, 100, len(stream)} {
+		var f framer
+		frames, enc, plain := 0, 0, 0
+		for p := stream; len(p) > 0; {
+			k := min(cut, len(p))
+			frames += f.feed(p[:k], func(b byte) {
+				if b == 0xFD {
+					enc++
+				} else {
+					plain++
+				}
+			})
+			p = p[k:]
+		}
+		if frames != 3 || enc != 2 || plain != 1 {
+			t.Errorf("cut %d: %d frames, %d encrypted, %d plain; want 3, 2, 1", cut, frames, enc, plain)
+		}
+	}
+}

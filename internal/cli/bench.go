@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,7 @@ func benchCommands() []*command {
 
 func benchFlags() []flagSpec {
 	return []flagSpec{
-		{name: "engine", usage: "local (files) or nfs (NFSv3 from user space); smb is not built yet"},
+		{name: "engine", usage: "local (files), nfs (NFSv3 from user space) or smb (SMB 2/3 from user space)"},
 		{name: "name", usage: "job name (default basin-bench)"},
 		{name: "rw", usage: "read, write, randread, randwrite, rw or randrw"},
 		{name: "bs", usage: "block size, e.g. 4k, 64k, 1m"},
@@ -45,6 +46,10 @@ func benchFlags() []flagSpec {
 		{name: "nconnect", usage: "nfs engine: TCP connections (default 1, at most 16)"},
 		{name: "uid", usage: "nfs engine: AUTH_SYS uid (default 0)"},
 		{name: "gid", usage: "nfs engine: AUTH_SYS gid (default 0)"},
+		{name: "user", usage: "smb engine: user name (DOMAIN\\user or user)"},
+		{name: "password", usage: "smb engine: password (default: $BASIN_SMB_PASSWORD, which stays out of ps)"},
+		{name: "protection", usage: "smb engine: off (default), sign or encrypt (the share must require encryption)"},
+		{name: "channels", usage: "smb engine: sessions, each on its own connection (default 1, at most 16)"},
 		{name: "output-format", usage: "normal (default) or json (fio's layout)"},
 	}
 }
@@ -65,7 +70,7 @@ func fioDuration(flag, s string) (time.Duration, error) {
 }
 
 // jobFromFlags reads fio's job vocabulary and picks the engine.
-func jobFromFlags(p *parsed) (bench.Job, bench.Engine, error) {
+func jobFromFlags(p *parsed, getenv func(string) string) (bench.Job, bench.Engine, error) {
 	if len(p.args) > 0 {
 		return bench.Job{}, nil, fmt.Errorf("unexpected argument %q (bench takes only flags)", p.args[0])
 	}
@@ -125,7 +130,35 @@ func jobFromFlags(p *parsed) (bench.Job, bench.Engine, error) {
 		}
 		engine = &bench.NFS{URL: p.str("url"), Conns: ids["nconnect"], UID: uint32(ids["uid"]), GID: uint32(ids["gid"])}
 	case "smb":
-		return j, nil, fmt.Errorf("--engine %s is not built yet; use --engine local or nfs, or fio on a mounted share", e)
+		if _, _, _, err := bench.ParseSMBURL(p.str("url")); err != nil {
+			return j, nil, err
+		}
+		prot := p.str("protection")
+		switch prot {
+		case "", "off", "sign", "encrypt":
+		default:
+			return j, nil, fmt.Errorf("--protection must be off, sign or encrypt, got %q", prot)
+		}
+		channels := 1
+		if v := p.str("channels"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 16 {
+				return j, nil, fmt.Errorf("--channels %q must be 1-16", v)
+			}
+			channels = n
+		}
+		if p.str("user") == "" {
+			return j, nil, fmt.Errorf("the smb engine needs --user")
+		}
+		domain, user, ok := strings.Cut(p.str("user"), `\`)
+		if !ok {
+			domain, user = "", domain
+		}
+		password := p.str("password")
+		if password == "" && getenv != nil {
+			password = getenv("BASIN_SMB_PASSWORD")
+		}
+		engine = &bench.SMB{URL: p.str("url"), User: user, Domain: domain, Password: password, Protection: prot, Channels: channels}
 	default:
 		return j, nil, fmt.Errorf("--engine must be local, nfs or smb, got %q", e)
 	}
@@ -133,7 +166,7 @@ func jobFromFlags(p *parsed) (bench.Job, bench.Engine, error) {
 }
 
 func runBench(ctx context.Context, c *session, p *parsed) error {
-	j, engine, err := jobFromFlags(p)
+	j, engine, err := jobFromFlags(p, c.env.Getenv)
 	if err != nil {
 		return err
 	}
@@ -148,8 +181,17 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 	if err != nil {
 		return err
 	}
-	if n, ok := engine.(*bench.NFS); ok {
-		fmt.Fprintf(c.env.Stderr, "nfs: at most %d calls in flight on one connection\n", n.MaxInFlight())
+	switch e := engine.(type) {
+	case *bench.NFS:
+		fmt.Fprintf(c.env.Stderr, "nfs: at most %d calls in flight on one connection\n", e.MaxInFlight())
+	case *bench.SMB:
+		fmt.Fprintf(c.env.Stderr, "smb: at most %d requests in flight on one connection\n", e.MaxInFlight())
+		if j.Direct {
+			fmt.Fprintln(c.env.Stderr, "smb: --direct has no meaning over SMB here; writes are whatever the share does")
+		}
+		if prot := p.str("protection"); prot == "encrypt" && !e.Encrypted() {
+			return errors.New("--protection encrypt: the server did not encrypt this session; make the share require encryption")
+		}
 	}
 	if strings.EqualFold(format, "json") {
 		return res.WriteJSON(c.env.Stdout)
@@ -159,7 +201,7 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 }
 
 func runSweep(ctx context.Context, c *session, p *parsed) error {
-	j, engine, err := jobFromFlags(p)
+	j, engine, err := jobFromFlags(p, c.env.Getenv)
 	if err != nil {
 		return err
 	}

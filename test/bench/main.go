@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -45,16 +46,22 @@ type result struct {
 	Millis       map[string]float64   `json:"medianMillis"`
 	RoundMedians map[string][]float64 `json:"roundMedianMillis"`
 	NFS          []nfsResult          `json:"nfs,omitempty"`
+	SMB          []smbResult          `json:"smb,omitempty"`
 	Calibration  []calJob             `json:"calibration,omitempty"`
 }
 
 func main() {
+	// Interrupted, the benchmark still removes its server, daemons and loop devices.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() { fatalf("interrupted by %v", <-sigs) }()
 	basin := flag.String("basin", "bin/basin", "basin binary")
 	out := flag.String("out", "bench/results.json", "results file")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown file whose generated section is replaced")
 	rounds := flag.Int("rounds", 3, "rounds")
 	perRound := flag.Int("n", 15, "operations per round and kind")
 	withNFS := flag.Bool("nfs", true, "also measure NFS throughput and IOPS (Basin, bare Ganesha, local)")
+	withSMB := flag.Bool("smb", true, "also measure basin bench --engine smb against a bare Samba: off, sign, encrypt")
 	withCal := flag.Bool("calibrate", true, "also compare basin bench --engine local with fio")
 	calRuns := flag.Int("calibrate-runs", 5, "interleaved runs per tool and job")
 	calSecs := flag.Float64("calibrate-seconds", 5, "seconds per calibration run")
@@ -132,6 +139,9 @@ func main() {
 	rep := result{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: *rounds, PerRound: *perRound, Millis: med, RoundMedians: res}
 	if *withNFS {
 		rep.NFS = runNFS(ctx, c, dataDir, "10.99.251.1", *rounds, *nfsSecs)
+	}
+	if *withSMB {
+		rep.SMB = runSMB(ctx, c, dataDir, *rounds, *nfsSecs)
 	}
 	if *withCal {
 		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
@@ -289,6 +299,22 @@ func updateDoc(path string, r result) error {
 				get["local"], unit, get["basin"]/get["bare"], get["basin"]/get["local"], get["bbench"], unit, get["bbench"]/get["basin"])
 		}
 		if doc, err = replaceSection(doc, "nfsbench", n.String()); err != nil {
+			return err
+		}
+	}
+	if len(r.SMB) > 0 {
+		var n strings.Builder
+		fmt.Fprintf(&n, "Measured %s on the same machine; SMB 3.1.1 over one TCP connection, median of %d interleaved runs per level.\n\n", r.Date, r.Rounds)
+		n.WriteString("| workload | off | sign | encrypt | sign / off | encrypt / off |\n|---|---|---|---|---|---|\n")
+		for _, x := range r.SMB {
+			unit, get := "MiB/s", x.MiBps
+			if strings.Contains(x.Pattern, "4 KiB") {
+				unit, get = "IOPS", x.IOPS
+			}
+			fmt.Fprintf(&n, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f |\n", x.Pattern, get["off"], unit, get["sign"], unit,
+				get["encrypt"], unit, get["sign"]/get["off"], get["encrypt"]/get["off"])
+		}
+		if doc, err = replaceSection(doc, "smbbench", n.String()); err != nil {
 			return err
 		}
 	}

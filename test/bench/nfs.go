@@ -90,18 +90,25 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 				samples[t.name] = append(samples[t.name], [2]float64{m, i})
 			}
 		}
-		for name, s := range samples {
-			var ms, is []float64
-			for _, x := range s {
-				ms, is = append(ms, x[0]), append(is, x[1])
-			}
-			r.MiBps[name], r.IOPS[name] = median(ms), median(is)
-		}
+		r.MiBps, r.IOPS = medians(samples)
 		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS, basin bench %.0f MiB/s %.0f IOPS", p.Name,
 			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["local"], r.IOPS["local"], r.MiBps["bbench"], r.IOPS["bbench"])
 		out = append(out, r)
 	}
 	return out
+}
+
+// medians takes per-target samples of (MiB/s, IOPS) to per-target medians.
+func medians(samples map[string][][2]float64) (mibps, iops map[string]float64) {
+	mibps, iops = map[string]float64{}, map[string]float64{}
+	for name, s := range samples {
+		var ms, is []float64
+		for _, x := range s {
+			ms, is = append(ms, x[0]), append(is, x[1])
+		}
+		mibps[name], iops[name] = median(ms), median(is)
+	}
+	return mibps, iops
 }
 
 // basinBenchNFS runs the pattern with basin bench's own NFS engine (one connection,

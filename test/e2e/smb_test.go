@@ -10,92 +10,32 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/basin-nas/basin/test/sambatest"
 )
 
-// bareSamba runs smbd on 127.0.0.1:port with two shares of one directory: "bench"
-// and "benchenc" (which requires encryption), and an SMB user root/password. Basin
-// has no SMB data plane yet, so this is the share a user would configure by hand.
+// bareSamba runs smbd on 127.0.0.1:port (see sambatest) and returns the shared
+// directory.
 func bareSamba(t *testing.T, port int, password string) (shareDir string) {
 	t.Helper()
-	if _, err := exec.LookPath("smbd"); err != nil {
-		t.Fatal("smbd not installed: run scripts/setup.sh --test")
-	}
 	d := t.TempDir()
 	shareDir = filepath.Join(d, "share")
-	for _, sub := range []string{"share", "private", "lock", "state", "cache", "run", "log"} {
-		if err := os.MkdirAll(filepath.Join(d, sub), 0o700); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Mkdir(shareDir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	conf := filepath.Join(d, "smb.conf")
-	os.WriteFile(conf, []byte(fmt.Sprintf(`[global]
-server role = standalone server
-smb ports = %d
-interfaces = 127.0.0.1
-bind interfaces only = yes
-disable netbios = yes
-server min protocol = SMB2_10
-private dir = %[2]s/private
-lock directory = %[2]s/lock
-state directory = %[2]s/state
-cache directory = %[2]s/cache
-pid directory = %[2]s/run
-ncalrpc dir = %[2]s/run/ncalrpc
-log file = %[2]s/log/log.%%m
-passdb backend = tdbsam:%[2]s/private/passdb.tdb
-load printers = no
-printcap name = /dev/null
-disable spoolss = yes
-smbd profiling level = on
-[bench]
-path = %[3]s
-read only = no
-[benchenc]
-path = %[3]s
-read only = no
-smb encrypt = required
-`, port, d, shareDir)), 0o600)
-	add := exec.Command("smbpasswd", "-c", conf, "-a", "-s", "root")
-	add.Stdin = strings.NewReader(password + "\n" + password + "\n")
-	if out, err := add.CombinedOutput(); err != nil {
-		t.Fatalf("smbpasswd: %v %s", err, out)
-	}
-	smbd := exec.Command("smbd", "--foreground", "--no-process-group", "-s", conf, "--debug-stdout")
-	var log bytes.Buffer
-	smbd.Stdout, smbd.Stderr = &log, &log
-	smbd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true} // smbd signals its whole group on exit
-	if err := smbd.Start(); err != nil {
+	srv, err := sambatest.Start(filepath.Join(d, "state"), shareDir, port, password)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		smbd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { smbd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			smbd.Process.Kill()
-			<-done
-		}
+		srv.Stop()
 		if t.Failed() {
-			t.Logf("smbd log:\n%s", log.String())
+			t.Logf("smbd log:\n%s", srv.Log())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			c.Close()
-			return shareDir
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("smbd did not listen on %d: %s", port, log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return shareDir
 }
 
 // TestBenchSMB: `basin bench --engine smb` against a real Samba share. The bytes it

@@ -16,6 +16,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,11 @@ const (
 func (j *Job) Validate() error {
 	if j.Name == "" {
 		j.Name = "basin-bench"
+	}
+	// Every engine names its files after the job: a name must not reach outside
+	// the target the run was given.
+	if strings.ContainsAny(j.Name, `/\`) || j.Name == ".." || j.Name == "." {
+		return fmt.Errorf("--name %q must not contain a path", j.Name)
 	}
 	switch j.RW {
 	case "read", "write", "randread", "randwrite", "rw", "randrw":
@@ -93,6 +99,27 @@ func (j *Job) Validate() error {
 	}
 	if j.RWMixRead < 0 || j.RWMixRead > 100 {
 		return errors.New("--rwmixread must be 0-100")
+	}
+	return nil
+}
+
+// extend writes patterned (not sparse) data from have up to size in 1 MiB pieces,
+// as fio lays files out before reading them.
+func extend(ctx context.Context, have, size int64, write func(p []byte, off int64) error) error {
+	if have >= size {
+		return nil
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 31)
+	}
+	for off := have; off < size; off += int64(len(buf)) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := write(buf[:min(int64(len(buf)), size-off)], off); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -25,9 +24,6 @@ func (Local) Name() string { return "local" }
 // Open implements Engine. Files go only where the job was pointed: names cannot
 // leave the directory.
 func (l Local) Open(ctx context.Context, j *Job, n int) ([]File, error) {
-	if strings.ContainsAny(j.Name, `/\`) || j.Name == ".." || j.Name == "." {
-		return nil, fmt.Errorf("--name %q must not contain a path", j.Name)
-	}
 	var paths []string
 	switch {
 	case l.Filename != "":
@@ -83,18 +79,12 @@ func layOut(ctx context.Context, path string, size int64) error {
 	if fi.Size() >= size {
 		return nil
 	}
-	buf := make([]byte, 1<<20)
-	for i := range buf {
-		buf[i] = byte(i * 31)
-	}
-	for off := fi.Size(); off < size; off += int64(len(buf)) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		n := min(int64(len(buf)), size-off)
-		if _, err := f.WriteAt(buf[:n], off); err != nil {
-			return fmt.Errorf("lay out %s: %w", path, err)
-		}
+	err = extend(ctx, fi.Size(), size, func(p []byte, off int64) error {
+		_, err := f.WriteAt(p, off)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("lay out %s: %w", path, err)
 	}
 	return f.Sync()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -76,9 +75,6 @@ func (e *NFS) Close() error {
 // nowhere else: names cannot hold a path) and, for jobs that read, filled to the
 // job's size first.
 func (e *NFS) Open(ctx context.Context, j *Job, n int) ([]File, error) {
-	if strings.ContainsAny(j.Name, `/\`) || j.Name == ".." || j.Name == "." {
-		return nil, fmt.Errorf("--name %q must not contain a path", j.Name)
-	}
 	c, err := e.mount(ctx)
 	if err != nil {
 		return nil, err
@@ -125,12 +121,9 @@ func (f *nfsFile) layOut(ctx context.Context, size int64) error {
 	if have >= size {
 		return nil
 	}
-	buf := make([]byte, 1<<20)
-	for off := have - have%int64(len(buf)); off < size; off += int64(len(buf)) {
-		p := buf[:min(int64(len(buf)), size-off)]
-		if err := f.write(ctx, p, off, nfs3.Unstable); err != nil {
-			return fmt.Errorf("lay out %s: %w", f.name, err)
-		}
+	err = extend(ctx, have, size, func(p []byte, off int64) error { return f.write(ctx, p, off, nfs3.Unstable) })
+	if err != nil {
+		return fmt.Errorf("lay out %s: %w", f.name, err)
 	}
 	return f.c.Commit(ctx, f.fh)
 }

@@ -141,7 +141,7 @@ func (e *SMB) Close() error {
 
 // Open implements Engine: files are created in the URL's directory only.
 func (e *SMB) Open(ctx context.Context, j *Job, n int) ([]File, error) {
-	if strings.ContainsAny(j.Name, `/\:`) || j.Name == ".." || j.Name == "." {
+	if strings.Contains(j.Name, ":") { // a stream name on SMB
 		return nil, fmt.Errorf("--name %q must not contain a path", j.Name)
 	}
 	if err := e.connect(ctx); err != nil {
@@ -167,7 +167,7 @@ func (e *SMB) Open(ctx context.Context, j *Job, n int) ([]File, error) {
 		}
 		files = append(files, smbFile{f})
 		if j.RW != "write" && j.RW != "randwrite" {
-			if err := smbLayOut(f, j.Size); err != nil {
+			if err := smbLayOut(ctx, f, j.Size); err != nil {
 				closeAll(files)
 				return nil, fmt.Errorf("lay out %s: %w", name, err)
 			}
@@ -176,18 +176,15 @@ func (e *SMB) Open(ctx context.Context, j *Job, n int) ([]File, error) {
 	return files, nil
 }
 
-func smbLayOut(f *smb2.File, size int64) error {
+func smbLayOut(ctx context.Context, f *smb2.File, size int64) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
-	for off := fi.Size() - fi.Size()%int64(len(buf)); off < size; off += int64(len(buf)) {
-		if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
-			return err
-		}
-	}
-	return nil
+	return extend(ctx, fi.Size(), size, func(p []byte, off int64) error {
+		_, err := f.WriteAt(p, off)
+		return err
+	})
 }
 
 type smbFile struct{ f *smb2.File }

@@ -2,6 +2,7 @@ package nfs3
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -189,8 +190,7 @@ func (d *dec) postOpSize() (size int64, ok bool) {
 	if a == nil {
 		return 0, false
 	}
-	return int64(uint64(a[20])<<56 | uint64(a[21])<<48 | uint64(a[22])<<40 | uint64(a[23])<<32 |
-		uint64(a[24])<<24 | uint64(a[25])<<16 | uint64(a[26])<<8 | uint64(a[27])), true
+	return int64(binary.BigEndian.Uint64(a[20:28])), true
 }
 
 func (d *dec) wcc() {
@@ -258,6 +258,8 @@ func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int,
 	return copy(p, data), eof, nil
 }
 
+var xdrPad [3]byte // zeros that round opaque data up to 4 bytes
+
 // Stable is how durably a WRITE must land before the reply.
 type Stable uint32
 
@@ -275,8 +277,7 @@ func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how 
 	e.u32(uint32(len(p)))
 	e.u32(uint32(how))
 	e.u32(uint32(len(p)))
-	pad := make([]byte, (4-len(p)%4)%4)
-	d, err := c.call(ctx, 7, e.b, p, pad)
+	d, err := c.call(ctx, 7, e.b, p, xdrPad[:(4-len(p)%4)%4])
 	if err != nil {
 		return 0, err
 	}

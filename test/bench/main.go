@@ -45,8 +45,8 @@ type result struct {
 	PerRound     int                  `json:"perRound"`
 	Millis       map[string]float64   `json:"medianMillis"`
 	RoundMedians map[string][]float64 `json:"roundMedianMillis"`
-	NFS          []nfsResult          `json:"nfs,omitempty"`
-	SMB          []smbResult          `json:"smb,omitempty"`
+	NFS          []patternResult      `json:"nfs,omitempty"`
+	SMB          []patternResult      `json:"smb,omitempty"`
 	Calibration  []calJob             `json:"calibration,omitempty"`
 }
 
@@ -291,10 +291,7 @@ func updateDoc(path string, r result) error {
 		fmt.Fprintf(&n, "Measured %s on the same machine; NFSv3 over one TCP connection, median of %d interleaved runs per target.\n\n", r.Date, r.Rounds)
 		n.WriteString("| workload | Basin volume | bare Ganesha | local (fio) | Basin / bare | Basin / local | basin bench --engine nfs | basin bench / libnfs |\n|---|---|---|---|---|---|---|---|\n")
 		for _, x := range r.NFS {
-			unit, get := "MiB/s", x.MiBps
-			if strings.Contains(x.Pattern, "4 KiB") {
-				unit, get = "IOPS", x.IOPS
-			}
+			unit, get := x.headline()
 			fmt.Fprintf(&n, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f | %.0f %s | %.2f |\n", x.Pattern, get["basin"], unit, get["bare"], unit,
 				get["local"], unit, get["basin"]/get["bare"], get["basin"]/get["local"], get["bbench"], unit, get["bbench"]/get["basin"])
 		}
@@ -307,10 +304,7 @@ func updateDoc(path string, r result) error {
 		fmt.Fprintf(&n, "Measured %s on the same machine; SMB 3.1.1 over one TCP connection, median of %d interleaved runs per level.\n\n", r.Date, r.Rounds)
 		n.WriteString("| workload | off | sign | encrypt | sign / off | encrypt / off |\n|---|---|---|---|---|---|\n")
 		for _, x := range r.SMB {
-			unit, get := "MiB/s", x.MiBps
-			if strings.Contains(x.Pattern, "4 KiB") {
-				unit, get = "IOPS", x.IOPS
-			}
+			unit, get := x.headline()
 			fmt.Fprintf(&n, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f |\n", x.Pattern, get["off"], unit, get["sign"], unit,
 				get["encrypt"], unit, get["sign"]/get["off"], get["encrypt"]/get["off"])
 		}

@@ -35,18 +35,28 @@ var patterns = []pattern{
 	{"rand write 4 KiB, qd 16", "randwrite", 4 << 10, 16},
 }
 
-// nfsResult is one pattern's medians per target, in MiB/s and IOPS.
-type nfsResult struct {
+// patternResult is one pattern's medians per target (or SMB protection level), in
+// MiB/s and IOPS.
+type patternResult struct {
 	Pattern string             `json:"pattern"`
 	MiBps   map[string]float64 `json:"mibps"`
 	IOPS    map[string]float64 `json:"iops"`
+}
+
+// headline is the figure a table shows for the pattern: IOPS for 4 KiB I/O,
+// MiB/s otherwise.
+func (r patternResult) headline() (unit string, per map[string]float64) {
+	if strings.Contains(r.Pattern, "4 KiB") {
+		return "IOPS", r.IOPS
+	}
+	return "MiB/s", r.MiBps
 }
 
 const fileSize = 1 << 30
 
 // runNFS measures NFSv3 through a Basin volume, through a bare Ganesha exporting the
 // same directory on loopback, and fio on that directory, side by side.
-func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, runs int, secs float64) []nfsResult {
+func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, runs int, secs float64) []patternResult {
 	bench := buildNFSBench()
 	open := map[string]any{"rules": []any{map[string]any{"allowedClients": bridgeHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
 	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=nfsbench", map[string]any{"shareName": "nfsbench", "storagePool": "pool",
@@ -79,9 +89,9 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 	for _, t := range targets[:2] {
 		t.run(fill, t.name+".dat")
 	}
-	var out []nfsResult
+	var out []patternResult
 	for _, p := range patterns {
-		r := nfsResult{Pattern: p.Name, MiBps: map[string]float64{}, IOPS: map[string]float64{}}
+		r := patternResult{Pattern: p.Name}
 		samples := map[string][][2]float64{}
 		for range runs {
 			for _, t := range targets { // interleaved, so noise hits every target alike

@@ -18,17 +18,10 @@ import (
 // protections are the SMB protection levels measured, each against "off".
 var protections = []string{"off", "sign", "encrypt"}
 
-// smbResult is one pattern's medians per protection level.
-type smbResult struct {
-	Pattern string             `json:"pattern"`
-	MiBps   map[string]float64 `json:"mibps"`
-	IOPS    map[string]float64 `json:"iops"`
-}
-
 // runSMB measures basin bench --engine smb against a bare Samba sharing a Basin
 // volume's directory on loopback, with no protection, signing and encryption,
 // interleaved.
-func runSMB(ctx context.Context, c *client.Client, dataDir string, runs int, secs float64) []smbResult {
+func runSMB(ctx context.Context, c *client.Client, dataDir string, runs int, secs float64) []patternResult {
 	open := map[string]any{"rules": []any{map[string]any{"allowedClients": "10.99.251.1", "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
 	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=smbbench", map[string]any{"shareName": "smbbench", "storagePool": "pool",
 		"capacityGib": 8, "protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": open}))
@@ -40,9 +33,9 @@ func runSMB(ctx context.Context, c *client.Client, dataDir string, runs int, sec
 		fatalf("%v", err)
 	}
 	atExit(srv.Stop)
-	var out []smbResult
+	var out []patternResult
 	for _, p := range patterns {
-		r := smbResult{Pattern: p.Name, MiBps: map[string]float64{}, IOPS: map[string]float64{}}
+		r := patternResult{Pattern: p.Name}
 		samples := map[string][][2]float64{}
 		for range runs {
 			for _, prot := range protections {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -452,33 +451,14 @@ func TestBenchNFS(t *testing.T) {
 		defer cancel()
 		cmd := h.Command(ctx, basinBin, append([]string{"bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/bench1", ep),
 			"--output-format", "json"}, args...)...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("basin bench %v: %v\n%s", args, err, stderr.String())
+		res, stderr, err := runBenchJSON(t, cmd)
+		if err != nil {
+			t.Fatalf("basin bench %v: %v\n%s", args, err, stderr)
 		}
-		var res map[string]any
-		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-			t.Fatalf("bench output is not JSON: %v\n%s", err, stdout.String())
-		}
-		return res, stderr.String()
+		return res, stderr
 	}
-	ioBytes := func(res map[string]any, dir string) (total int64) {
-		for _, j := range res["jobs"].([]any) {
-			total += int64(j.(map[string]any)[dir].(map[string]any)["io_bytes"].(float64))
-		}
-		return total
-	}
-	inFlight := func(stderr string) int {
-		var n int
-		for _, line := range strings.Split(stderr, "\n") {
-			if _, err := fmt.Sscanf(line, "nfs: at most %d calls in flight", &n); err == nil {
-				return n
-			}
-		}
-		t.Fatalf("no in-flight report in stderr:\n%s", stderr)
-		return 0
-	}
+	ioBytes := benchIOBytes
+	inFlight := func(stderr string) int { return benchInFlight(t, stderr, "nfs: at most %d calls in flight") }
 
 	// What Ganesha itself counted for the volume's export.
 	stats := func() (read, write nfs.IOStats) {

@@ -38,6 +38,43 @@ func bareSamba(t *testing.T, port int, password string) (shareDir string) {
 	return shareDir
 }
 
+// runBenchJSON runs a `basin bench … --output-format json` command and returns the
+// JSON it printed and its stderr; a run that succeeds without JSON fails the test.
+func runBenchJSON(t *testing.T, cmd *exec.Cmd) (map[string]any, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, stderr.String(), err
+	}
+	var res map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("bench output is not JSON: %v\n%s", err, stdout.String())
+	}
+	return res, stderr.String(), nil
+}
+
+// benchIOBytes sums io_bytes of one direction ("read" or "write") over the jobs.
+func benchIOBytes(res map[string]any, dir string) (total int64) {
+	for _, j := range res["jobs"].([]any) {
+		total += int64(j.(map[string]any)[dir].(map[string]any)["io_bytes"].(float64))
+	}
+	return total
+}
+
+// benchInFlight reads the engine's in-flight report (format has one %d) from stderr.
+func benchInFlight(t *testing.T, stderr, format string) int {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		var n int
+		if _, err := fmt.Sscanf(line, format, &n); err == nil {
+			return n
+		}
+	}
+	t.Fatalf("no in-flight report in stderr:\n%s", stderr)
+	return 0
+}
+
 // TestBenchSMB: `basin bench --engine smb` against a real Samba share. The bytes it
 // reports are the bytes in the share's files, iodepth requests were on the wire at
 // once, sessions sign or encrypt when asked, and an unencrypted session is refused
@@ -55,33 +92,10 @@ func TestBenchSMB(t *testing.T) {
 		cmd := exec.CommandContext(ctx, basinBin, append([]string{"bench", "--engine", "smb", "--url", fmt.Sprintf("smb://127.0.0.1:%d/%s", port, share),
 			"--user", "root", "--output-format", "json"}, args...)...)
 		cmd.Env = append(os.Environ(), "BASIN_SMB_PASSWORD="+password)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			return nil, stderr.String(), err
-		}
-		var res map[string]any
-		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-			t.Fatalf("bench output is not JSON: %v\n%s", err, stdout.String())
-		}
-		return res, stderr.String(), nil
+		return runBenchJSON(t, cmd)
 	}
-	ioBytes := func(res map[string]any, dir string) (total int64) {
-		for _, j := range res["jobs"].([]any) {
-			total += int64(j.(map[string]any)[dir].(map[string]any)["io_bytes"].(float64))
-		}
-		return total
-	}
-	inFlight := func(stderr string) int {
-		for _, line := range strings.Split(stderr, "\n") {
-			var n int
-			if _, err := fmt.Sscanf(line, "smb: at most %d requests in flight", &n); err == nil {
-				return n
-			}
-		}
-		t.Fatalf("no in-flight report in stderr:\n%s", stderr)
-		return 0
-	}
+	ioBytes := benchIOBytes
+	inFlight := func(stderr string) int { return benchInFlight(t, stderr, "smb: at most %d requests in flight") }
 
 	// Sequential writes bounded by size over 2 channels, signed.
 	res, stderr, err := run("bench", "--name", "w", "--rw", "write", "--bs", "64k", "--iodepth", "8", "--numjobs", "2",

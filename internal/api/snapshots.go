@@ -121,11 +121,6 @@ func (s *Server) createSnapshot(rq *request, p parent, vol string) {
 		if len(snaps) >= s.opts.Limits.MaxSnapshotsPerVol {
 			return model.Errorf(model.ErrFailedPrecondition, "volume %s already has %d snapshots, the most a volume may have", v.ID, len(snaps))
 		}
-		id, err := tx.NextSeq("exportId")
-		if err != nil {
-			return err
-		}
-		sn.ExportID = uint64(id)
 		return tx.Insert(store.KindSnapshot, sn.Name(), vol, sn)
 	})
 }

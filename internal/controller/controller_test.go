@@ -555,7 +555,10 @@ func TestShrinkBelowUsedFailsCleanly(t *testing.T) {
 		t.Fatalf("shrink below used: %+v", op.Error)
 	}
 	var cur *model.Volume
-	h.st.View(ctx, func(tx store.Tx) (err error) { cur, err = store.Get[model.Volume](tx, store.KindVolume, v.Name()); return err })
+	h.st.View(ctx, func(tx store.Tx) (err error) {
+		cur, err = store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		return err
+	})
 	if cur.State != model.StateReady || cur.CapacityGib != 4 {
 		t.Fatalf("after a refused shrink the volume is %s with %d GiB; want READY with 4", cur.State, cur.CapacityGib)
 	}

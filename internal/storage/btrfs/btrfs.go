@@ -281,7 +281,7 @@ func (b *Backend) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (b *Backend) imagesDir() string          { return filepath.Join(b.base, "images") }
+func (b *Backend) imagesDir() string           { return filepath.Join(b.base, "images") }
 func (b *Backend) imagePath(key string) string { return filepath.Join(b.imagesDir(), key+".img") }
 func (b *Backend) newImage(key string) string  { return b.imagePath(key) + ".new" }
 func (b *Backend) fsPath(key string) string    { return filepath.Join(b.fsDir, key) }

@@ -27,7 +27,7 @@ type Backend struct {
 	live     map[string]*volume
 	retired  map[string]bool // key.tag
 	snaps    map[string]map[string]bool
-	snapMnt  map[string]bool // key@snap
+	snapMnt  map[string]bool  // key@snap
 	sizes    map[string]int64 // a volume filesystem's size, live data or not
 	failures map[string]error
 	gates    map[string]chan struct{}

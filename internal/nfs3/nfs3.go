@@ -46,6 +46,9 @@ type Options struct {
 	// NFSPort and MountPort, when both are set, are used as they are and the
 	// portmapper is not asked.
 	NFSPort, MountPort int
+	// LocalIP, if set, is the source address of every connection (a test
+	// client can pose as one of several hosts on a loopback network).
+	LocalIP string
 }
 
 func (o Options) withDefaults() Options {
@@ -66,7 +69,7 @@ func ports(ctx context.Context, host string, o Options) (mountPort, nfsPort int,
 	if o.NFSPort != 0 && o.MountPort != 0 {
 		return o.MountPort, o.NFSPort, nil
 	}
-	pm, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(o.PortmapPort)), Auth{Machine: o.Auth.Machine})
+	pm, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(o.PortmapPort)), Auth{Machine: o.Auth.Machine}, o.LocalIP)
 	if err != nil {
 		return 0, 0, fmt.Errorf("portmapper: %w", err)
 	}
@@ -95,7 +98,7 @@ func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth)
+	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth, o.LocalIP)
 	if err != nil {
 		return nil, fmt.Errorf("mount: %w", err)
 	}
@@ -116,7 +119,7 @@ func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 	}
 	c := &Client{}
 	for range o.Conns {
-		cn, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(nfsPort)), o.Auth)
+		cn, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(nfsPort)), o.Auth, o.LocalIP)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("nfs: %w", err)

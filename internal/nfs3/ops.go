@@ -456,7 +456,7 @@ func Exports(ctx context.Context, host string, o Options) ([]Export, error) {
 	if err != nil {
 		return nil, err
 	}
-	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth)
+	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth, o.LocalIP)
 	if err != nil {
 		return nil, fmt.Errorf("mount: %w", err)
 	}

@@ -56,8 +56,11 @@ type reply struct {
 	err  error
 }
 
-func dial(ctx context.Context, addr string, a Auth) (*conn, error) {
+func dial(ctx context.Context, addr string, a Auth, localIP string) (*conn, error) {
 	var d net.Dialer
+	if localIP != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(localIP)}
+	}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

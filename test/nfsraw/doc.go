@@ -17,7 +17,7 @@
 //
 //	offset size  field
 //	0      1     fhversion     0x43 (GANESHA_FH_VERSION)
-//	1      1     fhflags1      0x40 (FH_FSAL_BIG_ENDIAN, set on every host)
+//	1      1     fhflags1      0x00 here (0x40, FH_FSAL_BIG_ENDIAN, on big-endian hosts)
 //	2      2     export id     big-endian (htons), the export's Export_Id
 //	4      1     fs_len        length of the VFS handle that follows
 //	5      fs_len VFS handle:
@@ -42,10 +42,12 @@
 // and a 20-byte struct btrfs_fid, little-endian: objectid u64 (the inode
 // number), root_objectid u64 (the subvolume id: 5 is the top level, the first
 // subvolume made is 256), generation u32. Types 0x4e and 0x4f add the parent's
-// objectid u64 and generation u32 (and its root objectid u64). A typical v3
-// handle of a file in a btrfs subvolume is therefore
+// objectid u64 and generation u32 (and its root objectid u64). The v3 handle
+// Ganesha 4.3 gave for a file (inode 257, generation 7) in subvolume 256,
+// export 1:
 //
-//	43 40 00 01 1e | 44 <8 fsid bytes> 4d <objectid:8> <root:8> <gen:4> | 00 00
+//	43 00 0001 1e | 44 8623cc12 d3dea48b | 4d | 0101000000000000 0001000000000000 07000000 | 00
 //
-// (flags 0x44 = one-byte type | fsid type 4; 30 VFS bytes; 2 pad bytes).
+// (flags 0x44 = one-byte type | fsid type 4; 30 VFS bytes; one pad byte to 36;
+// the v4 handle is the same 35 bytes without the pad).
 package nfsraw

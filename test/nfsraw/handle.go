@@ -40,7 +40,7 @@ type Handle struct {
 	V3 bool
 	// The Ganesha wrapper.
 	FHVersion byte   // GaneshaFHVersion
-	FHFlags   byte   // 0x40 (FH_FSAL_BIG_ENDIAN) on x86
+	FHFlags   byte   // 0 on little-endian hosts
 	ExportID  uint16 // the export's Export_Id, big-endian on the wire
 	// The VFS handle.
 	Flags      byte   // fsid type | handle-type width | dummy bit

@@ -62,6 +62,7 @@ type proc struct {
 	argv []string
 	env  []string
 	caps string // capability bounding set, setpriv syntax
+	wrap []string // runs before setpriv (with all capabilities): it must exec "$@"
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 }
@@ -115,6 +116,10 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 			return nil, err
 		}
 	}
+	// The sandbox's /etc: readable by rpcbind once it runs as _rpc.
+	if err := os.Chmod(filepath.Join(dir, "etc"), 0o755); err != nil {
+		return nil, err
+	}
 	os.Remove(sb.busSocket())
 	files := map[string]string{
 		"bus.conf":     fmt.Sprintf(busConf, sb.busSocket()),
@@ -152,13 +157,18 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 		return nil, err
 	}
 	logs := filepath.Join(dir, "logs")
-	sb.add("dbus", []string{"dbus-daemon", "--config-file=" + filepath.Join(dir, "bus.conf"), "--nofork", "--nopidfile"}, nil, dbusCaps)
-	sb.add("rpcbind", []string{"rpcbind", "-f", "-w"}, nil, rpcbindCaps)
-	if err := waitFor(ctx, 10*time.Second, func() bool { _, err := os.Stat(sb.busSocket()); return err == nil }); err != nil {
-		return nil, fmt.Errorf("sandbox %s: private dbus did not start", n.Name)
+	sb.add(&proc{name: "dbus", argv: []string{"dbus-daemon", "--config-file=" + filepath.Join(dir, "bus.conf"), "--nofork", "--nopidfile"}, caps: dbusCaps})
+	sb.add(&proc{name: "rpcbind", argv: []string{"rpcbind", "-f", "-w"}, caps: rpcbindCaps, wrap: rpcbindArgv})
+	// Ganesha registers with both as it starts: wait for their sockets (rpcbind's is
+	// in the sandbox's own /run, seen through the holder's root).
+	rpcbindSock := filepath.Join("/proc", strconv.Itoa(sb.holder.Process.Pid), "root", "run", "rpcbind.sock")
+	for what, sock := range map[string]string{"private dbus": sb.busSocket(), "rpcbind": rpcbindSock} {
+		if err := waitFor(ctx, 10*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %s did not start", n.Name, what)
+		}
 	}
-	sb.add("ganesha", []string{m.opts.Ganesha.Binary(), "-F", "-f", filepath.Join(dir, "ganesha.conf"), "-L", filepath.Join(logs, "ganesha.log"),
-		"-p", filepath.Join(dir, "ganesha.pid"), "-N", "NIV_EVENT"}, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + sb.bus.Address}, ganeshaCaps)
+	sb.add(&proc{name: "ganesha", argv: []string{m.opts.Ganesha.Binary(), "-F", "-f", filepath.Join(dir, "ganesha.conf"), "-L", filepath.Join(logs, "ganesha.log"),
+		"-p", filepath.Join(dir, "ganesha.pid"), "-N", "NIV_EVENT"}, env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + sb.bus.Address}, caps: ganeshaCaps})
 	if err := sb.waitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -166,19 +176,53 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	return sb, nil
 }
 
-// writeEtc writes the sandbox's /etc: only what its daemons read. netconfig names
-// TCP and local transports alone, so rpcbind (like Ganesha) answers on no UDP port.
+// Transports in netconfig. Ganesha refuses to start without a udp entry, although
+// it listens on TCP only (Enable_UDP = false); rpcbind listens on every entry, so it
+// sees a netconfig of its own with TCP and local transports alone.
+const (
+	netconfigTCP = "tcp        tpi_cots_ord  v     inet     tcp     -       -\n" +
+		"tcp6       tpi_cots_ord  v     inet6    tcp     -       -\n" +
+		"local      tpi_cots_ord  -     loopback  -      -       -\n"
+	netconfigUDP = "udp        tpi_clts      v     inet     udp     -       -\n" +
+		"udp6       tpi_clts      v     inet6    udp     -       -\n"
+)
+
+// rpcbindArgv runs rpcbind in a mount namespace of its own in which /etc/netconfig
+// is the TCP-only one, so it answers on no UDP port.
+var rpcbindArgv = []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+	`mount --bind /etc/netconfig.tcp /etc/netconfig && exec "$@"`, "rpcbind-netconfig"}
+
+// rpcUser returns the uid and gid rpcbind switches to (Debian's builds use the user
+// _rpc), from the host's passwd; nobody's if there is none.
+func rpcUser() (uid, gid string) {
+	data, _ := os.ReadFile("/etc/passwd")
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 4 && f[0] == "_rpc" {
+			if _, err := strconv.ParseUint(f[2], 10, 32); err == nil {
+				if _, err := strconv.ParseUint(f[3], 10, 32); err == nil {
+					return f[2], f[3]
+				}
+			}
+		}
+	}
+	return "65534", "65534"
+}
+
+// writeEtc writes the sandbox's /etc: only what its daemons read.
 func writeEtc(dir string) error {
 	id := make([]byte, 16)
 	rand.Read(id)
+	rpcUID, rpcGID := rpcUser()
 	files := map[string]string{
-		"passwd":        "root:x:0:0:root:/:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"passwd": "root:x:0:0:root:/:/usr/sbin/nologin\n" +
+			"_rpc:x:" + rpcUID + ":" + rpcGID + "::/run/rpcbind:/usr/sbin/nologin\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\nnogroup:x:65534:\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nservices: files\nrpc: files\nnetgroup: files\n",
 		"hosts":         "127.0.0.1 localhost\n::1 localhost\n",
-		"netconfig": "tcp        tpi_cots_ord  v     inet     tcp     -       -\n" +
-			"tcp6       tpi_cots_ord  v     inet6    tcp     -       -\n" +
-			"local      tpi_cots_ord  -     loopback  -      -       -\n",
+		"netconfig":     netconfigTCP + netconfigUDP,
+		"netconfig.tcp": netconfigTCP,
 		"machine-id": hex.EncodeToString(id) + "\n",
 	}
 	for name, content := range files {
@@ -224,7 +268,7 @@ func (sb *sandbox) exportFile(id uint64) string {
 // pivot_roots into it and detaches the old root: a path that escaped an export
 // would find nothing of the host.
 const holderScript = `set -eu
-data="$1"; box="$2"; root="$box/root"
+data="$1"; box="$2"; rpcuid="$3"; root="$box/root"
 mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$root"
 cd "$root"
 mkdir -p usr etc proc dev run tmp var oldroot
@@ -240,6 +284,7 @@ mount -t tmpfs -o mode=0755,nosuid,noexec tmpfs dev
 for n in null zero random urandom; do touch "dev/$n"; mount --bind "/dev/$n" "dev/$n"; done
 mount -t tmpfs -o mode=0755,nosuid,nodev,noexec tmpfs run
 mkdir -p run/ganesha run/rpcbind run/dbus
+chown "$rpcuid" run/rpcbind
 ln -s ../run var/run
 mount -t tmpfs -o mode=1777,nosuid,nodev,noexec tmpfs tmp
 # Made last, inside whatever covers them (a data directory may lie under /tmp).
@@ -258,8 +303,9 @@ exec sleep infinity`
 // new mounts (slave propagation), builds the sandbox's root and sleeps. Every daemon
 // then enters its namespaces.
 func (sb *sandbox) startHolder() error {
+	rpcUID, _ := rpcUser()
 	cmd := exec.Command("ip", "netns", "exec", sb.ns, "unshare", "--mount", "--propagation", "slave", "--",
-		"sh", "-c", holderScript, "holder", sb.dataDir, sb.dir)
+		"sh", "-c", holderScript, "holder", sb.dataDir, sb.dir, rpcUID)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -291,11 +337,10 @@ func (sb *sandbox) alive() bool {
 }
 
 // add starts a supervised daemon inside the sandbox, keeping only the capabilities
-// caps.
-func (sb *sandbox) add(name string, argv, env []string, caps string) {
-	p := &proc{name: name, argv: argv, env: env, caps: caps}
+// p.caps.
+func (sb *sandbox) add(p *proc) {
 	sb.mu.Lock()
-	sb.procs[name] = p
+	sb.procs[p.name] = p
 	sb.mu.Unlock()
 	sb.wg.Add(1)
 	go sb.supervise(p)
@@ -309,8 +354,9 @@ func (sb *sandbox) supervise(p *proc) {
 	defer sb.wg.Done()
 	backoff := 100 * time.Millisecond
 	for starts := 0; ; starts++ {
-		args := append([]string{"-t", strconv.Itoa(sb.holder.Process.Pid), "-m", "-n", "--",
-			"setpriv", "--bounding-set", p.caps, "--inh-caps", "-all", "--no-new-privs", "--"}, p.argv...)
+		args := append([]string{"-t", strconv.Itoa(sb.holder.Process.Pid), "-m", "-n", "--"}, p.wrap...)
+		args = append(args, "setpriv", "--bounding-set", p.caps, "--inh-caps", "-all", "--no-new-privs", "--")
+		args = append(args, p.argv...)
 		cmd := exec.Command("nsenter", args...)
 		cmd.Env = append(os.Environ(), p.env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

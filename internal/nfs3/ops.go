@@ -26,6 +26,7 @@ const (
 	procLink        = 15
 	procReadDir     = 16
 	procReadDirPlus = 17
+	procFSStat      = 18
 )
 
 // Named nfsstat3 values, for comparing with errors.Is.
@@ -203,6 +204,27 @@ func (c *Client) GetAttr(ctx context.Context, fh []byte) (Attr, error) {
 	}
 	a := d.fattr()
 	return a, d.err
+}
+
+// FSStat is a filesystem's size and free space as the server reports them (what a
+// client's df shows).
+type FSStat struct {
+	TotalBytes, FreeBytes, AvailBytes uint64
+	TotalFiles, FreeFiles, AvailFiles uint64
+}
+
+// FSStat asks for the size and free space of the filesystem holding fh.
+func (c *Client) FSStat(ctx context.Context, fh []byte) (FSStat, error) {
+	var e enc
+	e.opaque(fh)
+	d, err := c.call(ctx, procFSStat, e.b)
+	if err != nil {
+		return FSStat{}, err
+	}
+	d.postOpAttr()
+	st := FSStat{TotalBytes: d.u64(), FreeBytes: d.u64(), AvailBytes: d.u64(), TotalFiles: d.u64(), FreeFiles: d.u64(), AvailFiles: d.u64()}
+	d.u32() // invarsec
+	return st, d.err
 }
 
 // SetAttr sets fh's attributes (no guard).

@@ -21,11 +21,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 //go:embed csrc/*.c
@@ -104,6 +107,30 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) (string, er
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.ns, name}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// Within runs fn on an OS thread that has entered the host's network namespace:
+// sockets fn opens (an NFS client's connections) belong to the host and keep
+// working after fn returns, whatever thread uses them then.
+func (h *Host) Within(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: it ends with this goroutine instead of going
+		// back to the pool in the wrong namespace.
+		runtime.LockOSThread()
+		f, err := os.Open(filepath.Join("/run/netns", h.ns))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("enter %s: %w", h.ns, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
 }
 
 // Command returns a command that runs inside the host.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/test/clienthost"
 )
 
@@ -213,23 +214,39 @@ func TestDataAndCapacity(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes (err %v), not the %d written", len(got), err, len(data))
 	}
+	// The volume is a filesystem of its own: clients see its capacity as the size.
+	var st nfs3.FSStat
+	if err := h.Within(func() error {
+		cl, err := nfs3.Mount(context.Background(), ep.String(), "/vol1", nfs3.Options{})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		st, err = cl.FSStat(context.Background(), cl.Root)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st.TotalBytes != 1<<30 || st.AvailBytes > 1<<30 || st.AvailBytes < 900<<20 {
+		t.Fatalf("FSSTAT: %d bytes in all, %d available; want the volume's 1 GiB", st.TotalBytes, st.AvailBytes)
+	}
 	// 1.1 GiB into a 1 GiB volume.
 	big := filepath.Join(t.TempDir(), "big")
 	f, _ := os.Create(big)
 	f.Truncate(1100 << 20)
 	f.Close()
 	err = nfs.WriteFile(ep, "/vol1/big", big)
-	if err == nil || !strings.Contains(err.Error(), "NFS3ERR_DQUOT") {
-		t.Fatalf("write past capacity: %v, want NFS3ERR_DQUOT", err)
+	if err == nil || !strings.Contains(err.Error(), "NFS3ERR_NOSPC") {
+		t.Fatalf("write past capacity: %v, want NFS3ERR_NOSPC", err)
 	}
 	if got, err := nfs.Read(ep, "/vol1/random.bin"); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("earlier data damaged by the failed write: %v", err)
 	}
-	// The volume is now at its quota: an NFSv4 client gets NFS4ERR_DQUOT too (a small
-	// write: libnfs 4.0 cannot send v4 writes over ~3.9 KB).
+	// The volume is now full: an NFSv4 client gets NFS4ERR_NOSPC too (a small write:
+	// libnfs 4.0 cannot send v4 writes over ~3.9 KB).
 	err = h.NFS(4, 0, 0).Write(ep, "/vol1/small-v4", make([]byte, 3000))
-	if err == nil || !strings.Contains(err.Error(), "NFS4ERR_DQUOT") {
-		t.Fatalf("NFSv4 write at quota: %v, want NFS4ERR_DQUOT", err)
+	if err == nil || !strings.Contains(err.Error(), "NFS4ERR_NOSPC") {
+		t.Fatalf("NFSv4 write at capacity: %v, want NFS4ERR_NOSPC", err)
 	}
 	s.stop(syscall.SIGTERM)
 }

@@ -236,14 +236,20 @@ func (s *Server) deleteAD(rq *request, p parent, id string) {
 		if a.State.Busy() {
 			return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is %s", id, a.State)
 		}
-		pools, err := store.List[model.Pool](tx, store.KindPool, p.name())
+		// Every pool, not only this location's: pools made before references were
+		// confined to their own project and location may name it too.
+		pools, err := store.List[model.Pool](tx, store.KindPool, "")
 		if err != nil {
 			return err
 		}
 		for _, pl := range pools {
-			if pl.ActiveDirectory == name {
-				return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is in use by storage pool %s", id, pl.ID)
+			if pl.ActiveDirectory != name {
+				continue
 			}
+			if pl.Project != p.project {
+				return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is in use by a storage pool of another project", id)
+			}
+			return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is in use by storage pool %s; remove it from the pool first", id, pl.Name())
 		}
 		a.State = model.StateDeleting
 		return store.PutAD(tx, a)

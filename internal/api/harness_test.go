@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,4 +194,38 @@ func setUsed(tx store.Tx, id string, bytes int64) error {
 	}
 	v.UsedBytes = bytes
 	return store.PutVolume(tx, v)
+}
+
+// fakeCapacity is an in-memory Capacity: a store of a given size and free space, and
+// per-volume usage (keyed by model.Volume.Key), as the storage backend would report.
+type fakeCapacity struct {
+	mu         sync.Mutex
+	size, free int64
+	used       map[string]int64
+	err        error
+	calls      int
+}
+
+func newFakeCapacity(sizeGib, freeGib int64) *fakeCapacity {
+	return &fakeCapacity{size: sizeGib << 30, free: freeGib << 30, used: map[string]int64{}}
+}
+
+func (f *fakeCapacity) StoreSpace(context.Context) (int64, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.size, f.free, f.err
+}
+
+func (f *fakeCapacity) VolumeUsedBytes(_ context.Context, key string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.used[key], f.err
+}
+
+func (f *fakeCapacity) set(fn func(*fakeCapacity)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
 }

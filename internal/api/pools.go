@@ -249,6 +249,9 @@ func (s *Server) createPool(rq *request, p parent) {
 		if err := s.validatePoolSpec(tx, p, pl, nil); err != nil {
 			return err
 		}
+		if err := s.checkPoolCommit(rq.ctx, tx, pl, 0); err != nil {
+			return err
+		}
 		return tx.Insert(store.KindPool, pl.Name(), p.name(), pl)
 	})
 }
@@ -300,6 +303,9 @@ func (s *Server) updatePool(rq *request, p parent, id string) {
 			}
 		}
 		if err := s.checkPoolFits(tx, pl); err != nil {
+			return err
+		}
+		if err := s.checkPoolCommit(rq.ctx, tx, pl, prev.CapacityGib); err != nil {
 			return err
 		}
 		pl.State = model.StateUpdating

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -74,6 +75,16 @@ type Options struct {
 	// AuditLog receives one JSON line per mutating or refused call; nil = none
 	// (entries are still kept in the store).
 	AuditLog io.Writer
+	// Capacity reads the node store's space and volumes' usage; nil = no capacity
+	// guard (pools are not checked against the store, no reserve is kept, shrinks
+	// are checked against the last observed usage).
+	Capacity Capacity
+	// OvercommitRatio: Σ capacity of all pools on the node may reach this many times
+	// the store's size; 0 = 1.0.
+	OvercommitRatio float64
+	// StoreReserveBytes: volume creates and growths, clones and snapshots are
+	// refused while the store has less than this free; 0 = 1 GiB, negative = none.
+	StoreReserveBytes int64
 }
 
 // Server is the HTTP handler.
@@ -109,6 +120,12 @@ func New(opts Options) *Server {
 	}
 	if opts.RateLimit == 0 {
 		opts.RateLimit = 1200
+	}
+	if opts.OvercommitRatio <= 0 || math.IsNaN(opts.OvercommitRatio) {
+		opts.OvercommitRatio = 1
+	}
+	if opts.StoreReserveBytes == 0 {
+		opts.StoreReserveBytes = 1 << 30
 	}
 	return &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
 		limits: &limiter{perMinute: opts.RateLimit, buckets: map[string]*rate.Limiter{}}}

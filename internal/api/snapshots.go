@@ -121,6 +121,9 @@ func (s *Server) createSnapshot(rq *request, p parent, vol string) {
 		if len(snaps) >= s.opts.Limits.MaxSnapshotsPerVol {
 			return model.Errorf(model.ErrFailedPrecondition, "volume %s already has %d snapshots, the most a volume may have", v.ID, len(snaps))
 		}
+		if err := s.checkStoreReserve(rq.ctx); err != nil {
+			return err
+		}
 		id, err := tx.NextSeq("exportId")
 		if err != nil {
 			return err

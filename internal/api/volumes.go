@@ -523,6 +523,9 @@ func (s *Server) createVolume(rq *request, p parent) {
 		if err := s.allocateEndpoint(tx, v); err != nil {
 			return err
 		}
+		if err := s.checkStoreReserve(rq.ctx); err != nil {
+			return err
+		}
 		return tx.Insert(store.KindVolume, v.Name(), p.name(), v)
 	})
 }
@@ -599,14 +602,22 @@ func (s *Server) updateVolume(rq *request, p parent, id string) {
 			return err
 		}
 		op.Prev, _ = json.Marshal(v)
+		prevGib := v.CapacityGib
 		if err := volumeFromWire(&w, v, paths); err != nil {
 			return err
 		}
 		if err := s.validateVolume(tx, p, v, false); err != nil {
 			return err
 		}
-		if v.CapacityGib<<30 < v.UsedBytes {
-			return model.Errorf(model.ErrFailedPrecondition, "capacityGib: the volume and its snapshots use %d GiB; it cannot shrink to %d GiB", ceilGiB(v.UsedBytes), v.CapacityGib)
+		switch {
+		case v.CapacityGib < prevGib:
+			if err := s.checkShrink(rq.ctx, v); err != nil {
+				return err
+			}
+		case v.CapacityGib > prevGib:
+			if err := s.checkStoreReserve(rq.ctx); err != nil {
+				return err
+			}
 		}
 		v.State = model.StateUpdating
 		return store.PutVolume(tx, v)

@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -41,6 +42,12 @@ type Config struct {
 	// SyncWait is how long a mutating call waits for its operation to finish before
 	// answering with it still running; 0 = always answer at once.
 	SyncWait time.Duration
+	// OvercommitRatio: the capacity of all pools on this node together may reach this
+	// many times the store's size (default 1.0: no overcommit). Must be > 0.
+	OvercommitRatio float64
+	// StoreReserveGib: volume creates and growths, clones and snapshots are refused
+	// while the store has less than this many GiB free (default 1; 0 = no reserve).
+	StoreReserveGib int64
 	// FaultStepDelay pauses the controller before every storage step; for crash
 	// tests only (env BASIN_FAULT_STEP_DELAY).
 	FaultStepDelay time.Duration
@@ -58,6 +65,9 @@ func Default() Config {
 		LogLevel:  "info",
 		SyncWait:  2 * time.Second,
 		RateLimit: 1200,
+
+		OvercommitRatio: 1.0,
+		StoreReserveGib: 1,
 	}
 }
 
@@ -108,6 +118,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MinVolumeGib <= 0 || c.Limits.MaxVolumeGib < c.Limits.MinVolumeGib {
 		return fmt.Errorf("volume capacity bounds %d–%d GiB are invalid", c.Limits.MinVolumeGib, c.Limits.MaxVolumeGib)
+	}
+	if !(c.OvercommitRatio > 0) || math.IsInf(c.OvercommitRatio, 1) {
+		return fmt.Errorf("--overcommit-ratio must be a number above 0, got %g", c.OvercommitRatio)
+	}
+	if c.StoreReserveGib < 0 {
+		return fmt.Errorf("--store-reserve-gib must be 0 or more, got %d", c.StoreReserveGib)
 	}
 	if c.Limits.MinPoolGib <= 0 {
 		return fmt.Errorf("minimum pool capacity %d GiB is invalid", c.Limits.MinPoolGib)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,10 @@ func TestValidate(t *testing.T) {
 		{"tiny store", func(c *Config) { c.StoreSize = 1 << 20 }, "--store-size"},
 		{"relative store", func(c *Config) { c.Store = "mnt" }, "--store"},
 		{"volume bounds", func(c *Config) { c.Limits.MaxVolumeGib = 0 }, "volume capacity"},
+		{"zero overcommit", func(c *Config) { c.OvercommitRatio = 0 }, "--overcommit-ratio"},
+		{"negative overcommit", func(c *Config) { c.OvercommitRatio = -1 }, "--overcommit-ratio"},
+		{"NaN overcommit", func(c *Config) { c.OvercommitRatio = math.NaN() }, "--overcommit-ratio"},
+		{"negative reserve", func(c *Config) { c.StoreReserveGib = -1 }, "--store-reserve-gib"},
 	}
 	for _, tc := range cases {
 		c := Default()

@@ -100,6 +100,7 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "requests per minute per principal (0: unlimited); over it, 429 with Retry-After")
 	fs.Float64Var(&cfg.OvercommitRatio, "overcommit-ratio", cfg.OvercommitRatio, "the capacity of all pools together may reach this many times the store's size")
 	fs.Int64Var(&cfg.StoreReserveGib, "store-reserve-gib", cfg.StoreReserveGib, "refuse volume creates and growths, clones and snapshots while the store has less than this many GiB free (0: no reserve)")
+	fs.IntVar(&cfg.FailedAuthLimit, "failed-auth-limit", cfg.FailedAuthLimit, "requests with missing or invalid credentials per minute per client address (0: unlimited); over it, 429 with Retry-After")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.Int64Var(&cfg.Limits.MinVolumeGib, "min-volume-gib", cfg.Limits.MinVolumeGib, "smallest volume capacity in GiB")
 	fs.Int64Var(&cfg.Limits.MaxVolumeGib, "max-volume-gib", cfg.Limits.MaxVolumeGib, "largest volume capacity in GiB")

@@ -28,6 +28,7 @@ type env struct {
 	be    *fake.Backend
 	dp    *dpfake.DataPlane
 	ctrl  *controller.Controller
+	api   *Server
 	auth  Authenticator
 	token string
 }
@@ -51,10 +52,11 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	for _, f := range opts {
 		f(&o)
 	}
-	srv := httptest.NewServer(New(o))
-	t.Cleanup(srv.Close)
+	h := New(o)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
 	<-ctrl.Ready()
-	return &env{t: t, srv: srv, st: st, be: be, dp: dp, ctrl: ctrl, auth: o.Auth}
+	return &env{t: t, srv: srv, st: st, be: be, dp: dp, ctrl: ctrl, api: h, auth: o.Auth}
 }
 
 const loc = "/v1/projects/p1/locations/us-east4"

@@ -28,8 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
@@ -72,6 +70,15 @@ type Options struct {
 	// RateLimit is how many requests a principal (or, unauthenticated, an address)
 	// may make per minute; 0 = 1200, negative = unlimited.
 	RateLimit int
+	// FailedAuthLimit is how many requests with missing or invalid credentials an
+	// address may make per minute before they are answered 429 (checked after
+	// authentication, so valid tokens from that address still work); 0 = 60,
+	// negative = unlimited.
+	FailedAuthLimit int
+	// RefusalAuditInterval: unauthenticated and rate-limited calls are audited (and
+	// logged) in aggregate, at most one entry per client address or principal per
+	// interval, carrying the count; 0 = 1 minute.
+	RefusalAuditInterval time.Duration
 	// AuditLog receives one JSON line per mutating or refused call; nil = none
 	// (entries are still kept in the store).
 	AuditLog io.Writer
@@ -89,12 +96,15 @@ type Options struct {
 
 // Server is the HTTP handler.
 type Server struct {
-	opts    Options
-	st      store.Store
-	log     *slog.Logger
-	now     func() time.Time
-	limits  *limiter
-	auditMu sync.Mutex
+	opts   Options
+	st     store.Store
+	log    *slog.Logger
+	now    func() time.Time
+	limits *limiter
+	// authFailures limits requests with invalid credentials, per address.
+	authFailures *limiter
+	refusals     *refusals
+	auditMu      sync.Mutex
 }
 
 // New returns a Server.
@@ -127,8 +137,16 @@ func New(opts Options) *Server {
 	if opts.StoreReserveBytes == 0 {
 		opts.StoreReserveBytes = 1 << 30
 	}
-	return &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
-		limits: &limiter{perMinute: opts.RateLimit, buckets: map[string]*rate.Limiter{}}}
+	if opts.FailedAuthLimit == 0 {
+		opts.FailedAuthLimit = 60
+	}
+	if opts.RefusalAuditInterval <= 0 {
+		opts.RefusalAuditInterval = time.Minute
+	}
+	s := &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
+		limits: newLimiter(opts.RateLimit), authFailures: newLimiter(opts.FailedAuthLimit)}
+	s.refusals = &refusals{s: s, interval: opts.RefusalAuditInterval, keys: map[string]*refusalState{}}
+	return s
 }
 
 // request is one API call in flight.
@@ -141,6 +159,10 @@ type request struct {
 	id        string
 	status    int
 	err       error // the error answered, for the audit log
+	// aggregate marks a refused call (unauthenticated, rate-limited) that is audited
+	// and logged only in aggregate; reason is why, for the log.
+	aggregate bool
+	reason    string
 	// project, perm and resource say what the call is: its project, the permission
 	// it needs ("" = none) and the resource it acts on.
 	project, perm, resource string
@@ -163,8 +185,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			principal = rq.principal.Email
 		}
 		level := slog.LevelInfo
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			level = slog.LevelDebug // probes would drown everything else
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || rq.aggregate {
+			// Probes would drown everything else; refused calls are logged in
+			// aggregate (refusals).
+			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", rq.status,
 			"principal", principal, "request_id", rq.id, "remote", r.RemoteAddr, "duration", time.Since(start).Round(time.Microsecond))
@@ -206,9 +230,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Auth != nil {
 		p, err := s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 		if err != nil {
-			s.log.Info("authentication failed", "reason", err.Error(), "request_id", rq.id, "remote", r.RemoteAddr)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
-			s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."))
+			s.authFailed(rq, err)
 			return
 		}
 		rq.principal = p
@@ -439,4 +461,11 @@ func (s *Server) startOperation(rq *request, op *model.Operation, write func(tx 
 func parseTime(s string) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t, err == nil
+}
+
+// Close writes what is still pending (refused calls being aggregated). Call it after
+// the HTTP server has shut down.
+func (s *Server) Close() error {
+	s.refusals.close()
+	return nil
 }

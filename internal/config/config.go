@@ -39,6 +39,10 @@ type Config struct {
 	// RateLimit is how many requests a principal may make per minute (negative:
 	// unlimited).
 	RateLimit int
+	// FailedAuthLimit is how many requests with missing or invalid credentials a
+	// client address may make per minute before they are answered 429 (0:
+	// unlimited).
+	FailedAuthLimit int
 	// SyncWait is how long a mutating call waits for its operation to finish before
 	// answering with it still running; 0 = always answer at once.
 	SyncWait time.Duration
@@ -65,6 +69,8 @@ func Default() Config {
 		LogLevel:  "info",
 		SyncWait:  2 * time.Second,
 		RateLimit: 1200,
+
+		FailedAuthLimit: 60,
 
 		OvercommitRatio: 1.0,
 		StoreReserveGib: 1,

@@ -134,9 +134,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if reserve == 0 {
 		reserve = -1 // 0 on the command line: no reserve
 	}
+	failedAuthLimit := cfg.FailedAuthLimit
+	if failedAuthLimit == 0 {
+		failedAuthLimit = -1 // 0 on the command line: no limit
+	}
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: auditFile,
-		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve})
+		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -176,6 +180,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+	srv.Close() // writes the refused calls still being aggregated, before the store closes
 	stopCtrl()
 	if err := <-ctrlDone; err != nil {
 		log.Warn("controller", "err", err)

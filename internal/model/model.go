@@ -423,4 +423,10 @@ type AuditEntry struct {
 	Outcome   string    `json:"outcome"` // OK or the canonical error code
 	RequestID string    `json:"requestId"`
 	Client    string    `json:"clientAddress"`
+	// Count is how many calls the entry stands for: refused calls of one client
+	// (unauthenticated or rate-limited) are recorded in aggregate, one entry per
+	// interval, with the details of the first. 0 means 1.
+	Count int `json:"count,omitempty"`
+	// Throttled is how many of those calls were answered 429 by a rate limit.
+	Throttled int `json:"throttled,omitempty"`
 }

@@ -52,9 +52,31 @@ type Config struct {
 	// StoreReserveGib: volume creates and growths, clones and snapshots are refused
 	// while the store has less than this many GiB free (default 1; 0 = no reserve).
 	StoreReserveGib int64
+	// HTTP bounds the API's HTTP server.
+	HTTP HTTPLimits
 	// FaultStepDelay pauses the controller before every storage step; for crash
 	// tests only (env BASIN_FAULT_STEP_DELAY).
 	FaultStepDelay time.Duration
+}
+
+// HTTPLimits bound what one client can hold of the API's HTTP server.
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (default 30 s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end of its
+	// answer: reading the body, the handler (which may wait SyncWait for its
+	// operation) and writing. 0 = ReadTimeout + SyncWait + 30 s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its next
+	// request (default 2 min).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers (default 64 KiB).
+	MaxHeaderBytes int
+	// MaxConns is how many connections are served at once; more wait to be
+	// accepted (default 512).
+	MaxConns int
 }
 
 // Default returns the embedded defaults.
@@ -71,6 +93,8 @@ func Default() Config {
 		RateLimit: 1200,
 
 		FailedAuthLimit: 60,
+		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10, MaxConns: 512},
 
 		OvercommitRatio: 1.0,
 		StoreReserveGib: 1,
@@ -130,6 +154,24 @@ func (c *Config) Validate() error {
 	}
 	if c.StoreReserveGib < 0 {
 		return fmt.Errorf("--store-reserve-gib must be 0 or more, got %d", c.StoreReserveGib)
+	}
+	h := c.HTTP
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--http-read-header-timeout", h.ReadHeaderTimeout}, {"--http-read-timeout", h.ReadTimeout}, {"--http-idle-timeout", h.IdleTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %v", d.flag, d.v)
+		}
+	}
+	if h.WriteTimeout < 0 || (h.WriteTimeout > 0 && h.WriteTimeout <= h.ReadTimeout+c.SyncWait) {
+		return fmt.Errorf("--http-write-timeout %v must exceed --http-read-timeout plus --sync-wait (%v), or be 0 for the default", h.WriteTimeout, h.ReadTimeout+c.SyncWait)
+	}
+	if h.MaxHeaderBytes < 4<<10 {
+		return fmt.Errorf("--http-max-header-bytes must be at least 4 KiB, got %d", h.MaxHeaderBytes)
+	}
+	if h.MaxConns < 1 {
+		return fmt.Errorf("--http-max-conns must be at least 1, got %d", h.MaxConns)
 	}
 	if c.Limits.MinPoolGib <= 0 {
 		return fmt.Errorf("minimum pool capacity %d GiB is invalid", c.Limits.MinPoolGib)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -27,6 +28,12 @@ func TestValidate(t *testing.T) {
 		{"negative overcommit", func(c *Config) { c.OvercommitRatio = -1 }, "--overcommit-ratio"},
 		{"NaN overcommit", func(c *Config) { c.OvercommitRatio = math.NaN() }, "--overcommit-ratio"},
 		{"negative reserve", func(c *Config) { c.StoreReserveGib = -1 }, "--store-reserve-gib"},
+		{"no read timeout", func(c *Config) { c.HTTP.ReadTimeout = 0 }, "--http-read-timeout"},
+		{"no header timeout", func(c *Config) { c.HTTP.ReadHeaderTimeout = 0 }, "--http-read-header-timeout"},
+		{"no idle timeout", func(c *Config) { c.HTTP.IdleTimeout = -1 }, "--http-idle-timeout"},
+		{"write timeout under sync wait", func(c *Config) { c.HTTP.WriteTimeout = c.HTTP.ReadTimeout + time.Second }, "--http-write-timeout"},
+		{"tiny headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 100 }, "--http-max-header-bytes"},
+		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "--http-max-conns"},
 	}
 	for _, tc := range cases {
 		c := Default()

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/controller"
@@ -142,11 +144,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: auditFile,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit})
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(cfg)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	httpSrv := newHTTPServer(cfg, srv)
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
 	ctrlDone := make(chan error, 1)
@@ -199,4 +201,29 @@ func lockDataDir(dir string) (func(), error) {
 		return nil, fmt.Errorf("data dir %s is in use by another basin serve", dir)
 	}
 	return func() { f.Close() }, nil
+}
+
+// listen opens cfg.Listen, serving at most cfg.HTTP.MaxConns connections at once:
+// more wait in the kernel's accept queue until one closes (the timeouts of
+// newHTTPServer make sure one does).
+func listen(cfg config.Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(ln, cfg.HTTP.MaxConns), nil
+}
+
+// newHTTPServer returns the API's HTTP server, bounded by cfg.HTTP so that slow or
+// idle clients cannot hold connections (and memory) for long.
+func newHTTPServer(cfg config.Config, h http.Handler) *http.Server {
+	lim := cfg.HTTP
+	write := lim.WriteTimeout
+	if write == 0 {
+		// From the end of the headers: the body, a handler that may wait
+		// --sync-wait for its operation, and the answer.
+		write = lim.ReadTimeout + max(cfg.SyncWait, 0) + 30*time.Second
+	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: write, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
 }

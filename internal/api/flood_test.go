@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -118,5 +120,28 @@ func TestClientKey(t *testing.T) {
 		if got := clientKey(in); got != want {
 			t.Errorf("clientKey(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+type failingBody struct{}
+
+func (failingBody) Read([]byte) (int, error) {
+	return 0, errors.New("read tcp 127.0.0.1:8780->127.0.0.1:40000: i/o timeout")
+}
+func (failingBody) Close() error { return nil }
+
+// A body that cannot be read is a 400 that says so, without the network's details.
+func TestBodyReadErrorsAreSafe(t *testing.T) {
+	e := newEnv(t)
+	req := httptest.NewRequest("POST", loc+"/storagePools?storagePoolId=p", nil)
+	req.Body = failingBody{}
+	rec := httptest.NewRecorder()
+	e.api.ServeHTTP(rec, req)
+	if rec.Code != 400 || strings.Contains(rec.Body.String(), "tcp") || !strings.Contains(rec.Body.String(), "body") {
+		t.Fatalf("%d %s", rec.Code, rec.Body.String())
+	}
+	r := e.fails("POST", loc+"/storagePools?storagePoolId=p", strings.Repeat(" ", maxBody+1), 400, "INVALID_ARGUMENT")
+	if !strings.Contains(errMessage(r), "1 MiB") {
+		t.Fatalf("oversized body: %s", r.raw)
 	}
 }

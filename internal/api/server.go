@@ -248,8 +248,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBody decodes the JSON body into out and returns the fields present.
 func (s *Server) readBody(rq *request, out any) (map[string]bool, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(rq.w, rq.r.Body, maxBody))
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return nil, model.Invalid("body", "is larger than 1 MiB (%d bytes)", maxBody)
+	}
 	if err != nil {
-		return nil, model.Invalid("body", "could not read the request body (at most %d bytes): %v", maxBody, err)
+		// A network error (the read timeout, a reset): the detail is for the log.
+		s.log.Debug("request body not read", "err", err, "request_id", rq.id)
+		return nil, model.Invalid("body", "could not be read completely (sent too slowly, or the connection failed)")
 	}
 	present, err := apiv1.Decode(body, out)
 	if err != nil {

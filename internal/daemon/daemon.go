@@ -10,10 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -26,7 +24,6 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
-	"github.com/basin-nas/basin/internal/store"
 )
 
 // OwnerKeyFile is the owner's key file name under the data directory.
@@ -39,20 +36,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	unlock, err := lockDataDir(cfg.DataDir)
+	state, err := openState(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-
-	st, err := store.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "basin.db"))
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, st.Close()) }()
+	defer func() { err = errors.Join(err, state.Close()) }()
+	st := state.store
 
 	// Volumes are mounted below a shared mount point so that sandboxes, whose mount
 	// namespaces are its slaves, see volumes mounted after they started.
@@ -89,20 +78,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		networks = append(networks, model.Network{Name: n.Name, Prefix: n.Prefix})
 	}
 
-	baseURL := "http://" + cfg.Listen + "/"
 	var auth api.Authenticator
 	if cfg.InsecureNoAuth {
 		log.Warn("authentication is OFF (--insecure-no-auth): anyone who can reach " + cfg.Listen + " controls this Basin; use it only for local development")
 	} else {
-		keyPath := filepath.Join(cfg.DataDir, OwnerKeyFile)
-		created, err := iam.BootstrapOwner(ctx, st, keyPath, baseURL+"token", time.Now())
-		if err != nil {
-			return fmt.Errorf("owner account: %w", err)
-		}
-		if created {
-			log.Info("wrote the owner's service-account key", "path", keyPath, "account", iam.OwnerEmail)
-		}
-		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: []string{baseURL, "https://" + cfg.Listen + "/"}})
+		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: []string{baseURL(cfg), "https://" + cfg.Listen + "/"}})
 	}
 
 	if cfg.FaultStepDelay > 0 {
@@ -114,11 +94,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if syncWait == 0 {
 		syncWait = -1 // answer at once
 	}
-	auditFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("audit log: %w", err)
-	}
-	defer auditFile.Close()
 	rateLimit := cfg.RateLimit
 	if rateLimit == 0 {
 		rateLimit = -1 // 0 on the command line: no limit
@@ -141,7 +116,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		failedAuthLimit = -1 // 0 on the command line: no limit
 	}
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
-		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: auditFile,
+		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit})
 
 	ln, err := listen(cfg)
@@ -188,19 +163,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		log.Warn("controller", "err", err)
 	}
 	return nil
-}
-
-// lockDataDir makes sure one basin serve at a time uses a data directory.
-func lockDataDir(dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "basin.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("data dir %s is in use by another basin serve", dir)
-	}
-	return func() { f.Close() }, nil
 }
 
 // listen opens cfg.Listen, serving at most cfg.HTTP.MaxConns connections at once:

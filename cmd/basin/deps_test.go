@@ -27,6 +27,7 @@ func TestImportRules(t *testing.T) {
 		"cli":        {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner"},
 		"bench":      {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs"},
 		"nfs3":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli", "bench", "perf"},
+		"secret":     {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli"},
 		"perf":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client"},
 	}
 	checked := 0

@@ -2,8 +2,10 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/basin-nas/basin/internal/apiv1"
@@ -92,6 +94,8 @@ func (s *Server) getAD(rq *request, p parent, id string) {
 	s.writeJSON(rq, http.StatusOK, w)
 }
 
+// adFromWire copies the named fields of a request body onto a, except the password,
+// which the callers seal (sealPassword).
 func adFromWire(w *apiv1.ActiveDirectory, a *model.ActiveDirectory, fields []string) {
 	for _, f := range fields {
 		switch f {
@@ -109,8 +113,6 @@ func adFromWire(w *apiv1.ActiveDirectory, a *model.ActiveDirectory, fields []str
 			a.AesEncryption = w.AesEncryption
 		case "username":
 			a.Username = w.Username
-		case "password":
-			a.Password = w.Password
 		case "backupOperators":
 			a.BackupOperators = w.BackupOperators
 		case "administrators":
@@ -135,12 +137,17 @@ func adFromWire(w *apiv1.ActiveDirectory, a *model.ActiveDirectory, fields []str
 	}
 }
 
-func validateAD(a *model.ActiveDirectory) error {
+// validateAD checks a policy; password is the clear password a create or update
+// sets ("" when an update keeps the stored one).
+func validateAD(a *model.ActiveDirectory, password string) error {
 	for _, req := range []struct{ field, val string }{{"domain", a.Domain}, {"dns", a.DNS}, {"netBiosPrefix", a.NetBiosPrefix},
-		{"username", a.Username}, {"password", a.Password}} {
+		{"username", a.Username}} {
 		if strings.TrimSpace(req.val) == "" {
 			return model.Invalid(req.field, "is required")
 		}
+	}
+	if password == "" && a.PasswordSealed == "" {
+		return model.Invalid("password", "is required")
 	}
 	for _, d := range strings.Split(a.DNS, ",") {
 		if _, err := netip.ParseAddr(strings.TrimSpace(d)); err != nil {
@@ -158,6 +165,17 @@ func validateAD(a *model.ActiveDirectory) error {
 	return checkMeta(&a.Meta)
 }
 
+// sealPassword stores password in a sealed, bound to the policy: the clear text is
+// never written anywhere (store, operation records, audit, logs).
+func (s *Server) sealPassword(a *model.ActiveDirectory, password string) error {
+	sealed, err := s.opts.Secrets.Seal(password, a.PasswordAAD())
+	if err != nil {
+		return fmt.Errorf("seal the password of %s: %w", a.Name(), err)
+	}
+	a.PasswordSealed = sealed
+	return nil
+}
+
 func (s *Server) createAD(rq *request, p parent) {
 	id := rq.q.Get("activeDirectoryId")
 	if err := checkID("activeDirectoryId", id); err != nil {
@@ -171,7 +189,11 @@ func (s *Server) createAD(rq *request, p parent) {
 	}
 	a := &model.ActiveDirectory{Meta: model.Meta{Project: p.project, Location: p.location, ID: id, CreateTime: s.now().UTC(), State: model.StateCreating}}
 	adFromWire(&w, a, adFields.mutable)
-	if err := validateAD(a); err != nil {
+	if err := validateAD(a, w.Password); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	if err := s.sealPassword(a, w.Password); err != nil {
 		s.writeError(rq, err)
 		return
 	}
@@ -213,8 +235,19 @@ func (s *Server) updateAD(rq *request, p parent, id string) {
 		}
 		op.Prev, _ = json.Marshal(a)
 		adFromWire(&w, a, paths)
-		if err := validateAD(a); err != nil {
+		password := ""
+		if slices.Contains(paths, "password") {
+			if password = w.Password; password == "" {
+				return model.Invalid("password", "is required")
+			}
+		}
+		if err := validateAD(a, password); err != nil {
 			return err
+		}
+		if password != "" {
+			if err := s.sealPassword(a, password); err != nil {
+				return err
+			}
 		}
 		a.State = model.StateUpdating
 		return store.PutAD(tx, a)

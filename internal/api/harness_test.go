@@ -29,6 +29,7 @@ type env struct {
 	dp    *dpfake.DataPlane
 	ctrl  *controller.Controller
 	api   *Server
+	db    string // the database file
 	auth  Authenticator
 	token string
 }
@@ -37,7 +38,8 @@ type envOpt func(*Options)
 
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
-	st, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "basin.db"))
+	db := filepath.Join(t.TempDir(), "basin.db")
+	st, err := store.OpenSQLite(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); h.Close() })
 	<-ctrl.Ready()
-	return &env{t: t, srv: srv, st: st, be: be, dp: dp, ctrl: ctrl, api: h, auth: o.Auth}
+	return &env{t: t, srv: srv, st: st, be: be, dp: dp, ctrl: ctrl, api: h, db: db, auth: o.Auth}
 }
 
 const loc = "/v1/projects/p1/locations/us-east4"

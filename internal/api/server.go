@@ -31,12 +31,19 @@ import (
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/secret"
 	"github.com/basin-nas/basin/internal/store"
 )
 
 // Authenticator verifies an Authorization header value.
 type Authenticator interface {
 	Authenticate(ctx context.Context, header string) (*iam.Principal, error)
+}
+
+// Sealer seals a secret for storage, bound to aad (where it belongs); see
+// internal/secret.
+type Sealer interface {
+	Seal(plaintext, aad string) (string, error)
 }
 
 // Operations is what the API needs of the controller.
@@ -82,6 +89,10 @@ type Options struct {
 	// AuditLog receives one JSON line per mutating or refused call; nil = none
 	// (entries are still kept in the store).
 	AuditLog io.Writer
+	// Secrets seals secrets before they are stored (the AD join password); nil = a
+	// key made here and never stored, so sealed values cannot be opened after the
+	// process exits (for tests).
+	Secrets Sealer
 	// Capacity reads the node store's space and volumes' usage; nil = no capacity
 	// guard (pools are not checked against the store, no reserve is kept, shrinks
 	// are checked against the last observed usage).
@@ -136,6 +147,9 @@ func New(opts Options) *Server {
 	}
 	if opts.StoreReserveBytes == 0 {
 		opts.StoreReserveBytes = 1 << 30
+	}
+	if opts.Secrets == nil {
+		opts.Secrets = secret.NewEphemeral()
 	}
 	if opts.FailedAuthLimit == 0 {
 		opts.FailedAuthLimit = 60

@@ -88,6 +88,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if cfg.FaultStepDelay > 0 {
 		log.Warn("fault injection: pausing before every storage step", "delay", cfg.FaultStepDelay)
 	}
+	// TODO(smb-ad): the AD join needs the clear password: give the controller
+	// state.secrets (a *secret.Box) and have it call
+	// Open(a.PasswordSealed, a.PasswordAAD()) when it joins.
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: dp, Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait
@@ -117,7 +120,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
-		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit})
+		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit,
+		Secrets: state.secrets})
 
 	ln, err := listen(cfg)
 	if err != nil {

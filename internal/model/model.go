@@ -284,18 +284,21 @@ func (s *Snapshot) VolumeName() string {
 // Name is the snapshot's resource name.
 func (s *Snapshot) Name() string { return s.VolumeName() + "/snapshots/" + s.ID }
 
-// ActiveDirectory is an AD connection policy. Password is a secret: the api package
-// never returns it and nothing logs it.
+// ActiveDirectory is an AD connection policy. Its password is a secret, stored only
+// sealed (internal/secret): the api package never returns it and nothing logs it.
 type ActiveDirectory struct {
 	Meta
-	Domain               string   `json:"domain"`
-	Site                 string   `json:"site,omitempty"`
-	DNS                  string   `json:"dns"`
-	NetBiosPrefix        string   `json:"netBiosPrefix"`
-	OrganizationalUnit   string   `json:"organizationalUnit,omitempty"`
-	AesEncryption        bool     `json:"aesEncryption,omitempty"`
-	Username             string   `json:"username"`
-	Password             string   `json:"password"`
+	Domain             string `json:"domain"`
+	Site               string `json:"site,omitempty"`
+	DNS                string `json:"dns"`
+	NetBiosPrefix      string `json:"netBiosPrefix"`
+	OrganizationalUnit string `json:"organizationalUnit,omitempty"`
+	AesEncryption      bool   `json:"aesEncryption,omitempty"`
+	Username           string `json:"username"`
+	// PasswordSealed is the join password sealed by internal/secret with the
+	// associated data PasswordAAD(); never the clear text. The controller opens it
+	// with the daemon's secret.Box when it joins the domain.
+	PasswordSealed       string   `json:"passwordSealed,omitempty"`
 	BackupOperators      []string `json:"backupOperators,omitempty"`
 	Administrators       []string `json:"administrators,omitempty"`
 	SecurityOperators    []string `json:"securityOperators,omitempty"`
@@ -310,6 +313,10 @@ type ActiveDirectory struct {
 func (a *ActiveDirectory) Name() string {
 	return LocationName(a.Project, a.Location) + "/activeDirectories/" + a.ID
 }
+
+// PasswordAAD is the associated data the password is sealed with: it binds the
+// sealed value to this policy, so it cannot be moved to another.
+func (a *ActiveDirectory) PasswordAAD() string { return a.Name() + "#password" }
 
 // OpKind says what an operation does; the controller plans by it.
 type OpKind string

@@ -125,6 +125,18 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	return nil
 }
 
+// Compact rewrites the database without its free pages and empties the WAL, so
+// that nothing deleted or overwritten lingers in the files (used after clear-text
+// secrets were sealed in place).
+func (s *SQLite) Compact(ctx context.Context) error {
+	for _, q := range []string{`VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("compact: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
 // Close closes the database.
 func (s *SQLite) Close() error { return s.db.Close() }
 

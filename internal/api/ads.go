@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
@@ -39,7 +42,7 @@ func (s *Server) routeADs(rq *request, p parent, rest []string, verb string) {
 }
 
 func (s *Server) listADs(rq *request, p parent) {
-	lq, err := parseListQuery(rq.q, p.name()+"/activeDirectories", "name")
+	lq, err := parseListQuery[apiv1.ActiveDirectory](rq.q, p.name()+"/activeDirectories", "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -137,6 +140,40 @@ func adFromWire(w *apiv1.ActiveDirectory, a *model.ActiveDirectory, fields []str
 	}
 }
 
+// Limits of Active Directory fields, after what AD and Samba accept: a DNS name is
+// at most 253 characters in labels of at most 63; an AD site name is a DNS label;
+// AD passwords are at most 256 characters; a user principal name rarely exceeds
+// 256 (sAMAccountName: 20); a distinguished name for an OU is kept under 1 KiB.
+const (
+	maxADDomain     = 253
+	maxADSite       = 63
+	maxADUsername   = 256
+	maxADPassword   = 256
+	maxADOU         = 1024
+	maxADDNS        = 8
+	maxADAccount    = 256
+	maxADAccounts   = 64
+	maxADNetBIOSPfx = 10
+)
+
+var (
+	dnsNameRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+	adSiteRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+)
+
+// checkADString checks a free-form AD field: at most max characters and no control
+// characters (they would break the files and command input the AD join writes). The
+// message never repeats the value: it may be the password.
+func checkADString(field, v string, max int) error {
+	if utf8.RuneCountInString(v) > max {
+		return model.Invalid(field, "must be at most %d characters", max)
+	}
+	if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+		return model.Invalid(field, "must be valid UTF-8 without control characters (newlines, tabs, NUL)")
+	}
+	return nil
+}
+
 // validateAD checks a policy; password is the clear password a create or update
 // sets ("" when an update keeps the stored one).
 func validateAD(a *model.ActiveDirectory, password string) error {
@@ -149,17 +186,57 @@ func validateAD(a *model.ActiveDirectory, password string) error {
 	if password == "" && a.PasswordSealed == "" {
 		return model.Invalid("password", "is required")
 	}
-	for _, d := range strings.Split(a.DNS, ",") {
+	if password != "" {
+		if err := checkADString("password", password, maxADPassword); err != nil {
+			return err
+		}
+	}
+	if len(a.Domain) > maxADDomain || !dnsNameRE.MatchString(a.Domain) {
+		return model.Invalid("domain", "must be a DNS domain name of at most %d characters (labels of 1-63 letters, digits or hyphens)", maxADDomain)
+	}
+	dns := strings.Split(a.DNS, ",")
+	if len(dns) > maxADDNS {
+		return model.Invalid("dns", "at most %d DNS servers are allowed", maxADDNS)
+	}
+	for _, d := range dns {
 		if _, err := netip.ParseAddr(strings.TrimSpace(d)); err != nil {
 			return model.Invalid("dns", "%q is not an IP address", strings.TrimSpace(d))
 		}
 	}
-	if len(a.NetBiosPrefix) > 10 || !idRE.MatchString(a.NetBiosPrefix) {
-		return model.Invalid("netBiosPrefix", "must be 1-10 letters, digits or hyphens, starting with a letter")
+	if len(a.NetBiosPrefix) > maxADNetBIOSPfx || !idRE.MatchString(a.NetBiosPrefix) {
+		return model.Invalid("netBiosPrefix", "must be 1-%d letters, digits or hyphens, starting with a letter", maxADNetBIOSPfx)
+	}
+	if err := checkADString("username", a.Username, maxADUsername); err != nil {
+		return err
+	}
+	if a.Site != "" && (len(a.Site) > maxADSite || !adSiteRE.MatchString(a.Site)) {
+		return model.Invalid("site", "must be at most %d letters, digits, '-' or '_', starting with a letter or digit", maxADSite)
+	}
+	if err := checkADString("organizationalUnit", a.OrganizationalUnit, maxADOU); err != nil {
+		return err
+	}
+	if a.KdcHostname != "" && (len(a.KdcHostname) > maxADDomain || !dnsNameRE.MatchString(a.KdcHostname)) {
+		return model.Invalid("kdcHostname", "must be a host name of at most %d characters (labels of 1-63 letters, digits or hyphens)", maxADDomain)
 	}
 	if a.KdcIP != "" {
 		if _, err := netip.ParseAddr(a.KdcIP); err != nil {
 			return model.Invalid("kdcIp", "%q is not an IP address", a.KdcIP)
+		}
+	}
+	for _, l := range []struct {
+		field string
+		names []string
+	}{{"backupOperators", a.BackupOperators}, {"administrators", a.Administrators}, {"securityOperators", a.SecurityOperators}} {
+		if len(l.names) > maxADAccounts {
+			return model.Invalid(l.field, "at most %d accounts are allowed", maxADAccounts)
+		}
+		for _, n := range l.names {
+			if strings.TrimSpace(n) == "" || strings.Contains(n, ",") {
+				return model.Invalid(l.field, "account names must be non-empty and without commas")
+			}
+			if err := checkADString(l.field, n, maxADAccount); err != nil {
+				return err
+			}
 		}
 	}
 	return checkMeta(&a.Meta)

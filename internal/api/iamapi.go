@@ -131,7 +131,7 @@ func (s *Server) createServiceAccount(rq *request, project string) {
 }
 
 func (s *Server) listServiceAccounts(rq *request, project string) {
-	lq, err := parseListQuery(rq.q, "projects/"+project+"/serviceAccounts", "email")
+	lq, err := parseListQuery[apiv1.ServiceAccount](rq.q, "projects/"+project+"/serviceAccounts", "email")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -448,7 +448,7 @@ func (s *Server) testIamPermissions(rq *request, project string) {
 }
 
 func (s *Server) listAuditLogs(rq *request, project string) {
-	lq, err := parseListQuery(rq.q, "projects/"+project+"/auditLogs", "time desc")
+	lq, err := parseListQuery[apiv1.AuditLogEntry](rq.q, "projects/"+project+"/auditLogs", "time desc")
 	if err != nil {
 		s.writeError(rq, err)
 		return

@@ -50,7 +50,7 @@ func (s *Server) routePools(rq *request, p parent, rest []string, verb string) {
 }
 
 func (s *Server) listPools(rq *request, p parent) {
-	lq, err := parseListQuery(rq.q, p.name()+"/storagePools", "name")
+	lq, err := parseListQuery[apiv1.StoragePool](rq.q, p.name()+"/storagePools", "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return

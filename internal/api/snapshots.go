@@ -39,7 +39,7 @@ func (s *Server) routeSnapshots(rq *request, p parent, volID string, rest []stri
 }
 
 func (s *Server) listSnapshots(rq *request, p parent, vol string) {
-	lq, err := parseListQuery(rq.q, vol+"/snapshots", "name")
+	lq, err := parseListQuery[apiv1.Snapshot](rq.q, vol+"/snapshots", "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return

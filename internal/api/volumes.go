@@ -66,7 +66,7 @@ func (s *Server) routeVolumes(rq *request, p parent, rest []string, verb string)
 }
 
 func (s *Server) listVolumes(rq *request, p parent) {
-	lq, err := parseListQuery(rq.q, p.name()+"/volumes", "name")
+	lq, err := parseListQuery[apiv1.Volume](rq.q, p.name()+"/volumes", "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -394,14 +394,16 @@ func (s *Server) validateExportRules(v *model.Volume, nfs bool) error {
 			return model.Invalid(f("allowedClients"), "is required")
 		}
 		for _, c := range strings.Split(*r.AllowedClients, ",") {
+			// Plain IPv4 only: an IPv4-mapped IPv6 form (::ffff:10.0.0.1,
+			// ::ffff:0.0.0.0/96) would be accepted and then match no client.
 			c = strings.TrimSpace(c)
-			if _, err := netip.ParsePrefix(c); err == nil && strings.Contains(c, ".") {
+			if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
 				continue
 			}
 			if a, err := netip.ParseAddr(c); err == nil && a.Is4() {
 				continue
 			}
-			return model.Invalid(f("allowedClients"), "%q is not an IPv4 address or CIDR", c)
+			return model.Invalid(f("allowedClients"), "%q is not an IPv4 address or CIDR (IPv6 and IPv4-mapped IPv6 forms are not supported)", c)
 		}
 		if r.AccessType == nil || *r.AccessType == 0 {
 			return model.Invalid(f("accessType"), "is required (READ_ONLY, READ_WRITE or READ_NONE)")
@@ -422,6 +424,9 @@ func (s *Server) validateExportRules(v *model.Volume, nfs bool) error {
 		if r.SquashMode != nil && (*r.SquashMode == model.SquashRoot || *r.SquashMode == model.SquashAll) {
 			if r.AnonUID == nil {
 				return model.Invalid(f("anonUid"), "is required with ROOT_SQUASH or ALL_SQUASH")
+			}
+			if *r.AnonUID == 0 {
+				return model.Invalid(f("anonUid"), "cannot be 0 with ROOT_SQUASH or ALL_SQUASH: squashed users would become root (use e.g. 65534, nobody)")
 			}
 		}
 		if r.AnonUID != nil && (*r.AnonUID < 0 || *r.AnonUID > math.MaxUint32) {

@@ -115,7 +115,7 @@ func serve(args []string) int {
 	locs := &multiFlag{vals: cfg.Locations}
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
 	nets := &multiFlag{}
-	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR (repeatable; default: default=basin0,10.99.0.0/24)")
+	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing btrfs directory to keep volumes in (default: an image file under --data-dir)")
 	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")

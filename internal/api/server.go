@@ -62,7 +62,8 @@ type Options struct {
 	Operations Operations
 	// Locations served; default ["local"].
 	Locations []string
-	// Networks pools may name; default one network "default" on 10.99.0.0/24.
+	// Networks pools may name; default one network "default" on 10.99.0.0/24. A
+	// network without an endpoint range gets model.DefaultEndpoints.
 	Networks []model.Network
 	Limits   model.Limits
 	Logger   *slog.Logger
@@ -125,6 +126,12 @@ func New(opts Options) *Server {
 	}
 	if len(opts.Networks) == 0 {
 		opts.Networks = []model.Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")}}
+	}
+	opts.Networks = slices.Clone(opts.Networks)
+	for i, n := range opts.Networks {
+		if !n.FirstEndpoint.IsValid() || !n.LastEndpoint.IsValid() {
+			opts.Networks[i].FirstEndpoint, opts.Networks[i].LastEndpoint = model.DefaultEndpoints(n.Prefix)
+		}
 	}
 	if opts.Limits == (model.Limits{}) {
 		opts.Limits = model.DefaultLimits()

@@ -296,7 +296,7 @@ func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bo
 }
 
 // allocateEndpoint gives a new volume its network (the pool's), its own address in it
-// (the lowest free one from the network's tenth address up) and an export id.
+// (the lowest free one of the network's endpoint range) and an export id.
 func (s *Server) allocateEndpoint(tx store.Tx, v *model.Volume) error {
 	pool, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
 	if err != nil {
@@ -317,14 +317,15 @@ func (s *Server) allocateEndpoint(tx store.Tx, v *model.Volume) error {
 			used[o.Endpoint] = true
 		}
 	}
-	for a := n.FirstEndpoint(); n.Prefix.Contains(a) && n.Prefix.Contains(a.Next()); a = a.Next() {
+	for a := n.FirstEndpoint; a.IsValid() && !n.LastEndpoint.Less(a); a = a.Next() {
 		if !used[a.String()] {
 			v.Endpoint = a.String()
 			break
 		}
 	}
 	if v.Endpoint == "" {
-		return model.Errorf(model.ErrFailedPrecondition, "network %q (%s) has no free endpoint address", n.Name, n.Prefix)
+		return model.Errorf(model.ErrFailedPrecondition, "network %q has no free endpoint address (range %s-%s); delete a volume or ask the administrator to widen the range",
+			n.Name, n.FirstEndpoint, n.LastEndpoint)
 	}
 	id, err := tx.NextSeq("exportId")
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -139,6 +140,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--network %s=%s: name or bridge given twice", n.Name, n.Bridge)
 		}
 		names[n.Name], bridges[n.Bridge] = true, true
+		if err := checkEndpointRange(n); err != nil {
+			return fmt.Errorf("--network %s: endpoint range %s-%s: %w", n.Name, n.FirstEndpoint, n.LastEndpoint, err)
+		}
 	}
 	if c.Store == "" && c.StoreSize < 1<<30 {
 		return fmt.Errorf("--store-size must be at least 1 GiB, got %d bytes", c.StoreSize)
@@ -175,6 +179,27 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MinPoolGib <= 0 {
 		return fmt.Errorf("minimum pool capacity %d GiB is invalid", c.Limits.MinPoolGib)
+	}
+	return nil
+}
+
+// checkEndpointRange checks that a network's endpoint range lies in its subnet and
+// leaves out the network, host and broadcast addresses.
+func checkEndpointRange(n dataplane.Network) error {
+	f, l, p := n.FirstEndpoint, n.LastEndpoint, n.Prefix.Masked()
+	if !f.IsValid() || !l.IsValid() || l.Less(f) {
+		return errors.New("want FIRST-LAST, FIRST not above LAST")
+	}
+	if !p.Addr().Is4() {
+		return errors.New("the subnet is not IPv4")
+	}
+	b := p.Addr().As4()
+	v := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) | (uint32(1)<<(32-p.Bits()) - 1)
+	broadcast := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	for _, a := range []netip.Addr{f, l} {
+		if !p.Contains(a) || a == p.Addr() || a == n.HostAddr() || a == broadcast {
+			return fmt.Errorf("%s must be inside %s and not its network, host or broadcast address", a, p)
+		}
 	}
 	return nil
 }

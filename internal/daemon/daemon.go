@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}()
 	var networks []model.Network
 	for _, n := range cfg.Networks {
-		networks = append(networks, model.Network{Name: n.Name, Prefix: n.Prefix})
+		networks = append(networks, model.Network{Name: n.Name, Prefix: n.Prefix, FirstEndpoint: n.FirstEndpoint, LastEndpoint: n.LastEndpoint})
 	}
 
 	var auth api.Authenticator

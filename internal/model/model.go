@@ -121,19 +121,32 @@ type Meta struct {
 }
 
 // Network is a configured network: a name pools refer to
-// (projects/{p}/global/networks/{name}) and its subnet.
+// (projects/{p}/global/networks/{name}), its subnet, and the range volumes'
+// endpoint addresses are taken from (both ends included).
 type Network struct {
-	Name   string
-	Prefix netip.Prefix
+	Name                        string
+	Prefix                      netip.Prefix
+	FirstEndpoint, LastEndpoint netip.Addr
 }
 
-// FirstEndpoint is the lowest address handed to volumes: the subnet's tenth.
-func (n Network) FirstEndpoint() netip.Addr {
-	a := n.Prefix.Masked().Addr()
-	for range 10 {
-		a = a.Next()
+// DefaultEndpoints is the endpoint range of a subnet configured without one: from
+// its tenth address to the last address of its lower half (10.99.0.10-10.99.0.127
+// for a /24), so client machines can use the upper half; in subnets too small for
+// that (/28), from the second address (the first is the host's). The same rule as
+// dataplane.ParseNetwork.
+func DefaultEndpoints(p netip.Prefix) (first, last netip.Addr) {
+	p = p.Masked()
+	b := p.Addr().As4()
+	base := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	at := func(off uint32) netip.Addr {
+		v := base + off
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 	}
-	return a
+	half := uint32(1) << (31 - p.Bits())
+	if half-1 < 10 {
+		return at(2), at(half - 1)
+	}
+	return at(10), at(half - 1)
 }
 
 // NetworkName returns the name in projects/{p}/global/networks/{name}.
@@ -243,8 +256,8 @@ type Volume struct {
 
 	// Network is the name of the pool's network (pools cannot change network).
 	Network string `json:"network,omitempty"`
-	// Endpoint is the volume's own address in its network, from the network's
-	// tenth address up; it is released when the volume is deleted.
+	// Endpoint is the volume's own address in its network, the lowest free one of
+	// the network's endpoint range; it is released when the volume is deleted.
 	Endpoint string `json:"endpoint,omitempty"`
 	// ExportID is the volume's NFS export id, never reused.
 	ExportID uint64 `json:"exportId,omitempty"`

@@ -16,7 +16,7 @@ import (
 )
 
 // serve runs the API's HTTP server, as Run builds it, on a free local port.
-func serve(t *testing.T, cfg config.Config, h http.Handler) (*http.Server, string) {
+func serve(t *testing.T, cfg config.Config, h http.Handler, prepare ...func(*http.Server)) (*http.Server, string) {
 	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	ln, err := listen(cfg)
@@ -24,6 +24,9 @@ func serve(t *testing.T, cfg config.Config, h http.Handler) (*http.Server, strin
 		t.Fatal(err)
 	}
 	srv := newHTTPServer(cfg, h)
+	for _, f := range prepare {
+		f(srv)
+	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return srv, ln.Addr().String()
@@ -94,18 +97,19 @@ func TestConnectionCap(t *testing.T) {
 	cfg.HTTP.MaxConns = 2
 	var mu sync.Mutex
 	open, most := 0, 0
-	srv, addr := serve(t, cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch s {
-		case http.StateNew:
-			open++
-			most = max(most, open)
-		case http.StateClosed, http.StateHijacked:
-			open--
+	_, addr := serve(t, cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), func(srv *http.Server) {
+		srv.ConnState = func(_ net.Conn, s http.ConnState) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch s {
+			case http.StateNew:
+				open++
+				most = max(most, open)
+			case http.StateClosed, http.StateHijacked:
+				open--
+			}
 		}
-	}
+	})
 	get := func() (time.Duration, error) {
 		start := time.Now()
 		cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}

@@ -107,14 +107,15 @@ func parseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
-func serve(args []string) int {
-	cfg := config.Default()
-	fs := flag.NewFlagSet("basin serve", flag.ContinueOnError)
+// serveFlags defines the flags of basin serve on cfg; the repeatable --location
+// and --network are collected apart.
+func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
+	fs = flag.NewFlagSet("basin serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the database, owner key, store image and mount points")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address")
-	locs := &multiFlag{vals: cfg.Locations}
+	locs = &multiFlag{vals: cfg.Locations}
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
-	nets := &multiFlag{}
+	nets = &multiFlag{}
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing btrfs directory to keep volumes in (default: an image file under --data-dir)")
 	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
@@ -136,6 +137,12 @@ func serve(args []string) int {
 	fs.Int64Var(&cfg.Limits.MinPoolGib, "min-pool-gib", cfg.Limits.MinPoolGib, "smallest pool capacity in GiB")
 	fs.IntVar(&cfg.Limits.MaxSnapshotsPerVol, "max-snapshots", cfg.Limits.MaxSnapshotsPerVol, "snapshots per volume")
 	fs.IntVar(&cfg.Limits.MaxExportRules, "max-export-rules", cfg.Limits.MaxExportRules, "export rules per volume")
+	return fs, locs, nets
+}
+
+func serve(args []string) int {
+	cfg := config.Default()
+	fs, locs, nets := serveFlags(&cfg)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

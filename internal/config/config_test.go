@@ -75,3 +75,20 @@ func TestDefaultEndpointRangesAgree(t *testing.T) {
 		}
 	}
 }
+
+// Whatever --network spec the parser accepts gives a network Validate accepts.
+func FuzzParseNetwork(f *testing.F) {
+	for _, s := range []string{"default=basin0,10.99.0.0/24", "n=br1,10.99.0.0/24,10.99.0.200-10.99.0.250", "n=br1,10.99.7.0/28",
+		"n=br1,10.0.0.0/8", "n=br1,10.99.0.0/24,10.99.0.2-10.99.0.254", "n=b,1.2.3.4/28,1.2.3.2-1.2.3.14"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		n, err := dataplane.ParseNetwork(spec)
+		if err != nil {
+			return
+		}
+		if err := checkEndpointRange(n); err != nil {
+			t.Fatalf("%q parsed to %+v, which Validate refuses: %v", spec, n, err)
+		}
+	})
+}

@@ -67,10 +67,10 @@ func ParseNetwork(s string) (Network, error) {
 	p = p.Masked()
 	n := Network{Name: name, Bridge: bridge, Prefix: p}
 	base := p.Addr().As4()
-	size := uint32(1) << (32 - p.Bits())
-	at := func(off uint32) netip.Addr {
+	size := uint64(1) << (32 - p.Bits())
+	at := func(off uint64) netip.Addr {
 		v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
-		v += off
+		v += uint32(off)
 		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 	}
 	switch len(parts) {

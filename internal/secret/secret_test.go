@@ -86,3 +86,16 @@ func TestLoadOrCreateKey(t *testing.T) {
 		t.Fatalf("bad key file: %v (must fail without showing its content)", err)
 	}
 }
+
+// Open never panics and opens nothing it did not seal.
+func FuzzOpen(f *testing.F) {
+	b, _ := New(bytes.Repeat([]byte{7}, KeySize))
+	s, _ := b.Seal("pw", "aad")
+	f.Add(s, "aad")
+	f.Add(prefix+"AAAA", "")
+	f.Fuzz(func(t *testing.T, sealed, aad string) {
+		if got, err := b.Open(sealed, aad); err == nil && (sealed != s || aad != "aad" || got != "pw") {
+			t.Fatalf("opened %q for %q: %q", sealed, aad, got)
+		}
+	})
+}

@@ -94,7 +94,9 @@ func FuzzOpen(f *testing.F) {
 	f.Add(s, "aad")
 	f.Add(prefix+"AAAA", "")
 	f.Fuzz(func(t *testing.T, sealed, aad string) {
-		if got, err := b.Open(sealed, aad); err == nil && (sealed != s || aad != "aad" || got != "pw") {
+		// Only real seals of "pw" for "aad" under this key (made by any fuzzing
+		// process) open.
+		if got, err := b.Open(sealed, aad); err == nil && (aad != "aad" || got != "pw") {
 			t.Fatalf("opened %q for %q: %q", sealed, aad, got)
 		}
 	})

@@ -4,8 +4,9 @@
 // transaction, wakes the controller, and maps errors to HTTP/gRPC statuses in one
 // place (errors.go).
 //
-// It depends on model, apiv1, store and iam, and on the controller only through the
-// small Operations interface; it never touches the data plane.
+// It depends on model, apiv1, store, iam and secret (to seal secrets before they are
+// stored), on the controller only through the small Operations interface and on the
+// storage backend only through Capacity; it never touches the data plane.
 package api
 
 import (

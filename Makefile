@@ -47,6 +47,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/perf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME) ./internal/nfs3
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResults$$' -fuzztime $(FUZZTIME) ./internal/nfs3
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompound$$' -fuzztime $(FUZZTIME) ./test/nfsraw
 
 ## e2e: drive a real basin serve with the official Python client.
 e2e: build

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Basin and its tests need on a fresh Debian 12 machine (run as root).
 # Idempotent: it skips what is already there.
-#   scripts/setup.sh          system packages for running Basin
+#   scripts/setup.sh          system packages for running Basin, and Basin's
+#                             patched NFS-Ganesha (scripts/ganesha/build.sh)
 #   scripts/setup.sh --test   plus the Python venv for the end-to-end tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,10 @@ command -v ganesha.nfsd >/dev/null || need_pkgs+=(nfs-ganesha nfs-ganesha-vfs)
 command -v rpcbind >/dev/null || need_pkgs+=(rpcbind)
 command -v dbus-daemon >/dev/null || need_pkgs+=(dbus)
 command -v nsenter >/dev/null || need_pkgs+=(util-linux)
+# Build dependencies of Basin's patched Ganesha (scripts/ganesha/build.sh).
+for p in $(scripts/ganesha/build.sh --print-deps); do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+done
 if [[ "${1:-}" == "--test" ]]; then
   python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
   command -v nfs-ls >/dev/null || need_pkgs+=(libnfs-utils)
@@ -42,6 +47,13 @@ if ((${#need_pkgs[@]})); then
   if [[ -n $made_policy ]]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 fi
 command -v go >/dev/null || { echo "setup: Go 1.26 or newer is required (https://go.dev/dl/)" >&2; exit 1; }
+# Basin's NFS-Ganesha: Debian's 4.3 with Basin's security patches, in a private
+# prefix (/usr/local/lib/basin/ganesha); a no-op when already built.
+if [[ $(id -u) -eq 0 ]]; then
+  scripts/ganesha/build.sh
+else
+  echo "setup: not root, skipping scripts/ganesha/build.sh" >&2
+fi
 modprobe btrfs 2>/dev/null || true
 grep -qw btrfs /proc/filesystems || { echo "setup: this kernel has no btrfs support" >&2; exit 1; }
 

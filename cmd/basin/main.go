@@ -117,7 +117,8 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
 	nets = &multiFlag{}
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
-	fs.StringVar(&cfg.Store, "store", "", "existing btrfs directory to keep volumes in (default: an image file under --data-dir)")
+	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir)")
+	fs.StringVar(&cfg.GaneshaPrefix, "ganesha-prefix", cfg.GaneshaPrefix, "where scripts/setup.sh installed Basin's hardened NFS-Ganesha")
 	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")
 	fs.DurationVar(&cfg.SyncWait, "sync-wait", cfg.SyncWait, "how long a mutating call waits for its operation before answering (0s: answer at once; clients then poll)")

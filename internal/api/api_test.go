@@ -29,8 +29,8 @@ func TestPoolVolumeSnapshotLifecycle(t *testing.T) {
 	if mounted, ok := st.Volumes[rec.Key]; !ok || !mounted {
 		t.Fatalf("volume storage not created and mounted: %+v", st)
 	}
-	if st.Qgroups[rec.Qgroup] != 1024<<30 {
-		t.Fatalf("quota limit = %d, want %d", st.Qgroups[rec.Qgroup], int64(1024)<<30)
+	if st.Sizes[rec.Key] != 1024<<30 {
+		t.Fatalf("filesystem size = %d, want %d", st.Sizes[rec.Key], int64(1024)<<30)
 	}
 	if st.Modes[rec.Key] != 0o755 {
 		t.Fatalf("mode = %o, want 755", st.Modes[rec.Key])
@@ -44,10 +44,10 @@ func TestPoolVolumeSnapshotLifecycle(t *testing.T) {
 	if snaps := e.be.State().Snapshots[rec.Key]; !slices.Equal(snaps, []string{"s1"}) {
 		t.Fatalf("snapshots in storage: %v", snaps)
 	}
-	// Resize: the quota follows.
+	// Resize: the filesystem follows.
 	e.run("PATCH", loc+"/volumes/vol1?updateMask=capacityGib,description", map[string]any{"capacityGib": "1500", "description": "x"})
-	if e.be.State().Qgroups[rec.Qgroup] != 1500<<30 {
-		t.Fatal("resize did not change the quota limit")
+	if e.be.State().Sizes[rec.Key] != 1500<<30 {
+		t.Fatal("resize did not change the filesystem size")
 	}
 	v = e.ok("GET", loc+"/volumes/vol1", nil)
 	if v["capacityGib"] != "1500" || v["description"] != "x" || v["throughputMibps"] != 93.75 {
@@ -64,7 +64,7 @@ func TestPoolVolumeSnapshotLifecycle(t *testing.T) {
 		t.Fatalf("delete response = %v, want Empty", r)
 	}
 	e.fails("GET", loc+"/volumes/vol1", nil, 404, "NOT_FOUND")
-	if st := e.be.State(); len(st.Volumes) != 0 || len(st.Qgroups) != 0 || len(st.Snapshots[rec.Key]) != 0 {
+	if st := e.be.State(); len(st.Volumes) != 0 || len(st.Sizes) != 0 || len(st.Snapshots[rec.Key]) != 0 {
 		t.Fatalf("storage left behind: %+v", st)
 	}
 	e.run("DELETE", loc+"/storagePools/pool1", nil)

@@ -62,11 +62,11 @@ func goldenFixtures() (*model.Pool, *model.Pool, *model.Volume, *model.Volume, *
 			NFSv3: ptr(true), NFSv4: ptr(false), SquashMode: ptr(int32(2)), AnonUID: ptr(int64(65534))}},
 		Protocols: []model.Protocol{model.ProtocolNFSv3, model.ProtocolNFSv4}, UnixPermissions: "0770", SnapshotDirectory: true,
 		SnapshotPolicy: &model.SnapshotPolicy{Enabled: ptr(true), Daily: &model.Schedule{SnapshotsToKeep: ptr(7.0), Minute: ptr(0.0), Hour: ptr(1.0)}},
-		SecurityStyle:  2, RestrictedActions: []int32{1}, UsedBytes: 3<<30 + 1, Key: "vkey", Qgroup: 7,
+		SecurityStyle:  2, RestrictedActions: []int32{1}, UsedBytes: 3<<30 + 1, Key: "vkey",
 		Network: "default", Endpoint: "10.99.0.12", ExportID: 3}
 	vol.Labels = map[string]string{"team": "storage"}
 	clone := &model.Volume{Meta: meta("clone1"), ShareName: "clone1", StoragePool: "manual", CapacityGib: 100, Protocols: []model.Protocol{model.ProtocolNFSv3},
-		ThroughputMibps: 12.5, SecurityStyle: 2, SourceSnapshot: "projects/p1/locations/us-east4/volumes/vol1/snapshots/snap1", Key: "vkey2", Qgroup: 8}
+		ThroughputMibps: 12.5, SecurityStyle: 2, SourceSnapshot: "projects/p1/locations/us-east4/volumes/vol1/snapshots/snap1", Key: "vkey2"}
 	clone.State = model.StateCreating
 	snap := &model.Snapshot{Meta: meta("snap1"), Volume: "vol1", UsedBytes: 16384}
 	snap.Desc = "before upgrade"

@@ -124,11 +124,6 @@ func (s *Server) createSnapshot(rq *request, p parent, vol string) {
 		if err := s.checkStoreReserve(rq.ctx); err != nil {
 			return err
 		}
-		id, err := tx.NextSeq("exportId")
-		if err != nil {
-			return err
-		}
-		sn.ExportID = uint64(id)
 		return tx.Insert(store.KindSnapshot, sn.Name(), vol, sn)
 	})
 }

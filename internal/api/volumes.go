@@ -295,8 +295,9 @@ func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bo
 	return nil
 }
 
-// allocateEndpoint gives a new volume its network (the pool's), its own address in it
-// (the lowest free one of the network's endpoint range) and an export id.
+// allocateEndpoint gives a new volume its network (the pool's) and its own address
+// in it (the lowest free one of the network's endpoint range). Its NFS export ID
+// comes from the controller when the export is first loaded.
 func (s *Server) allocateEndpoint(tx store.Tx, v *model.Volume) error {
 	pool, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
 	if err != nil {
@@ -327,11 +328,6 @@ func (s *Server) allocateEndpoint(tx store.Tx, v *model.Volume) error {
 		return model.Errorf(model.ErrFailedPrecondition, "network %q has no free endpoint address (range %s-%s); delete a volume or ask the administrator to widen the range",
 			n.Name, n.FirstEndpoint, n.LastEndpoint)
 	}
-	id, err := tx.NextSeq("exportId")
-	if err != nil {
-		return err
-	}
-	v.ExportID = uint64(id)
 	return nil
 }
 
@@ -521,11 +517,6 @@ func (s *Server) createVolume(rq *request, p parent) {
 				return err
 			}
 		}
-		q, err := tx.NextSeq("qgroup")
-		if err != nil {
-			return err
-		}
-		v.Qgroup = uint64(q)
 		if err := s.allocateEndpoint(tx, v); err != nil {
 			return err
 		}

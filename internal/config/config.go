@@ -27,8 +27,11 @@ type Config struct {
 	// Networks pools can use; each is a bridge and a subnet (default: one network
 	// "default", bridge basin0, 10.99.0.0/24).
 	Networks []dataplane.Network
-	// Store is an existing btrfs directory; empty = an image file under DataDir.
+	// Store is an existing directory for volume images (best on btrfs or XFS, for
+	// reflink clones); empty = a btrfs image file under DataDir.
 	Store string
+	// GaneshaPrefix is where Basin's hardened NFS-Ganesha is installed.
+	GaneshaPrefix string
 	// StoreSize is the image file's size in bytes.
 	StoreSize int64
 	// InsecureNoAuth turns authentication off (local development only).
@@ -83,15 +86,16 @@ type HTTPLimits struct {
 // Default returns the embedded defaults.
 func Default() Config {
 	return Config{
-		DataDir:   "/var/lib/basin",
-		Listen:    "127.0.0.1:8780",
-		Locations: []string{"local"},
-		Networks:  []dataplane.Network{dataplane.DefaultNetwork},
-		StoreSize: 64 << 30,
-		Limits:    model.DefaultLimits(),
-		LogLevel:  "info",
-		SyncWait:  2 * time.Second,
-		RateLimit: 1200,
+		DataDir:       "/var/lib/basin",
+		Listen:        "127.0.0.1:8780",
+		Locations:     []string{"local"},
+		Networks:      []dataplane.Network{dataplane.DefaultNetwork},
+		StoreSize:     64 << 30,
+		GaneshaPrefix: dataplane.DefaultGaneshaPrefix,
+		Limits:        model.DefaultLimits(),
+		LogLevel:      "info",
+		SyncWait:      2 * time.Second,
+		RateLimit:     1200,
 
 		FailedAuthLimit: 60,
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
@@ -146,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Store == "" && c.StoreSize < 1<<30 {
 		return fmt.Errorf("--store-size must be at least 1 GiB, got %d bytes", c.StoreSize)
+	}
+	if !filepath.IsAbs(c.GaneshaPrefix) {
+		return fmt.Errorf("--ganesha-prefix must be an absolute path, got %q", c.GaneshaPrefix)
 	}
 	if c.Store != "" && !filepath.IsAbs(c.Store) {
 		return fmt.Errorf("--store must be an absolute path, got %q", c.Store)

@@ -298,16 +298,53 @@ func (c *Controller) complete(ctx context.Context, op *model.Operation, mutate f
 	return err
 }
 
+// statusOf turns an operation's failure into what its caller sees: Basin's own
+// words for what the caller can act on, and otherwise a generic message naming the
+// step and the operation. The cause itself (commands, paths, stderr) is logged with
+// the operation's ID by execute, never shown.
+func statusOf(op *model.Operation, cause error) *model.Status {
+	switch {
+	case errors.Is(cause, errCancelled):
+		return &model.Status{Code: 1, Message: errCancelled.Error()}
+	case errors.Is(cause, storage.ErrTooSmall):
+		return &model.Status{Code: 9, Message: "capacityGib: the volume's data and snapshots do not fit in the capacity asked for"}
+	}
+	if msg, ok := model.UserMessage(cause); ok {
+		code := int32(13)
+		switch {
+		case errors.Is(cause, model.ErrFailedPrecondition):
+			code = 9
+		case errors.Is(cause, model.ErrResourceExhausted):
+			code = 8
+		case errors.Is(cause, model.ErrInvalid):
+			code = 3
+		case errors.Is(cause, model.ErrNotFound):
+			code = 5
+		}
+		return &model.Status{Code: code, Message: msg}
+	}
+	where := ""
+	var se *stepError
+	if errors.As(cause, &se) {
+		where = fmt.Sprintf(" in step %q", se.step)
+	}
+	return &model.Status{Code: 13, Message: fmt.Sprintf("internal error%s of operation %s; the server log has the details", where, op.ID)}
+}
+
+// stepError is a step's failure.
+type stepError struct {
+	step Step
+	err  error
+}
+
+func (e *stepError) Error() string { return string(e.step) + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
 // fail finishes op with an error. Creates roll back what they made and remove the
 // resource; other kinds leave the resource in ERROR (or restore it, if cancelled
 // before starting).
 func (c *Controller) fail(ctx context.Context, op *model.Operation, cause error) error {
-	st := &model.Status{Code: 13, Message: "internal error: " + cause.Error()}
-	if errors.Is(cause, errCancelled) {
-		st = &model.Status{Code: 1, Message: errCancelled.Error()}
-	} else if errors.Is(cause, model.ErrFailedPrecondition) {
-		st = &model.Status{Code: 9, Message: cause.Error()}
-	}
+	st := statusOf(op, cause)
 	switch op.Kind {
 	case model.OpVolumeCreate:
 		if err := c.rollbackVolume(ctx, op); err != nil {
@@ -323,7 +360,10 @@ func (c *Controller) fail(ctx context.Context, op *model.Operation, cause error)
 		if err := tx.Get(store.KindOperation, op.Name(), &cur); err != nil {
 			return err
 		}
-		if err := c.markFailedTarget(tx, &cur, st, errors.Is(cause, errCancelled)); err != nil {
+		// A cancelled operation, or a shrink that did not fit (refused before any
+		// change), leaves the resource as it was.
+		restore := errors.Is(cause, errCancelled) || errors.Is(cause, storage.ErrTooSmall)
+		if err := c.markFailedTarget(tx, &cur, st, restore); err != nil {
 			return err
 		}
 		cur.Done, cur.EndTime, cur.Error, cur.StatusMessage = true, c.opts.Now().UTC(), st, ""
@@ -331,7 +371,7 @@ func (c *Controller) fail(ctx context.Context, op *model.Operation, cause error)
 	})
 }
 
-func (c *Controller) markFailedTarget(tx store.Tx, op *model.Operation, st *model.Status, cancelled bool) error {
+func (c *Controller) markFailedTarget(tx store.Tx, op *model.Operation, st *model.Status, restore bool) error {
 	kind := kindOf(op.Kind)
 	switch op.Kind {
 	case model.OpVolumeCreate, model.OpSnapshotCreate:
@@ -339,7 +379,7 @@ func (c *Controller) markFailedTarget(tx store.Tx, op *model.Operation, st *mode
 	case model.OpPoolCreate, model.OpADCreate:
 		return tx.Delete(kind, op.Target)
 	}
-	if cancelled && op.Prev != nil {
+	if restore && op.Prev != nil {
 		// Restore the resource as it was before the operation.
 		return putRaw(tx, kind, op.Target, op.Prev)
 	}
@@ -445,7 +485,7 @@ func (c *Controller) loadVolume(ctx context.Context, name string) (*model.Volume
 }
 
 func (c *Controller) wantOf(v *model.Volume) VolumeWant {
-	w := VolumeWant{LimitBytes: v.CapacityGib << 30}
+	w := VolumeWant{CapacityBytes: v.CapacityGib << 30}
 	if v.UnixPermissions != "" {
 		if m, err := strconv.ParseUint(v.UnixPermissions, 8, 32); err == nil {
 			w.Mode = fs.FileMode(m) & fs.ModePerm
@@ -536,12 +576,12 @@ func deref(s *string) string {
 
 // observe reports a volume's storage and, when it is served over NFS, its export.
 func (c *Controller) observe(ctx context.Context, v *model.Volume, retireTag string) (Observation, error) {
-	st, err := c.be.Volume(ctx, v.Key, v.Qgroup, retireTag)
+	st, err := c.be.Volume(ctx, v.Key, retireTag)
 	if err != nil {
 		return Observation{}, err
 	}
 	o := Observation{VolumeStatus: st}
-	if ex, ok := c.exportOf(v); ok {
+	if ex, ok := c.exportOf(v); ok && v.ExportID != 0 {
 		addr, err := netip.ParseAddr(v.Endpoint)
 		if err != nil {
 			return o, fmt.Errorf("volume %s endpoint: %w", v.Name(), err)
@@ -575,7 +615,7 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", s, err)
+			return &stepError{step: s, err: err}
 		}
 	}
 	return nil
@@ -583,26 +623,24 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 
 func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Volume, s Step) error {
 	switch s {
-	case StepCreateQgroup:
-		return c.be.CreateQgroup(ctx, v.Qgroup)
-	case StepSetLimit:
-		return c.be.SetLimit(ctx, v.Qgroup, c.wantOf(v).LimitBytes)
+	case StepResize:
+		return c.be.Resize(ctx, v.Key, c.wantOf(v).CapacityBytes)
 	case StepCreateVolume:
 		var from *storage.SnapshotRef
 		if op != nil && op.Kind == model.OpVolumeCreate && op.Params["sourceKey"] != "" {
 			from = &storage.SnapshotRef{VolumeKey: op.Params["sourceKey"], Snapshot: op.Params["sourceSnapshot"]}
 		}
-		return c.be.CreateVolume(ctx, v.Key, v.Qgroup, from)
+		return c.be.CreateVolume(ctx, v.Key, c.wantOf(v).CapacityBytes, from)
 	case StepSetMode:
 		return c.be.SetMode(ctx, v.Key, c.wantOf(v).Mode)
 	case StepMount:
 		return c.be.Mount(ctx, v.Key)
 	case StepDeleteVolume:
-		return c.be.DeleteVolume(ctx, v.Key, v.Qgroup)
+		return c.be.DeleteVolume(ctx, v.Key)
 	case StepRetire:
 		return c.be.Retire(ctx, v.Key, op.ID)
 	case StepRestore:
-		return c.be.CreateVolume(ctx, v.Key, v.Qgroup, &storage.SnapshotRef{VolumeKey: v.Key, Snapshot: op.Params["snapshot"]})
+		return c.be.Restore(ctx, v.Key, op.Params["snapshot"])
 	case StepMarkSwapped:
 		op.Params["swapped"] = "1"
 		return c.markStarted(ctx, op, "reverted; cleaning up")
@@ -611,17 +649,20 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 	case StepDeleteNewer:
 		return c.deleteNewerSnapshots(ctx, v, op.Params["snapshot"])
 	case StepExport:
-		ex, ok := c.exportOf(v)
-		if !ok {
+		if _, ok := c.exportOf(v); !ok {
 			return nil
 		}
+		if err := c.ensureVolumeExportID(ctx, v); err != nil {
+			return err
+		}
+		ex, _ := c.exportOf(v)
 		addr, err := netip.ParseAddr(v.Endpoint)
 		if err != nil {
 			return err
 		}
 		return c.dp.Export(ctx, v.Network, addr, ex)
 	case StepUnexport:
-		if c.dp == nil || v.Endpoint == "" {
+		if c.dp == nil || v.Endpoint == "" || v.ExportID == 0 {
 			return nil
 		}
 		addr, err := netip.ParseAddr(v.Endpoint)
@@ -665,7 +706,7 @@ func (c *Controller) volumeEnsure(ctx context.Context, op *model.Operation) erro
 
 // finishVolume completes op with its volume READY and its usage as observed now.
 func (c *Controller) finishVolume(ctx context.Context, op *model.Operation, v *model.Volume) error {
-	obs, err := c.be.Volume(ctx, v.Key, v.Qgroup, "")
+	obs, err := c.be.Volume(ctx, v.Key, "")
 	if err != nil {
 		return err
 	}
@@ -687,7 +728,7 @@ func (c *Controller) rollbackVolume(ctx context.Context, op *model.Operation) er
 	if err != nil {
 		return err
 	}
-	return c.be.DeleteVolume(ctx, v.Key, v.Qgroup)
+	return c.be.DeleteVolume(ctx, v.Key)
 }
 
 func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) error {
@@ -720,9 +761,19 @@ func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) erro
 			return nil, err
 		}
 		for _, s := range snaps {
+			if err := releaseExportID(tx, s.Name(), s.ExportID); err != nil {
+				return nil, err
+			}
 			if err := tx.Delete(store.KindSnapshot, s.Name()); err != nil {
 				return nil, err
 			}
+		}
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return nil, err
+		}
+		if err := releaseExportID(tx, v.Name(), cur.ExportID); err != nil {
+			return nil, err
 		}
 		return nil, tx.Delete(store.KindVolume, v.Name())
 	})
@@ -780,7 +831,7 @@ func (c *Controller) deleteNewerSnapshots(ctx context.Context, v *model.Volume, 
 		if err := c.be.DeleteSnapshot(ctx, v.Key, s.ID); err != nil {
 			return err
 		}
-		if err := c.st.Update(ctx, func(tx store.Tx) error { return tx.Delete(store.KindSnapshot, s.Name()) }); err != nil {
+		if err := c.st.Update(ctx, func(tx store.Tx) error { return deleteSnapshotRecord(tx, s.Name()) }); err != nil {
 			return err
 		}
 	}
@@ -819,7 +870,7 @@ func (c *Controller) snapshotEnsure(ctx context.Context, op *model.Operation) er
 		if c.cancelled(ctx, op) {
 			return errCancelled
 		}
-		if err := c.be.CreateSnapshot(ctx, v.Key, s.ID, v.Qgroup); err != nil {
+		if err := c.be.CreateSnapshot(ctx, v.Key, s.ID); err != nil {
 			return err
 		}
 		if err := c.syncSnapshotExports(ctx, v, func(o *model.Snapshot) bool { return o.State == model.StateReady || o.ID == s.ID }); err != nil {
@@ -854,7 +905,7 @@ func (c *Controller) rollbackSnapshot(ctx context.Context, op *model.Operation) 
 func (c *Controller) snapshotDelete(ctx context.Context, op *model.Operation) error {
 	s, v, err := c.snapshotParent(ctx, op)
 	if errors.Is(err, model.ErrNotFound) {
-		return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, tx.Delete(store.KindSnapshot, op.Target) })
+		return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, deleteSnapshotRecord(tx, op.Target) })
 	}
 	if err != nil {
 		return err
@@ -865,5 +916,21 @@ func (c *Controller) snapshotDelete(ctx context.Context, op *model.Operation) er
 	if err := c.be.DeleteSnapshot(ctx, v.Key, s.ID); err != nil {
 		return err
 	}
-	return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, tx.Delete(store.KindSnapshot, op.Target) })
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, deleteSnapshotRecord(tx, op.Target) })
+}
+
+// deleteSnapshotRecord deletes a snapshot's record and frees the export ID it may
+// still hold.
+func deleteSnapshotRecord(tx store.Tx, name string) error {
+	cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := releaseExportID(tx, name, cur.ExportID); err != nil {
+		return err
+	}
+	return tx.Delete(store.KindSnapshot, name)
 }

@@ -1,34 +1,41 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	dpfake "github.com/basin-nas/basin/internal/dataplane/fake"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/storage/fake"
 	"github.com/basin-nas/basin/internal/store"
 )
 
 func TestPlanVolume(t *testing.T) {
-	want := VolumeWant{LimitBytes: 10 << 30, Mode: 0o770, Export: true}
-	full := Observation{VolumeStatus: storage.VolumeStatus{Exists: true, Mounted: true, QgroupExists: true, LimitBytes: 10 << 30, Mode: 0o770}, Exported: true}
+	want := VolumeWant{CapacityBytes: 10 << 30, Mode: 0o770, Export: true}
+	full := Observation{VolumeStatus: storage.VolumeStatus{Exists: true, Mounted: true, CapacityBytes: 10 << 30, Mode: 0o770}, Exported: true}
 	cases := []struct {
 		name string
 		obs  func(s *Observation)
 		want []Step
 	}{
 		{"nothing yet", func(s *Observation) { *s = Observation{} },
-			[]Step{StepCreateQgroup, StepSetLimit, StepCreateVolume, StepSetMode, StepMount, StepExport}},
-		{"crashed after qgroup", func(s *Observation) { *s = Observation{VolumeStatus: storage.VolumeStatus{QgroupExists: true}} },
-			[]Step{StepSetLimit, StepCreateVolume, StepSetMode, StepMount, StepExport}},
+			[]Step{StepCreateVolume, StepSetMode, StepMount, StepExport}},
 		{"crashed before mount", func(s *Observation) { s.Mounted, s.Exported = false, false }, []Step{StepMount, StepExport}},
 		{"crashed before export", func(s *Observation) { s.Exported = false }, []Step{StepExport}},
 		{"unmounted under its export", func(s *Observation) { s.Mounted = false }, []Step{StepUnexport, StepMount, StepExport}},
-		{"resized", func(s *Observation) { s.LimitBytes = 5 << 30 }, []Step{StepSetLimit}},
+		{"resized", func(s *Observation) { s.CapacityBytes = 5 << 30 }, []Step{StepResize}},
+		{"resize cut short", func(s *Observation) { s.CapacityBytes = -1 }, []Step{StepResize}},
 		{"mode drifted", func(s *Observation) { s.Mode = 0o755 }, []Step{StepSetMode}},
 		{"converged", func(s *Observation) {}, nil},
 	}
@@ -49,8 +56,8 @@ func TestPlanVolume(t *testing.T) {
 }
 
 func TestPlanRevertAtEveryCrashPoint(t *testing.T) {
-	want := VolumeWant{LimitBytes: 1 << 30, Export: true}
-	base := storage.VolumeStatus{QgroupExists: true, LimitBytes: 1 << 30}
+	want := VolumeWant{CapacityBytes: 1 << 30, Export: true}
+	base := storage.VolumeStatus{CapacityBytes: 1 << 30}
 	cases := []struct {
 		name    string
 		swapped bool
@@ -84,14 +91,15 @@ func TestPlanVolumeDelete(t *testing.T) {
 	if got := PlanVolumeDelete(Observation{}); !slices.Equal(got, []Step{StepUnexport}) {
 		t.Fatalf("nothing to delete: %v", got)
 	}
-	if got := PlanVolumeDelete(Observation{VolumeStatus: storage.VolumeStatus{QgroupExists: true}}); !slices.Equal(got, []Step{StepUnexport, StepDeleteVolume}) {
-		t.Fatalf("leftover qgroup: %v", got)
+	if got := PlanVolumeDelete(Observation{VolumeStatus: storage.VolumeStatus{CapacityBytes: 1 << 30}}); !slices.Equal(got, []Step{StepUnexport, StepDeleteVolume}) {
+		t.Fatalf("filesystem without live data (mid-revert): %v", got)
 	}
 }
 
 type harness struct {
 	st store.Store
 	be *fake.Backend
+	dp *dpfake.DataPlane
 }
 
 func newHarness(t *testing.T) *harness {
@@ -122,20 +130,19 @@ func (h *harness) seed(t *testing.T, fn func(tx store.Tx) error) {
 	}
 }
 
-func newVolume(id string, q uint64) *model.Volume {
+func newVolume(id string) *model.Volume {
 	return &model.Volume{Meta: model.Meta{Project: "p", Location: "l", ID: id, CreateTime: t0, State: model.StateCreating},
-		ShareName: id, StoragePool: "pool", CapacityGib: 2, Protocols: []model.Protocol{1}, UnixPermissions: "0750", Key: "k" + id, Qgroup: q}
+		ShareName: id, StoragePool: "pool", CapacityGib: 2, Protocols: []model.Protocol{1}, UnixPermissions: "0750", Key: "k" + id}
 }
 
 func newOp(kind model.OpKind, target string, at time.Time) *model.Operation {
 	return &model.Operation{Project: "p", Location: "l", ID: "op-" + at.Format("150405.000"), Kind: kind, Target: target, CreateTime: at, Params: map[string]string{}}
 }
 
-// A create interrupted half-way (qgroup and subvolume made, not mounted, no limit)
-// is finished on start.
+// A create interrupted half-way (filesystem made, not mounted) is finished on start.
 func TestResumeHalfDoneCreate(t *testing.T) {
 	h := newHarness(t)
-	v := newVolume("vol1", 1)
+	v := newVolume("vol1")
 	op := newOp(model.OpVolumeCreate, v.Name(), t0)
 	h.seed(t, func(tx store.Tx) error {
 		if err := store.PutVolume(tx, v); err != nil {
@@ -144,8 +151,7 @@ func TestResumeHalfDoneCreate(t *testing.T) {
 		return store.PutOperation(tx, op)
 	})
 	ctx := context.Background()
-	h.be.CreateQgroup(ctx, 1)
-	h.be.CreateVolume(ctx, v.Key, 1, nil)
+	h.be.CreateVolume(ctx, v.Key, 2<<30, nil)
 	h.start(t)
 	var got model.Operation
 	h.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &got) })
@@ -153,10 +159,10 @@ func TestResumeHalfDoneCreate(t *testing.T) {
 		t.Fatalf("operation not completed: %+v", got)
 	}
 	st := h.be.State()
-	if !st.Volumes[v.Key] || st.Qgroups[1] != 2<<30 || st.Modes[v.Key] != 0o750 {
+	if !st.Volumes[v.Key] || st.Sizes[v.Key] != 2<<30 || st.Modes[v.Key] != 0o750 {
 		t.Fatalf("storage not converged: %+v", st)
 	}
-	if h.be.CallCount("CreateVolume") != 1 || h.be.CallCount("CreateQgroup") != 1 {
+	if h.be.CallCount("CreateVolume") != 1 || h.be.CallCount("Resize") != 0 {
 		t.Fatal("resume repeated steps that were already done")
 	}
 }
@@ -165,7 +171,7 @@ func TestResumeHalfDoneCreate(t *testing.T) {
 func TestResumeRevertAfterRetire(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	v := newVolume("vol1", 3)
+	v := newVolume("vol1")
 	v.State = model.StateRestoring
 	snaps := []*model.Snapshot{
 		{Meta: model.Meta{Project: "p", Location: "l", ID: "s1", CreateTime: t0, State: model.StateReady}, Volume: "vol1"},
@@ -184,11 +190,9 @@ func TestResumeRevertAfterRetire(t *testing.T) {
 		}
 		return store.PutOperation(tx, op)
 	})
-	h.be.CreateQgroup(ctx, 3)
-	h.be.SetLimit(ctx, 3, 2<<30)
-	h.be.CreateVolume(ctx, v.Key, 3, nil)
-	h.be.CreateSnapshot(ctx, v.Key, "s1", 3)
-	h.be.CreateSnapshot(ctx, v.Key, "s2", 3)
+	h.be.CreateVolume(ctx, v.Key, 2<<30, nil)
+	h.be.CreateSnapshot(ctx, v.Key, "s1")
+	h.be.CreateSnapshot(ctx, v.Key, "s2")
 	h.be.Retire(ctx, v.Key, op.ID) // the crash happened here
 	h.start(t)
 	st := h.be.State()
@@ -212,34 +216,21 @@ func TestResumeRevertAfterRetire(t *testing.T) {
 func TestCollectOrphans(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	v := newVolume("vol1", 1)
+	v := newVolume("vol1")
 	v.State = model.StateReady
-	h.seed(t, func(tx store.Tx) error {
-		tx.NextSeq("qgroup")
-		tx.NextSeq("qgroup")
-		return store.PutVolume(tx, v)
-	})
-	h.be.CreateQgroup(ctx, 1)
-	h.be.CreateVolume(ctx, v.Key, 1, nil)
-	h.be.CreateSnapshot(ctx, v.Key, "stray", 1) // snapshot without a record
-	h.be.CreateQgroup(ctx, 2)                   // orphan: numbered by Basin, unused
-	h.be.CreateVolume(ctx, "korphan", 2, nil)   // orphan volume
-	h.be.CreateQgroup(ctx, 99)                  // not Basin's numbering: left alone
+	h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
+	h.be.CreateVolume(ctx, v.Key, 1<<30, nil)
+	h.be.CreateSnapshot(ctx, v.Key, "stray")      // snapshot without a record
+	h.be.CreateVolume(ctx, "korphan", 1<<30, nil) // orphan volume
 	h.start(t)
 	st := h.be.State()
 	if _, ok := st.Volumes["korphan"]; ok {
 		t.Fatal("orphan volume kept")
 	}
-	if _, ok := st.Qgroups[2]; ok {
-		t.Fatal("orphan qgroup kept")
-	}
-	if _, ok := st.Qgroups[99]; !ok {
-		t.Fatal("foreign qgroup destroyed")
-	}
 	if len(st.Snapshots[v.Key]) != 0 {
 		t.Fatal("stray snapshot kept")
 	}
-	if !st.Volumes[v.Key] || st.Qgroups[1] != 2<<30 {
+	if !st.Volumes[v.Key] || st.Sizes[v.Key] != 2<<30 {
 		t.Fatalf("the real volume was not kept and re-applied: %+v", st)
 	}
 }
@@ -248,7 +239,7 @@ func TestCollectOrphans(t *testing.T) {
 // controller.
 func TestShutdownLeavesOperationResumable(t *testing.T) {
 	h := newHarness(t)
-	v := newVolume("vol1", 1)
+	v := newVolume("vol1")
 	op := newOp(model.OpVolumeCreate, v.Name(), t0)
 	h.seed(t, func(tx store.Tx) error {
 		if err := store.PutVolume(tx, v); err != nil {
@@ -295,5 +286,283 @@ func TestExpiresOldAuditEntries(t *testing.T) {
 	})
 	if len(left) != 1 || left[0].ID != "2" {
 		t.Fatalf("entries left: %+v", left)
+	}
+}
+
+func (h *harness) withDataPlane() *dpfake.DataPlane {
+	h.dp = dpfake.New()
+	return h.dp
+}
+
+// Export IDs stay in 1..65535 and never collide with one in use, past 70,000 handed
+// out: the old never-reused sequence overflowed Ganesha's 16 bits at 65,536.
+func TestExportIDsWrapWithoutCollision(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const total = 70_500
+	live := map[uint64]string{} // id -> holder, the IDs in use
+	var order []uint64
+	seen := map[uint64]bool{}
+	for i := 0; i < total; i += 500 {
+		err := h.st.Update(ctx, func(tx store.Tx) error {
+			for j := i; j < i+500; j++ {
+				holder := fmt.Sprintf("projects/p/locations/l/volumes/v%d", j)
+				id, err := allocExportID(tx, holder, 0)
+				if err != nil {
+					return err
+				}
+				if id < 1 || id > nfs.MaxExportID {
+					return fmt.Errorf("allocation %d: id %d out of range", j, id)
+				}
+				if o, ok := live[id]; ok {
+					return fmt.Errorf("allocation %d: id %d is still held by %s", j, id, o)
+				}
+				// Allocating again for the same holder returns the same ID.
+				if again, err := allocExportID(tx, holder, id); err != nil || again != id {
+					return fmt.Errorf("re-allocation for %s gave %d, %v; want %d", holder, again, err, id)
+				}
+				live[id], seen[id] = holder, true
+				order = append(order, id)
+				// Keep a few thousand in use; release the oldest beyond that, and a
+				// long-lived holder every so often stays for good.
+				if len(order) > 3000 {
+					old := order[0]
+					order = order[1:]
+					if old%97 == 0 {
+						continue
+					}
+					if err := releaseExportID(tx, live[old], old); err != nil {
+						return err
+					}
+					delete(live, old)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) < nfs.MaxExportID-len(live) {
+		t.Fatalf("only %d distinct IDs used over %d allocations: the allocator does not wrap", len(seen), total)
+	}
+	// The table holds exactly the live IDs, each with its holder.
+	h.st.View(ctx, func(tx store.Tx) error {
+		for id, holder := range live {
+			if ok, err := holdsExportID(tx, holder, id); err != nil || !ok {
+				t.Errorf("id %d: table does not name %s", id, holder)
+			}
+		}
+		raws, _ := tx.List(store.KindExportID, "")
+		if len(raws) != len(live) {
+			t.Errorf("table holds %d IDs, %d are in use", len(raws), len(live))
+		}
+		return nil
+	})
+	// Releasing by someone who does not hold the ID changes nothing.
+	h.st.Update(ctx, func(tx store.Tx) error {
+		for id := range live {
+			if err := releaseExportID(tx, "projects/p/locations/l/volumes/intruder", id); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := holdsExportID(tx, live[id], id); !ok {
+				t.Fatalf("a release by a non-holder freed id %d", id)
+			}
+			break
+		}
+		return nil
+	})
+}
+
+// run stores op (and, through seed, its target) and executes it to the end.
+func (h *harness) run(t *testing.T, c *Controller, op *model.Operation, seed func(tx store.Tx) error) *model.Operation {
+	t.Helper()
+	ctx := context.Background()
+	h.seed(t, func(tx store.Tx) error {
+		if seed != nil {
+			if err := seed(tx); err != nil {
+				return err
+			}
+		}
+		return store.PutOperation(tx, op)
+	})
+	c.execute(ctx, op)
+	var got model.Operation
+	if err := h.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &got) }); err != nil {
+		t.Fatal(err)
+	}
+	return &got
+}
+
+// A snapshot holds an export ID only while its directory is exported, and IDs keep
+// clear of every export loaded, through thousands of snapshot creates and deletes
+// that wrap around the 16-bit range.
+func TestSnapshotExportIDsThroughOperations(t *testing.T) {
+	h := newHarness(t)
+	dp := h.withDataPlane()
+	ctx := context.Background()
+	c := New(Options{Store: h.st, Backend: h.be, DataPlane: dp, Resync: time.Hour})
+	v := newVolume("vol1")
+	v.Protocols = []model.Protocol{model.ProtocolNFSv3}
+	v.Endpoint, v.Network = "10.99.0.10", "default"
+	v.SnapshotDirectory = true
+	v.ExportRules = []model.ExportRule{{AllowedClients: ptr("10.99.0.0/24"), AccessType: ptr(model.AccessReadWrite), NFSv3: ptr(true)}}
+	// Start just below the top of the range, so the IDs wrap during the test.
+	h.seed(t, func(tx store.Tx) error {
+		return tx.Put(store.KindExportIDCursor, "last", "", exportIDCursor{Last: nfs.MaxExportID - 40})
+	})
+	if op := h.run(t, c, newOp(model.OpVolumeCreate, v.Name(), t0), func(tx store.Tx) error { return store.PutVolume(tx, v) }); op.Error != nil {
+		t.Fatalf("create: %+v", op.Error)
+	}
+	at := t0
+	var kept []string
+	for i := range 300 {
+		at = at.Add(time.Second)
+		sn := &model.Snapshot{Meta: model.Meta{Project: "p", Location: "l", ID: fmt.Sprintf("s%d", i), CreateTime: at, State: model.StateCreating}, Volume: "vol1"}
+		op := h.run(t, c, newOp(model.OpSnapshotCreate, sn.Name(), at), func(tx store.Tx) error { return store.PutSnapshot(tx, sn) })
+		if op.Error != nil {
+			t.Fatalf("snapshot %d: %+v", i, op.Error)
+		}
+		checkExports(t, h, dp)
+		if i%10 == 0 {
+			kept = append(kept, sn.Name())
+			continue
+		}
+		at = at.Add(time.Second)
+		if op := h.run(t, c, newOp(model.OpSnapshotDelete, sn.Name(), at), nil); op.Error != nil {
+			t.Fatalf("delete snapshot %d: %+v", i, op.Error)
+		}
+		checkExports(t, h, dp)
+	}
+	// Turning the snapshot directory off gives every snapshot's ID back.
+	v.SnapshotDirectory = false
+	h.seed(t, func(tx store.Tx) error {
+		cur, _ := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		cur.SnapshotDirectory, cur.State = false, model.StateUpdating
+		return store.PutVolume(tx, cur)
+	})
+	if op := h.run(t, c, newOp(model.OpVolumeUpdate, v.Name(), at.Add(time.Second)), nil); op.Error != nil {
+		t.Fatalf("update: %+v", op.Error)
+	}
+	checkExports(t, h, dp)
+	h.st.View(ctx, func(tx store.Tx) error {
+		for _, name := range kept {
+			s, _ := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+			if s.ExportID != 0 {
+				t.Errorf("snapshot %s keeps export id %d with its directory no longer exported", name, s.ExportID)
+			}
+		}
+		raws, _ := tx.List(store.KindExportID, "")
+		if len(raws) != 1 {
+			t.Errorf("%d export IDs held; want 1 (the volume's)", len(raws))
+		}
+		return nil
+	})
+	if n := len(dp.Exports()); n != 1 {
+		t.Fatalf("%d exports loaded; want the volume's alone", n)
+	}
+}
+
+// checkExports asserts that every loaded export's ID is held, in the store, by the
+// resource the export serves, and that no two records hold the same ID.
+func checkExports(t *testing.T, h *harness, dp *dpfake.DataPlane) {
+	t.Helper()
+	h.st.View(context.Background(), func(tx store.Tx) error {
+		holders := map[uint64]string{}
+		vols, _ := store.List[model.Volume](tx, store.KindVolume, "")
+		for _, v := range vols {
+			if v.ExportID != 0 {
+				holders[v.ExportID] = v.Name()
+			}
+			snaps, _ := store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+			for _, s := range snaps {
+				if s.ExportID == 0 {
+					continue
+				}
+				if o, ok := holders[s.ExportID]; ok {
+					t.Fatalf("export id %d held by both %s and %s", s.ExportID, o, s.Name())
+				}
+				holders[s.ExportID] = s.Name()
+			}
+		}
+		for id, e := range dp.Exports() {
+			if id < 1 || id > nfs.MaxExportID {
+				t.Fatalf("export id %d loaded", id)
+			}
+			h, ok := holders[id]
+			if !ok {
+				t.Fatalf("export %d (%s) is loaded but no record holds its ID", id, e.Export.Pseudo)
+			}
+			if held, _ := holdsExportID(tx, h, id); !held {
+				t.Fatalf("export %d: the ID table does not name %s", id, h)
+			}
+		}
+		return nil
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// An operation that fails shows its caller a message without commands, paths or
+// stderr; the server log has them, with the operation's ID.
+func TestOperationErrorsAreUserSafe(t *testing.T) {
+	h := newHarness(t)
+	var logged bytes.Buffer
+	c := New(Options{Store: h.st, Backend: h.be, Resync: time.Hour, StepAttempts: 1, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	secret := &runner.Error{Argv: []string{"mount", "-t", "btrfs", "/dev/loop7", "/var/lib/basin/mounts/vk"}, ExitCode: 32, Stderr: "mount: /var/lib/basin/mounts/vk: wrong fs type"}
+	h.be.Fail("Mount", secret)
+	v := newVolume("vol1")
+	op := h.run(t, c, newOp(model.OpVolumeCreate, v.Name(), t0), func(tx store.Tx) error { return store.PutVolume(tx, v) })
+	if op.Error == nil {
+		t.Fatal("the create did not fail")
+	}
+	for _, leak := range []string{"/var/lib", "/dev/loop", "btrfs", "wrong fs type", "exit"} {
+		if strings.Contains(op.Error.Message, leak) {
+			t.Errorf("operation error %q shows %q", op.Error.Message, leak)
+		}
+	}
+	if op.Error.Code != 13 || !strings.Contains(op.Error.Message, op.ID) || !strings.Contains(op.Error.Message, string(StepMount)) {
+		t.Errorf("operation error %+v: want code 13 naming the step and the operation", op.Error)
+	}
+	if !strings.Contains(logged.String(), "wrong fs type") || !strings.Contains(logged.String(), op.ID) {
+		t.Errorf("the server log lacks the detail or the operation ID:\n%s", logged.String())
+	}
+}
+
+// A shrink the data does not fit is refused with FAILED_PRECONDITION, and the
+// volume stays as it was (not ERROR).
+func TestShrinkBelowUsedFailsCleanly(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	c := New(Options{Store: h.st, Backend: h.be, Resync: time.Hour})
+	v := newVolume("vol1")
+	v.CapacityGib = 4
+	if op := h.run(t, c, newOp(model.OpVolumeCreate, v.Name(), t0), func(tx store.Tx) error { return store.PutVolume(tx, v) }); op.Error != nil {
+		t.Fatal(op.Error)
+	}
+	h.be.SetUsed(v.Key, 3<<30)
+	var prev []byte
+	h.seed(t, func(tx store.Tx) error {
+		cur, _ := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		prev, _ = json.Marshal(cur)
+		cur.CapacityGib, cur.State = 2, model.StateUpdating
+		return store.PutVolume(tx, cur)
+	})
+	upd := newOp(model.OpVolumeUpdate, v.Name(), t0.Add(time.Minute))
+	upd.Prev = prev
+	op := h.run(t, c, upd, nil)
+	if op.Error == nil || op.Error.Code != 9 || !strings.Contains(op.Error.Message, "capacityGib") {
+		t.Fatalf("shrink below used: %+v", op.Error)
+	}
+	var cur *model.Volume
+	h.st.View(ctx, func(tx store.Tx) (err error) {
+		cur, err = store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		return err
+	})
+	if cur.State != model.StateReady || cur.CapacityGib != 4 {
+		t.Fatalf("after a refused shrink the volume is %s with %d GiB; want READY with 4", cur.State, cur.CapacityGib)
+	}
+	if h.be.State().Sizes[v.Key] != 4<<30 {
+		t.Fatal("the filesystem was resized")
 	}
 }

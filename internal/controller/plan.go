@@ -6,14 +6,13 @@ import (
 	"github.com/basin-nas/basin/internal/storage"
 )
 
-// Step is one idempotent action on the storage backend.
+// Step is one idempotent action on the storage backend or the data plane.
 type Step string
 
 // Steps, in the order plans use them.
 const (
-	StepCreateQgroup Step = "create-qgroup"
-	StepCreateVolume Step = "create-subvolume"
-	StepSetLimit     Step = "set-limit"
+	StepCreateVolume Step = "create-volume"
+	StepResize       Step = "resize"
 	StepSetMode      Step = "set-mode"
 	StepMount        Step = "mount"
 	StepRetire       Step = "retire-live"
@@ -30,9 +29,9 @@ const (
 
 // VolumeWant is the desired state of a volume.
 type VolumeWant struct {
-	LimitBytes int64
-	Mode       fs.FileMode // 0 = leave as is
-	Export     bool        // served over NFS
+	CapacityBytes int64
+	Mode          fs.FileMode // 0 = leave as is
+	Export        bool        // served over NFS
 }
 
 // Observation is what the backend and the data plane report of a volume.
@@ -53,14 +52,10 @@ func PlanVolume(want VolumeWant, obs Observation) []Step {
 		steps = append(steps, StepUnexport)
 		obs.Exported = false
 	}
-	if !obs.QgroupExists {
-		steps = append(steps, StepCreateQgroup)
-	}
-	if !obs.QgroupExists || obs.LimitBytes != want.LimitBytes {
-		steps = append(steps, StepSetLimit)
-	}
 	if !obs.Exists {
-		steps = append(steps, StepCreateVolume)
+		steps = append(steps, StepCreateVolume) // made at the wanted capacity
+	} else if obs.CapacityBytes != want.CapacityBytes {
+		steps = append(steps, StepResize)
 	}
 	if want.Mode != 0 && (!obs.Exists || obs.Mode != want.Mode) {
 		steps = append(steps, StepSetMode)
@@ -91,7 +86,7 @@ func PlanRevert(swapped bool, want VolumeWant, obs Observation) []Step {
 			steps = append(steps, StepRestore)
 		}
 		steps = append(steps, StepMarkSwapped)
-		// After the swap the live subvolume is new: it needs mode and mount again.
+		// After the swap the live subvolume is new: it needs mounting again.
 		obs.Exists, obs.Mounted = true, false
 	}
 	if obs.Retired || !swapped {
@@ -105,7 +100,7 @@ func PlanRevert(swapped bool, want VolumeWant, obs Observation) []Step {
 // PlanVolumeDelete returns the steps that remove a volume's export and storage.
 func PlanVolumeDelete(obs Observation) []Step {
 	steps := []Step{StepUnexport} // idempotent; a half-made export leaves files too
-	if obs.Exists || obs.Mounted || obs.QgroupExists || obs.Retired {
+	if obs.Exists || obs.Mounted || obs.CapacityBytes != 0 || obs.Retired {
 		steps = append(steps, StepDeleteVolume)
 	}
 	return steps

@@ -125,8 +125,6 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 	}
 	byKey := map[string]*model.Volume{}
 	snapsOf := map[string]map[string]bool{}
-	qgroups := map[uint64]bool{}
-	var maxQgroup int64
 	err = c.st.View(ctx, func(tx store.Tx) error {
 		vols, err := store.List[model.Volume](tx, store.KindVolume, "")
 		if err != nil {
@@ -134,7 +132,6 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 		}
 		for _, v := range vols {
 			byKey[v.Key] = v
-			qgroups[v.Qgroup] = true
 			snaps, err := store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
 			if err != nil {
 				return err
@@ -144,8 +141,7 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 				snapsOf[v.Key][s.ID] = true
 			}
 		}
-		maxQgroup, err = tx.Seq("qgroup")
-		return err
+		return nil
 	})
 	if err != nil {
 		return err
@@ -154,7 +150,7 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 	for _, key := range inv.Volumes {
 		if _, ok := byKey[key]; !ok {
 			c.log.Warn("deleting orphan volume storage", "key", key)
-			errs = append(errs, c.be.DeleteVolume(ctx, key, 0))
+			errs = append(errs, c.be.DeleteVolume(ctx, key))
 		}
 	}
 	for key, snaps := range inv.Snapshots {
@@ -166,13 +162,6 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 				c.log.Warn("deleting orphan snapshot", "key", key, "snapshot", s)
 				errs = append(errs, c.be.DeleteSnapshot(ctx, key, s))
 			}
-		}
-	}
-	for _, q := range inv.Qgroups {
-		// Only groups Basin numbered: a shared filesystem may hold others.
-		if !qgroups[q] && q > 0 && int64(q) <= maxQgroup {
-			c.log.Warn("destroying orphan quota group", "qgroup", q)
-			errs = append(errs, c.be.DestroyQgroup(ctx, q))
 		}
 	}
 	return errors.Join(errs...)

@@ -35,9 +35,10 @@ func (c *Controller) snapshotExport(v *model.Volume, volEx nfs.Export, s *model.
 }
 
 // syncSnapshotExports brings a volume's snapshot exports to what they should be:
-// each snapshot that include accepts is mounted read-only and exported while the
-// volume is served over NFS with snapshotDirectory; every other one is unexported
-// and unmounted. include nil means "the READY snapshots".
+// each snapshot that include accepts gets an export ID, is mounted read-only and
+// exported while the volume is served over NFS with snapshotDirectory; every other
+// one is unexported, unmounted and gives its ID back. include nil means "the READY
+// snapshots".
 func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, include func(*model.Snapshot) bool) error {
 	if c.dp == nil {
 		return nil
@@ -53,11 +54,12 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, i
 	addr, _ := netip.ParseAddr(v.Endpoint)
 	var errs []error
 	for _, s := range snaps {
-		if s.ExportID == 0 {
-			continue // made before snapshot exports existed
-		}
-		ex, v3 := c.snapshotExport(v, volEx, s)
-		if served && v3 && v.SnapshotDirectory && include(s) {
+		if _, v3 := c.snapshotExport(v, volEx, s); served && v3 && v.SnapshotDirectory && include(s) {
+			if err := c.ensureSnapshotExportID(ctx, s); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			ex, _ := c.snapshotExport(v, volEx, s)
 			if err := c.be.MountSnapshot(ctx, v.Key, s.ID); err != nil {
 				errs = append(errs, err)
 				continue
@@ -67,14 +69,24 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, i
 			}
 			continue
 		}
-		// Exported implies mounted (mount comes first), so an unmounted snapshot has
-		// nothing to take down.
-		if mounted, err := c.be.SnapshotMounted(v.Key, s.ID); err != nil || !mounted {
-			errs = append(errs, err)
-			continue
+		// Taken down in the order it was put up: export, mount, then its ID, so the
+		// ID is free only once nothing uses it.
+		if s.ExportID != 0 {
+			if err := c.dp.Unexport(ctx, v.Network, netip.Addr{}, s.ExportID); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
-		errs = append(errs, c.dp.Unexport(ctx, v.Network, netip.Addr{}, s.ExportID))
-		errs = append(errs, c.be.UnmountSnapshot(ctx, v.Key, s.ID))
+		if mounted, err := c.be.SnapshotMounted(v.Key, s.ID); err != nil || mounted {
+			if err == nil {
+				err = c.be.UnmountSnapshot(ctx, v.Key, s.ID)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		errs = append(errs, c.releaseSnapshotExportID(ctx, s))
 	}
 	return errors.Join(errs...)
 }

@@ -63,7 +63,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		err = errors.Join(err, be.Stop(stopCtx))
 	}()
 
-	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: cfg.Networks, Logger: log.With("component", "dataplane")})
+	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: cfg.Networks, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
+		Logger: log.With("component", "dataplane")})
 	if err := dp.Start(ctx); err != nil {
 		return fmt.Errorf("data plane: %w", err)
 	}

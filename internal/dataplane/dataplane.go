@@ -1,9 +1,11 @@
 // Package dataplane runs Basin's per-network sandboxes (DESIGN.md §5): for each
 // network in use, a network namespace attached to the network's bridge by a veth
-// pair, plus a private mount namespace (its own /run), in which Basin supervises a
-// private dbus-daemon, rpcbind and ganesha.nfsd. Each exported volume gets its own
-// endpoint address inside the sandbox; its export is a file (so a Ganesha restart
-// restores it) loaded at run time over DBus.
+// pair, plus a mount namespace whose root holds nothing of the host (read-only
+// /usr, a generated /etc, the sandbox's state and the volumes' mount points), in
+// which Basin supervises a private dbus-daemon, rpcbind and Basin's hardened
+// ganesha.nfsd, each with a reduced capability set. Each exported volume gets its
+// own endpoint address inside the sandbox; its export is loaded at run time over
+// DBus, only onto a mounted volume, and loaded again if Ganesha restarts.
 //
 // Daemons die with Basin (parent-death signal); Start removes whatever a killed Basin
 // left behind and sandboxes are rebuilt on demand; Stop removes everything Start and
@@ -110,6 +112,49 @@ func ParseNetwork(s string) (Network, error) {
 var DefaultNetwork = Network{Name: "default", Bridge: "basin0", Prefix: netip.MustParsePrefix("10.99.0.0/24"),
 	FirstEndpoint: netip.MustParseAddr("10.99.0.10"), LastEndpoint: netip.MustParseAddr("10.99.0.127")}
 
+// DefaultGaneshaPrefix is where scripts/ganesha/build.sh installs Basin's NFS-Ganesha.
+const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
+
+// GaneshaPatchSet names the hardening patches this Basin relies on (names with '/'
+// refused in every NFSv3 procedure, no server-side symlink following, handles
+// confined to their export's filesystem; docs/security.md). The build records the
+// set it applied in <prefix>/BASIN-PATCHES.
+const GaneshaPatchSet = "basin-ganesha-4.3-1"
+
+// Ganesha locates the NFS-Ganesha build sandboxes run.
+type Ganesha struct {
+	// Prefix is its install prefix; "" = DefaultGaneshaPrefix.
+	Prefix string
+}
+
+func (g Ganesha) prefix() string {
+	if g.Prefix == "" {
+		return DefaultGaneshaPrefix
+	}
+	return g.Prefix
+}
+
+// Binary is the path of ganesha.nfsd.
+func (g Ganesha) Binary() string { return filepath.Join(g.prefix(), "bin", "ganesha.nfsd") }
+
+// PluginsDir is where its FSAL modules are.
+func (g Ganesha) PluginsDir() string { return filepath.Join(g.prefix(), "lib", "ganesha") }
+
+// Check refuses a Ganesha without Basin's hardening: Debian's own build lets a
+// client leave its export with a crafted name, handle or symlink.
+func (g Ganesha) Check() error {
+	data, err := os.ReadFile(filepath.Join(g.prefix(), "BASIN-PATCHES"))
+	if err == nil && strings.TrimSpace(string(data)) == GaneshaPatchSet {
+		if _, err = os.Stat(g.Binary()); err == nil {
+			return nil
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("it carries patch set %q", strings.TrimSpace(string(data)))
+	}
+	return fmt.Errorf("NFS-Ganesha with Basin's patch set %s is not installed in %s (%v); run scripts/setup.sh, which builds it", GaneshaPatchSet, g.prefix(), err)
+}
+
 // Options configures a Manager.
 type Options struct {
 	// DataDir holds sandboxes/<network>/ with each sandbox's state.
@@ -119,6 +164,8 @@ type Options struct {
 	Logger   *slog.Logger
 	// ReadyTimeout bounds how long a (re)starting Ganesha may take; default 20 s.
 	ReadyTimeout time.Duration
+	// Ganesha is the NFS-Ganesha build to run.
+	Ganesha Ganesha
 }
 
 // Manager owns the sandboxes.
@@ -172,9 +219,13 @@ func vethName(n Network) string {
 	return "bsb" + hex.EncodeToString(h[:4])
 }
 
-// Start removes what a previous, killed Basin left: sandbox processes, namespaces
-// and veths. Bridges it created are kept (and reused) until Stop.
+// Start checks that the hardened Ganesha is installed and removes what a previous,
+// killed Basin left: sandbox processes, namespaces and veths. Bridges it created are
+// kept (and reused) until Stop.
 func (m *Manager) Start(ctx context.Context) error {
+	if err := m.opts.Ganesha.Check(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Join(m.opts.DataDir, "sandboxes"), 0o700); err != nil {
 		return err
 	}
@@ -317,8 +368,8 @@ func (m *Manager) sandboxFor(ctx context.Context, network string) (*sandbox, err
 	return sb, nil
 }
 
-// Export makes ex reachable on addr in the network's sandbox: the endpoint address,
-// the export's file, its line in the exports list, and the export loaded in Ganesha.
+// Export makes ex reachable on addr in the network's sandbox: the endpoint address
+// and the export loaded in Ganesha, provided its path is a mounted volume.
 func (m *Manager) Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error {
 	sb, err := m.sandboxFor(ctx, network)
 	if err != nil {
@@ -350,7 +401,8 @@ func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr,
 	return sb.delAddr(ctx, addr)
 }
 
-// Exported reports whether ex is loaded as rendered and reachable on addr.
+// Exported reports whether ex is loaded as rendered, onto the volume now mounted on
+// its path, and reachable on addr.
 func (m *Manager) Exported(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error) {
 	m.mu.Lock()
 	sb := m.sandboxes[network]
@@ -358,17 +410,10 @@ func (m *Manager) Exported(ctx context.Context, network string, addr netip.Addr,
 	if sb == nil || !sb.alive() {
 		return false, nil
 	}
-	data, err := os.ReadFile(sb.exportFile(ex.ID))
-	if err != nil || string(data) != ex.Render() {
-		return false, nil
-	}
-	if ok, err := sb.hasAddr(ctx, addr); err != nil || !ok {
+	if ok, err := sb.exported(ctx, ex); err != nil || !ok {
 		return false, err
 	}
-	if err := sb.waitReady(ctx); err != nil {
-		return false, err
-	}
-	return sb.bus.HasExport(ctx, ex.ID)
+	return sb.hasAddr(ctx, addr)
 }
 
 // Sandboxes lists the networks whose sandbox is running.

@@ -55,6 +55,21 @@ type kindError struct {
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.kind }
 
+// UserMessage returns the user-safe message of the first error in err's chain made
+// by Errorf or Invalid (Basin's own words), and false if there is none: anything
+// else (a command's stderr, a path) is for the server log only.
+func UserMessage(err error) (string, bool) {
+	var ke *kindError
+	if errors.As(err, &ke) {
+		return ke.msg, true
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Error(), true
+	}
+	return "", false
+}
+
 // ServiceLevel of a pool (API numbering).
 type ServiceLevel int32
 
@@ -259,14 +274,14 @@ type Volume struct {
 	// Endpoint is the volume's own address in its network, the lowest free one of
 	// the network's endpoint range; it is released when the volume is deleted.
 	Endpoint string `json:"endpoint,omitempty"`
-	// ExportID is the volume's NFS export id, never reused.
+	// ExportID is the volume's NFS export ID (1..65535), held from its first export
+	// until it is deleted; 0 = none yet. The controller allocates it.
 	ExportID uint64 `json:"exportId,omitempty"`
 
-	// Key names the volume's storage (subvolume, mount point); it never changes and
-	// is never reused, so a deleted volume's leftovers cannot collide with a new one.
+	// Key names the volume's storage (filesystem image, mount point); it never
+	// changes and is never reused, so a deleted volume's leftovers cannot collide
+	// with a new one.
 	Key string `json:"key"`
-	// Qgroup is the level-1 quota group holding the volume and its snapshots.
-	Qgroup uint64 `json:"qgroup"`
 }
 
 // Name is the volume's resource name.
@@ -284,8 +299,8 @@ type Snapshot struct {
 	Meta
 	Volume    string  `json:"volume"` // volume ID
 	UsedBytes float64 `json:"usedBytes,omitempty"`
-	// ExportID is the id of the snapshot's read-only NFS export under
-	// /<share>/.snapshot/<id>, used while its volume has snapshotDirectory.
+	// ExportID is the ID of the snapshot's read-only NFS export under
+	// /<share>/.snapshot/<id>, held only while that export is loaded; 0 = none.
 	ExportID uint64 `json:"exportId,omitempty"`
 }
 

@@ -11,50 +11,111 @@ import (
 	"strings"
 )
 
+// Entry is one line of mountinfo.
+type Entry struct {
+	MountPoint string
+	Root       string // the path, inside its filesystem, of what is mounted (a btrfs subvolume: "/live")
+	FSType     string
+	Source     string // e.g. /dev/loop3
+	Options    string // per-mount options, e.g. "rw,nosuid,nodev,noexec,noatime"
+}
+
+// Lookup returns the entry mounted on path (the last one wins: it is on top).
+func Lookup(path string) (Entry, bool, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	var e Entry
+	found := false
+	err = scan(func(x Entry) {
+		if x.MountPoint == abs {
+			e, found = x, true
+		}
+	})
+	return e, found, err
+}
+
+// Under returns the entries mounted at or below dir, deepest and latest first, the
+// order in which they can be unmounted.
+func Under(dir string) ([]Entry, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	err = scan(func(x Entry) {
+		if x.MountPoint == abs || strings.HasPrefix(x.MountPoint, abs+"/") {
+			out = append(out, x)
+		}
+	})
+	// Later lines are mounted later; reverse so the last mounted comes first, then
+	// order deeper mount points before their parents.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	sortDeepestFirst(out)
+	return out, err
+}
+
+func sortDeepestFirst(es []Entry) {
+	depth := func(e Entry) int { return strings.Count(e.MountPoint, "/") }
+	// insertion sort keeps the latest-first order among equal depths
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && depth(es[j]) > depth(es[j-1]); j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+}
+
 // IsMountPoint reports whether path is a mount point, from /proc/self/mountinfo.
 func IsMountPoint(path string) (bool, error) {
-	_, ok, err := mountEntry(path)
+	_, ok, err := Lookup(path)
 	return ok, err
 }
 
 // Source returns the device mounted on path.
 func Source(path string) (string, error) {
-	src, ok, err := mountEntry(path)
+	e, ok, err := Lookup(path)
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		return "", fmt.Errorf("%s is not a mount point", path)
 	}
-	return src, nil
+	return e.Source, nil
 }
 
-// mountEntry finds path's line in mountinfo (the last one wins) and returns the source.
-func mountEntry(path string) (source string, found bool, err error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", false, err
-	}
+func scan(fn func(Entry)) error {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return "", false, err
+		return err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || unescape(fields[4]) != abs {
-			continue
-		}
-		for i, fl := range fields {
-			if fl == "-" && i+2 < len(fields) {
-				source, found = fields[i+2], true
-				break
-			}
+		if e, ok := parseLine(sc.Text()); ok {
+			fn(e)
 		}
 	}
-	return source, found, sc.Err()
+	return sc.Err()
+}
+
+// parseLine parses "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue".
+func parseLine(line string) (Entry, bool) {
+	fields := strings.Fields(line)
+	if len(fields) < 10 {
+		return Entry{}, false
+	}
+	e := Entry{Root: unescape(fields[3]), MountPoint: unescape(fields[4]), Options: fields[5]}
+	for i, fl := range fields {
+		if fl == "-" && i+2 < len(fields) {
+			e.FSType, e.Source = fields[i+1], unescape(fields[i+2])
+			return e, true
+		}
+	}
+	return Entry{}, false
 }
 
 func unescape(s string) string {

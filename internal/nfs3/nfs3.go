@@ -43,6 +43,43 @@ type Options struct {
 	Conns int
 	// PortmapPort is where the portmapper listens; default 111.
 	PortmapPort int
+	// NFSPort and MountPort, when both are set, are used as they are and the
+	// portmapper is not asked.
+	NFSPort, MountPort int
+	// LocalIP, if set, is the source address of every connection (a test
+	// client can pose as one of several hosts on a loopback network).
+	LocalIP string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Conns <= 0 {
+		o.Conns = 1
+	}
+	if o.PortmapPort == 0 {
+		o.PortmapPort = 111
+	}
+	if o.Auth.Machine == "" {
+		o.Auth.Machine = "basin-bench"
+	}
+	return o
+}
+
+// ports returns the MOUNT and NFS ports: as given, or from the portmapper.
+func ports(ctx context.Context, host string, o Options) (mountPort, nfsPort int, err error) {
+	if o.NFSPort != 0 && o.MountPort != 0 {
+		return o.MountPort, o.NFSPort, nil
+	}
+	pm, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(o.PortmapPort)), Auth{Machine: o.Auth.Machine}, o.LocalIP)
+	if err != nil {
+		return 0, 0, fmt.Errorf("portmapper: %w", err)
+	}
+	mountPort, err1 := getPort(ctx, pm, progMount, 3)
+	nfsPort, err2 := getPort(ctx, pm, progNFS, 3)
+	pm.close()
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("portmapper: %w", err)
+	}
+	return mountPort, nfsPort, nil
 }
 
 // Client is a mounted NFSv3 export.
@@ -56,26 +93,12 @@ type Client struct {
 // Mount mounts host:dir (dir may lie below the exported path) and opens the
 // connections to the NFS server.
 func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
-	if o.Conns <= 0 {
-		o.Conns = 1
-	}
-	if o.PortmapPort == 0 {
-		o.PortmapPort = 111
-	}
-	if o.Auth.Machine == "" {
-		o.Auth.Machine = "basin-bench"
-	}
-	pm, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(o.PortmapPort)), Auth{Machine: o.Auth.Machine})
+	o = o.withDefaults()
+	mountPort, nfsPort, err := ports(ctx, host, o)
 	if err != nil {
-		return nil, fmt.Errorf("portmapper: %w", err)
+		return nil, err
 	}
-	mountPort, err1 := getPort(ctx, pm, progMount, 3)
-	nfsPort, err2 := getPort(ctx, pm, progNFS, 3)
-	pm.close()
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("portmapper: %w", err)
-	}
-	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth)
+	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth, o.LocalIP)
 	if err != nil {
 		return nil, fmt.Errorf("mount: %w", err)
 	}
@@ -96,7 +119,7 @@ func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 	}
 	c := &Client{}
 	for range o.Conns {
-		cn, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(nfsPort)), o.Auth)
+		cn, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(nfsPort)), o.Auth, o.LocalIP)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("nfs: %w", err)
@@ -143,7 +166,7 @@ func mnt(ctx context.Context, mc *conn, dir string) ([]byte, error) {
 	}
 	d := dec{b: res}
 	if st := d.u32(); st != 0 {
-		return nil, fmt.Errorf("MNT: status %d", st)
+		return nil, fmt.Errorf("MNT: %w", MountStatus(st))
 	}
 	fh := d.opaque()
 	return fh, d.err

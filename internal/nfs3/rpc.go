@@ -1,6 +1,11 @@
-// Package nfs3 is a small NFSv3 client for load generation: ONC RPC over TCP with
-// record marking, AUTH_SYS, and the handful of procedures a benchmark needs
-// (portmapper GETPORT, MOUNT MNT, LOOKUP, CREATE, READ, WRITE, COMMIT).
+// Package nfs3 is a small NFSv3 client for load generation and for protocol
+// tests: ONC RPC over TCP with record marking, AUTH_SYS, portmapper GETPORT
+// (or fixed ports), MOUNT MNT and EXPORT, and the NFSv3 procedures a benchmark
+// needs (LOOKUP, CREATE, READ, WRITE, COMMIT) plus those an attack suite needs
+// (GETATTR, SETATTR, READDIR, READDIRPLUS, MKDIR, SYMLINK, MKNOD, REMOVE,
+// RMDIR, RENAME, LINK, CREATE in all three modes, and Raw calls). Every call
+// takes any handle and any name bytes as given, and a failed procedure returns
+// its nfsstat3 as a Status error.
 //
 // Calls on one connection are pipelined: any number of goroutines may call at
 // once, each request goes out as soon as it is encoded, and one reader goroutine
@@ -51,8 +56,11 @@ type reply struct {
 	err  error
 }
 
-func dial(ctx context.Context, addr string, a Auth) (*conn, error) {
+func dial(ctx context.Context, addr string, a Auth, localIP string) (*conn, error) {
 	var d net.Dialer
+	if localIP != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(localIP)}
+	}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,10 @@ const (
 	KindKey             = "serviceAccountKey"
 	KindIAMPolicy       = "iamPolicy"
 	KindAudit           = "auditEntry"
+	// KindExportID documents are NFS export IDs in use, named by the ID in decimal;
+	// KindExportIDCursor holds the last ID handed out (document "last").
+	KindExportID       = "exportId"
+	KindExportIDCursor = "exportIdCursor"
 )
 
 // Store runs transactions. Update transactions are serialised: a check followed by a

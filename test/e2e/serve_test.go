@@ -98,6 +98,9 @@ func (s *server) start(extra ...string) {
 	s.log = &bytes.Buffer{}
 	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "4G", "--location", "us-east4",
 		"--network", "default=" + s.bridge + "," + s.subnet.String()}, extra...)
+	if prefix := os.Getenv("BASIN_GANESHA_PREFIX"); prefix != "" {
+		args = append(args, "--ganesha-prefix", prefix)
+	}
 	s.cmd = exec.Command(basinBin, args...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -219,42 +222,42 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// storageState lists, straight from the kernel, what the store holds.
+// storageState lists, straight from the kernel and the store, what the store holds.
 type storageState struct {
-	subvolumes []string // paths of live volume subvolumes, relative to the store
-	qgroups    []string // level-1 qgroups
-	mounts     []string // volume mount points
+	images  []string // volume keys with a filesystem image
+	mounts  []string // live volume mount points (keys)
+	loops   []string // volume keys whose image is attached to a loop device
+	partial []string // unfinished (".new") images
 }
 
 func inspect(t *testing.T, dataDir string) storageState {
 	t.Helper()
 	var st storageState
-	out, err := exec.Command("btrfs", "subvolume", "list", "-o", filepath.Join(dataDir, "store")).Output()
+	imgs, _ := filepath.Glob(filepath.Join(dataDir, "store", "images", "*.img"))
+	for _, img := range imgs {
+		st.images = append(st.images, strings.TrimSuffix(filepath.Base(img), ".img"))
+	}
+	partial, _ := filepath.Glob(filepath.Join(dataDir, "store", "images", "*.new"))
+	for _, p := range partial {
+		st.partial = append(st.partial, filepath.Base(p))
+	}
+	out, err := exec.Command("losetup", "-l", "-n", "-O", "BACK-FILE").Output()
 	if err != nil {
-		t.Fatalf("subvolume list: %v", err)
+		t.Fatalf("losetup: %v", err)
 	}
 	for _, l := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(l); len(f) > 0 {
-			st.subvolumes = append(st.subvolumes, f[len(f)-1])
-		}
-	}
-	out, err = exec.Command("btrfs", "qgroup", "show", "--raw", filepath.Join(dataDir, "store")).Output()
-	if err != nil {
-		t.Fatalf("qgroup show: %v", err)
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "1/") {
-			st.qgroups = append(st.qgroups, f[0])
+		if f := strings.TrimSpace(l); strings.HasPrefix(f, filepath.Join(dataDir, "store", "images")+"/") {
+			st.loops = append(st.loops, strings.TrimSuffix(filepath.Base(f), ".img"))
 		}
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, l := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], filepath.Join(dataDir, "mounts")+"/") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], filepath.Join(dataDir, "mounts")+"/") && !strings.Contains(f[4], "@") {
 			st.mounts = append(st.mounts, filepath.Base(f[4]))
 		}
 	}
-	slices.Sort(st.subvolumes)
-	slices.Sort(st.qgroups)
+	slices.Sort(st.images)
+	slices.Sort(st.loops)
 	slices.Sort(st.mounts)
 	return st
 }
@@ -283,7 +286,7 @@ func records(t *testing.T, dataDir string) ([]*model.Volume, []*model.Operation)
 // TestCrashDuringVolumeCreate kills basin serve with SIGKILL while volumes are being
 // created, at a spread of moments, restarts it, and checks that every operation
 // ends completed or cleanly failed, with storage matching the records exactly: no
-// orphan subvolume, quota group or mount.
+// orphan filesystem image, loop device or mount.
 func TestCrashDuringVolumeCreate(t *testing.T) {
 	// Each storage step waits 40 ms, so a create spans ~200 ms: the kills below
 	// land before, inside and after it.
@@ -358,21 +361,17 @@ func assertStorageMatchesRecords(t *testing.T, s *server) {
 			t.Errorf("volume %v is %v after recovery", v["name"], v["state"])
 		}
 	}
-	// Compare with the kernel's view, using the records for keys and groups.
+	// Compare with the kernel's view, using the records for keys.
 	s.stop(syscall.SIGKILL) // freeze the state; the next start adopts it
 	vols, _ := records(t, s.dataDir)
-	var wantSubs, wantQ, wantMounts []string
+	var want []string
 	for _, v := range vols {
-		wantSubs = append(wantSubs, "volumes/"+v.Key)
-		wantQ = append(wantQ, fmt.Sprintf("1/%d", v.Qgroup))
-		wantMounts = append(wantMounts, v.Key)
+		want = append(want, v.Key)
 	}
-	slices.Sort(wantSubs)
-	slices.Sort(wantQ)
-	slices.Sort(wantMounts)
+	slices.Sort(want)
 	got := inspect(t, s.dataDir)
-	if !slices.Equal(got.subvolumes, wantSubs) || !slices.Equal(got.qgroups, wantQ) || !slices.Equal(got.mounts, wantMounts) {
-		t.Fatalf("storage does not match records:\n got  %+v\n want subvolumes %v qgroups %v mounts %v", got, wantSubs, wantQ, wantMounts)
+	if !slices.Equal(got.images, want) || !slices.Equal(got.loops, want) || !slices.Equal(got.mounts, want) || len(got.partial) > 0 {
+		t.Fatalf("storage does not match records:\n got  %+v\n want %v", got, want)
 	}
 	if len(list.Volumes) != len(vols) {
 		t.Fatalf("API lists %d volumes, store has %d", len(list.Volumes), len(vols))
@@ -393,7 +392,7 @@ func TestShutdownAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	mutate(t, c, "POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
-	// Usage comes from the volume's quota group: 100 MiB written shows as 1 GiB used
+	// Usage comes from the volume's filesystem: 100 MiB written shows as 1 GiB used
 	// (rounded up) once an operation on the volume refreshes it.
 	f, _ := os.Create(filepath.Join(mp, "data"))
 	f.Write(make([]byte, 100<<20))

@@ -4,6 +4,7 @@ package fake
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/netip"
 	"sync"
@@ -29,10 +30,18 @@ type DataPlane struct {
 // New returns an empty fake.
 func New() *DataPlane { return &DataPlane{exports: map[uint64]Entry{}} }
 
-// Export implements controller.DataPlane.
+// Export implements controller.DataPlane. Like Ganesha, it refuses an export it
+// cannot load and an ID that another path holds ("already active"; an update
+// cannot change the path).
 func (d *DataPlane) Export(_ context.Context, network string, addr netip.Addr, ex nfs.Export) error {
+	if err := ex.Validate(); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if e, ok := d.exports[ex.ID]; ok && e.Export.Path != ex.Path {
+		return fmt.Errorf("export %d is already active for %s; cannot load %s", ex.ID, e.Export.Path, ex.Path)
+	}
 	d.exports[ex.ID] = Entry{Network: network, Addr: addr, Export: ex}
 	d.history = append(d.history, "export "+ex.Pseudo)
 	return nil

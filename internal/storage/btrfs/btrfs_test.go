@@ -9,11 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/basin-nas/basin/internal/mountinfo"
 	"github.com/basin-nas/basin/internal/storage"
 )
 
@@ -49,19 +53,32 @@ func assertNothingLeft(t *testing.T, dir string) {
 		t.Errorf("mounts left under %s", dir)
 	}
 	// A detach can complete lazily; give the kernel a moment before judging. Never
-	// detach anything but this test's own device: other tests run beside this one.
-	img := filepath.Join(dir, "store.img")
-	var out []byte
+	// detach anything but this test's own devices: other tests run beside this one.
+	var left []string
 	for range 50 {
-		if out, _ = exec.Command("losetup", "-j", img, "-O", "NAME", "-n").Output(); len(bytes.TrimSpace(out)) == 0 {
+		left = loopsUnder(dir)
+		if len(left) == 0 {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Errorf("loop device left attached: %s", out)
-	for _, dev := range strings.Fields(string(out)) {
+	t.Errorf("loop devices left attached: %v", left)
+	for _, dev := range left {
 		exec.Command("losetup", "-d", dev).Run()
 	}
+}
+
+// loopsUnder lists loop devices whose backing file lies under dir.
+func loopsUnder(dir string) []string {
+	out, _ := exec.Command("losetup", "-l", "-n", "-O", "NAME,BACK-FILE").Output()
+	var devs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && strings.HasPrefix(f[1], dir+"/") {
+			devs = append(devs, f[0])
+		}
+	}
+	return devs
 }
 
 func writeRandom(path string, n int64) error {
@@ -80,72 +97,119 @@ func writeRandom(path string, n int64) error {
 	return err
 }
 
-func mkVolume(t *testing.T, b *Backend, key string, q uint64, limit int64, from *storage.SnapshotRef) {
+func mkVolume(t *testing.T, b *Backend, key string, size int64, from *storage.SnapshotRef) {
 	t.Helper()
 	ctx := context.Background()
-	for _, err := range []error{b.CreateQgroup(ctx, q), b.SetLimit(ctx, q, limit), b.CreateVolume(ctx, key, q, from),
-		b.SetMode(ctx, key, 0o777), b.Mount(ctx, key)} {
+	for _, err := range []error{b.CreateVolume(ctx, key, size, from), b.SetMode(ctx, key, 0o777), b.Mount(ctx, key)} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-func TestQuotaCoversVolumeAndSnapshots(t *testing.T) {
+func statfs(t *testing.T, path string) unix.Statfs_t {
+	t.Helper()
+	var s unix.Statfs_t
+	if err := unix.Statfs(path, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A volume is a filesystem of its own whose size is the capacity: clients' df
+// shows it, writes past it fail with ENOSPC, and a snapshot's pinned data counts.
+func TestCapacityIsTheFilesystemSize(t *testing.T) {
 	b, _ := newBackend(t)
 	ctx := context.Background()
-	mkVolume(t, b, "vq", 1, 64<<20, nil)
+	mkVolume(t, b, "vq", 256<<20, nil)
 	mp := b.MountPath("vq")
-	if err := writeRandom(filepath.Join(mp, "a"), 40<<20); err != nil {
-		t.Fatalf("write within quota: %v", err)
+	if s := statfs(t, mp); int64(s.Blocks)*s.Bsize != 256<<20 {
+		t.Fatalf("df shows %d bytes, want the capacity %d", int64(s.Blocks)*s.Bsize, 256<<20)
+	}
+	if err := writeRandom(filepath.Join(mp, "a"), 150<<20); err != nil {
+		t.Fatalf("write within capacity: %v", err)
 	}
 	keep, _ := os.ReadFile(filepath.Join(mp, "a"))
-	if err := writeRandom(filepath.Join(mp, "b"), 40<<20); !errors.Is(err, syscall.EDQUOT) {
-		t.Fatalf("write past quota: got %v, want EDQUOT", err)
+	if err := writeRandom(filepath.Join(mp, "b"), 150<<20); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write past capacity: got %v, want ENOSPC", err)
 	}
 	os.Remove(filepath.Join(mp, "b"))
 	syscall.Sync()
-	// A snapshot pins a's 40 MiB: overwriting a needs 40 MiB more, past 64 MiB.
-	if err := b.CreateSnapshot(ctx, "vq", "s1", 1); err != nil {
+	// A snapshot pins a's 150 MiB: overwriting a needs 150 MiB more, past 256 MiB.
+	if err := b.CreateSnapshot(ctx, "vq", "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeRandom(filepath.Join(mp, "a"), 40<<20); !errors.Is(err, syscall.EDQUOT) {
-		t.Fatalf("overwrite with a snapshot holding the old data: got %v, want EDQUOT", err)
+	if err := writeRandom(filepath.Join(mp, "a"), 150<<20); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("overwrite with a snapshot holding the old data: got %v, want ENOSPC", err)
 	}
-	snapCopy, _ := os.ReadFile(filepath.Join(b.snapDir("vq"), "s1", "a"))
+	if err := b.MountSnapshot(ctx, "vq", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	snapCopy, _ := os.ReadFile(filepath.Join(b.SnapshotMountPath("vq", "s1"), "a"))
 	if !bytes.Equal(snapCopy, keep) {
 		t.Fatal("snapshot does not hold the data as it was")
 	}
-	// Raising the limit (by id, even while over it) lets the write through.
-	if err := b.SetLimit(ctx, 1, 128<<20); err != nil {
+	// Growing the volume lets the write through, online.
+	if err := b.Resize(ctx, "vq", 512<<20); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeRandom(filepath.Join(mp, "a"), 40<<20); err != nil {
-		t.Fatalf("write after raising the limit: %v", err)
+	if err := writeRandom(filepath.Join(mp, "a"), 150<<20); err != nil {
+		t.Fatalf("write after growing: %v", err)
 	}
-	st, err := b.Volume(ctx, "vq", 1, "")
+	st, err := b.Volume(ctx, "vq", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.UsedBytes < 80<<20 || st.UsedBytes > 90<<20 || st.LimitBytes != 128<<20 {
-		t.Fatalf("used %d (want ~80 MiB: live + snapshot), limit %d", st.UsedBytes, st.LimitBytes)
+	if st.UsedBytes < 300<<20 || st.UsedBytes > 340<<20 || st.CapacityBytes != 512<<20 {
+		t.Fatalf("used %d (want ~300 MiB: live + snapshot), capacity %d", st.UsedBytes, st.CapacityBytes)
+	}
+	if used, err := b.VolumeUsedBytes(ctx, "vq"); err != nil || used != st.UsedBytes {
+		t.Fatalf("VolumeUsedBytes = %d, %v; Volume says %d", used, err, st.UsedBytes)
+	}
+}
+
+// Shrinking below what the volume holds is refused and changes nothing; shrinking
+// to what fits works.
+func TestShrink(t *testing.T) {
+	b, _ := newBackend(t)
+	ctx := context.Background()
+	mkVolume(t, b, "vs", 768<<20, nil)
+	mp := b.MountPath("vs")
+	if err := writeRandom(filepath.Join(mp, "a"), 400<<20); err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := os.ReadFile(filepath.Join(mp, "a"))
+	if err := b.Resize(ctx, "vs", 320<<20); !errors.Is(err, storage.ErrTooSmall) {
+		t.Fatalf("shrink below used: got %v, want ErrTooSmall", err)
+	}
+	if st, _ := b.Volume(ctx, "vs", ""); st.CapacityBytes != 768<<20 {
+		t.Fatalf("a refused shrink changed the capacity to %d", st.CapacityBytes)
+	}
+	if err := b.Resize(ctx, "vs", 512<<20); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := b.Volume(ctx, "vs", ""); st.CapacityBytes != 512<<20 {
+		t.Fatalf("capacity after shrink = %d", st.CapacityBytes)
+	}
+	if got, _ := os.ReadFile(filepath.Join(mp, "a")); !bytes.Equal(got, sum) {
+		t.Fatal("data changed by a shrink")
 	}
 }
 
 // A snapshot shares every extent with its source: it costs no data, whatever the
 // volume holds (O(1), not a copy), and it is read-only.
 func TestSnapshotSharesDataAndIsReadOnly(t *testing.T) {
-	b, dir := newBackend(t)
+	b, _ := newBackend(t)
 	ctx := context.Background()
-	mkVolume(t, b, "vs", 2, 1<<30, nil)
+	mkVolume(t, b, "vs", 1<<30, nil)
 	if err := writeRandom(filepath.Join(b.MountPath("vs"), "big"), 256<<20); err != nil {
 		t.Fatal(err)
 	}
-	before := fsUsed(t, filepath.Join(dir, "store"))
-	if err := b.CreateSnapshot(ctx, "vs", "s1", 2); err != nil {
+	before, _ := b.VolumeUsedBytes(ctx, "vs")
+	if err := b.CreateSnapshot(ctx, "vs", "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CreateSnapshot(ctx, "vs", "s1", 2); err != nil {
+	if err := b.CreateSnapshot(ctx, "vs", "s1"); err != nil {
 		t.Fatalf("second create is not idempotent: %v", err)
 	}
 	syscall.Sync()
@@ -156,47 +220,93 @@ func TestSnapshotSharesDataAndIsReadOnly(t *testing.T) {
 	if snap.ExclusiveBytes > 1<<20 {
 		t.Fatalf("snapshot holds %d exclusive bytes of a 256 MiB volume: it copied data", snap.ExclusiveBytes)
 	}
-	if grown := fsUsed(t, filepath.Join(dir, "store")) - before; grown > 8<<20 {
-		t.Fatalf("filesystem grew %d bytes for a snapshot", grown)
+	if after, _ := b.VolumeUsedBytes(ctx, "vs"); after-before > 8<<20 {
+		t.Fatalf("the volume grew %d bytes for a snapshot", after-before)
 	}
-	err = os.WriteFile(filepath.Join(b.snapDir("vs"), "s1", "new"), []byte("x"), 0o644)
+	if err := b.MountSnapshot(ctx, "vs", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	err = os.WriteFile(filepath.Join(b.SnapshotMountPath("vs", "s1"), "new"), []byte("x"), 0o644)
 	if !errors.Is(err, syscall.EROFS) {
 		t.Fatalf("writing into a snapshot: got %v, want EROFS", err)
 	}
-}
-
-func fsUsed(t *testing.T, path string) int64 {
-	t.Helper()
-	out, err := exec.Command("btrfs", "filesystem", "usage", "-b", path).Output()
-	if err != nil {
+	// Overwriting the live file leaves the old data to the snapshot alone.
+	if err := writeRandom(filepath.Join(b.MountPath("vs"), "big"), 256<<20); err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == "Used:" {
-			var n int64
-			for _, c := range f[1] {
-				n = n*10 + int64(c-'0')
-			}
-			return n
+	syscall.Sync()
+	if snap, _ = b.Snapshot(ctx, "vs", "s1"); snap.ExclusiveBytes < 200<<20 {
+		t.Fatalf("snapshot holds %d exclusive bytes after the live data was overwritten; want ~256 MiB", snap.ExclusiveBytes)
+	}
+}
+
+// Volumes are separate filesystems: their mount roots differ in device and fsid, a
+// clone gets a filesystem id of its own, and mounts carry nosuid,nodev,noexec.
+func TestVolumesAreSeparateFilesystems(t *testing.T) {
+	b, dir := newBackend(t)
+	ctx := context.Background()
+	mkVolume(t, b, "va", 256<<20, nil)
+	mkVolume(t, b, "vb", 256<<20, nil)
+	b.CreateSnapshot(ctx, "va", "s1")
+	mkVolume(t, b, "vc", 256<<20, &storage.SnapshotRef{VolumeKey: "va", Snapshot: "s1"})
+	b.CreateSnapshot(ctx, "vc", "s1")
+	mkVolume(t, b, "vd", 256<<20, &storage.SnapshotRef{VolumeKey: "vc", Snapshot: "s1"}) // a clone of a clone
+	if err := b.MountSnapshot(ctx, "va", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	seenDev, seenFsid := map[uint64]string{}, map[[2]int32]string{}
+	for _, p := range []string{b.MountPath("va"), b.MountPath("vb"), b.MountPath("vc"), b.MountPath("vd"), b.SnapshotMountPath("va", "s1")} {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := seenDev[st.Dev]; ok {
+			t.Errorf("%s and %s share device %d", p, o, st.Dev)
+		}
+		seenDev[st.Dev] = p
+		fsid := statfs(t, p).Fsid.Val
+		if o, ok := seenFsid[fsid]; ok {
+			t.Errorf("%s and %s share fsid %v", p, o, fsid)
+		}
+		seenFsid[fsid] = p
+		e, ok, _ := mountinfoLookup(p)
+		if !ok || !strings.Contains(e.Options, "nosuid") || !strings.Contains(e.Options, "nodev") || !strings.Contains(e.Options, "noexec") {
+			t.Errorf("%s mounted with %q, want nosuid,nodev,noexec", p, e.Options)
 		}
 	}
-	t.Fatalf("no Used: line in %s", out)
-	return 0
+	uuids := map[string]bool{}
+	for _, k := range []string{"va", "vb", "vc", "vd"} {
+		v, err := b.open(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uuids[v.uuid] {
+			t.Errorf("volume %s shares filesystem id %s", k, v.uuid)
+		}
+		uuids[v.uuid] = true
+	}
+	// What the sandboxes see (the mounts directory) holds only live data and
+	// snapshots, never a volume's whole filesystem.
+	entries, _ := os.ReadDir(filepath.Join(dir, "mounts"))
+	for _, e := range entries {
+		if m, ok, _ := mountinfoLookup(filepath.Join(dir, "mounts", e.Name())); ok && m.Root == "/" {
+			t.Errorf("a whole filesystem is mounted in the shared mounts directory: %s", e.Name())
+		}
+	}
 }
 
 func TestCloneIsWritableAndIndependent(t *testing.T) {
 	b, _ := newBackend(t)
 	ctx := context.Background()
-	mkVolume(t, b, "vsrc", 3, 256<<20, nil)
+	mkVolume(t, b, "vsrc", 256<<20, nil)
 	src := b.MountPath("vsrc")
 	os.WriteFile(filepath.Join(src, "f"), []byte("snapshot data"), 0o644)
-	syscall.Sync()
-	if err := b.CreateSnapshot(ctx, "vsrc", "s1", 3); err != nil {
+	if err := b.CreateSnapshot(ctx, "vsrc", "s1"); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(src, "f"), []byte("later data"), 0o644)
-	mkVolume(t, b, "vclone", 4, 32<<20, &storage.SnapshotRef{VolumeKey: "vsrc", Snapshot: "s1"})
+	b.CreateSnapshot(ctx, "vsrc", "s2")
+	mkVolume(t, b, "vclone", 512<<20, &storage.SnapshotRef{VolumeKey: "vsrc", Snapshot: "s1"})
 	cl := b.MountPath("vclone")
 	if got, _ := os.ReadFile(filepath.Join(cl, "f")); string(got) != "snapshot data" {
 		t.Fatalf("clone reads %q", got)
@@ -207,27 +317,38 @@ func TestCloneIsWritableAndIndependent(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(src, "g")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a write to the clone shows in the source")
 	}
-	// The clone has its own quota.
-	if err := writeRandom(filepath.Join(cl, "big"), 48<<20); !errors.Is(err, syscall.EDQUOT) {
-		t.Fatalf("clone quota: got %v, want EDQUOT", err)
+	// The clone has its own capacity and none of the source's snapshots.
+	st, err := b.Volume(ctx, "vclone", "")
+	if err != nil || st.CapacityBytes != 512<<20 || !st.Exists || !st.Mounted {
+		t.Fatalf("clone status %+v, %v", st, err)
 	}
-	inconsistent, _ := os.ReadFile(filepath.Join("/sys/fs/btrfs", b.fsid, "qgroups", "inconsistent"))
+	if inv, _ := b.Inventory(ctx); len(inv.Snapshots["vclone"]) != 0 {
+		t.Fatalf("clone kept snapshots %v", inv.Snapshots["vclone"])
+	}
+	if err := writeRandom(filepath.Join(cl, "big"), 600<<20); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("clone capacity: got %v, want ENOSPC", err)
+	}
+	v, _ := b.open(ctx, "vclone")
+	inconsistent, _ := os.ReadFile(filepath.Join("/sys/fs/btrfs", v.uuid, "qgroups", "inconsistent"))
 	if strings.TrimSpace(string(inconsistent)) == "1" {
 		t.Fatal("quota counters left inconsistent after a clone")
+	}
+	// The source is untouched.
+	if got, _ := os.ReadFile(filepath.Join(src, "f")); string(got) != "later data" {
+		t.Fatalf("source reads %q after the clone", got)
 	}
 }
 
 func TestRevertSwapsInTheSnapshot(t *testing.T) {
 	b, _ := newBackend(t)
 	ctx := context.Background()
-	mkVolume(t, b, "vr", 5, 64<<20, nil)
+	mkVolume(t, b, "vr", 256<<20, nil)
 	mp := b.MountPath("vr")
 	os.WriteFile(filepath.Join(mp, "f"), []byte("v1"), 0o644)
-	syscall.Sync()
-	b.CreateSnapshot(ctx, "vr", "s1", 5)
+	b.CreateSnapshot(ctx, "vr", "s1")
 	os.WriteFile(filepath.Join(mp, "f"), []byte("v2"), 0o644)
 	os.WriteFile(filepath.Join(mp, "new"), []byte("x"), 0o644)
-	for _, err := range []error{b.Retire(ctx, "vr", "op1"), b.CreateVolume(ctx, "vr", 5, &storage.SnapshotRef{VolumeKey: "vr", Snapshot: "s1"}),
+	for _, err := range []error{b.Retire(ctx, "vr", "op1"), b.Restore(ctx, "vr", "s1"), b.Restore(ctx, "vr", "s1"),
 		b.PurgeRetired(ctx, "vr", "op1"), b.Mount(ctx, "vr")} {
 		if err != nil {
 			t.Fatal(err)
@@ -239,43 +360,103 @@ func TestRevertSwapsInTheSnapshot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(mp, "new")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a file written after the snapshot survived the revert")
 	}
-	st, _ := b.Volume(ctx, "vr", 5, "op1")
-	if !st.Exists || !st.Mounted || st.Retired || st.LimitBytes != 64<<20 {
+	st, _ := b.Volume(ctx, "vr", "op1")
+	if !st.Exists || !st.Mounted || st.Retired || st.CapacityBytes != 256<<20 {
 		t.Fatalf("after revert: %+v", st)
 	}
-	// The quota still applies to the new subvolume (same level-1 group).
-	if err := writeRandom(filepath.Join(mp, "big"), 80<<20); !errors.Is(err, syscall.EDQUOT) {
-		t.Fatalf("quota after revert: got %v, want EDQUOT", err)
+	if err := writeRandom(filepath.Join(mp, "big"), 300<<20); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("capacity after revert: got %v, want ENOSPC", err)
 	}
 }
 
-func TestDeleteVolumeLeavesNothing(t *testing.T) {
+// Mid-revert the volume has a filesystem but no live data: CreateVolume must not
+// paper over it with an empty volume.
+func TestCreateDoesNotHideAnUnfinishedRevert(t *testing.T) {
 	b, _ := newBackend(t)
 	ctx := context.Background()
-	mkVolume(t, b, "vd", 6, 64<<20, nil)
-	os.WriteFile(filepath.Join(b.MountPath("vd"), "f"), []byte("x"), 0o644)
-	b.CreateSnapshot(ctx, "vd", "s1", 6)
-	b.CreateSnapshot(ctx, "vd", "s2", 6)
-	if err := b.DeleteVolume(ctx, "vd", 6); err != nil {
+	mkVolume(t, b, "vu", 256<<20, nil)
+	os.WriteFile(filepath.Join(b.MountPath("vu"), "f"), []byte("v1"), 0o644)
+	b.CreateSnapshot(ctx, "vu", "s1")
+	if err := b.Retire(ctx, "vu", "op1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.DeleteVolume(ctx, "vd", 6); err != nil {
+	if err := b.CreateVolume(ctx, "vu", 256<<20, nil); err == nil {
+		t.Fatal("CreateVolume made new live data in the middle of a revert")
+	}
+	if st, _ := b.Volume(ctx, "vu", "op1"); st.Exists || !st.Retired {
+		t.Fatalf("mid-revert status %+v", st)
+	}
+}
+
+// A create cut short leaves a ".new" image, possibly attached and mounted; the
+// next attempt starts over and succeeds, and the inventory names it meanwhile so
+// orphan collection can remove it.
+func TestInterruptedCreateStartsOver(t *testing.T) {
+	b, dir := newBackend(t)
+	ctx := context.Background()
+	tmp := b.newImage("vi")
+	if err := createSparse(tmp, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.btrfs", "-q", tmp).CombinedOutput(); err != nil {
+		t.Fatal(err, string(out))
+	}
+	if _, err := b.mountWhole(ctx, tmp, b.fsPath("vi")); err != nil {
+		t.Fatal(err)
+	}
+	inv, _ := b.Inventory(ctx)
+	if !slices.Contains(inv.Volumes, "vi") {
+		t.Fatalf("inventory %v does not name the unfinished volume", inv.Volumes)
+	}
+	mkVolume(t, b, "vi", 256<<20, nil)
+	if st, _ := b.Volume(ctx, "vi", ""); !st.Exists || !st.Mounted {
+		t.Fatalf("status after the retried create: %+v", st)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the unfinished image is still there")
+	}
+	if out, _ := exec.Command("losetup", "-j", tmp).Output(); len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("the unfinished image is still attached: %s", out)
+	}
+	_ = dir
+}
+
+func TestDeleteVolumeLeavesNothing(t *testing.T) {
+	b, dir := newBackend(t)
+	ctx := context.Background()
+	mkVolume(t, b, "vd", 256<<20, nil)
+	os.WriteFile(filepath.Join(b.MountPath("vd"), "f"), []byte("x"), 0o644)
+	b.CreateSnapshot(ctx, "vd", "s1")
+	b.CreateSnapshot(ctx, "vd", "s2")
+	if err := b.MountSnapshot(ctx, "vd", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	img := b.imagePath("vd")
+	if err := b.DeleteVolume(ctx, "vd"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteVolume(ctx, "vd"); err != nil {
 		t.Fatalf("second delete is not idempotent: %v", err)
 	}
 	inv, err := b.Inventory(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(inv.Volumes) != 0 || len(inv.Snapshots) != 0 || len(inv.Qgroups) != 0 {
+	if len(inv.Volumes) != 0 || len(inv.Snapshots) != 0 {
 		t.Fatalf("left behind: %+v", inv)
 	}
-	out, _ := exec.Command("btrfs", "subvolume", "list", b.top).Output()
-	if len(bytes.TrimSpace(out)) != 0 {
-		t.Fatalf("subvolumes left: %s", out)
+	if _, err := os.Stat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("image left behind")
+	}
+	if out, _ := exec.Command("losetup", "-j", img).Output(); len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("loop device left attached: %s", out)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), filepath.Join(dir, "mounts", "vd")) {
+		t.Fatal("mounts left behind")
 	}
 }
 
-// After a crash (no Stop), a new backend adopts the attached loop device and the
+// After a crash (no Stop), a new backend adopts the attached loop devices and the
 // mounts, and its Stop leaves nothing behind.
 func TestAdoptAfterCrash(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -286,22 +467,26 @@ func TestAdoptAfterCrash(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ctx := context.Background()
-	a := New(Options{DataDir: dir, ImageSize: 1 << 30})
+	a := New(Options{DataDir: dir, ImageSize: 2 << 30})
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mkVolume(t, a, "vk", 1, 64<<20, nil)
+	mkVolume(t, a, "vk", 256<<20, nil)
 	os.WriteFile(filepath.Join(a.MountPath("vk"), "f"), []byte("kept"), 0o644)
+	aDev, _ := a.loopOf(ctx, a.imagePath("vk"))
 	// "Crash": a is dropped without Stop.
-	b := New(Options{DataDir: dir, ImageSize: 1 << 30})
+	b := New(Options{DataDir: dir, ImageSize: 2 << 30})
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if b.loop != a.loop {
-		t.Fatalf("attached a second loop device %s (had %s)", b.loop, a.loop)
+		t.Fatalf("attached a second store loop device %s (had %s)", b.loop, a.loop)
 	}
 	if err := b.Mount(ctx, "vk"); err != nil {
 		t.Fatal(err)
+	}
+	if bDev, _ := b.loopOf(ctx, b.imagePath("vk")); bDev != aDev {
+		t.Fatalf("volume reattached on %s (was %s)", bDev, aDev)
 	}
 	if got, _ := os.ReadFile(filepath.Join(b.MountPath("vk"), "f")); string(got) != "kept" {
 		t.Fatalf("data after adoption: %q", got)
@@ -311,11 +496,14 @@ func TestAdoptAfterCrash(t *testing.T) {
 	}
 	assertNothingLeft(t, dir)
 	// And a fresh start after a clean stop finds the volume again.
-	c := New(Options{DataDir: dir, ImageSize: 1 << 30})
+	c := New(Options{DataDir: dir, ImageSize: 2 << 30})
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { c.Stop(ctx); assertNothingLeft(t, dir) }()
+	if st, _ := c.Volume(ctx, "vk", ""); !st.Exists || st.Mounted {
+		t.Fatalf("after a clean restart: %+v (want existing, not yet mounted)", st)
+	}
 	if err := c.Mount(ctx, "vk"); err != nil {
 		t.Fatal(err)
 	}
@@ -324,8 +512,8 @@ func TestAdoptAfterCrash(t *testing.T) {
 	}
 }
 
-// With --store, Basin uses an existing btrfs mount, keeps its tree under basin/, and
-// leaves the filesystem itself mounted on Stop.
+// With --store, Basin keeps volume images in an existing directory, under basin/,
+// and leaves the store's own filesystem mounted on Stop.
 func TestExistingStore(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -337,7 +525,7 @@ func TestExistingStore(t *testing.T) {
 	img, mnt := filepath.Join(dir, "own.img"), filepath.Join(dir, "own")
 	os.Mkdir(mnt, 0o755)
 	f, _ := os.Create(img)
-	f.Truncate(1 << 30)
+	f.Truncate(2 << 30)
 	f.Close()
 	for _, argv := range [][]string{{"mkfs.btrfs", "-q", img}, {"mount", "-o", "loop", img, mnt}} {
 		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
@@ -350,20 +538,41 @@ func TestExistingStore(t *testing.T) {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mkVolume(t, b, "vx", 1, 64<<20, nil)
-	if _, err := os.Stat(filepath.Join(mnt, "basin", "volumes", "vx")); err != nil {
-		t.Fatalf("volume not under basin/: %v", err)
+	mkVolume(t, b, "vx", 256<<20, nil)
+	if _, err := os.Stat(filepath.Join(mnt, "basin", "images", "vx.img")); err != nil {
+		t.Fatalf("volume image not under basin/images: %v", err)
 	}
-	if err := writeRandom(filepath.Join(b.MountPath("vx"), "big"), 80<<20); !errors.Is(err, syscall.EDQUOT) {
-		t.Fatalf("quota on an existing store: %v", err)
+	if err := writeRandom(filepath.Join(b.MountPath("vx"), "big"), 300<<20); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("capacity on an existing store: %v", err)
 	}
 	if err := b.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := isMountPoint(b.MountPath("vx")); m {
+	if m, _ := mountinfo.IsMountPoint(b.MountPath("vx")); m {
 		t.Fatal("volume still mounted after Stop")
 	}
-	if m, _ := isMountPoint(mnt); !m {
+	if m, _ := mountinfo.IsMountPoint(mnt); !m {
 		t.Fatal("Stop unmounted a filesystem Basin did not mount")
 	}
+	if out, _ := exec.Command("losetup", "-j", filepath.Join(mnt, "basin", "images", "vx.img")).Output(); len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("volume loop device left attached: %s", out)
+	}
 }
+
+// A store in the layout of Basin before per-volume filesystems is refused, not
+// silently re-populated with empty volumes.
+func TestOldLayoutRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	os.MkdirAll(filepath.Join(store, "basin", "volumes", "v1234"), 0o700)
+	b := New(Options{DataDir: filepath.Join(dir, "data"), Store: store})
+	err := b.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "shared-filesystem layout") {
+		t.Fatalf("start on an old-layout store: %v", err)
+	}
+}
+
+func mountinfoLookup(p string) (mountinfo.Entry, bool, error) { return mountinfo.Lookup(p) }

@@ -1,5 +1,5 @@
 // Package fake is an in-memory storage.Backend that models the state a real backend
-// keeps (subvolumes, snapshots, quota groups, mounts), so controller tests assert
+// keeps (volume filesystems and their sizes, snapshots, mounts), so controller tests assert
 // outcomes rather than call sequences. It can fail or pause any named method.
 package fake
 
@@ -17,7 +17,7 @@ import (
 type volume struct {
 	mode    fs.FileMode
 	mounted bool
-	qgroup  uint64
+	used    int64
 	from    *storage.SnapshotRef
 }
 
@@ -28,10 +28,12 @@ type Backend struct {
 	retired  map[string]bool // key.tag
 	snaps    map[string]map[string]bool
 	snapMnt  map[string]bool  // key@snap
-	qgroups  map[uint64]int64 // limit
+	sizes    map[string]int64 // a volume filesystem's size, live data or not
 	failures map[string]error
 	gates    map[string]chan struct{}
 	calls    map[string]int
+	// StoreSize is the store's size StoreSpace reports; 0 = 1 TiB.
+	StoreSize int64
 }
 
 // CallCount returns how often method was called.
@@ -46,8 +48,8 @@ var _ storage.Backend = (*Backend)(nil)
 // New returns an empty fake store.
 func New() *Backend {
 	return &Backend{
-		live: map[string]*volume{}, retired: map[string]bool{}, snaps: map[string]map[string]bool{}, snapMnt: map[string]bool{},
-		qgroups: map[uint64]int64{}, failures: map[string]error{}, gates: map[string]chan struct{}{}, calls: map[string]int{},
+		live: map[string]*volume{}, retired: map[string]bool{}, snaps: map[string]map[string]bool{}, snapMnt: map[string]bool{}, sizes: map[string]int64{},
+		failures: map[string]error{}, gates: map[string]chan struct{}{}, calls: map[string]int{},
 	}
 }
 
@@ -92,62 +94,90 @@ func (b *Backend) enter(ctx context.Context, method string) error {
 }
 
 // Volume implements storage.Backend.
-func (b *Backend) Volume(ctx context.Context, key string, qgroup uint64, tag string) (storage.VolumeStatus, error) {
+func (b *Backend) Volume(ctx context.Context, key string, tag string) (storage.VolumeStatus, error) {
 	if err := b.enter(ctx, "Volume"); err != nil {
 		return storage.VolumeStatus{}, err
 	}
 	defer b.mu.Unlock()
 	var st storage.VolumeStatus
 	if v, ok := b.live[key]; ok {
-		st.Exists, st.Mounted, st.Mode = true, v.mounted, v.mode
+		st.Exists, st.Mounted, st.Mode, st.CapacityBytes, st.UsedBytes = true, v.mounted, v.mode, b.sizes[key], v.used
 	}
-	lim, ok := b.qgroups[qgroup]
-	st.QgroupExists, st.LimitBytes = ok, lim
 	st.Retired = tag != "" && b.retired[key+"."+tag]
 	return st, nil
 }
 
-// CreateQgroup implements storage.Backend.
-func (b *Backend) CreateQgroup(ctx context.Context, q uint64) error {
-	if err := b.enter(ctx, "CreateQgroup"); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	if _, ok := b.qgroups[q]; !ok {
-		b.qgroups[q] = 0
-	}
-	return nil
-}
-
 // CreateVolume implements storage.Backend.
-func (b *Backend) CreateVolume(ctx context.Context, key string, q uint64, from *storage.SnapshotRef) error {
+func (b *Backend) CreateVolume(ctx context.Context, key string, size int64, from *storage.SnapshotRef) error {
 	if err := b.enter(ctx, "CreateVolume"); err != nil {
 		return err
 	}
 	defer b.mu.Unlock()
-	if _, ok := b.qgroups[q]; !ok {
-		return fmt.Errorf("qgroup 1/%d does not exist", q)
-	}
 	if from != nil && !b.snaps[from.VolumeKey][from.Snapshot] {
 		return fmt.Errorf("source snapshot %s@%s does not exist", from.VolumeKey, from.Snapshot)
 	}
 	if _, ok := b.live[key]; !ok {
-		b.live[key] = &volume{mode: 0o755, qgroup: q, from: from}
+		b.live[key] = &volume{mode: 0o755, from: from}
+		b.sizes[key] = size
 	}
 	return nil
 }
 
-// SetLimit implements storage.Backend.
-func (b *Backend) SetLimit(ctx context.Context, q uint64, bytes int64) error {
-	if err := b.enter(ctx, "SetLimit"); err != nil {
+// Resize implements storage.Backend.
+func (b *Backend) Resize(ctx context.Context, key string, size int64) error {
+	if err := b.enter(ctx, "Resize"); err != nil {
 		return err
 	}
 	defer b.mu.Unlock()
-	if _, ok := b.qgroups[q]; !ok {
-		return fmt.Errorf("qgroup 1/%d does not exist", q)
+	v, ok := b.live[key]
+	if !ok {
+		return fmt.Errorf("volume %s does not exist", key)
 	}
-	b.qgroups[q] = bytes
+	if size < v.used {
+		return fmt.Errorf("shrink %s: %w", key, storage.ErrTooSmall)
+	}
+	b.sizes[key] = size
 	return nil
+}
+
+// SetUsed sets the bytes a volume uses (for shrink and usage tests).
+func (b *Backend) SetUsed(key string, used int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.live[key]; ok {
+		v.used = used
+	}
+}
+
+// VolumeUsedBytes implements storage.Backend.
+func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {
+	if err := b.enter(ctx, "VolumeUsedBytes"); err != nil {
+		return 0, err
+	}
+	defer b.mu.Unlock()
+	v, ok := b.live[key]
+	if !ok {
+		return 0, fmt.Errorf("volume %s does not exist", key)
+	}
+	return v.used, nil
+}
+
+// StoreSpace implements storage.Backend: a store of StoreSize bytes (default 1 TiB)
+// whose free space is what the volumes' usage leaves.
+func (b *Backend) StoreSpace(ctx context.Context) (size, free int64, err error) {
+	if err := b.enter(ctx, "StoreSpace"); err != nil {
+		return 0, 0, err
+	}
+	defer b.mu.Unlock()
+	size = b.StoreSize
+	if size == 0 {
+		size = 1 << 40
+	}
+	free = size
+	for _, v := range b.live {
+		free -= v.used
+	}
+	return size, max(free, 0), nil
 }
 
 // SetMode implements storage.Backend.
@@ -194,7 +224,7 @@ func (b *Backend) Unmount(ctx context.Context, key string) error {
 }
 
 // DeleteVolume implements storage.Backend.
-func (b *Backend) DeleteVolume(ctx context.Context, key string, q uint64) error {
+func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 	if err := b.enter(ctx, "DeleteVolume"); err != nil {
 		return err
 	}
@@ -205,13 +235,13 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string, q uint64) error 
 		}
 	}
 	delete(b.live, key)
+	delete(b.sizes, key)
 	delete(b.snaps, key)
 	for k := range b.retired {
 		if len(k) > len(key) && k[:len(key)+1] == key+"." {
 			delete(b.retired, k)
 		}
 	}
-	delete(b.qgroups, q)
 	return nil
 }
 
@@ -260,7 +290,7 @@ func (b *Backend) Snapshot(ctx context.Context, key, snap string) (storage.Snaps
 }
 
 // CreateSnapshot implements storage.Backend.
-func (b *Backend) CreateSnapshot(ctx context.Context, key, snap string, q uint64) error {
+func (b *Backend) CreateSnapshot(ctx context.Context, key, snap string) error {
 	if err := b.enter(ctx, "CreateSnapshot"); err != nil {
 		return err
 	}
@@ -299,6 +329,21 @@ func (b *Backend) Retire(ctx context.Context, key, tag string) error {
 	return nil
 }
 
+// Restore implements storage.Backend.
+func (b *Backend) Restore(ctx context.Context, key, snap string) error {
+	if err := b.enter(ctx, "Restore"); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	if !b.snaps[key][snap] {
+		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
+	}
+	if _, ok := b.live[key]; !ok {
+		b.live[key] = &volume{mode: 0o755, from: &storage.SnapshotRef{VolumeKey: key, Snapshot: snap}}
+	}
+	return nil
+}
+
 // PurgeRetired implements storage.Backend.
 func (b *Backend) PurgeRetired(ctx context.Context, key, tag string) error {
 	if err := b.enter(ctx, "PurgeRetired"); err != nil {
@@ -330,28 +375,15 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 		inv.Volumes = append(inv.Volumes, k)
 	}
 	sort.Strings(inv.Volumes)
-	for q := range b.qgroups {
-		inv.Qgroups = append(inv.Qgroups, q)
-	}
 	return inv, nil
-}
-
-// DestroyQgroup implements storage.Backend.
-func (b *Backend) DestroyQgroup(ctx context.Context, q uint64) error {
-	if err := b.enter(ctx, "DestroyQgroup"); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	delete(b.qgroups, q)
-	return nil
 }
 
 // State is a snapshot of the fake's contents for assertions.
 type State struct {
 	Volumes   map[string]bool // key -> mounted
 	Modes     map[string]fs.FileMode
+	Sizes     map[string]int64
 	Snapshots map[string][]string
-	Qgroups   map[uint64]int64
 	Retired   []string
 	Sources   map[string]storage.SnapshotRef
 	// SnapshotMounts lists mounted snapshots as key@snap.
@@ -362,10 +394,11 @@ type State struct {
 func (b *Backend) State() State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := State{Volumes: map[string]bool{}, Modes: map[string]fs.FileMode{}, Snapshots: map[string][]string{}, Qgroups: map[uint64]int64{}, Sources: map[string]storage.SnapshotRef{}}
+	s := State{Volumes: map[string]bool{}, Modes: map[string]fs.FileMode{}, Sizes: map[string]int64{}, Snapshots: map[string][]string{}, Sources: map[string]storage.SnapshotRef{}}
 	for k, v := range b.live {
 		s.Volumes[k] = v.mounted
 		s.Modes[k] = v.mode
+		s.Sizes[k] = b.sizes[k]
 		if v.from != nil {
 			s.Sources[k] = *v.from
 		}
@@ -375,9 +408,6 @@ func (b *Backend) State() State {
 			s.Snapshots[k] = append(s.Snapshots[k], n)
 		}
 		sort.Strings(s.Snapshots[k])
-	}
-	for q, l := range b.qgroups {
-		s.Qgroups[q] = l
 	}
 	for k := range b.retired {
 		s.Retired = append(s.Retired, k)

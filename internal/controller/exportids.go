@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Export IDs. Ganesha's Export_Id is 16 bits and 0 is its pseudo root, so every
+// export Basin loads holds an ID in 1..nfs.MaxExportID from a table in the store: one
+// document per ID in use, naming its holder (a volume or snapshot resource name).
+// IDs are handed out next-fit — the first free one after the last handed out,
+// wrapping — so a freed ID is reused as late as possible, and released once the
+// export is unloaded: a snapshot holds one only while its directory is exported, a
+// volume from its first export until it is deleted.
+
+type exportIDDoc struct {
+	Holder string `json:"holder"`
+}
+
+type exportIDCursor struct {
+	Last uint64 `json:"last"`
+}
+
+func exportIDName(id uint64) string { return strconv.FormatUint(id, 10) }
+
+// holdsExportID reports whether holder holds id.
+func holdsExportID(tx store.Tx, holder string, id uint64) (bool, error) {
+	if id < 1 || id > nfs.MaxExportID {
+		return false, nil
+	}
+	var d exportIDDoc
+	err := tx.Get(store.KindExportID, exportIDName(id), &d)
+	if err == nil {
+		return d.Holder == holder, nil
+	}
+	if isNotFound(err) {
+		return false, nil
+	}
+	return false, err
+}
+
+// allocExportID returns the ID holder holds, cur, if it does; otherwise it hands
+// out a free one.
+func allocExportID(tx store.Tx, holder string, cur uint64) (uint64, error) {
+	if ok, err := holdsExportID(tx, holder, cur); err != nil || ok {
+		return cur, err
+	}
+	var c exportIDCursor
+	if err := tx.Get(store.KindExportIDCursor, "last", &c); err != nil && !isNotFound(err) {
+		return 0, err
+	}
+	for i := uint64(1); i <= nfs.MaxExportID; i++ {
+		id := (c.Last+i-1)%nfs.MaxExportID + 1
+		var d exportIDDoc
+		err := tx.Get(store.KindExportID, exportIDName(id), &d)
+		if err == nil {
+			continue
+		}
+		if !isNotFound(err) {
+			return 0, err
+		}
+		if err := tx.Insert(store.KindExportID, exportIDName(id), "", exportIDDoc{Holder: holder}); err != nil {
+			return 0, err
+		}
+		return id, tx.Put(store.KindExportIDCursor, "last", "", exportIDCursor{Last: id})
+	}
+	return 0, model.Errorf(model.ErrResourceExhausted, "all %d NFS export IDs are in use", nfs.MaxExportID)
+}
+
+// releaseExportID frees id if holder holds it.
+func releaseExportID(tx store.Tx, holder string, id uint64) error {
+	ok, err := holdsExportID(tx, holder, id)
+	if err != nil || !ok {
+		return err
+	}
+	return tx.Delete(store.KindExportID, exportIDName(id))
+}
+
+func isNotFound(err error) bool { return err != nil && errors.Is(err, model.ErrNotFound) }
+
+// ensureVolumeExportID makes sure v holds an export ID, allocating and recording one
+// if needed, and updates v.ExportID.
+func (c *Controller) ensureVolumeExportID(ctx context.Context, v *model.Volume) error {
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return err
+		}
+		id, err := allocExportID(tx, v.Name(), cur.ExportID)
+		if err != nil {
+			return err
+		}
+		v.ExportID = id
+		if cur.ExportID == id {
+			return nil
+		}
+		cur.ExportID = id
+		return store.PutVolume(tx, cur)
+	})
+}
+
+// ensureSnapshotExportID is ensureVolumeExportID for a snapshot.
+func (c *Controller) ensureSnapshotExportID(ctx context.Context, s *model.Snapshot) error {
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, s.Name())
+		if err != nil {
+			return err
+		}
+		id, err := allocExportID(tx, s.Name(), cur.ExportID)
+		if err != nil {
+			return err
+		}
+		s.ExportID = id
+		if cur.ExportID == id {
+			return nil
+		}
+		cur.ExportID = id
+		return store.PutSnapshot(tx, cur)
+	})
+}
+
+// releaseSnapshotExportID frees a snapshot's export ID once its export is unloaded.
+func (c *Controller) releaseSnapshotExportID(ctx context.Context, s *model.Snapshot) error {
+	if s.ExportID == 0 {
+		return nil
+	}
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		if err := releaseExportID(tx, s.Name(), s.ExportID); err != nil {
+			return err
+		}
+		cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, s.Name())
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cur.ExportID = 0
+		return store.PutSnapshot(tx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("release export id %d of %s: %w", s.ExportID, s.Name(), err)
+	}
+	s.ExportID = 0
+	return nil
+}

@@ -1,0 +1,491 @@
+package nfs3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// NFSv3 procedure numbers (RFC 1813).
+const (
+	procGetAttr     = 1
+	procSetAttr     = 2
+	procLookup      = 3
+	procRead        = 6
+	procWrite       = 7
+	procCreate      = 8
+	procMkdir       = 9
+	procSymlink     = 10
+	procMknod       = 11
+	procRemove      = 12
+	procRmdir       = 13
+	procRename      = 14
+	procLink        = 15
+	procReadDir     = 16
+	procReadDirPlus = 17
+)
+
+// Named nfsstat3 values, for comparing with errors.Is.
+const (
+	ErrPerm        Status = 1
+	ErrNoEnt       Status = 2
+	ErrAcces       Status = 13
+	ErrExist       Status = 17
+	ErrXDev        Status = 18
+	ErrNotDir      Status = 20
+	ErrIsDir       Status = 21
+	ErrInval       Status = 22
+	ErrROFS        Status = 30
+	ErrNameTooLong Status = 63
+	ErrNotEmpty    Status = 66
+	ErrStale       Status = 70
+	ErrBadHandle   Status = 10001
+	ErrNotSupp     Status = 10004
+	ErrServerFault Status = 10006
+	ErrBadType     Status = 10007
+)
+
+func init() {
+	statusNames[18] = "NFS3ERR_XDEV"
+	statusNames[31] = "NFS3ERR_MLINK"
+	statusNames[66] = "NFS3ERR_NOTEMPTY"
+	statusNames[10002] = "NFS3ERR_NOT_SYNC"
+	statusNames[10003] = "NFS3ERR_BAD_COOKIE"
+	statusNames[10005] = "NFS3ERR_TOOSMALL"
+	statusNames[10007] = "NFS3ERR_BADTYPE"
+}
+
+// StatusOf returns the nfsstat3 an error carries, if it carries one.
+func StatusOf(err error) (Status, bool) {
+	var s Status
+	if errors.As(err, &s) {
+		return s, true
+	}
+	return 0, false
+}
+
+// MountStatus is a failed MOUNT MNT call's mountstat3.
+type MountStatus uint32
+
+func (s MountStatus) Error() string {
+	switch s {
+	case 1:
+		return "MNT3ERR_PERM"
+	case 2:
+		return "MNT3ERR_NOENT"
+	case 13:
+		return "MNT3ERR_ACCES"
+	case 20:
+		return "MNT3ERR_NOTDIR"
+	}
+	return "MNT3 status " + strconv.Itoa(int(s))
+}
+
+// FileType is an NFSv3 ftype3.
+type FileType uint32
+
+// File types.
+const (
+	TypeReg  FileType = 1
+	TypeDir  FileType = 2
+	TypeBlk  FileType = 3
+	TypeChr  FileType = 4
+	TypeLnk  FileType = 5
+	TypeSock FileType = 6
+	TypeFIFO FileType = 7
+)
+
+// Attr is an NFSv3 fattr3.
+type Attr struct {
+	Type                FileType
+	Mode                uint32
+	Nlink               uint32
+	UID, GID            uint32
+	Size, Used          uint64
+	RdevMajor           uint32
+	RdevMinor           uint32
+	FSID                uint64
+	FileID              uint64
+	Atime, Mtime, Ctime time.Time
+}
+
+func (d *dec) time() time.Time {
+	s, ns := d.u32(), d.u32()
+	return time.Unix(int64(s), int64(ns))
+}
+
+func (d *dec) fattr() Attr {
+	var a Attr
+	a.Type = FileType(d.u32())
+	a.Mode = d.u32()
+	a.Nlink = d.u32()
+	a.UID = d.u32()
+	a.GID = d.u32()
+	a.Size = d.u64()
+	a.Used = d.u64()
+	a.RdevMajor = d.u32()
+	a.RdevMinor = d.u32()
+	a.FSID = d.u64()
+	a.FileID = d.u64()
+	a.Atime, a.Mtime, a.Ctime = d.time(), d.time(), d.time()
+	return a
+}
+
+// postOpAttr decodes a post_op_attr.
+func (d *dec) postOpAttr() (Attr, bool) {
+	if d.u32() == 0 {
+		return Attr{}, false
+	}
+	return d.fattr(), d.err == nil
+}
+
+// postOpFH decodes a post_op_fh3.
+func (d *dec) postOpFH() []byte {
+	if d.u32() == 0 {
+		return nil
+	}
+	return d.opaque()
+}
+
+// SetAttrs says which attributes SetAttr (and the creating calls) set; nil
+// fields are left alone.
+type SetAttrs struct {
+	Mode     *uint32
+	UID, GID *uint32
+	Size     *uint64
+}
+
+func (e *enc) sattr(s SetAttrs) {
+	opt32 := func(v *uint32) {
+		if v == nil {
+			e.u32(0)
+			return
+		}
+		e.u32(1)
+		e.u32(*v)
+	}
+	opt32(s.Mode)
+	opt32(s.UID)
+	opt32(s.GID)
+	if s.Size == nil {
+		e.u32(0)
+	} else {
+		e.u32(1)
+		e.u64(*s.Size)
+	}
+	e.u32(0) // atime: don't change
+	e.u32(0) // mtime: don't change
+}
+
+// Mode returns a pointer to m, for SetAttrs.
+func Mode(m uint32) *uint32 { return &m }
+
+// Size returns a pointer to n, for SetAttrs.
+func Size(n uint64) *uint64 { return &n }
+
+func diropargs(dir []byte, name string) *enc {
+	var e enc
+	e.opaque(dir)
+	e.str(name)
+	return &e
+}
+
+// GetAttr returns fh's attributes.
+func (c *Client) GetAttr(ctx context.Context, fh []byte) (Attr, error) {
+	var e enc
+	e.opaque(fh)
+	d, err := c.call(ctx, procGetAttr, e.b)
+	if err != nil {
+		return Attr{}, err
+	}
+	a := d.fattr()
+	return a, d.err
+}
+
+// SetAttr sets fh's attributes (no guard).
+func (c *Client) SetAttr(ctx context.Context, fh []byte, s SetAttrs) error {
+	var e enc
+	e.opaque(fh)
+	e.sattr(s)
+	e.u32(0) // no ctime guard
+	_, err := c.call(ctx, procSetAttr, e.b)
+	return err
+}
+
+// LookupAttr is Lookup that also returns the object's attributes.
+func (c *Client) LookupAttr(ctx context.Context, dir []byte, name string) ([]byte, Attr, error) {
+	d, err := c.call(ctx, procLookup, diropargs(dir, name).b)
+	if err != nil {
+		return nil, Attr{}, err
+	}
+	fh := d.opaque()
+	a, _ := d.postOpAttr()
+	return fh, a, d.err
+}
+
+// CreateHow is CREATE's mode.
+type CreateHow uint32
+
+// Create modes.
+const (
+	Unchecked CreateHow = 0
+	Guarded   CreateHow = 1
+	Exclusive CreateHow = 2
+)
+
+// CreateArgs are CREATE's arguments beyond the directory and name.
+type CreateArgs struct {
+	How CreateHow
+	// Attrs are set on an UNCHECKED or GUARDED create.
+	Attrs SetAttrs
+	// Verf is the EXCLUSIVE create's verifier.
+	Verf [8]byte
+}
+
+// CreateWith calls CREATE as given and returns the handle the server
+// returned (nil when it returned none).
+func (c *Client) CreateWith(ctx context.Context, dir []byte, name string, a CreateArgs) ([]byte, error) {
+	e := diropargs(dir, name)
+	e.u32(uint32(a.How))
+	if a.How == Exclusive {
+		e.b = append(e.b, a.Verf[:]...)
+	} else {
+		e.sattr(a.Attrs)
+	}
+	d, err := c.call(ctx, procCreate, e.b)
+	if err != nil {
+		return nil, err
+	}
+	fh := d.postOpFH()
+	return fh, d.err
+}
+
+// Mkdir makes directory name in dir and returns its handle.
+func (c *Client) Mkdir(ctx context.Context, dir []byte, name string, mode uint32) ([]byte, error) {
+	e := diropargs(dir, name)
+	e.sattr(SetAttrs{Mode: &mode})
+	d, err := c.call(ctx, procMkdir, e.b)
+	if err != nil {
+		return nil, err
+	}
+	fh := d.postOpFH()
+	return fh, d.err
+}
+
+// Symlink makes symlink name in dir pointing to target and returns its handle.
+func (c *Client) Symlink(ctx context.Context, dir []byte, name, target string) ([]byte, error) {
+	e := diropargs(dir, name)
+	e.sattr(SetAttrs{})
+	e.str(target)
+	d, err := c.call(ctx, procSymlink, e.b)
+	if err != nil {
+		return nil, err
+	}
+	fh := d.postOpFH()
+	return fh, d.err
+}
+
+// Mknod makes a special file (TypeChr, TypeBlk, TypeSock or TypeFIFO) and
+// returns its handle; major and minor matter for devices only.
+func (c *Client) Mknod(ctx context.Context, dir []byte, name string, t FileType, mode, major, minor uint32) ([]byte, error) {
+	e := diropargs(dir, name)
+	e.u32(uint32(t))
+	switch t {
+	case TypeChr, TypeBlk:
+		e.sattr(SetAttrs{Mode: &mode})
+		e.u32(major)
+		e.u32(minor)
+	case TypeSock, TypeFIFO:
+		e.sattr(SetAttrs{Mode: &mode})
+	}
+	d, err := c.call(ctx, procMknod, e.b)
+	if err != nil {
+		return nil, err
+	}
+	fh := d.postOpFH()
+	return fh, d.err
+}
+
+// Remove removes the non-directory name from dir.
+func (c *Client) Remove(ctx context.Context, dir []byte, name string) error {
+	_, err := c.call(ctx, procRemove, diropargs(dir, name).b)
+	return err
+}
+
+// Rmdir removes the empty directory name from dir.
+func (c *Client) Rmdir(ctx context.Context, dir []byte, name string) error {
+	_, err := c.call(ctx, procRmdir, diropargs(dir, name).b)
+	return err
+}
+
+// Rename renames fromDir/fromName to toDir/toName.
+func (c *Client) Rename(ctx context.Context, fromDir []byte, fromName string, toDir []byte, toName string) error {
+	e := diropargs(fromDir, fromName)
+	e.opaque(toDir)
+	e.str(toName)
+	_, err := c.call(ctx, procRename, e.b)
+	return err
+}
+
+// Link makes name in dir a hard link to fh.
+func (c *Client) Link(ctx context.Context, fh, dir []byte, name string) error {
+	var e enc
+	e.opaque(fh)
+	e.opaque(dir)
+	e.str(name)
+	_, err := c.call(ctx, procLink, e.b)
+	return err
+}
+
+// DirEntry is one READDIR or READDIRPLUS entry; Attr and FH are set by
+// ReadDirPlus when the server sent them.
+type DirEntry struct {
+	FileID uint64
+	Name   string
+	Cookie uint64
+	Attr   *Attr
+	FH     []byte
+}
+
+// maxDirCalls bounds the READDIR calls one listing makes.
+const maxDirCalls = 10000
+
+// ReadDir lists dir, "." and ".." included.
+func (c *Client) ReadDir(ctx context.Context, dir []byte) ([]DirEntry, error) {
+	return c.readDir(ctx, dir, false)
+}
+
+// ReadDirPlus lists dir with each entry's attributes and handle.
+func (c *Client) ReadDirPlus(ctx context.Context, dir []byte) ([]DirEntry, error) {
+	return c.readDir(ctx, dir, true)
+}
+
+func (c *Client) readDir(ctx context.Context, dir []byte, plus bool) ([]DirEntry, error) {
+	var out []DirEntry
+	var cookie uint64
+	var verf [8]byte
+	for range maxDirCalls {
+		var e enc
+		e.opaque(dir)
+		e.u64(cookie)
+		e.b = append(e.b, verf[:]...)
+		proc := uint32(procReadDir)
+		if plus {
+			proc = procReadDirPlus
+			e.u32(8192)  // dircount
+			e.u32(65536) // maxcount
+		} else {
+			e.u32(65536)
+		}
+		d, err := c.call(ctx, proc, e.b)
+		if err != nil {
+			return out, err
+		}
+		ents, v, eof, err := parseDirList(d, plus)
+		out = append(out, ents...)
+		if err != nil {
+			return out, err
+		}
+		if eof {
+			return out, nil
+		}
+		if len(ents) == 0 {
+			return out, errors.New("readdir: no entries and no EOF")
+		}
+		cookie, verf = ents[len(ents)-1].Cookie, v
+	}
+	return out, errors.New("readdir: too many calls")
+}
+
+// parseDirList decodes READDIR3resok or READDIRPLUS3resok (after the status).
+func parseDirList(d *dec, plus bool) (ents []DirEntry, verf [8]byte, eof bool, err error) {
+	d.postOpAttr()
+	copy(verf[:], d.take(8))
+	for d.err == nil && d.u32() != 0 {
+		if len(ents) > 1<<20 {
+			return ents, verf, false, errors.New("readdir: too many entries")
+		}
+		var de DirEntry
+		de.FileID = d.u64()
+		de.Name = string(d.opaque())
+		de.Cookie = d.u64()
+		if plus {
+			if a, ok := d.postOpAttr(); ok {
+				de.Attr = &a
+			}
+			de.FH = d.postOpFH()
+		}
+		if d.err == nil {
+			ents = append(ents, de)
+		}
+	}
+	eof = d.u32() != 0
+	return ents, verf, eof, d.err
+}
+
+// Raw calls NFSv3 procedure proc with pre-encoded XDR arguments and returns
+// the status and the undecoded results after it; err is set only when the
+// call itself failed (RPC or transport).
+func (c *Client) Raw(ctx context.Context, proc uint32, args []byte) (Status, []byte, error) {
+	cn := c.conns[int(c.next.Add(1))%len(c.conns)]
+	res, err := cn.call(ctx, progNFS, 3, proc, args)
+	if err != nil {
+		return 0, nil, err
+	}
+	d := dec{b: res}
+	st := Status(d.u32())
+	if d.err != nil {
+		return 0, nil, d.err
+	}
+	return st, res[4:], nil
+}
+
+// Export is one entry of the MOUNT EXPORT list (what showmount -e shows).
+type Export struct {
+	Dir    string
+	Groups []string
+}
+
+// Exports asks the MOUNT service on host for its export list.
+func Exports(ctx context.Context, host string, o Options) ([]Export, error) {
+	o = o.withDefaults()
+	mountPort, _, err := ports(ctx, host, o)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth, o.LocalIP)
+	if err != nil {
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	defer mc.close()
+	res, err := mc.call(ctx, progMount, 3, 5, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mount EXPORT: %w", err)
+	}
+	return parseExports(res)
+}
+
+// parseExports decodes an exports list (MOUNT EXPORT results).
+func parseExports(res []byte) ([]Export, error) {
+	d := dec{b: res}
+	var out []Export
+	for d.err == nil && d.u32() != 0 {
+		if len(out) > 1<<16 {
+			return out, errors.New("exports: too many entries")
+		}
+		x := Export{Dir: string(d.opaque())}
+		for d.err == nil && d.u32() != 0 {
+			if len(x.Groups) > 1<<16 {
+				return out, errors.New("exports: too many groups")
+			}
+			x.Groups = append(x.Groups, string(d.opaque()))
+		}
+		if d.err == nil {
+			out = append(out, x)
+		}
+	}
+	return out, d.err
+}

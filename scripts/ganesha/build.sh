@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Builds Basin's patched NFS-Ganesha: Debian bookworm's nfs-ganesha 4.3 source
+# with the patches in patches/ (see each file's header and patches/series), the
+# VFS FSAL only, installed into a private prefix. Debian's installed
+# nfs-ganesha is never touched.
+#
+#   scripts/ganesha/build.sh [--prefix DIR] [--force]
+#
+# Installs PREFIX/bin/ganesha.nfsd, PREFIX/lib/libganesha_nfsd.so* (found
+# through the binary's RUNPATH) and PREFIX/lib/ganesha/libfsalvfs.so (the
+# compiled-in FSAL_MODULE_LOC, so no Plugins_Dir is needed), and writes
+# PREFIX/BASIN-PATCHES with the patch-set id, which Basin checks at start.
+# Idempotent: PREFIX/.basin-stamp holds a hash of this script and the patch
+# set; when it matches, the script does nothing.
+#
+# Needs root (the prefix is under /usr/local), network access to the Debian
+# archive the machine's apt sources name, and the build dependencies that
+# scripts/setup.sh installs (GANESHA_BUILD_DEPS below).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+
+PATCHSET=basin-ganesha-4.3-1
+PREFIX=${BASIN_GANESHA_PREFIX:-/usr/local/lib/basin/ganesha}
+CACHE=${BASIN_GANESHA_CACHE:-/var/cache/basin/ganesha}
+SRC_PACKAGE=nfs-ganesha
+SRC_VERSION=4.3-2
+ORIG=nfs-ganesha_4.3.orig.tar.gz
+# From the Checksums-Sha256 of Debian's nfs-ganesha_4.3-2.dsc.
+ORIG_SHA256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
+# Debian packages the build needs (scripts/setup.sh installs them).
+GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev"
+
+force=
+while (($#)); do
+  case $1 in
+    --prefix) PREFIX=$2; shift 2 ;;
+    --force) force=1; shift ;;
+    --print-deps) echo "$GANESHA_BUILD_DEPS"; exit 0 ;;
+    *) echo "usage: $0 [--prefix DIR] [--force] [--print-deps]" >&2; exit 2 ;;
+  esac
+done
+
+mapfile -t patches < <(grep -v '^\s*\(#\|$\)' "$here/patches/series")
+stamp=$( { sha256sum "$here/build.sh" "$here/patches/series"; for p in "${patches[@]}"; do sha256sum "$here/patches/$p"; done; } \
+  | sed 's/ .*\// /' | sha256sum | cut -c1-32)
+if [[ -z $force && -x $PREFIX/bin/ganesha.nfsd && "$(cat "$PREFIX/.basin-stamp" 2>/dev/null)" == "$stamp" ]]; then
+  echo "ganesha: $PREFIX is up to date ($PATCHSET)"
+  exit 0
+fi
+
+log() { echo "ganesha: $*"; }
+die() { echo "ganesha: $*" >&2; exit 1; }
+
+missing=()
+for p in $GANESHA_BUILD_DEPS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+((${#missing[@]} == 0)) || die "missing build dependencies: ${missing[*]} (run scripts/setup.sh)"
+# Debian's package is built without libbtrfsutil, and with it Ganesha handles
+# btrfs subvolumes differently (it would add every subvolume as a filesystem).
+if dpkg-query -W -f='${Status}' libbtrfsutil-dev 2>/dev/null | grep -q "ok installed"; then
+  die "libbtrfsutil-dev is installed; Debian's nfs-ganesha is built without it, remove it to build a matching binary"
+fi
+
+work=$(mktemp -d /tmp/basin-ganesha-build.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# fetch_source puts Debian's orig tarball in $CACHE, checked against ORIG_SHA256.
+# apt resolves the source package through a private deb-src twin of the
+# machine's own Debian sources (so the machine's apt setup is untouched and no
+# archive host is named here), and apt-helper downloads the .dsc and the orig
+# tarball, checking the hashes from the signed Sources index. Only those two
+# files: the .debian.tar.xz is not needed (and is not always served).
+fetch_source() {
+  mkdir -p "$CACHE"
+  if [[ -f $CACHE/$ORIG ]] && echo "$ORIG_SHA256  $CACHE/$ORIG" | sha256sum -c --quiet 2>/dev/null; then
+    return
+  fi
+  local apt="$work/apt" codename
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  [[ -n $codename ]] || die "cannot tell the Debian codename from /etc/os-release"
+  mkdir -p "$apt/parts" "$apt/lists/partial" "$apt/cache/archives/partial"
+  # One-line sources: deb [opts] URI SUITE COMPONENTS...
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -f $f ]] || continue
+    awk -v codename="$codename" '$1 == "deb" {
+        i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+        if ($(i + 1) != codename) next
+        main = 0; for (j = i + 2; j <= NF; j++) if ($j == "main") main = 1
+        if (main) { $1 = "deb-src"; print } }' "$f"
+  done >"$apt/sources.list"
+  # deb822 sources: stanzas of Types: deb with the release suite and main.
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] || continue
+    awk -v codename="$codename" 'BEGIN { RS = ""; ORS = "" } {
+        t = s = c = 0; out = ""; n = split($0, L, "\n")
+        for (i = 1; i <= n; i++) {
+          l = L[i]; if (l ~ /^#/) continue
+          if (l ~ /^Types:/ && (" " l " ") ~ / deb /) { t = 1; l = "Types: deb-src" }
+          if (l ~ /^Suites:/ && (" " l " ") ~ (" " codename " ")) s = 1
+          if (l ~ /^Components:/ && (" " l " ") ~ / main /) c = 1
+          out = out l "\n" }
+        if (t && s && c) print out "\n" }' "$f"
+  done >"$apt/parts/basin-src.sources"
+  [[ -s $apt/sources.list || -s $apt/parts/basin-src.sources ]] || die "no Debian $codename main source in /etc/apt"
+  local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/parts"
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o "APT::Get::Only-Source=true" -o "APT::Sandbox::User=root")
+  log "resolving $SRC_PACKAGE $SRC_VERSION from Debian's archive"
+  apt-get "${opts[@]}" -qq update || die "apt-get update (deb-src) failed"
+  local uris
+  uris=$(apt-get "${opts[@]}" -qq source --print-uris "$SRC_PACKAGE=$SRC_VERSION" 2>/dev/null) ||
+    die "apt-get source --print-uris $SRC_PACKAGE=$SRC_VERSION failed"
+  local uri file size hash
+  while read -r uri file size hash; do
+    uri=${uri//\'/}
+    case $file in
+      *.dsc | "$ORIG") ;;
+      *) continue ;;
+    esac
+    log "downloading $file"
+    /usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$uri" "$work/$file" "$hash" >/dev/null ||
+      die "download of $file failed"
+  done < <(grep "^'" <<<"$uris")
+  [[ -f $work/$ORIG ]] || die "apt did not list $ORIG for $SRC_PACKAGE $SRC_VERSION"
+  echo "$ORIG_SHA256  $work/$ORIG" | sha256sum -c --quiet || die "$ORIG does not match the pinned sha256"
+  grep -q "^ $ORIG_SHA256 [0-9]* $ORIG\$" "$work"/*.dsc || die "the .dsc does not list $ORIG with the pinned sha256"
+  cp "$work/$ORIG" "$work"/*.dsc "$CACHE/"
+}
+
+fetch_source
+log "unpacking and patching ($PATCHSET)"
+tar -C "$work" -xzf "$CACHE/$ORIG"
+src=$work/nfs-ganesha-4.3
+[[ -d $src/src ]] || die "unexpected layout of $ORIG"
+for p in "${patches[@]}"; do
+  patch -d "$src" -p1 --batch --forward --quiet <"$here/patches/$p" >/dev/null || die "patch $p does not apply"
+done
+
+# Options: the VFS FSAL alone, with Debian's choices where they change what VFS
+# exports do (NFSv3 and v4 with NFSACL, DBus, capabilities, blkid fsids,
+# libnfsidmap, libc malloc, release build: the same -v output and log lines).
+# Off: GSS/krb5 and MSPAC (Basin uses sec=sys), NLM and RQUOTA (Basin's
+# config disables them), 9P, LTTng, the admin tools and other FSALs.
+# Debian's hardening flags (relro, now, stack protector, fortify) as dh uses,
+# and Debian's compiled-in paths (/etc/ganesha/ganesha.conf, /var/run/ganesha,
+# /var/lib/nfs/ganesha), so only the binary's location differs.
+log "configuring"
+mkdir -p "$work/build"
+start=$(date +%s)
+(cd "$work/build" && cmake "$src/src" -Wno-dev \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+  -DCMAKE_INSTALL_RPATH="$PREFIX/lib" \
+  -DSYSCONFDIR=/etc -DSYSSTATEDIR=/var -DRUNTIMEDIR=/var/run/ganesha \
+  -DCMAKE_C_FLAGS="-fstack-protector-strong -Wformat -Werror=format-security -D_FORTIFY_SOURCE=2" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
+  -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
+  -DCMAKE_MODULE_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
+  -DALLOCATOR=libc \
+  -DUSE_SYSTEM_NTIRPC=ON \
+  -DUSE_FSAL_VFS=ON -DUSE_FSAL_XFS=OFF \
+  -DUSE_FSAL_PROXY_V4=OFF -DUSE_FSAL_PROXY_V3=OFF -DUSE_FSAL_LUSTRE=OFF -DUSE_FSAL_LIZARDFS=OFF \
+  -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_CEPH=OFF -DUSE_FSAL_GPFS=OFF -DUSE_FSAL_GLUSTER=OFF \
+  -DUSE_FSAL_NULL=OFF -DUSE_FSAL_RGW=OFF -DUSE_FSAL_MEM=OFF \
+  -DUSE_GSS=OFF -D_MSPAC_SUPPORT=OFF -DUSE_9P=OFF -DUSE_NLM=OFF -DUSE_RQUOTA=OFF -DUSE_NFSACL3=ON \
+  -DUSE_DBUS=ON -DUSE_CAPS=ON -DUSE_NFSIDMAP=ON \
+  -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=OFF -DRADOS_URLS=OFF -DUSE_LTTNG=OFF \
+  >"$work/cmake.log" 2>&1) || { tail -30 "$work/cmake.log" >&2; die "cmake failed"; }
+grep -q "USE_BTRFSUTIL = ON" "$work/cmake.log" && die "cmake found libbtrfsutil; Debian's build has none"
+grep -q "USE_BLKID = ON" "$work/cmake.log" ||
+  log "note: built without blkid (Debian's has it)"
+
+log "building (nproc $(nproc))"
+make -C "$work/build" -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -30 "$work/make.log" >&2; die "make failed"; }
+log "built in $(($(date +%s) - start)) s"
+
+# Install into a fresh directory and swap it in, so a failed install never
+# leaves a half-written prefix behind.
+staging=$PREFIX.new
+rm -rf "$staging"
+make -C "$work/build" install DESTDIR="$work/destdir" >"$work/install.log" 2>&1 || { tail -30 "$work/install.log" >&2; die "make install failed"; }
+mkdir -p "$(dirname "$PREFIX")"
+mv "$work/destdir$PREFIX" "$staging"
+# Only what runs: the daemon, its library and the VFS FSAL; no config samples,
+# man pages, systemd units or headers.
+find "$staging" -mindepth 1 -maxdepth 1 ! -name bin ! -name lib -exec rm -rf {} +
+find "$staging/bin" -mindepth 1 ! -name ganesha.nfsd -exec rm -rf {} +
+[[ -x $staging/bin/ganesha.nfsd && -e $staging/lib/ganesha/libfsalvfs.so ]] || die "install lacks ganesha.nfsd or libfsalvfs.so"
+echo "$PATCHSET" >"$staging/BASIN-PATCHES"
+echo "$stamp" >"$staging/.basin-stamp"
+rm -rf "$PREFIX.old"
+[[ -e $PREFIX ]] && mv "$PREFIX" "$PREFIX.old"
+mv "$staging" "$PREFIX"
+rm -rf "$PREFIX.old"
+# The binary must load its own library (RUNPATH), not Debian's /usr/lib/ganesha one.
+lib=$(ldd "$PREFIX/bin/ganesha.nfsd" | awk '/libganesha_nfsd/ {print $3}')
+[[ $lib == "$PREFIX/lib/"* ]] || die "ganesha.nfsd loads $lib, not $PREFIX/lib/libganesha_nfsd.so"
+log "installed $PATCHSET into $PREFIX ($(du -sh "$PREFIX" | cut -f1))"

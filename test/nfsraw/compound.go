@@ -1,0 +1,504 @@
+package nfsraw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Status is an nfsstat4.
+type Status uint32
+
+// Statuses the tests look for.
+const (
+	OK            Status = 0
+	ErrPerm       Status = 1
+	ErrNoEnt      Status = 2
+	ErrIO         Status = 5
+	ErrAccess     Status = 13
+	ErrExist      Status = 17
+	ErrXDev       Status = 18
+	ErrNotDir     Status = 20
+	ErrIsDir      Status = 21
+	ErrInval      Status = 22
+	ErrROFS       Status = 30
+	ErrStale      Status = 70
+	ErrBadHandle  Status = 10001
+	ErrNotSupp    Status = 10004
+	ErrServerFail Status = 10006
+	ErrBadType    Status = 10007
+	ErrNoFileHdl  Status = 10020
+	ErrWrongSec   Status = 10016
+	ErrBadChar    Status = 10040
+	ErrBadName    Status = 10041
+	ErrSymlink    Status = 10029
+	ErrBadStateID Status = 10025
+	ErrOpenMode   Status = 10038
+)
+
+var statusNames = map[Status]string{
+	0: "NFS4_OK", 1: "NFS4ERR_PERM", 2: "NFS4ERR_NOENT", 5: "NFS4ERR_IO", 13: "NFS4ERR_ACCESS", 17: "NFS4ERR_EXIST",
+	18: "NFS4ERR_XDEV", 20: "NFS4ERR_NOTDIR", 21: "NFS4ERR_ISDIR", 22: "NFS4ERR_INVAL", 30: "NFS4ERR_ROFS",
+	63: "NFS4ERR_NAMETOOLONG", 66: "NFS4ERR_NOTEMPTY", 70: "NFS4ERR_STALE", 10001: "NFS4ERR_BADHANDLE",
+	10004: "NFS4ERR_NOTSUPP", 10006: "NFS4ERR_SERVERFAULT", 10007: "NFS4ERR_BADTYPE", 10016: "NFS4ERR_WRONGSEC",
+	10020: "NFS4ERR_NOFILEHANDLE", 10025: "NFS4ERR_BAD_STATEID", 10029: "NFS4ERR_SYMLINK", 10038: "NFS4ERR_OPENMODE",
+	10040: "NFS4ERR_BADCHAR", 10041: "NFS4ERR_BADNAME",
+}
+
+func (s Status) String() string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return "NFS4 status " + strconv.Itoa(int(s))
+}
+
+// Error makes a non-OK Status an error.
+func (s Status) Error() string { return s.String() }
+
+// Client is an NFSv4.0 client that sends COMPOUNDs of the operations that need
+// no client ID (PUTFH, LOOKUP, GETATTR, READ and WRITE with the anonymous
+// stateid, ...), over one TCP connection with AUTH_SYS.
+type Client struct{ rc *rpcConn }
+
+// Dial connects to an NFSv4 server at host:port.
+func Dial(ctx context.Context, host string, port int, a Auth) (*Client, error) {
+	rc, err := dialRPC(ctx, net.JoinHostPort(host, strconv.Itoa(port)), a)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rc: rc}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.rc.close() }
+
+// Op is one operation of a COMPOUND; results are stored in the Op.
+type Op interface {
+	code() uint32
+	encode(e *xdrEnc)
+	// decode reads the results after an OK status.
+	decode(d *xdrDec)
+}
+
+// Compound sends ops as one NFSv4.0 COMPOUND and returns its status (that of
+// the first failing op, or OK) and, when not OK, the index of the op that
+// failed. err is set only when the call itself failed (transport, RPC, XDR).
+func (c *Client) Compound(ctx context.Context, ops ...Op) (st Status, failed int, err error) {
+	var e xdrEnc
+	e.str("nfsraw")
+	e.u32(0) // minor version 0
+	e.u32(uint32(len(ops)))
+	for _, op := range ops {
+		e.u32(op.code())
+		op.encode(&e)
+	}
+	res, err := c.rc.call(ctx, 100003, 4, 1, e.b)
+	if err != nil {
+		return 0, -1, err
+	}
+	return decodeCompound(res, ops)
+}
+
+func decodeCompound(res []byte, ops []Op) (Status, int, error) {
+	d := xdrDec{b: res}
+	st := Status(d.u32())
+	d.opaque() // tag
+	n := int(d.u32())
+	if d.err != nil {
+		return 0, -1, d.err
+	}
+	if n > len(ops) {
+		return 0, -1, fmt.Errorf("compound: %d results for %d ops", n, len(ops))
+	}
+	for i := 0; i < n; i++ {
+		if code := d.u32(); code != ops[i].code() {
+			return 0, -1, fmt.Errorf("compound: result %d is op %d, want %d", i, code, ops[i].code())
+		}
+		ost := Status(d.u32())
+		if ost != OK {
+			if sa, ok := ops[i].(*SetAttr); ok {
+				sa.AttrsSet = d.bitmap()
+			}
+			return ost, i, d.err
+		}
+		ops[i].decode(&d)
+		if d.err != nil {
+			return 0, -1, fmt.Errorf("compound: op %d results: %w", ops[i].code(), d.err)
+		}
+	}
+	if st != OK {
+		return st, n - 1, nil
+	}
+	return OK, -1, nil
+}
+
+// Run is Compound for callers that only want the status as an error: nil for
+// OK, a Status otherwise.
+func (c *Client) Run(ctx context.Context, ops ...Op) error {
+	st, _, err := c.Compound(ctx, ops...)
+	if err != nil {
+		return err
+	}
+	if st != OK {
+		return st
+	}
+	return nil
+}
+
+// StatusOf returns the nfsstat4 an error carries, if it carries one.
+func StatusOf(err error) (Status, bool) {
+	var s Status
+	if errors.As(err, &s) {
+		return s, true
+	}
+	return 0, false
+}
+
+var anonStateID [16]byte // seqid 0, other all zeros: the anonymous stateid
+
+type noResult struct{}
+
+func (noResult) decode(*xdrDec) {}
+
+// PutRootFH makes the pseudo-root the current filehandle.
+type PutRootFH struct{ noResult }
+
+func (*PutRootFH) code() uint32     { return 24 }
+func (*PutRootFH) encode(e *xdrEnc) {}
+
+// PutFH makes FH the current filehandle.
+type PutFH struct {
+	noResult
+	FH []byte
+}
+
+func (*PutFH) code() uint32       { return 22 }
+func (o *PutFH) encode(e *xdrEnc) { e.opaque(o.FH) }
+
+// Lookup looks Name up in the current directory.
+type Lookup struct {
+	noResult
+	Name string
+}
+
+func (*Lookup) code() uint32       { return 15 }
+func (o *Lookup) encode(e *xdrEnc) { e.str(o.Name) }
+
+// LookupP makes the current directory's parent current.
+type LookupP struct{ noResult }
+
+func (*LookupP) code() uint32     { return 16 }
+func (*LookupP) encode(e *xdrEnc) {}
+
+// SaveFH saves the current filehandle.
+type SaveFH struct{ noResult }
+
+func (*SaveFH) code() uint32     { return 32 }
+func (*SaveFH) encode(e *xdrEnc) {}
+
+// RestoreFH makes the saved filehandle current.
+type RestoreFH struct{ noResult }
+
+func (*RestoreFH) code() uint32     { return 31 }
+func (*RestoreFH) encode(e *xdrEnc) {}
+
+// GetFH returns the current filehandle.
+type GetFH struct{ FH []byte }
+
+func (*GetFH) code() uint32       { return 10 }
+func (*GetFH) encode(e *xdrEnc)   {}
+func (o *GetFH) decode(d *xdrDec) { o.FH = append([]byte(nil), d.opaque()...) }
+
+// Attr holds the attributes GetAttr asks for.
+type Attr struct {
+	Type                 uint32 // nfs_ftype4: 1 regular, 2 directory, 5 symlink, ...
+	Size                 uint64
+	FSIDMajor, FSIDMinor uint64
+	FileID               uint64
+	Mode                 uint32
+	Owner, OwnerGroup    string
+}
+
+// The attributes GetAttr and ReadDir ask for: type(1) size(4) fsid(8)
+// fileid(20) in word 0, mode(33) owner(36) owner_group(37) in word 1.
+var attrMask = []uint32{1<<1 | 1<<4 | 1<<8 | 1<<20, 1<<1 | 1<<4 | 1<<5}
+
+func (e *xdrEnc) bitmap(words []uint32) {
+	e.u32(uint32(len(words)))
+	for _, w := range words {
+		e.u32(w)
+	}
+}
+
+func (d *xdrDec) bitmap() []uint32 {
+	n := int(d.u32())
+	if n > 64 {
+		d.err = errors.New("xdr: bitmap too long")
+		return nil
+	}
+	var w []uint32
+	for range n {
+		w = append(w, d.u32())
+	}
+	return w
+}
+
+func isSet(words []uint32, attr int) bool {
+	return attr/32 < len(words) && words[attr/32]&(1<<(attr%32)) != 0
+}
+
+// fattr decodes a fattr4 holding (a subset of) attrMask's attributes.
+func (d *xdrDec) fattr() Attr {
+	var a Attr
+	words := d.bitmap()
+	vals := xdrDec{b: d.opaque()}
+	for attr := 0; attr < 64 && vals.err == nil; attr++ {
+		if !isSet(words, attr) {
+			continue
+		}
+		switch attr {
+		case 1:
+			a.Type = vals.u32()
+		case 4:
+			a.Size = vals.u64()
+		case 8:
+			a.FSIDMajor, a.FSIDMinor = vals.u64(), vals.u64()
+		case 20:
+			a.FileID = vals.u64()
+		case 33:
+			a.Mode = vals.u32()
+		case 36:
+			a.Owner = string(vals.opaque())
+		case 37:
+			a.OwnerGroup = string(vals.opaque())
+		default:
+			return a // an attribute we did not ask for: stop
+		}
+	}
+	if vals.err != nil && d.err == nil {
+		d.err = vals.err
+	}
+	return a
+}
+
+// modeAttrs encodes a fattr4 that sets mode (and size when size is not nil).
+func modeAttrs(e *xdrEnc, mode *uint32, size *uint64) {
+	var w0, w1 uint32
+	var v xdrEnc
+	if size != nil {
+		w0 |= 1 << 4
+		v.u64(*size)
+	}
+	if mode != nil {
+		w1 |= 1 << 1
+		v.u32(*mode)
+	}
+	e.bitmap([]uint32{w0, w1})
+	e.opaque(v.b)
+}
+
+// GetAttr reads the current object's type, size, fsid, fileid, mode, owner
+// and group.
+type GetAttr struct{ Attr Attr }
+
+func (*GetAttr) code() uint32       { return 9 }
+func (*GetAttr) encode(e *xdrEnc)   { e.bitmap(attrMask) }
+func (o *GetAttr) decode(d *xdrDec) { o.Attr = d.fattr() }
+
+// DirEntry is one READDIR entry.
+type DirEntry struct {
+	Cookie uint64
+	Name   string
+	Attr   Attr
+}
+
+// ReadDir reads one batch of the current directory from Cookie on.
+type ReadDir struct {
+	Cookie  uint64
+	Verf    [8]byte
+	Entries []DirEntry
+	EOF     bool
+}
+
+func (*ReadDir) code() uint32 { return 26 }
+func (o *ReadDir) encode(e *xdrEnc) {
+	e.u64(o.Cookie)
+	e.b = append(e.b, o.Verf[:]...)
+	e.u32(8192)  // dircount
+	e.u32(32768) // maxcount
+	e.bitmap(attrMask)
+}
+func (o *ReadDir) decode(d *xdrDec) {
+	copy(o.Verf[:], d.take(8))
+	for d.err == nil && d.u32() != 0 {
+		if len(o.Entries) > 1<<16 {
+			d.err = errors.New("readdir: too many entries")
+			return
+		}
+		var de DirEntry
+		de.Cookie = d.u64()
+		de.Name = string(d.opaque())
+		de.Attr = d.fattr()
+		if d.err == nil {
+			o.Entries = append(o.Entries, de)
+		}
+	}
+	o.EOF = d.u32() != 0
+}
+
+// Read reads Count bytes at Offset of the current file with the anonymous
+// stateid.
+type Read struct {
+	Offset uint64
+	Count  uint32
+	Data   []byte
+	EOF    bool
+}
+
+func (*Read) code() uint32 { return 25 }
+func (o *Read) encode(e *xdrEnc) {
+	e.b = append(e.b, anonStateID[:]...)
+	e.u64(o.Offset)
+	e.u32(o.Count)
+}
+func (o *Read) decode(d *xdrDec) {
+	o.EOF = d.u32() != 0
+	o.Data = append([]byte(nil), d.opaque()...)
+}
+
+// Write writes Data at Offset of the current file (FILE_SYNC) with the
+// anonymous stateid.
+type Write struct {
+	Offset uint64
+	Data   []byte
+	Count  uint32
+}
+
+func (*Write) code() uint32 { return 38 }
+func (o *Write) encode(e *xdrEnc) {
+	e.b = append(e.b, anonStateID[:]...)
+	e.u64(o.Offset)
+	e.u32(2) // FILE_SYNC4
+	e.opaque(o.Data)
+}
+func (o *Write) decode(d *xdrDec) {
+	o.Count = d.u32()
+	d.u32()
+	d.take(8)
+}
+
+func (d *xdrDec) changeInfo() {
+	d.u32()
+	d.u64()
+	d.u64()
+}
+
+// Create makes directory Name (or, with Target set, a symlink to Target) in
+// the current directory, which the new object replaces as current.
+type Create struct {
+	Name   string
+	Target string // symlink target; empty for a directory
+	Mode   uint32
+}
+
+func (*Create) code() uint32 { return 6 }
+func (o *Create) encode(e *xdrEnc) {
+	if o.Target != "" {
+		e.u32(5) // NF4LNK
+		e.str(o.Target)
+	} else {
+		e.u32(2) // NF4DIR
+	}
+	e.str(o.Name)
+	m := o.Mode
+	modeAttrs(e, &m, nil)
+}
+func (o *Create) decode(d *xdrDec) {
+	d.changeInfo()
+	d.bitmap()
+}
+
+// Remove removes Name from the current directory.
+type Remove struct{ Name string }
+
+func (*Remove) code() uint32       { return 28 }
+func (o *Remove) encode(e *xdrEnc) { e.str(o.Name) }
+func (o *Remove) decode(d *xdrDec) { d.changeInfo() }
+
+// SetAttr sets the current object's mode (and size, if Size is set) with the
+// anonymous stateid. AttrsSet is what the server says it set, even on error.
+type SetAttr struct {
+	Mode     *uint32
+	Size     *uint64
+	AttrsSet []uint32
+}
+
+func (*SetAttr) code() uint32 { return 34 }
+func (o *SetAttr) encode(e *xdrEnc) {
+	e.b = append(e.b, anonStateID[:]...)
+	modeAttrs(e, o.Mode, o.Size)
+}
+func (o *SetAttr) decode(d *xdrDec) { o.AttrsSet = d.bitmap() }
+
+// Link makes Name in the current directory a hard link to the saved object.
+type Link struct{ Name string }
+
+func (*Link) code() uint32       { return 11 }
+func (o *Link) encode(e *xdrEnc) { e.str(o.Name) }
+func (o *Link) decode(d *xdrDec) { d.changeInfo() }
+
+// Rename renames Old in the saved directory to New in the current one.
+type Rename struct{ Old, New string }
+
+func (*Rename) code() uint32 { return 29 }
+func (o *Rename) encode(e *xdrEnc) {
+	e.str(o.Old)
+	e.str(o.New)
+}
+func (o *Rename) decode(d *xdrDec) {
+	d.changeInfo()
+	d.changeInfo()
+}
+
+// ReadDirAll lists the directory fh (nil: the pseudo-root), in as many
+// READDIR calls as it takes (at most 1000).
+func (c *Client) ReadDirAll(ctx context.Context, fh []byte) ([]DirEntry, error) {
+	var out []DirEntry
+	var cookie uint64
+	var verf [8]byte
+	for range 1000 {
+		rd := &ReadDir{Cookie: cookie, Verf: verf}
+		var put Op = &PutRootFH{}
+		if fh != nil {
+			put = &PutFH{FH: fh}
+		}
+		if err := c.Run(ctx, put, rd); err != nil {
+			return out, err
+		}
+		out = append(out, rd.Entries...)
+		if rd.EOF {
+			return out, nil
+		}
+		if len(rd.Entries) == 0 {
+			return out, errors.New("readdir: no entries and no EOF")
+		}
+		cookie, verf = rd.Entries[len(rd.Entries)-1].Cookie, rd.Verf
+	}
+	return out, errors.New("readdir: too many calls")
+}
+
+// LookupPath returns the handle of a path below the pseudo-root.
+func (c *Client) LookupPath(ctx context.Context, names ...string) ([]byte, error) {
+	ops := []Op{&PutRootFH{}}
+	for _, n := range names {
+		ops = append(ops, &Lookup{Name: n})
+	}
+	g := &GetFH{}
+	ops = append(ops, g)
+	if err := c.Run(ctx, ops...); err != nil {
+		return nil, err
+	}
+	return g.FH, nil
+}

@@ -26,6 +26,8 @@ import (
 	"github.com/basin-nas/basin/internal/storage/btrfs"
 )
 
+var _ api.Capacity = (*btrfs.Backend)(nil)
+
 // OwnerKeyFile is the owner's key file name under the data directory.
 const OwnerKeyFile = "owner-key.json"
 
@@ -102,15 +104,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if rateLimit == 0 {
 		rateLimit = -1 // 0 on the command line: no limit
 	}
-	// TODO(capacity): btrfs.Backend does not have StoreSpace and VolumeUsedBytes yet
-	// (the storage rewrite adds them). Until then this finds no api.Capacity and the
-	// overcommit guard, the store reserve and the fresh-usage shrink check are off
-	// (logged). Once it has them, replace this with `capacity := api.Capacity(be)` and
-	// a compile-time guard `var _ api.Capacity = (*btrfs.Backend)(nil)`.
-	capacity, _ := any(be).(api.Capacity)
-	if capacity == nil {
-		log.Warn("the storage backend cannot report its space: pools are not checked against the store (--overcommit-ratio) and no free-space reserve is kept (--store-reserve-gib)")
-	}
+	// The store's space and volumes' usage, read fresh, back the overcommit guard,
+	// the free-space reserve and shrink checks.
+	var capacity api.Capacity = be
 	reserve := cfg.StoreReserveGib << 30
 	if reserve == 0 {
 		reserve = -1 // 0 on the command line: no reserve

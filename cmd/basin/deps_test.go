@@ -1,9 +1,13 @@
 package main
 
 import (
+	"flag"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/basin-nas/basin/internal/config"
 )
 
 // TestImportRules enforces the dependency direction of ../shared/STYLE.md: drivers
@@ -27,6 +31,7 @@ func TestImportRules(t *testing.T) {
 		"cli":        {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner"},
 		"bench":      {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs"},
 		"nfs3":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli", "bench", "perf"},
+		"secret":     {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli"},
 		"perf":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client"},
 	}
 	checked := 0
@@ -67,4 +72,20 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("parseSize(%q) accepted", bad)
 		}
 	}
+}
+
+// Every flag of basin serve has a row in README.md's flag table.
+func TestServeFlagsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	fs, _, _ := serveFlags(&cfg)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(readme), "| `--"+f.Name+"`") && !strings.Contains(string(readme), "`--"+f.Name+"` |") &&
+			!strings.Contains(string(readme), ", `--"+f.Name+"`") {
+			t.Errorf("--%s is not in README.md's flag table", f.Name)
+		}
+	})
 }

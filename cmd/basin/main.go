@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -67,6 +68,28 @@ func (s sizeFlag) Set(v string) error {
 	return nil
 }
 
+// intSizeFlag is a sizeFlag for an int.
+type intSizeFlag struct{ n *int }
+
+func (s intSizeFlag) String() string {
+	if s.n == nil {
+		return ""
+	}
+	return strconv.Itoa(*s.n)
+}
+
+func (s intSizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	if n > math.MaxInt32 {
+		return fmt.Errorf("size %q too large", v)
+	}
+	*s.n = int(n)
+	return nil
+}
+
 func parseSize(v string) (int64, error) {
 	u := strings.ToUpper(strings.TrimSpace(v))
 	u = strings.TrimSuffix(strings.TrimSuffix(u, "IB"), "B")
@@ -84,27 +107,43 @@ func parseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
-func serve(args []string) int {
-	cfg := config.Default()
-	fs := flag.NewFlagSet("basin serve", flag.ContinueOnError)
+// serveFlags defines the flags of basin serve on cfg; the repeatable --location
+// and --network are collected apart.
+func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
+	fs = flag.NewFlagSet("basin serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the database, owner key, store image and mount points")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address")
-	locs := &multiFlag{vals: cfg.Locations}
+	locs = &multiFlag{vals: cfg.Locations}
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
-	nets := &multiFlag{}
-	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR (repeatable; default: default=basin0,10.99.0.0/24)")
+	nets = &multiFlag{}
+	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir)")
 	fs.StringVar(&cfg.GaneshaPrefix, "ganesha-prefix", cfg.GaneshaPrefix, "where scripts/setup.sh installed Basin's hardened NFS-Ganesha")
 	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")
 	fs.DurationVar(&cfg.SyncWait, "sync-wait", cfg.SyncWait, "how long a mutating call waits for its operation before answering (0s: answer at once; clients then poll)")
 	fs.IntVar(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "requests per minute per principal (0: unlimited); over it, 429 with Retry-After")
+	fs.Float64Var(&cfg.OvercommitRatio, "overcommit-ratio", cfg.OvercommitRatio, "the capacity of all pools together may reach this many times the store's size")
+	fs.Int64Var(&cfg.StoreReserveGib, "store-reserve-gib", cfg.StoreReserveGib, "refuse volume creates and growths, clones and snapshots while the store has less than this many GiB free (0: no reserve)")
+	fs.IntVar(&cfg.FailedAuthLimit, "failed-auth-limit", cfg.FailedAuthLimit, "requests with missing or invalid credentials per minute per client address (0: unlimited); over it, 429 with Retry-After")
+	fs.DurationVar(&cfg.HTTP.ReadHeaderTimeout, "http-read-header-timeout", cfg.HTTP.ReadHeaderTimeout, "time a client has to send a request's headers")
+	fs.DurationVar(&cfg.HTTP.ReadTimeout, "http-read-timeout", cfg.HTTP.ReadTimeout, "time a client has to send a whole request, body included")
+	fs.DurationVar(&cfg.HTTP.WriteTimeout, "http-write-timeout", cfg.HTTP.WriteTimeout, "time from a request's headers to the end of its answer (0: http-read-timeout + sync-wait + 30s)")
+	fs.DurationVar(&cfg.HTTP.IdleTimeout, "http-idle-timeout", cfg.HTTP.IdleTimeout, "time a keep-alive connection may wait for its next request")
+	fs.Var(intSizeFlag{&cfg.HTTP.MaxHeaderBytes}, "http-max-header-bytes", "largest request headers, e.g. 64K")
+	fs.IntVar(&cfg.HTTP.MaxConns, "http-max-conns", cfg.HTTP.MaxConns, "connections served at once; more wait to be accepted")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.Int64Var(&cfg.Limits.MinVolumeGib, "min-volume-gib", cfg.Limits.MinVolumeGib, "smallest volume capacity in GiB")
 	fs.Int64Var(&cfg.Limits.MaxVolumeGib, "max-volume-gib", cfg.Limits.MaxVolumeGib, "largest volume capacity in GiB")
 	fs.Int64Var(&cfg.Limits.MinPoolGib, "min-pool-gib", cfg.Limits.MinPoolGib, "smallest pool capacity in GiB")
 	fs.IntVar(&cfg.Limits.MaxSnapshotsPerVol, "max-snapshots", cfg.Limits.MaxSnapshotsPerVol, "snapshots per volume")
 	fs.IntVar(&cfg.Limits.MaxExportRules, "max-export-rules", cfg.Limits.MaxExportRules, "export rules per volume")
+	return fs, locs, nets
+}
+
+func serve(args []string) int {
+	cfg := config.Default()
+	fs, locs, nets := serveFlags(&cfg)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -1,17 +1,9 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"math"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
@@ -147,98 +139,4 @@ func (s *Server) authorize(rq *request) error {
 		return model.Errorf(model.ErrPermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist)", rq.perm, rq.resource)
 	}
 	return nil
-}
-
-// limiter is a per-principal token bucket: limit requests per minute, bursting to
-// the whole minute's allowance.
-type limiter struct {
-	perMinute int
-	mu        sync.Mutex
-	buckets   map[string]*rate.Limiter
-}
-
-// allow reports whether key may make a request now, and if not, when to retry.
-func (l *limiter) allow(key string) (bool, time.Duration) {
-	if l == nil || l.perMinute <= 0 {
-		return true, 0
-	}
-	l.mu.Lock()
-	b := l.buckets[key]
-	if b == nil {
-		b = rate.NewLimiter(rate.Every(time.Minute/time.Duration(l.perMinute)), l.perMinute)
-		l.buckets[key] = b
-	}
-	l.mu.Unlock()
-	r := b.Reserve()
-	if d := r.Delay(); d > 0 {
-		r.Cancel()
-		return false, d
-	}
-	return true, 0
-}
-
-func (s *Server) rateLimited(rq *request) bool {
-	key := "addr:" + hostOf(rq.r.RemoteAddr)
-	if rq.principal != nil {
-		key = rq.principal.Email
-	}
-	ok, wait := s.limits.allow(key)
-	if ok {
-		return false
-	}
-	rq.w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
-	s.writeError(rq, model.Errorf(model.ErrResourceExhausted, "Quota exceeded: %s may make %d requests per minute; retry after %s",
-		strings.TrimPrefix(key, "addr:"), s.limits.perMinute, wait.Round(time.Second)))
-	return true
-}
-
-func hostOf(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
-	}
-	return addr
-}
-
-// audit records a mutating or refused call: in the store (queryable per project)
-// and as a JSON line. Request bodies, tokens and keys are never part of an entry.
-func (s *Server) audit(rq *request) {
-	m := rq.r.Method
-	if (m == http.MethodGet || m == http.MethodHead) && rq.status != 401 && rq.status != 403 && rq.status != 429 {
-		return
-	}
-	if !strings.HasPrefix(rq.r.URL.Path, "/v1/") {
-		return
-	}
-	now := s.now().UTC()
-	e := &model.AuditEntry{ID: fmt.Sprintf("%019d-%s", now.UnixNano(), rq.id), Project: rq.project, Time: now,
-		Method: rq.perm, Resource: rq.resource, Status: rq.status, RequestID: rq.id, Client: hostOf(rq.r.RemoteAddr)}
-	if e.Method == "" {
-		e.Method = m + " " + rq.r.URL.Path
-	}
-	if e.Resource == "" {
-		e.Resource = strings.TrimPrefix(rq.r.URL.Path, "/v1/")
-	}
-	if rq.principal != nil {
-		e.Principal = rq.principal.Email
-	}
-	e.Outcome = "OK"
-	if rq.status >= 300 {
-		_, e.Outcome, _ = statusOf(rq.err)
-	}
-	if s.opts.AuditLog != nil {
-		if b, err := json.Marshal(e); err == nil {
-			s.auditMu.Lock()
-			s.opts.AuditLog.Write(append(b, '\n'))
-			s.auditMu.Unlock()
-		}
-	}
-	if e.Project == "" || !projectRE.MatchString(e.Project) {
-		return
-	}
-	err := s.st.Update(rq.ctx, func(tx store.Tx) error {
-		return tx.Put(store.KindAudit, "projects/"+e.Project+"/auditLogs/"+e.ID, "projects/"+e.Project, e)
-	})
-	if err != nil {
-		s.log.Error("audit entry not stored", "err", err, "request_id", rq.id)
-	}
 }

@@ -61,7 +61,7 @@ func FuzzUpdateMask(f *testing.F) {
 // fake storage) and checks that none is answered with a 5xx.
 func FuzzServeHTTP(f *testing.F) {
 	for _, seed := range []struct{ method, path, query, body string }{
-		{"POST", "storagePools", "storagePoolId=p1", `{"serviceLevel":1,"capacityGib":"100","network":"projects/p/global/networks/default"}`},
+		{"POST", "storagePools", "storagePoolId=p1", `{"serviceLevel":1,"capacityGib":"100","network":"projects/p1/global/networks/default"}`},
 		{"POST", "volumes", "volumeId=v1", `{"shareName":"v1","storagePool":"p1","capacityGib":"10","protocols":[1]}`},
 		{"PATCH", "volumes/v1", "updateMask=capacityGib", `{"capacityGib":"20"}`},
 		{"PATCH", "storagePools/p1", "", `{"capacityGib":"5"}`},

@@ -71,7 +71,7 @@ func goldenFixtures() (*model.Pool, *model.Pool, *model.Volume, *model.Volume, *
 	snap := &model.Snapshot{Meta: meta("snap1"), Volume: "vol1", UsedBytes: 16384}
 	snap.Desc = "before upgrade"
 	ad := &model.ActiveDirectory{Meta: meta("ad1"), Domain: "corp.example.com", DNS: "10.0.0.2,10.0.0.3", NetBiosPrefix: "nas",
-		Username: "admin", Password: "must-never-appear", AesEncryption: true, Site: "Default-First-Site-Name"}
+		Username: "admin", PasswordSealed: "sealed:v1:must-never-appear", AesEncryption: true, Site: "Default-First-Site-Name"}
 	return pool, manual, vol, clone, snap, ad
 }
 

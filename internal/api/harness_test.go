@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type env struct {
 	be    *fake.Backend
 	dp    *dpfake.DataPlane
 	ctrl  *controller.Controller
+	api   *Server
+	db    string // the database file
 	auth  Authenticator
 	token string
 }
@@ -35,7 +38,8 @@ type envOpt func(*Options)
 
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
-	st, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "basin.db"))
+	db := filepath.Join(t.TempDir(), "basin.db")
+	st, err := store.OpenSQLite(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +54,11 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	for _, f := range opts {
 		f(&o)
 	}
-	srv := httptest.NewServer(New(o))
-	t.Cleanup(srv.Close)
+	h := New(o)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
 	<-ctrl.Ready()
-	return &env{t: t, srv: srv, st: st, be: be, dp: dp, ctrl: ctrl, auth: o.Auth}
+	return &env{t: t, srv: srv, st: st, be: be, dp: dp, ctrl: ctrl, api: h, db: db, auth: o.Auth}
 }
 
 const loc = "/v1/projects/p1/locations/us-east4"
@@ -193,4 +198,38 @@ func setUsed(tx store.Tx, id string, bytes int64) error {
 	}
 	v.UsedBytes = bytes
 	return store.PutVolume(tx, v)
+}
+
+// fakeCapacity is an in-memory Capacity: a store of a given size and free space, and
+// per-volume usage (keyed by model.Volume.Key), as the storage backend would report.
+type fakeCapacity struct {
+	mu         sync.Mutex
+	size, free int64
+	used       map[string]int64
+	err        error
+	calls      int
+}
+
+func newFakeCapacity(sizeGib, freeGib int64) *fakeCapacity {
+	return &fakeCapacity{size: sizeGib << 30, free: freeGib << 30, used: map[string]int64{}}
+}
+
+func (f *fakeCapacity) StoreSpace(context.Context) (int64, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.size, f.free, f.err
+}
+
+func (f *fakeCapacity) VolumeUsedBytes(_ context.Context, key string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.used[key], f.err
+}
+
+func (f *fakeCapacity) set(fn func(*fakeCapacity)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
 }

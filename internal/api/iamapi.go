@@ -131,7 +131,7 @@ func (s *Server) createServiceAccount(rq *request, project string) {
 }
 
 func (s *Server) listServiceAccounts(rq *request, project string) {
-	lq, err := parseListQuery(rq.q, "projects/"+project+"/serviceAccounts", "email")
+	lq, err := parseListQuery[apiv1.ServiceAccount](rq.q, "projects/"+project+"/serviceAccounts", "email")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -448,7 +448,7 @@ func (s *Server) testIamPermissions(rq *request, project string) {
 }
 
 func (s *Server) listAuditLogs(rq *request, project string) {
-	lq, err := parseListQuery(rq.q, "projects/"+project+"/auditLogs", "time desc")
+	lq, err := parseListQuery[apiv1.AuditLogEntry](rq.q, "projects/"+project+"/auditLogs", "time desc")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -459,7 +459,7 @@ func (s *Server) listAuditLogs(rq *request, project string) {
 		for _, e := range entries {
 			items = append(items, apiv1.AuditLogEntry{Name: "projects/" + project + "/auditLogs/" + e.ID, Time: apiv1.FormatTime(e.Time),
 				Principal: e.Principal, Method: e.Method, Resource: e.Resource, Status: e.Status, Outcome: e.Outcome,
-				RequestID: e.RequestID, ClientAddress: e.Client})
+				RequestID: e.RequestID, ClientAddress: e.Client, Count: e.Count, Throttled: e.Throttled})
 		}
 		return err
 	})

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
 )
 
@@ -41,9 +43,9 @@ type cursor struct {
 	Hash   string   `json:"h"`
 }
 
-// parseListQuery reads pageSize, pageToken, filter and orderBy. parent and
-// defaultOrder are part of what a page token is bound to.
-func parseListQuery(q url.Values, parent, defaultOrder string) (*listQuery, error) {
+// parseListQuery reads pageSize, pageToken, filter and orderBy for a list of wire
+// resources T. parent and defaultOrder are part of what a page token is bound to.
+func parseListQuery[T any](q url.Values, parent, defaultOrder string) (*listQuery, error) {
 	lq := &listQuery{pageSize: defaultPageSize}
 	if s := q.Get("pageSize"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -77,6 +79,9 @@ func parseListQuery(q url.Values, parent, defaultOrder string) (*listQuery, erro
 		path, err := fieldPath(fields[0])
 		if err != nil {
 			return nil, model.Invalid("orderBy", "%v", err)
+		}
+		if !knownPath(reflect.TypeFor[T](), path) || slices.Contains(inputOnly[reflect.TypeFor[T]()], path[0]) {
+			return nil, model.Invalid("orderBy", "%q is not a field of the listed resources", fields[0])
 		}
 		lq.order = append(lq.order, orderKey{path: path, desc: len(fields) == 2 && fields[1] == "desc"})
 	}
@@ -203,4 +208,55 @@ func compareSortValues(a, b string) int {
 		}
 	}
 	return strings.Compare(a, b)
+}
+
+var rawJSONType = reflect.TypeFor[json.RawMessage]()
+
+// inputOnly are wire fields no answer carries: nothing can be ordered by them.
+var inputOnly = map[reflect.Type][]string{reflect.TypeFor[apiv1.ActiveDirectory](): {"password"}}
+
+// knownPath reports whether path (camelCase JSON names) names a field of the wire
+// type t: through structs, pointers and lists; any key below a map (labels.<key>);
+// anything below raw JSON (an operation's response). The same paths a filter may use.
+func knownPath(t reflect.Type, path []string) bool {
+	for _, seg := range path {
+		for t != rawJSONType && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			t = t.Elem()
+		}
+		switch {
+		case t == rawJSONType || t.Kind() == reflect.Interface:
+			return true
+		case t.Kind() == reflect.Map:
+			t = t.Elem()
+		case t.Kind() == reflect.Struct:
+			f, ok := jsonField(t, seg)
+			if !ok {
+				return false
+			}
+			t = f.Type
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// jsonField finds the field of struct type t that encoding/json names name.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }

@@ -280,7 +280,8 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestEndpoints(t *testing.T) {
 	e := newEnv(t, func(o *Options) {
 		o.Networks = []model.Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")},
-			{Name: "tiny", Prefix: netip.MustParsePrefix("10.99.7.0/28")}}
+			{Name: "tiny", Prefix: netip.MustParsePrefix("10.99.7.0/28")},
+			{Name: "ranged", Prefix: netip.MustParsePrefix("10.99.8.0/24"), FirstEndpoint: netip.MustParseAddr("10.99.8.200"), LastEndpoint: netip.MustParseAddr("10.99.8.201")}}
 	})
 	e.pool("pool1", 100, nil)
 	e.pool("small", 100, map[string]any{"network": "projects/p1/global/networks/tiny"})
@@ -310,13 +311,30 @@ func TestEndpoints(t *testing.T) {
 		!strings.Contains(m3["instructions"].(string), "vers=3") || !strings.Contains(m4["instructions"].(string), "vers=4.1") {
 		t.Fatalf("mountOptions = %v", mo)
 	}
-	// A /28 has endpoints .10 to .14 (.15 is broadcast): five volumes, then a clear error.
-	for i := range 5 {
-		e.volume(fmt.Sprintf("t%d", i), "small", 1, nil)
+	// A /28 without a range has endpoints .2 to .7 (its lower half, after the
+	// host's address): six volumes, then a clear error.
+	var tiny []string
+	for i := range 6 {
+		tiny = append(tiny, ip(e.volume(fmt.Sprintf("t%d", i), "small", 1, nil)))
 	}
-	r := e.fails("POST", loc+"/volumes?volumeId=t5", map[string]any{"shareName": "t5", "storagePool": "small", "capacityGib": 1, "protocols": []string{"NFSV3"}}, 400, "FAILED_PRECONDITION")
+	if tiny[0] != "10.99.7.2" || tiny[5] != "10.99.7.7" {
+		t.Fatalf("endpoints in a /28: %v", tiny)
+	}
+	r := e.fails("POST", loc+"/volumes?volumeId=t6", map[string]any{"shareName": "t6", "storagePool": "small", "capacityGib": 1, "protocols": []string{"NFSV3"}}, 400, "FAILED_PRECONDITION")
 	if !strings.Contains(r.raw, "no free endpoint") {
 		t.Fatalf("exhausted network: %s", r.raw)
+	}
+	// A configured range is kept to, ends included.
+	e.pool("rpool", 100, map[string]any{"network": "projects/p1/global/networks/ranged"})
+	if a, b := ip(e.volume("r0", "rpool", 1, nil)), ip(e.volume("r1", "rpool", 1, nil)); a != "10.99.8.200" || b != "10.99.8.201" {
+		t.Fatalf("endpoints in 10.99.8.200-10.99.8.201: %s, %s", a, b)
+	}
+	r = e.fails("POST", loc+"/volumes?volumeId=r2", map[string]any{"shareName": "r2", "storagePool": "rpool", "capacityGib": 1, "protocols": []string{"NFSV3"}}, 400, "FAILED_PRECONDITION")
+	if !strings.Contains(r.raw, "10.99.8.200-10.99.8.201") {
+		t.Fatalf("exhausted range: %s", r.raw)
+	}
+	if n := e.count("volumes"); n != 12 {
+		t.Fatalf("%d volumes, want 12 (nothing half-created)", n)
 	}
 	// A volume cannot move to a pool on another network.
 	e.fails("PATCH", loc+"/volumes/a?updateMask=storagePool", map[string]any{"storagePool": "small"}, 400, "FAILED_PRECONDITION")

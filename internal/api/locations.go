@@ -18,7 +18,7 @@ func (s *Server) location(p parent) apiv1.Location {
 }
 
 func (s *Server) listLocations(rq *request, project string) {
-	lq, err := parseListQuery(rq.q, "projects/"+project, "name")
+	lq, err := parseListQuery[apiv1.Location](rq.q, "projects/"+project, "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return

@@ -25,7 +25,7 @@ func (s *Server) routeOperations(rq *request, p parent, rest []string, verb stri
 }
 
 func (s *Server) listOperations(rq *request, p parent) {
-	lq, err := parseListQuery(rq.q, p.name()+"/operations", "metadata.createTime desc")
+	lq, err := parseListQuery[apiv1.Operation](rq.q, p.name()+"/operations", "metadata.createTime desc")
 	if err != nil {
 		s.writeError(rq, err)
 		return

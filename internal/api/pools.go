@@ -20,7 +20,10 @@ var poolFields = fieldRules{
 		"satisfiesPzs", "satisfiesPzi", "availableThroughputMibps", "coldTierSizeUsedGib", "hotTierSizeUsedGib"},
 }
 
-var networkRE = regexp.MustCompile(`^projects/[^/]+/global/networks/[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+var (
+	networkRE = regexp.MustCompile(`^projects/([^/]+)/global/networks/([A-Za-z0-9][A-Za-z0-9._-]{0,62})$`)
+	adRefRE   = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/activeDirectories/([^/]+)$`)
+)
 
 func (s *Server) routePools(rq *request, p parent, rest []string, verb string) {
 	m := rq.r.Method
@@ -47,7 +50,7 @@ func (s *Server) routePools(rq *request, p parent, rest []string, verb string) {
 }
 
 func (s *Server) listPools(rq *request, p parent) {
-	lq, err := parseListQuery(rq.q, p.name()+"/storagePools", "name")
+	lq, err := parseListQuery[apiv1.StoragePool](rq.q, p.name()+"/storagePools", "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -115,8 +118,11 @@ func (s *Server) getPool(rq *request, p parent, id string) {
 	s.writeJSON(rq, http.StatusOK, w)
 }
 
-// validatePoolSpec checks the fields a pool create or update sets.
-func (s *Server) validatePoolSpec(tx store.Tx, p parent, pl *model.Pool) error {
+// validatePoolSpec checks the fields a pool create or update sets. prev is the pool
+// before an update (nil on create): references it already held were checked when
+// they were set and are not checked again, so an update of other fields never fails
+// on them.
+func (s *Server) validatePoolSpec(tx store.Tx, p parent, pl, prev *model.Pool) error {
 	lim := s.opts.Limits
 	if pl.ServiceLevel == model.LevelUnspecified {
 		return model.Invalid("serviceLevel", "is required (PREMIUM, EXTREME, STANDARD or FLEX)")
@@ -127,24 +133,15 @@ func (s *Server) validatePoolSpec(tx store.Tx, p parent, pl *model.Pool) error {
 	if pl.CapacityGib < lim.MinPoolGib || pl.CapacityGib > lim.MaxPoolGib {
 		return model.Invalid("capacityGib", "%d GiB is outside the allowed range %d–%d GiB", pl.CapacityGib, lim.MinPoolGib, lim.MaxPoolGib)
 	}
-	if pl.Network == "" {
-		return model.Invalid("network", "is required, as projects/{project}/global/networks/{network}")
-	}
-	if !networkRE.MatchString(pl.Network) {
-		return model.Invalid("network", "%q is not of the form projects/{project}/global/networks/{network}", pl.Network)
-	}
-	if _, ok := s.network(model.NetworkName(pl.Network)); !ok {
-		var names []string
-		for _, n := range s.opts.Networks {
-			names = append(names, n.Name)
+	if prev == nil || prev.Network != pl.Network {
+		if err := s.checkNetworkRef(p, pl.Network); err != nil {
+			return err
 		}
-		return model.Invalid("network", "network %q is not configured in this Basin (configured: %s)", model.NetworkName(pl.Network), strings.Join(names, ", "))
+	} else if _, ok := s.network(model.NetworkName(pl.Network)); !ok {
+		return s.unconfiguredNetwork(pl.Network)
 	}
-	if pl.ActiveDirectory != "" {
-		if _, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, pl.ActiveDirectory); err != nil {
-			if errors.Is(err, model.ErrNotFound) {
-				return model.Invalid("activeDirectory", "%q does not exist (give the full name of an Active Directory policy in %s)", pl.ActiveDirectory, p.name())
-			}
+	if pl.ActiveDirectory != "" && (prev == nil || prev.ActiveDirectory != pl.ActiveDirectory) {
+		if err := checkADRef(tx, p, pl.ActiveDirectory); err != nil {
 			return err
 		}
 	}
@@ -249,7 +246,10 @@ func (s *Server) createPool(rq *request, p parent) {
 	}
 	op := s.newOperation(p, model.OpPoolCreate, pl.Name())
 	s.startOperation(rq, op, func(tx store.Tx) error {
-		if err := s.validatePoolSpec(tx, p, pl); err != nil {
+		if err := s.validatePoolSpec(tx, p, pl, nil); err != nil {
+			return err
+		}
+		if err := s.checkPoolCommit(rq.ctx, tx, pl, 0); err != nil {
 			return err
 		}
 		return tx.Insert(store.KindPool, pl.Name(), p.name(), pl)
@@ -290,19 +290,22 @@ func (s *Server) updatePool(rq *request, p parent, id string) {
 			return err
 		}
 		op.Prev, _ = json.Marshal(pl)
-		oldQos := pl.QosType
+		prev := *pl
 		if err := poolFromWire(&w, pl, paths); err != nil {
 			return err
 		}
-		if err := s.validatePoolSpec(tx, p, pl); err != nil {
+		if err := s.validatePoolSpec(tx, p, pl, &prev); err != nil {
 			return err
 		}
-		if pl.QosType != oldQos {
+		if pl.QosType != prev.QosType {
 			if err := s.switchQosType(tx, pl); err != nil {
 				return err
 			}
 		}
 		if err := s.checkPoolFits(tx, pl); err != nil {
+			return err
+		}
+		if err := s.checkPoolCommit(rq.ctx, tx, pl, prev.CapacityGib); err != nil {
 			return err
 		}
 		pl.State = model.StateUpdating
@@ -411,6 +414,58 @@ func checkMeta(m *model.Meta) error {
 	}
 	if len(m.Desc) > 2048 {
 		return model.Invalid("description", "must be at most 2048 characters")
+	}
+	return nil
+}
+
+// checkNetworkRef checks a pool's network: projects/{p}/global/networks/{n} where p is
+// the caller's project and n a network given to basin serve. Networks belong to the
+// node and every project sees each of them under its own project name, so another
+// project's name is refused before anything is looked up: the answer cannot depend
+// on anything outside the caller's project.
+func (s *Server) checkNetworkRef(p parent, ref string) error {
+	if ref == "" {
+		return model.Invalid("network", "is required, as projects/%s/global/networks/{network}", p.project)
+	}
+	m := networkRE.FindStringSubmatch(ref)
+	if m == nil || m[1] != p.project {
+		return model.Invalid("network", "must be projects/%s/global/networks/{network}, naming a network of project %s", p.project, p.project)
+	}
+	if _, ok := s.network(m[2]); !ok {
+		return s.unconfiguredNetwork(ref)
+	}
+	return nil
+}
+
+func (s *Server) unconfiguredNetwork(ref string) error {
+	var names []string
+	for _, n := range s.opts.Networks {
+		names = append(names, n.Name)
+	}
+	return model.Invalid("network", "network %q is not configured in this Basin (configured: %s)", model.NetworkName(ref), strings.Join(names, ", "))
+}
+
+// checkADRef checks a reference to an Active Directory policy. Only policies of the
+// caller's project and the pool's location can be named; anything else gets one
+// answer, before any lookup, so it cannot reveal whether another project's policy
+// exists.
+func checkADRef(tx store.Tx, p parent, ref string) error {
+	m := adRefRE.FindStringSubmatch(ref)
+	if m == nil || m[1] != p.project || m[2] != p.location {
+		return model.Invalid("activeDirectory", "must be the full name of an Active Directory policy in %s: %s/activeDirectories/{id}", p.name(), p.name())
+	}
+	if !idRE.MatchString(m[3]) {
+		return model.Invalid("activeDirectory", "Active Directory policy %q does not exist in %s", m[3], p.name())
+	}
+	a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, ref)
+	if errors.Is(err, model.ErrNotFound) {
+		return model.Invalid("activeDirectory", "Active Directory policy %q does not exist in %s", m[3], p.name())
+	}
+	if err != nil {
+		return err
+	}
+	if a.State == model.StateDeleting {
+		return model.Errorf(model.ErrFailedPrecondition, "activeDirectory: Active Directory policy %s is being deleted", a.ID)
 	}
 	return nil
 }

@@ -4,8 +4,9 @@
 // transaction, wakes the controller, and maps errors to HTTP/gRPC statuses in one
 // place (errors.go).
 //
-// It depends on model, apiv1, store and iam, and on the controller only through the
-// small Operations interface; it never touches the data plane.
+// It depends on model, apiv1, store, iam and secret (to seal secrets before they are
+// stored), on the controller only through the small Operations interface and on the
+// storage backend only through Capacity; it never touches the data plane.
 package api
 
 import (
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -27,17 +29,22 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/secret"
 	"github.com/basin-nas/basin/internal/store"
 )
 
 // Authenticator verifies an Authorization header value.
 type Authenticator interface {
 	Authenticate(ctx context.Context, header string) (*iam.Principal, error)
+}
+
+// Sealer seals a secret for storage, bound to aad (where it belongs); see
+// internal/secret.
+type Sealer interface {
+	Seal(plaintext, aad string) (string, error)
 }
 
 // Operations is what the API needs of the controller.
@@ -56,7 +63,8 @@ type Options struct {
 	Operations Operations
 	// Locations served; default ["local"].
 	Locations []string
-	// Networks pools may name; default one network "default" on 10.99.0.0/24.
+	// Networks pools may name; default one network "default" on 10.99.0.0/24. A
+	// network without an endpoint range gets model.DefaultEndpoints.
 	Networks []model.Network
 	Limits   model.Limits
 	Logger   *slog.Logger
@@ -71,19 +79,45 @@ type Options struct {
 	// RateLimit is how many requests a principal (or, unauthenticated, an address)
 	// may make per minute; 0 = 1200, negative = unlimited.
 	RateLimit int
+	// FailedAuthLimit is how many requests with missing or invalid credentials an
+	// address may make per minute before they are answered 429 (checked after
+	// authentication, so valid tokens from that address still work); 0 = 60,
+	// negative = unlimited.
+	FailedAuthLimit int
+	// RefusalAuditInterval: unauthenticated and rate-limited calls are audited (and
+	// logged) in aggregate, at most one entry per client address or principal per
+	// interval, carrying the count; 0 = 1 minute.
+	RefusalAuditInterval time.Duration
 	// AuditLog receives one JSON line per mutating or refused call; nil = none
 	// (entries are still kept in the store).
 	AuditLog io.Writer
+	// Secrets seals secrets before they are stored (the AD join password); nil = a
+	// key made here and never stored, so sealed values cannot be opened after the
+	// process exits (for tests).
+	Secrets Sealer
+	// Capacity reads the node store's space and volumes' usage; nil = no capacity
+	// guard (pools are not checked against the store, no reserve is kept, shrinks
+	// are checked against the last observed usage).
+	Capacity Capacity
+	// OvercommitRatio: Σ capacity of all pools on the node may reach this many times
+	// the store's size; 0 = 1.0.
+	OvercommitRatio float64
+	// StoreReserveBytes: volume creates and growths, clones and snapshots are
+	// refused while the store has less than this free; 0 = 1 GiB, negative = none.
+	StoreReserveBytes int64
 }
 
 // Server is the HTTP handler.
 type Server struct {
-	opts    Options
-	st      store.Store
-	log     *slog.Logger
-	now     func() time.Time
-	limits  *limiter
-	auditMu sync.Mutex
+	opts   Options
+	st     store.Store
+	log    *slog.Logger
+	now    func() time.Time
+	limits *limiter
+	// authFailures limits requests with invalid credentials, per address.
+	authFailures *limiter
+	refusals     *refusals
+	auditMu      sync.Mutex
 }
 
 // New returns a Server.
@@ -93,6 +127,12 @@ func New(opts Options) *Server {
 	}
 	if len(opts.Networks) == 0 {
 		opts.Networks = []model.Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")}}
+	}
+	opts.Networks = slices.Clone(opts.Networks)
+	for i, n := range opts.Networks {
+		if !n.FirstEndpoint.IsValid() || !n.LastEndpoint.IsValid() {
+			opts.Networks[i].FirstEndpoint, opts.Networks[i].LastEndpoint = model.DefaultEndpoints(n.Prefix)
+		}
 	}
 	if opts.Limits == (model.Limits{}) {
 		opts.Limits = model.DefaultLimits()
@@ -110,8 +150,25 @@ func New(opts Options) *Server {
 	if opts.RateLimit == 0 {
 		opts.RateLimit = 1200
 	}
-	return &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
-		limits: &limiter{perMinute: opts.RateLimit, buckets: map[string]*rate.Limiter{}}}
+	if opts.OvercommitRatio <= 0 || math.IsNaN(opts.OvercommitRatio) {
+		opts.OvercommitRatio = 1
+	}
+	if opts.StoreReserveBytes == 0 {
+		opts.StoreReserveBytes = 1 << 30
+	}
+	if opts.Secrets == nil {
+		opts.Secrets = secret.NewEphemeral()
+	}
+	if opts.FailedAuthLimit == 0 {
+		opts.FailedAuthLimit = 60
+	}
+	if opts.RefusalAuditInterval <= 0 {
+		opts.RefusalAuditInterval = time.Minute
+	}
+	s := &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
+		limits: newLimiter(opts.RateLimit), authFailures: newLimiter(opts.FailedAuthLimit)}
+	s.refusals = &refusals{s: s, interval: opts.RefusalAuditInterval, keys: map[string]*refusalState{}}
+	return s
 }
 
 // request is one API call in flight.
@@ -124,6 +181,10 @@ type request struct {
 	id        string
 	status    int
 	err       error // the error answered, for the audit log
+	// aggregate marks a refused call (unauthenticated, rate-limited) that is audited
+	// and logged only in aggregate; reason is why, for the log.
+	aggregate bool
+	reason    string
 	// project, perm and resource say what the call is: its project, the permission
 	// it needs ("" = none) and the resource it acts on.
 	project, perm, resource string
@@ -146,8 +207,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			principal = rq.principal.Email
 		}
 		level := slog.LevelInfo
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			level = slog.LevelDebug // probes would drown everything else
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || rq.aggregate {
+			// Probes would drown everything else; refused calls are logged in
+			// aggregate (refusals).
+			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", rq.status,
 			"principal", principal, "request_id", rq.id, "remote", r.RemoteAddr, "duration", time.Since(start).Round(time.Microsecond))
@@ -189,9 +252,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Auth != nil {
 		p, err := s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 		if err != nil {
-			s.log.Info("authentication failed", "reason", err.Error(), "request_id", rq.id, "remote", r.RemoteAddr)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
-			s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."))
+			s.authFailed(rq, err)
 			return
 		}
 		rq.principal = p
@@ -209,8 +270,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBody decodes the JSON body into out and returns the fields present.
 func (s *Server) readBody(rq *request, out any) (map[string]bool, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(rq.w, rq.r.Body, maxBody))
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return nil, model.Invalid("body", "is larger than 1 MiB (%d bytes)", maxBody)
+	}
 	if err != nil {
-		return nil, model.Invalid("body", "could not read the request body (at most %d bytes): %v", maxBody, err)
+		// A network error (the read timeout, a reset): the detail is for the log.
+		s.log.Debug("request body not read", "err", err, "request_id", rq.id)
+		return nil, model.Invalid("body", "could not be read completely (sent too slowly, or the connection failed)")
 	}
 	present, err := apiv1.Decode(body, out)
 	if err != nil {
@@ -422,4 +488,11 @@ func (s *Server) startOperation(rq *request, op *model.Operation, write func(tx 
 func parseTime(s string) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t, err == nil
+}
+
+// Close writes what is still pending (refused calls being aggregated). Call it after
+// the HTTP server has shut down.
+func (s *Server) Close() error {
+	s.refusals.close()
+	return nil
 }

@@ -39,7 +39,7 @@ func (s *Server) routeSnapshots(rq *request, p parent, volID string, rest []stri
 }
 
 func (s *Server) listSnapshots(rq *request, p parent, vol string) {
-	lq, err := parseListQuery(rq.q, vol+"/snapshots", "name")
+	lq, err := parseListQuery[apiv1.Snapshot](rq.q, vol+"/snapshots", "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -120,6 +120,9 @@ func (s *Server) createSnapshot(rq *request, p parent, vol string) {
 		}
 		if len(snaps) >= s.opts.Limits.MaxSnapshotsPerVol {
 			return model.Errorf(model.ErrFailedPrecondition, "volume %s already has %d snapshots, the most a volume may have", v.ID, len(snaps))
+		}
+		if err := s.checkStoreReserve(rq.ctx); err != nil {
+			return err
 		}
 		return tx.Insert(store.KindSnapshot, sn.Name(), vol, sn)
 	})

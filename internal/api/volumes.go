@@ -66,7 +66,7 @@ func (s *Server) routeVolumes(rq *request, p parent, rest []string, verb string)
 }
 
 func (s *Server) listVolumes(rq *request, p parent) {
-	lq, err := parseListQuery(rq.q, p.name()+"/volumes", "name")
+	lq, err := parseListQuery[apiv1.Volume](rq.q, p.name()+"/volumes", "name")
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -296,8 +296,8 @@ func (s *Server) validateVolume(tx store.Tx, p parent, v *model.Volume, isNew bo
 }
 
 // allocateEndpoint gives a new volume its network (the pool's) and its own address
-// in it (the lowest free one from the network's tenth address up). Its NFS export
-// ID comes from the controller when the export is first loaded.
+// in it (the lowest free one of the network's endpoint range). Its NFS export ID
+// comes from the controller when the export is first loaded.
 func (s *Server) allocateEndpoint(tx store.Tx, v *model.Volume) error {
 	pool, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
 	if err != nil {
@@ -318,14 +318,15 @@ func (s *Server) allocateEndpoint(tx store.Tx, v *model.Volume) error {
 			used[o.Endpoint] = true
 		}
 	}
-	for a := n.FirstEndpoint(); n.Prefix.Contains(a) && n.Prefix.Contains(a.Next()); a = a.Next() {
+	for a := n.FirstEndpoint; a.IsValid() && !n.LastEndpoint.Less(a); a = a.Next() {
 		if !used[a.String()] {
 			v.Endpoint = a.String()
 			break
 		}
 	}
 	if v.Endpoint == "" {
-		return model.Errorf(model.ErrFailedPrecondition, "network %q (%s) has no free endpoint address", n.Name, n.Prefix)
+		return model.Errorf(model.ErrFailedPrecondition, "network %q has no free endpoint address (range %s-%s); delete a volume or ask the administrator to widen the range",
+			n.Name, n.FirstEndpoint, n.LastEndpoint)
 	}
 	return nil
 }
@@ -390,14 +391,16 @@ func (s *Server) validateExportRules(v *model.Volume, nfs bool) error {
 			return model.Invalid(f("allowedClients"), "is required")
 		}
 		for _, c := range strings.Split(*r.AllowedClients, ",") {
+			// Plain IPv4 only: an IPv4-mapped IPv6 form (::ffff:10.0.0.1,
+			// ::ffff:0.0.0.0/96) would be accepted and then match no client.
 			c = strings.TrimSpace(c)
-			if _, err := netip.ParsePrefix(c); err == nil && strings.Contains(c, ".") {
+			if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
 				continue
 			}
 			if a, err := netip.ParseAddr(c); err == nil && a.Is4() {
 				continue
 			}
-			return model.Invalid(f("allowedClients"), "%q is not an IPv4 address or CIDR", c)
+			return model.Invalid(f("allowedClients"), "%q is not an IPv4 address or CIDR (IPv6 and IPv4-mapped IPv6 forms are not supported)", c)
 		}
 		if r.AccessType == nil || *r.AccessType == 0 {
 			return model.Invalid(f("accessType"), "is required (READ_ONLY, READ_WRITE or READ_NONE)")
@@ -418,6 +421,9 @@ func (s *Server) validateExportRules(v *model.Volume, nfs bool) error {
 		if r.SquashMode != nil && (*r.SquashMode == model.SquashRoot || *r.SquashMode == model.SquashAll) {
 			if r.AnonUID == nil {
 				return model.Invalid(f("anonUid"), "is required with ROOT_SQUASH or ALL_SQUASH")
+			}
+			if *r.AnonUID == 0 {
+				return model.Invalid(f("anonUid"), "cannot be 0 with ROOT_SQUASH or ALL_SQUASH: squashed users would become root (use e.g. 65534, nobody)")
 			}
 		}
 		if r.AnonUID != nil && (*r.AnonUID < 0 || *r.AnonUID > math.MaxUint32) {
@@ -514,6 +520,9 @@ func (s *Server) createVolume(rq *request, p parent) {
 		if err := s.allocateEndpoint(tx, v); err != nil {
 			return err
 		}
+		if err := s.checkStoreReserve(rq.ctx); err != nil {
+			return err
+		}
 		return tx.Insert(store.KindVolume, v.Name(), p.name(), v)
 	})
 }
@@ -590,14 +599,22 @@ func (s *Server) updateVolume(rq *request, p parent, id string) {
 			return err
 		}
 		op.Prev, _ = json.Marshal(v)
+		prevGib := v.CapacityGib
 		if err := volumeFromWire(&w, v, paths); err != nil {
 			return err
 		}
 		if err := s.validateVolume(tx, p, v, false); err != nil {
 			return err
 		}
-		if v.CapacityGib<<30 < v.UsedBytes {
-			return model.Errorf(model.ErrFailedPrecondition, "capacityGib: the volume and its snapshots use %d GiB; it cannot shrink to %d GiB", ceilGiB(v.UsedBytes), v.CapacityGib)
+		switch {
+		case v.CapacityGib < prevGib:
+			if err := s.checkShrink(rq.ctx, v); err != nil {
+				return err
+			}
+		case v.CapacityGib > prevGib:
+			if err := s.checkStoreReserve(rq.ctx); err != nil {
+				return err
+			}
 		}
 		v.State = model.StateUpdating
 		return store.PutVolume(tx, v)

@@ -81,6 +81,10 @@ type AuditLogEntry struct {
 	Outcome       string `json:"outcome"`
 	RequestID     string `json:"requestId"`
 	ClientAddress string `json:"clientAddress"`
+	// Count is how many calls an aggregated entry (refused calls of one client)
+	// stands for; omitted = 1. Throttled is how many of them were answered 429.
+	Count     int `json:"count,omitempty"`
+	Throttled int `json:"throttled,omitempty"`
 }
 
 // List responses of the identity surfaces.

@@ -5,7 +5,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -41,12 +43,44 @@ type Config struct {
 	// RateLimit is how many requests a principal may make per minute (negative:
 	// unlimited).
 	RateLimit int
+	// FailedAuthLimit is how many requests with missing or invalid credentials a
+	// client address may make per minute before they are answered 429 (0:
+	// unlimited).
+	FailedAuthLimit int
 	// SyncWait is how long a mutating call waits for its operation to finish before
 	// answering with it still running; 0 = always answer at once.
 	SyncWait time.Duration
+	// OvercommitRatio: the capacity of all pools on this node together may reach this
+	// many times the store's size (default 1.0: no overcommit). Must be > 0.
+	OvercommitRatio float64
+	// StoreReserveGib: volume creates and growths, clones and snapshots are refused
+	// while the store has less than this many GiB free (default 1; 0 = no reserve).
+	StoreReserveGib int64
+	// HTTP bounds the API's HTTP server.
+	HTTP HTTPLimits
 	// FaultStepDelay pauses the controller before every storage step; for crash
 	// tests only (env BASIN_FAULT_STEP_DELAY).
 	FaultStepDelay time.Duration
+}
+
+// HTTPLimits bound what one client can hold of the API's HTTP server.
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (default 30 s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end of its
+	// answer: reading the body, the handler (which may wait SyncWait for its
+	// operation) and writing. 0 = ReadTimeout + SyncWait + 30 s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its next
+	// request (default 2 min).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers (default 64 KiB).
+	MaxHeaderBytes int
+	// MaxConns is how many connections are served at once; more wait to be
+	// accepted (default 512).
+	MaxConns int
 }
 
 // Default returns the embedded defaults.
@@ -62,6 +96,13 @@ func Default() Config {
 		LogLevel:      "info",
 		SyncWait:      2 * time.Second,
 		RateLimit:     1200,
+
+		FailedAuthLimit: 60,
+		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10, MaxConns: 512},
+
+		OvercommitRatio: 1.0,
+		StoreReserveGib: 1,
 	}
 }
 
@@ -103,6 +144,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--network %s=%s: name or bridge given twice", n.Name, n.Bridge)
 		}
 		names[n.Name], bridges[n.Bridge] = true, true
+		if err := checkEndpointRange(n); err != nil {
+			return fmt.Errorf("--network %s: endpoint range %s-%s: %w", n.Name, n.FirstEndpoint, n.LastEndpoint, err)
+		}
 	}
 	if c.Store == "" && c.StoreSize < 1<<30 {
 		return fmt.Errorf("--store-size must be at least 1 GiB, got %d bytes", c.StoreSize)
@@ -116,8 +160,53 @@ func (c *Config) Validate() error {
 	if c.Limits.MinVolumeGib <= 0 || c.Limits.MaxVolumeGib < c.Limits.MinVolumeGib {
 		return fmt.Errorf("volume capacity bounds %d–%d GiB are invalid", c.Limits.MinVolumeGib, c.Limits.MaxVolumeGib)
 	}
+	if !(c.OvercommitRatio > 0) || math.IsInf(c.OvercommitRatio, 1) {
+		return fmt.Errorf("--overcommit-ratio must be a number above 0, got %g", c.OvercommitRatio)
+	}
+	if c.StoreReserveGib < 0 {
+		return fmt.Errorf("--store-reserve-gib must be 0 or more, got %d", c.StoreReserveGib)
+	}
+	h := c.HTTP
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--http-read-header-timeout", h.ReadHeaderTimeout}, {"--http-read-timeout", h.ReadTimeout}, {"--http-idle-timeout", h.IdleTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %v", d.flag, d.v)
+		}
+	}
+	if h.WriteTimeout < 0 || (h.WriteTimeout > 0 && h.WriteTimeout <= h.ReadTimeout+c.SyncWait) {
+		return fmt.Errorf("--http-write-timeout %v must exceed --http-read-timeout plus --sync-wait (%v), or be 0 for the default", h.WriteTimeout, h.ReadTimeout+c.SyncWait)
+	}
+	if h.MaxHeaderBytes < 4<<10 {
+		return fmt.Errorf("--http-max-header-bytes must be at least 4 KiB, got %d", h.MaxHeaderBytes)
+	}
+	if h.MaxConns < 1 {
+		return fmt.Errorf("--http-max-conns must be at least 1, got %d", h.MaxConns)
+	}
 	if c.Limits.MinPoolGib <= 0 {
 		return fmt.Errorf("minimum pool capacity %d GiB is invalid", c.Limits.MinPoolGib)
+	}
+	return nil
+}
+
+// checkEndpointRange checks that a network's endpoint range lies in its subnet and
+// leaves out the network, host and broadcast addresses.
+func checkEndpointRange(n dataplane.Network) error {
+	f, l, p := n.FirstEndpoint, n.LastEndpoint, n.Prefix.Masked()
+	if !f.IsValid() || !l.IsValid() || l.Less(f) {
+		return errors.New("want FIRST-LAST, FIRST not above LAST")
+	}
+	if !p.Addr().Is4() {
+		return errors.New("the subnet is not IPv4")
+	}
+	b := p.Addr().As4()
+	v := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) | (uint32(1)<<(32-p.Bits()) - 1)
+	broadcast := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	for _, a := range []netip.Addr{f, l} {
+		if !p.Contains(a) || a == p.Addr() || a == n.HostAddr() || a == broadcast {
+			return fmt.Errorf("%s must be inside %s and not its network, host or broadcast address", a, p)
+		}
 	}
 	return nil
 }

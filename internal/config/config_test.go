@@ -1,8 +1,15 @@
 package config
 
 import (
+	"math"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/dataplane"
+	"github.com/basin-nas/basin/internal/model"
 )
 
 func TestValidate(t *testing.T) {
@@ -22,13 +29,66 @@ func TestValidate(t *testing.T) {
 		{"tiny store", func(c *Config) { c.StoreSize = 1 << 20 }, "--store-size"},
 		{"relative store", func(c *Config) { c.Store = "mnt" }, "--store"},
 		{"volume bounds", func(c *Config) { c.Limits.MaxVolumeGib = 0 }, "volume capacity"},
+		{"zero overcommit", func(c *Config) { c.OvercommitRatio = 0 }, "--overcommit-ratio"},
+		{"negative overcommit", func(c *Config) { c.OvercommitRatio = -1 }, "--overcommit-ratio"},
+		{"NaN overcommit", func(c *Config) { c.OvercommitRatio = math.NaN() }, "--overcommit-ratio"},
+		{"negative reserve", func(c *Config) { c.StoreReserveGib = -1 }, "--store-reserve-gib"},
+		{"no endpoint range", func(c *Config) { c.Networks[0].FirstEndpoint = netip.Addr{} }, "endpoint range"},
+		{"range outside the subnet", func(c *Config) { c.Networks[0].LastEndpoint = netip.MustParseAddr("10.99.1.5") }, "endpoint range"},
+		{"range on the host address", func(c *Config) { c.Networks[0].FirstEndpoint = netip.MustParseAddr("10.99.0.1") }, "endpoint range"},
+		{"range on broadcast", func(c *Config) { c.Networks[0].LastEndpoint = netip.MustParseAddr("10.99.0.255") }, "endpoint range"},
+		{"range reversed", func(c *Config) { c.Networks[0].FirstEndpoint = netip.MustParseAddr("10.99.0.200") }, "endpoint range"},
+		{"no read timeout", func(c *Config) { c.HTTP.ReadTimeout = 0 }, "--http-read-timeout"},
+		{"no header timeout", func(c *Config) { c.HTTP.ReadHeaderTimeout = 0 }, "--http-read-header-timeout"},
+		{"no idle timeout", func(c *Config) { c.HTTP.IdleTimeout = -1 }, "--http-idle-timeout"},
+		{"write timeout under sync wait", func(c *Config) { c.HTTP.WriteTimeout = c.HTTP.ReadTimeout + time.Second }, "--http-write-timeout"},
+		{"tiny headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 100 }, "--http-max-header-bytes"},
+		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "--http-max-conns"},
 	}
 	for _, tc := range cases {
 		c := Default()
+		c.Networks = slices.Clone(c.Networks)
 		tc.mutate(&c)
 		err := c.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// The dataplane's --network parser and the API's fallback give a subnet the same
+// default endpoint range.
+func TestDefaultEndpointRangesAgree(t *testing.T) {
+	for _, cidr := range []string{"10.99.0.0/24", "10.99.0.0/25", "10.99.7.0/27", "10.99.7.0/28", "10.98.0.0/16", "10.0.0.0/8"} {
+		n, err := dataplane.ParseNetwork("n=br0," + cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, l := model.DefaultEndpoints(n.Prefix)
+		if f != n.FirstEndpoint || l != n.LastEndpoint {
+			t.Errorf("%s: dataplane %s-%s, model %s-%s", cidr, n.FirstEndpoint, n.LastEndpoint, f, l)
+		}
+		c := Default()
+		c.Networks = []dataplane.Network{n}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", cidr, err)
+		}
+	}
+}
+
+// Whatever --network spec the parser accepts gives a network Validate accepts.
+func FuzzParseNetwork(f *testing.F) {
+	for _, s := range []string{"default=basin0,10.99.0.0/24", "n=br1,10.99.0.0/24,10.99.0.200-10.99.0.250", "n=br1,10.99.7.0/28",
+		"n=br1,10.0.0.0/8", "n=br1,10.99.0.0/24,10.99.0.2-10.99.0.254", "n=b,1.2.3.4/28,1.2.3.2-1.2.3.14"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		n, err := dataplane.ParseNetwork(spec)
+		if err != nil {
+			return
+		}
+		if err := checkEndpointRange(n); err != nil {
+			t.Fatalf("%q parsed to %+v, which Validate refuses: %v", spec, n, err)
+		}
+	})
 }

@@ -10,11 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
@@ -24,8 +24,9 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
-	"github.com/basin-nas/basin/internal/store"
 )
+
+var _ api.Capacity = (*btrfs.Backend)(nil)
 
 // OwnerKeyFile is the owner's key file name under the data directory.
 const OwnerKeyFile = "owner-key.json"
@@ -37,20 +38,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	unlock, err := lockDataDir(cfg.DataDir)
+	state, err := openState(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-
-	st, err := store.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "basin.db"))
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, st.Close()) }()
+	defer func() { err = errors.Join(err, state.Close()) }()
+	st := state.store
 
 	// Volumes are mounted below a shared mount point so that sandboxes, whose mount
 	// namespaces are its slaves, see volumes mounted after they started.
@@ -85,51 +78,53 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}()
 	var networks []model.Network
 	for _, n := range cfg.Networks {
-		networks = append(networks, model.Network{Name: n.Name, Prefix: n.Prefix})
+		networks = append(networks, model.Network{Name: n.Name, Prefix: n.Prefix, FirstEndpoint: n.FirstEndpoint, LastEndpoint: n.LastEndpoint})
 	}
 
-	baseURL := "http://" + cfg.Listen + "/"
 	var auth api.Authenticator
 	if cfg.InsecureNoAuth {
 		log.Warn("authentication is OFF (--insecure-no-auth): anyone who can reach " + cfg.Listen + " controls this Basin; use it only for local development")
 	} else {
-		keyPath := filepath.Join(cfg.DataDir, OwnerKeyFile)
-		created, err := iam.BootstrapOwner(ctx, st, keyPath, baseURL+"token", time.Now())
-		if err != nil {
-			return fmt.Errorf("owner account: %w", err)
-		}
-		if created {
-			log.Info("wrote the owner's service-account key", "path", keyPath, "account", iam.OwnerEmail)
-		}
-		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: []string{baseURL, "https://" + cfg.Listen + "/"}})
+		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: []string{baseURL(cfg), "https://" + cfg.Listen + "/"}})
 	}
 
 	if cfg.FaultStepDelay > 0 {
 		log.Warn("fault injection: pausing before every storage step", "delay", cfg.FaultStepDelay)
 	}
+	// TODO(smb-ad): the AD join needs the clear password: give the controller
+	// state.secrets (a *secret.Box) and have it call
+	// Open(a.PasswordSealed, a.PasswordAAD()) when it joins.
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: dp, Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait
 	if syncWait == 0 {
 		syncWait = -1 // answer at once
 	}
-	auditFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("audit log: %w", err)
-	}
-	defer auditFile.Close()
 	rateLimit := cfg.RateLimit
 	if rateLimit == 0 {
 		rateLimit = -1 // 0 on the command line: no limit
 	}
+	// The store's space and volumes' usage, read fresh, back the overcommit guard,
+	// the free-space reserve and shrink checks.
+	var capacity api.Capacity = be
+	reserve := cfg.StoreReserveGib << 30
+	if reserve == 0 {
+		reserve = -1 // 0 on the command line: no reserve
+	}
+	failedAuthLimit := cfg.FailedAuthLimit
+	if failedAuthLimit == 0 {
+		failedAuthLimit = -1 // 0 on the command line: no limit
+	}
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
-		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: auditFile})
+		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
+		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit,
+		Secrets: state.secrets})
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(cfg)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	httpSrv := newHTTPServer(cfg, srv)
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
 	ctrlDone := make(chan error, 1)
@@ -163,6 +158,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+	srv.Close() // writes the refused calls still being aggregated, before the store closes
 	stopCtrl()
 	if err := <-ctrlDone; err != nil {
 		log.Warn("controller", "err", err)
@@ -170,15 +166,27 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	return nil
 }
 
-// lockDataDir makes sure one basin serve at a time uses a data directory.
-func lockDataDir(dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "basin.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+// listen opens cfg.Listen, serving at most cfg.HTTP.MaxConns connections at once:
+// more wait in the kernel's accept queue until one closes (the timeouts of
+// newHTTPServer make sure one does).
+func listen(cfg config.Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("data dir %s is in use by another basin serve", dir)
+	return netutil.LimitListener(ln, cfg.HTTP.MaxConns), nil
+}
+
+// newHTTPServer returns the API's HTTP server, bounded by cfg.HTTP so that slow or
+// idle clients cannot hold connections (and memory) for long.
+func newHTTPServer(cfg config.Config, h http.Handler) *http.Server {
+	lim := cfg.HTTP
+	write := lim.WriteTimeout
+	if write == 0 {
+		// From the end of the headers: the body, a handler that may wait
+		// --sync-wait for its operation, and the answer.
+		write = lim.ReadTimeout + max(cfg.SyncWait, 0) + 30*time.Second
 	}
-	return func() { f.Close() }, nil
+	return &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: write, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
 }

@@ -136,19 +136,32 @@ type Meta struct {
 }
 
 // Network is a configured network: a name pools refer to
-// (projects/{p}/global/networks/{name}) and its subnet.
+// (projects/{p}/global/networks/{name}), its subnet, and the range volumes'
+// endpoint addresses are taken from (both ends included).
 type Network struct {
-	Name   string
-	Prefix netip.Prefix
+	Name                        string
+	Prefix                      netip.Prefix
+	FirstEndpoint, LastEndpoint netip.Addr
 }
 
-// FirstEndpoint is the lowest address handed to volumes: the subnet's tenth.
-func (n Network) FirstEndpoint() netip.Addr {
-	a := n.Prefix.Masked().Addr()
-	for range 10 {
-		a = a.Next()
+// DefaultEndpoints is the endpoint range of a subnet configured without one: from
+// its tenth address to the last address of its lower half (10.99.0.10-10.99.0.127
+// for a /24), so client machines can use the upper half; in subnets too small for
+// that (/28), from the second address (the first is the host's). The same rule as
+// dataplane.ParseNetwork.
+func DefaultEndpoints(p netip.Prefix) (first, last netip.Addr) {
+	p = p.Masked()
+	b := p.Addr().As4()
+	base := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	at := func(off uint32) netip.Addr {
+		v := base + off
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 	}
-	return a
+	half := uint32(1) << (31 - p.Bits())
+	if half-1 < 10 {
+		return at(2), at(half - 1)
+	}
+	return at(10), at(half - 1)
 }
 
 // NetworkName returns the name in projects/{p}/global/networks/{name}.
@@ -258,8 +271,8 @@ type Volume struct {
 
 	// Network is the name of the pool's network (pools cannot change network).
 	Network string `json:"network,omitempty"`
-	// Endpoint is the volume's own address in its network, from the network's
-	// tenth address up; it is released when the volume is deleted.
+	// Endpoint is the volume's own address in its network, the lowest free one of
+	// the network's endpoint range; it is released when the volume is deleted.
 	Endpoint string `json:"endpoint,omitempty"`
 	// ExportID is the volume's NFS export ID (1..65535), held from its first export
 	// until it is deleted; 0 = none yet. The controller allocates it.
@@ -299,18 +312,21 @@ func (s *Snapshot) VolumeName() string {
 // Name is the snapshot's resource name.
 func (s *Snapshot) Name() string { return s.VolumeName() + "/snapshots/" + s.ID }
 
-// ActiveDirectory is an AD connection policy. Password is a secret: the api package
-// never returns it and nothing logs it.
+// ActiveDirectory is an AD connection policy. Its password is a secret, stored only
+// sealed (internal/secret): the api package never returns it and nothing logs it.
 type ActiveDirectory struct {
 	Meta
-	Domain               string   `json:"domain"`
-	Site                 string   `json:"site,omitempty"`
-	DNS                  string   `json:"dns"`
-	NetBiosPrefix        string   `json:"netBiosPrefix"`
-	OrganizationalUnit   string   `json:"organizationalUnit,omitempty"`
-	AesEncryption        bool     `json:"aesEncryption,omitempty"`
-	Username             string   `json:"username"`
-	Password             string   `json:"password"`
+	Domain             string `json:"domain"`
+	Site               string `json:"site,omitempty"`
+	DNS                string `json:"dns"`
+	NetBiosPrefix      string `json:"netBiosPrefix"`
+	OrganizationalUnit string `json:"organizationalUnit,omitempty"`
+	AesEncryption      bool   `json:"aesEncryption,omitempty"`
+	Username           string `json:"username"`
+	// PasswordSealed is the join password sealed by internal/secret with the
+	// associated data PasswordAAD(); never the clear text. The controller opens it
+	// with the daemon's secret.Box when it joins the domain.
+	PasswordSealed       string   `json:"passwordSealed,omitempty"`
 	BackupOperators      []string `json:"backupOperators,omitempty"`
 	Administrators       []string `json:"administrators,omitempty"`
 	SecurityOperators    []string `json:"securityOperators,omitempty"`
@@ -325,6 +341,10 @@ type ActiveDirectory struct {
 func (a *ActiveDirectory) Name() string {
 	return LocationName(a.Project, a.Location) + "/activeDirectories/" + a.ID
 }
+
+// PasswordAAD is the associated data the password is sealed with: it binds the
+// sealed value to this policy, so it cannot be moved to another.
+func (a *ActiveDirectory) PasswordAAD() string { return a.Name() + "#password" }
 
 // OpKind says what an operation does; the controller plans by it.
 type OpKind string
@@ -438,4 +458,10 @@ type AuditEntry struct {
 	Outcome   string    `json:"outcome"` // OK or the canonical error code
 	RequestID string    `json:"requestId"`
 	Client    string    `json:"clientAddress"`
+	// Count is how many calls the entry stands for: refused calls of one client
+	// (unauthenticated or rate-limited) are recorded in aggregate, one entry per
+	// interval, with the details of the first. 0 means 1.
+	Count int `json:"count,omitempty"`
+	// Throttled is how many of those calls were answered 429 by a rate limit.
+	Throttled int `json:"throttled,omitempty"`
 }

@@ -1,6 +1,9 @@
 package model
 
-import "testing"
+import (
+	"net/netip"
+	"testing"
+)
 
 func TestThroughput(t *testing.T) {
 	lim := DefaultLimits()
@@ -28,5 +31,20 @@ func TestThroughput(t *testing.T) {
 	// A 10 TiB Extreme manual pool has 1,280 MiB/s to distribute (API.md §10.5).
 	if got := PoolBudgetMibps(&Pool{ServiceLevel: LevelExtreme, CapacityGib: 10240}, lim); got != 1280 {
 		t.Errorf("budget = %v", got)
+	}
+}
+
+func TestDefaultEndpoints(t *testing.T) {
+	for cidr, want := range map[string][2]string{
+		"10.99.0.0/24": {"10.99.0.10", "10.99.0.127"},
+		"10.99.0.0/25": {"10.99.0.10", "10.99.0.63"},
+		"10.99.7.0/27": {"10.99.7.10", "10.99.7.15"},
+		"10.99.7.0/28": {"10.99.7.2", "10.99.7.7"},
+		"10.98.0.0/16": {"10.98.0.10", "10.98.127.255"},
+	} {
+		f, l := DefaultEndpoints(netip.MustParsePrefix(cidr))
+		if f.String() != want[0] || l.String() != want[1] {
+			t.Errorf("%s: %s-%s, want %s-%s", cidr, f, l, want[0], want[1])
+		}
 	}
 }

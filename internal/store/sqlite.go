@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,7 +30,11 @@ type SQLite struct {
 var _ Store = (*SQLite)(nil)
 
 // OpenSQLite opens (creating if needed) the database at path and runs migrations.
+// The database and its -wal and -shm files are made mode 0600 (see privateFiles).
 func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	if err := privateFiles(path); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
@@ -48,6 +53,30 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// privateFiles makes the database file at path mode 0600, creating it if needed,
+// and corrects the mode of the -wal, -shm and -journal files an earlier run left.
+// SQLite creates those with the database file's mode, so they are 0600 too, without
+// touching the process umask (which the daemons Basin starts inherit).
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	err = f.Chmod(0o600)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if err := os.Chmod(path+suffix, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("chmod %s: %w", path+suffix, err)
+		}
+	}
+	return nil
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {
@@ -91,6 +120,18 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		}
 		if err := tx.Commit(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// Compact rewrites the database without its free pages and empties the WAL, so
+// that nothing deleted or overwritten lingers in the files (used after clear-text
+// secrets were sealed in place).
+func (s *SQLite) Compact(ctx context.Context) error {
+	for _, q := range []string{`VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("compact: %s: %w", q, err)
 		}
 	}
 	return nil

@@ -54,7 +54,9 @@ class Basin:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [BASIN_BIN, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
-             "--store-size", "4G", "--location", LOCATION,
+             # The tests make pools of up to 2 TiB on a 4 GiB store: let pools
+             # promise far more than the store holds (10000 x 4 GiB).
+             "--store-size", "4G", "--overcommit-ratio", "10000", "--location", LOCATION,
              "--network", f"default=bpy{self.port},10.99.{next(_networks)}.0/24", *extra_args],
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30

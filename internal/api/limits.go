@@ -1,0 +1,117 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/basin-nas/basin/internal/model"
+)
+
+// limiter is a token bucket per key (a principal, or a client address): perMinute
+// requests per minute, bursting to the whole minute's allowance.
+type limiter struct {
+	perMinute int
+	mu        sync.Mutex
+	buckets   map[string]*rate.Limiter
+}
+
+// maxBuckets bounds a limiter's memory: past it, buckets that are full again (their
+// key has been quiet for a while) are dropped.
+const maxBuckets = 10000
+
+func newLimiter(perMinute int) *limiter {
+	return &limiter{perMinute: perMinute, buckets: map[string]*rate.Limiter{}}
+}
+
+// allow reports whether key may make a request now, and if not, when to retry.
+func (l *limiter) allow(key string) (bool, time.Duration) {
+	if l == nil || l.perMinute <= 0 {
+		return true, 0
+	}
+	l.mu.Lock()
+	b := l.buckets[key]
+	if b == nil {
+		if len(l.buckets) >= maxBuckets {
+			for k, o := range l.buckets {
+				if o.Tokens() >= float64(l.perMinute) {
+					delete(l.buckets, k)
+				}
+			}
+		}
+		b = rate.NewLimiter(rate.Every(time.Minute/time.Duration(l.perMinute)), l.perMinute)
+		l.buckets[key] = b
+	}
+	l.mu.Unlock()
+	r := b.Reserve()
+	if d := r.Delay(); d > 0 {
+		r.Cancel()
+		return false, d
+	}
+	return true, 0
+}
+
+// rateLimited answers 429 if the caller (its principal, or unauthenticated, its
+// address) is over the rate limit.
+func (s *Server) rateLimited(rq *request) bool {
+	key := "addr:" + clientKey(rq.r.RemoteAddr)
+	if rq.principal != nil {
+		key = rq.principal.Email
+	}
+	ok, wait := s.limits.allow(key)
+	if ok {
+		return false
+	}
+	s.tooMany(rq, wait, fmt.Sprintf("Quota exceeded: %s may make %d requests per minute; retry after %s",
+		strings.TrimPrefix(key, "addr:"), s.limits.perMinute, wait.Round(time.Second)))
+	return true
+}
+
+// authFailed answers a call whose credentials were missing or invalid: 401, or 429
+// once its address is over the failed-authentication limit. Such calls are only
+// audited in aggregate, so a flood of them costs no write per call.
+func (s *Server) authFailed(rq *request, reason error) {
+	rq.aggregate = true
+	rq.reason = reason.Error()
+	if ok, wait := s.authFailures.allow(clientKey(rq.r.RemoteAddr)); !ok {
+		s.tooMany(rq, wait, fmt.Sprintf("Too many requests with invalid credentials from %s; retry after %s",
+			hostOf(rq.r.RemoteAddr), wait.Round(time.Second)))
+		return
+	}
+	rq.w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
+	s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."))
+}
+
+func (s *Server) tooMany(rq *request, wait time.Duration, msg string) {
+	rq.aggregate = true
+	rq.w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(wait.Seconds())))))
+	s.writeError(rq, model.Errorf(model.ErrResourceExhausted, "%s", msg))
+}
+
+// clientKey is what per-address limits count by: the address, or for IPv6 its /64,
+// which one client typically holds whole.
+func clientKey(remote string) string {
+	a, err := netip.ParseAddr(hostOf(remote))
+	if err != nil {
+		return hostOf(remote)
+	}
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}

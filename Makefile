@@ -17,7 +17,7 @@ build:
 
 ## run: install what Basin needs, build it, and run it on its embedded defaults.
 run: setup build
-	$(BIN) serve --data-dir $(DATA_DIR) --overcommit-ratio 32
+	$(BIN) serve --data-dir $(DATA_DIR)
 
 ## test: install what the tests need and run every test (unit, golden, btrfs
 ## integration, crash, fuzz, and the end-to-end test with the official Python client).

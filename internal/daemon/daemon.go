@@ -45,14 +45,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	defer func() { err = errors.Join(err, state.Close()) }()
 	st := state.store
 
-	// Volumes are mounted below a shared mount point so that sandboxes, whose mount
-	// namespaces are its slaves, see volumes mounted after they started.
+	// Volumes are mounted below shared mount points: sandboxes, whose mount
+	// namespaces are slaves of the mounts directory, see volumes mounted after they
+	// started; and every mount namespace made later (a sandbox, `ip netns exec`)
+	// holds slave copies that go when Basin unmounts, instead of private copies
+	// that would keep a deleted volume's loop device busy.
 	run := runner.Exec{}
-	mounts := filepath.Join(cfg.DataDir, "mounts")
-	if err := dataplane.ShareMounts(ctx, run, mounts); err != nil {
-		return err
+	for _, dir := range []string{filepath.Join(cfg.DataDir, "mounts"), filepath.Join(cfg.DataDir, "fs")} {
+		if err := dataplane.ShareMounts(ctx, run, dir); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, dataplane.UnshareMounts(context.Background(), run, dir)) }()
 	}
-	defer func() { err = errors.Join(err, dataplane.UnshareMounts(context.Background(), run, mounts)) }()
 
 	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, ImageSize: cfg.StoreSize, Logger: log.With("component", "btrfs")})
 	if err := be.Start(ctx); err != nil {

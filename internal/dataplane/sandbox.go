@@ -188,8 +188,10 @@ const (
 )
 
 // rpcbindArgv runs rpcbind in a mount namespace of its own in which /etc/netconfig
-// is the TCP-only one, so it answers on no UDP port.
-var rpcbindArgv = []string{"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+// is the TCP-only one, so it answers on no UDP port. The namespace is a slave, so
+// volumes unmounted later go from it too (a private copy would keep their loop
+// devices busy).
+var rpcbindArgv = []string{"unshare", "--mount", "--propagation", "slave", "--", "sh", "-c",
 	`mount --bind /etc/netconfig.tcp /etc/netconfig && exec "$@"`, "rpcbind-netconfig"}
 
 // rpcUser returns the uid and gid rpcbind switches to (Debian's builds use the user

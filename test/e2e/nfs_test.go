@@ -22,6 +22,9 @@ import (
 
 // host returns a client machine at the n-th address of the server's subnet.
 func (s *server) host(n int) *clienthost.Host {
+	if n < 128 {
+		s.t.Fatalf("client hosts live at .128 and above, outside the endpoint range; got .%d", n)
+	}
 	a := s.subnet.Addr()
 	for range n {
 		a = a.Next()
@@ -83,15 +86,15 @@ func TestExportPolicyMatrix(t *testing.T) {
 	c := s.client()
 	nfsPool(t, c)
 	rules := []any{
-		rule(s.addrN(101), "READ_WRITE", true, true, "true"),     // rw, root kept
-		rule(s.addrN(102), "READ_ONLY", true, true, "true"),      // read only
-		rule(s.addrN(103), "READ_WRITE", true, false, "false"),   // rw over v3 only, root squashed
+		rule(s.addrN(201), "READ_WRITE", true, true, "true"),     // rw, root kept
+		rule(s.addrN(202), "READ_ONLY", true, true, "true"),      // read only
+		rule(s.addrN(203), "READ_WRITE", true, false, "false"),   // rw over v3 only, root squashed
 		rule(s.subnet.String(), "READ_NONE", true, true, "true"), // everyone else: nothing (first match wins)
 	}
 	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
 		"protocols": []string{"NFSV3", "NFSV4"}, "unixPermissions": "0777", "exportPolicy": map[string]any{"rules": rules}})
 	ep := endpoint(t, c, "vol1")
-	hosts := map[int]*clienthost.Host{101: s.host(101), 102: s.host(102), 103: s.host(103), 104: s.host(104)}
+	hosts := map[int]*clienthost.Host{201: s.host(201), 202: s.host(202), 203: s.host(203), 204: s.host(204)}
 	// Files every test client reads or overwrites, made in the volume before any
 	// client has looked them up: a world-readable seed, and one world-writable file
 	// per client and version for the "write to an existing file" case.
@@ -117,10 +120,10 @@ func TestExportPolicyMatrix(t *testing.T) {
 		rootOwner                       int // owner of a file root created
 	}
 	matrix := map[int]map[int]want{
-		101: {3: {ok, ok, ok, ok, 0}, 4: {ok, ok, ok, ok, 0}},
-		102: {3: {ok, readOnly, readOnly, readOnly, 0}, 4: {ok, readOnly, readOnly, readOnly, 0}},
-		103: {3: {ok, ok, ok, ok, 65534}, 4: {refused, refused, refused, refused, 0}},
-		104: {3: {refused, refused, refused, refused, 0}, 4: {refused, refused, refused, refused, 0}},
+		201: {3: {ok, ok, ok, ok, 0}, 4: {ok, ok, ok, ok, 0}},
+		202: {3: {ok, readOnly, readOnly, readOnly, 0}, 4: {ok, readOnly, readOnly, readOnly, 0}},
+		203: {3: {ok, ok, ok, ok, 65534}, 4: {refused, refused, refused, refused, 0}},
+		204: {3: {refused, refused, refused, refused, 0}, 4: {refused, refused, refused, refused, 0}},
 	}
 	classify := func(err error) outcome {
 		switch {
@@ -155,7 +158,7 @@ func TestExportPolicyMatrix(t *testing.T) {
 				t.Errorf("%s user create: %s (%v), want %s", name, got, err, w.create)
 			}
 			if err == nil {
-				if e, _ := hosts[101].NFS(3, 0, 0).Stat(ep, file); e.UID != 1000 {
+				if e, _ := hosts[201].NFS(3, 0, 0).Stat(ep, file); e.UID != 1000 {
 					t.Errorf("%s user write: owner %d, want 1000", name, e.UID)
 				}
 			}
@@ -165,7 +168,7 @@ func TestExportPolicyMatrix(t *testing.T) {
 				t.Errorf("%s root create: %s (%v), want %s", name, got, err, w.rootCreate)
 			}
 			if err == nil {
-				if e, _ := hosts[101].NFS(3, 0, 0).Stat(ep, file); e.UID != w.rootOwner {
+				if e, _ := hosts[201].NFS(3, 0, 0).Stat(ep, file); e.UID != w.rootOwner {
 					t.Errorf("%s root write: owner %d, want %d (squash)", name, e.UID, w.rootOwner)
 				}
 			}
@@ -173,10 +176,10 @@ func TestExportPolicyMatrix(t *testing.T) {
 	}
 	// A rule change reaches new mounts at once, without restarting Ganesha.
 	before := s.ganeshaPIDs()
-	rules = append([]any{rule(s.addrN(104), "READ_WRITE", true, true, "true")}, rules...)
+	rules = append([]any{rule(s.addrN(204), "READ_WRITE", true, true, "true")}, rules...)
 	mutate(t, c, "PATCH", loc+"/volumes/vol1?updateMask=exportPolicy", map[string]any{"exportPolicy": map[string]any{"rules": rules}})
-	if err := hosts[104].NFS(3, 1000, 1000).Write(ep, "/vol1/after-change", []byte("x")); err != nil {
-		t.Fatalf("client .104 after the rule change: %v", err)
+	if err := hosts[204].NFS(3, 1000, 1000).Write(ep, "/vol1/after-change", []byte("x")); err != nil {
+		t.Fatalf("client .204 after the rule change: %v", err)
 	}
 	if after := s.ganeshaPIDs(); len(before) != 1 || fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Fatalf("ganesha restarted for a rule change: %v -> %v", before, after)
@@ -186,7 +189,7 @@ func TestExportPolicyMatrix(t *testing.T) {
 		"protocols": []string{"NFSV3", "NFSV4"}})
 	closedEP := endpoint(t, c, "closed")
 	for _, v := range []int{3, 4} {
-		if _, err := hosts[101].NFS(v, 0, 0).Ls(closedEP, "/closed"); err == nil {
+		if _, err := hosts[201].NFS(v, 0, 0).Ls(closedEP, "/closed"); err == nil {
 			t.Errorf("NFSv%d client reached a volume without an export policy", v)
 		}
 	}
@@ -203,7 +206,7 @@ func TestDataAndCapacity(t *testing.T) {
 	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
 		"protocols": []string{"NFSV3", "NFSV4"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
 	ep := endpoint(t, c, "vol1")
-	h := s.host(101)
+	h := s.host(201)
 	nfs := h.NFS(3, 0, 0)
 	data := make([]byte, 8<<20)
 	rand.Read(data)
@@ -263,7 +266,7 @@ func TestGaneshaAndBasinRestarts(t *testing.T) {
 		mutate(t, c, "POST", loc+"/volumes?volumeId="+v, map[string]any{"shareName": v, "storagePool": "pool1", "capacityGib": "1",
 			"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
 	}
-	nfs := s.host(101).NFS(3, 0, 0)
+	nfs := s.host(201).NFS(3, 0, 0)
 	eps := map[string]netip.Addr{}
 	for _, v := range vols {
 		eps[v] = endpoint(t, c, v)
@@ -338,7 +341,7 @@ func TestStreamUndisturbed(t *testing.T) {
 	mutate(t, c, "POST", loc+"/volumes?volumeId=stream", map[string]any{"shareName": "stream", "storagePool": "pool1", "capacityGib": "1",
 		"protocols": []string{"NFSV3"}, "exportPolicy": open})
 	ep := endpoint(t, c, "stream")
-	nfs := s.host(101).NFS(3, 0, 0)
+	nfs := s.host(201).NFS(3, 0, 0)
 	data := make([]byte, 16<<20)
 	rand.Read(data)
 	if err := nfs.Write(ep, "/stream/data", data); err != nil {
@@ -373,7 +376,7 @@ func TestStreamUndisturbed(t *testing.T) {
 		mutate(t, c, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
 			"protocols": []string{"NFSV3", "NFSV4"}, "exportPolicy": open})
 		mutate(t, c, "PATCH", loc+"/volumes/"+id+"?updateMask=exportPolicy", map[string]any{"exportPolicy": map[string]any{"rules": []any{
-			rule(s.addrN(150), "READ_ONLY", true, true, "false")}}})
+			rule(s.addrN(250), "READ_ONLY", true, true, "false")}}})
 		if i%2 == 0 {
 			mutate(t, c, "DELETE", loc+"/volumes/"+id, nil)
 		}
@@ -402,7 +405,7 @@ func TestSnapshotDirectoryAndRevert(t *testing.T) {
 		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
 		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
 	ep := endpoint(t, c, "vol1")
-	nfs := s.host(101).NFS(3, 0, 0)
+	nfs := s.host(201).NFS(3, 0, 0)
 	if err := nfs.Write(ep, "/vol1/f", []byte("before")); err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +464,7 @@ func TestBenchNFS(t *testing.T) {
 	mutate(t, c, "POST", loc+"/volumes?volumeId=bench1", map[string]any{"shareName": "bench1", "storagePool": "pool1", "capacityGib": "1",
 		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
 	ep := endpoint(t, c, "bench1")
-	h := s.host(103)
+	h := s.host(203)
 	bench := func(args ...string) (map[string]any, string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

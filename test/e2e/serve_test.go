@@ -97,7 +97,10 @@ func (s *server) start(extra ...string) {
 	s.t.Helper()
 	s.log = &bytes.Buffer{}
 	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "4G", "--location", "us-east4",
-		"--network", "default=" + s.bridge + "," + s.subnet.String()}, extra...)
+		"--network", "default=" + s.bridge + "," + s.subnet.String(),
+		// Pools of 100 GiB on a 4 GiB store; client hosts live at .128 and above,
+		// outside the default endpoint range (.10–.127).
+		"--overcommit-ratio", "1000"}, extra...)
 	if prefix := os.Getenv("BASIN_GANESHA_PREFIX"); prefix != "" {
 		args = append(args, "--ganesha-prefix", prefix)
 	}
@@ -163,15 +166,19 @@ func mutate(t *testing.T, c *client.Client, method, path string, body any) clien
 	return done
 }
 
-// assertNothingLeft checks that no mount, loop device or process refers to dir.
+// assertNothingLeft checks that no mount, loop device (the store's or a volume's)
+// or process refers to dir.
 func assertNothingLeft(t *testing.T, dir string) {
 	t.Helper()
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	if strings.Contains(string(mi), dir) {
 		t.Errorf("mounts left under %s:\n%s", dir, grepLines(string(mi), dir))
 	}
-	if out, _ := exec.Command("losetup", "-j", filepath.Join(dir, "store.img")).Output(); len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("loop device left attached: %s", out)
+	out, _ := exec.Command("losetup", "-l", "-n", "-O", "NAME,BACK-FILE").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[1], dir+"/") {
+			t.Errorf("loop device left attached: %s", line)
+		}
 	}
 	if pids := processesMentioning(dir); len(pids) > 0 {
 		t.Errorf("processes left running: %v", pids)

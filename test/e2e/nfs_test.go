@@ -41,11 +41,17 @@ func (s *server) addrN(n int) string {
 	return a.String()
 }
 
-// endpoint returns a volume's NFS address from its mountOptions.
+// endpoint returns a volume's NFS address (in project p1) from its mountOptions.
 func endpoint(t *testing.T, c *client.Client, vol string) netip.Addr {
 	t.Helper()
+	return endpointIn(t, c, "p1", vol)
+}
+
+// endpointIn returns the NFS address of a volume of project from its mountOptions.
+func endpointIn(t *testing.T, c *client.Client, project, vol string) netip.Addr {
+	t.Helper()
 	var v client.Object
-	if err := c.Do(context.Background(), "GET", loc+"/volumes/"+vol, nil, nil, &v); err != nil {
+	if err := c.Do(context.Background(), "GET", "/v1/projects/"+project+"/locations/us-east4/volumes/"+vol, nil, nil, &v); err != nil {
 		t.Fatal(err)
 	}
 	mo, _ := v["mountOptions"].([]any)

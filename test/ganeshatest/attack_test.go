@@ -3,7 +3,6 @@ package ganeshatest
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -15,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/test/nfsraw"
@@ -55,28 +52,24 @@ type lab struct {
 	srv                                                      *Server
 }
 
-type kfh struct {
-	typ int32
-	b   []byte
-}
+type kfh = nfsraw.KernelHandle
 
 func kernelHandle(t *testing.T, path string) kfh {
 	t.Helper()
-	h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, path, 0)
+	k, err := nfsraw.KernelHandleOf(path)
 	if err != nil {
-		t.Fatalf("name_to_handle_at %s: %v", path, err)
+		t.Fatal(err)
 	}
-	return kfh{h.Type(), h.Bytes()}
+	return k
 }
 
 func statfsFSID(t *testing.T, path string) []byte {
 	t.Helper()
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
+	b, err := nfsraw.StatfsFSID(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	b := binary.LittleEndian.AppendUint32(nil, uint32(st.Fsid.Val[0]))
-	return binary.LittleEndian.AppendUint32(b, uint32(st.Fsid.Val[1]))
+	return b
 }
 
 func write(t *testing.T, path, content string, mode os.FileMode) {
@@ -147,28 +140,7 @@ func newLab(t *testing.T) *lab {
 	return l
 }
 
-// tree snapshots a directory tree (names, sizes, modes, contents) to tell
-// whether anything in it changed.
-func tree(t *testing.T, dirs ...string) string {
-	t.Helper()
-	var b strings.Builder
-	for _, d := range dirs {
-		filepath.Walk(d, func(p string, fi os.FileInfo, err error) error {
-			if err != nil {
-				fmt.Fprintf(&b, "%s: %v\n", p, err)
-				return nil
-			}
-			fmt.Fprintf(&b, "%s %v %d", p, fi.Mode(), fi.Size())
-			if fi.Mode().IsRegular() {
-				c, _ := os.ReadFile(p)
-				fmt.Fprintf(&b, " %q", c)
-			}
-			b.WriteByte('\n')
-			return nil
-		})
-	}
-	return b.String()
-}
+func tree(t *testing.T, dirs ...string) string { return nfsraw.Tree(dirs...) }
 
 // verdicts records each attack's outcome; against the patched server an
 // allowed attack fails the test, against Debian's it is only reported.
@@ -231,16 +203,7 @@ func (l *lab) nfs4(t *testing.T, ctx context.Context, ip string) *nfsraw.Client 
 	return c
 }
 
-// forge returns h with the kernel handle replaced (and the fsid, if set).
-func forge(h nfsraw.Handle, k kfh, fsid []byte) []byte {
-	f := h.Clone()
-	f.KernelType, f.Kernel = k.typ, k.b
-	f.Flags = f.Flags&^0xC0 | nfsraw.HandleType8
-	if fsid != nil {
-		f.FSID = fsid
-	}
-	return f.Encode()
-}
+func forge(h nfsraw.Handle, k kfh, fsid []byte) []byte { return nfsraw.Forge(h, k, fsid) }
 
 type fsidGuess struct {
 	name string
@@ -369,7 +332,7 @@ func TestAttacks(t *testing.T) {
 			fh := h3.Clone()
 			fh.Flags = byte(f.typ) | nfsraw.HandleType8
 			fh.FSID = f.b
-			fh.KernelType, fh.Kernel = canary.typ, canary.b
+			fh.KernelType, fh.Kernel = canary.Type, canary.Bytes
 			_, _, err := a.Read(ctx, fh.Encode(), make([]byte, 64), 0)
 			v.refused(fmt.Sprintf("v3 READ of a host file with the host filesystem's fsid (%s)", f.name), err)
 			_, err = a.Write(ctx, fh.Encode(), []byte("PWNED"), 0, nfs3.FileSync)
@@ -506,7 +469,7 @@ func TestAttacks(t *testing.T) {
 		v.refused("RO client CREATE", err)
 		other := h3.Clone()
 		other.ExportID = 2
-		other.KernelType, other.Kernel, other.FSID = l.bFile.typ, l.bFile.b, l.fsidB
+		other.KernelType, other.Kernel, other.FSID = l.bFile.Type, l.bFile.Bytes, l.fsidB
 		_, _, err = r.Read(ctx, other.Encode(), buf, 0)
 		v.refused("RO client READ with a handle of export 2 (not allowed there)", err)
 		_, _, err = r.Read(ctx, forge(h3, l.bFile, nil), buf, 0)

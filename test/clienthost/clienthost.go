@@ -109,6 +109,15 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) (string, er
 	return string(out), err
 }
 
+// Attach plugs the host into bridge again (a bridge deleted and made anew, as a
+// Basin that created it does across a clean restart, loses its ports).
+func (h *Host) Attach(bridge string) error {
+	if out, err := exec.Command("ip", "link", "set", h.veth, "master", bridge, "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("attach %s to %s: %v: %s", h.veth, bridge, err, out)
+	}
+	return nil
+}
+
 // Within runs fn on an OS thread that has entered the host's network namespace:
 // sockets fn opens (an NFS client's connections) belong to the host and keep
 // working after fn returns, whatever thread uses them then.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -495,4 +496,74 @@ func TestTenantIsolation(t *testing.T) {
 		out, _ := exec.Command("tail", "-n", "50", filepath.Join(l.s.dataDir, "sandboxes", "default", "logs", "ganesha.log")).Output()
 		t.Logf("ganesha log:\n%s", out)
 	}
+}
+
+// TestSandboxHoldsNothingOfTheHost looks at the running Ganesha from outside: its
+// root holds only what the sandbox gives it (no host /home, /root, /var/lib…), it
+// keeps only its few capabilities, and the sandbox answers on no UDP port.
+func TestSandboxHoldsNothingOfTheHost(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+	pids := s.ganeshaPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("ganesha pids %v", pids)
+	}
+	root := fmt.Sprintf("/proc/%d/root", pids[0])
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	first := strings.Split(strings.Trim(s.dataDir, "/"), "/")[0] // the data dir's top directory, e.g. tmp
+	allowed := []string{"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run", "sbin", "tmp", "usr", "var", first}
+	for _, n := range names {
+		if !slices.Contains(allowed, n) {
+			t.Errorf("Ganesha's root holds %q (all: %v)", n, names)
+		}
+	}
+	for _, p := range []string{"etc/shadow", "root", "home", "var/lib/dpkg", "etc/ssh"} {
+		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
+			t.Errorf("Ganesha's root has the host's /%s", p)
+		}
+	}
+	// The data directory shows only the sandbox's state and the volumes' mount
+	// points: not the database, the keys or the store.
+	inside := filepath.Join(root, s.dataDir)
+	entries, _ = os.ReadDir(inside)
+	names = names[:0]
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"mounts", "sandboxes"}) {
+		t.Errorf("Ganesha sees %v in the data directory; want only mounts and sandboxes", names)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "CapBnd:") || strings.HasPrefix(line, "CapEff:") {
+			var mask uint64
+			fmt.Sscanf(strings.TrimSpace(strings.SplitN(line, ":", 2)[1]), "%x", &mask)
+			const sysAdmin, sysPtrace, netAdmin, sysModule = 21, 19, 12, 16
+			for _, capNo := range []uint{sysAdmin, sysPtrace, netAdmin, sysModule} {
+				if mask&(1<<capNo) != 0 {
+					t.Errorf("Ganesha holds capability %d (%s)", capNo, line)
+				}
+			}
+		}
+	}
+	out, err := exec.Command("ip", "netns", "exec", "basin-"+s.bridge, "ss", "-Hlnu").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(out)) != "" {
+		t.Errorf("the sandbox listens on UDP:\n%s", out)
+	}
+	s.stop(syscall.SIGTERM)
 }

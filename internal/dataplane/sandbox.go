@@ -61,7 +61,7 @@ type proc struct {
 	name string
 	argv []string
 	env  []string
-	caps string // capability bounding set, setpriv syntax
+	caps string   // capability bounding set, setpriv syntax
 	wrap []string // runs before setpriv (with all capabilities): it must exec "$@"
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -225,7 +225,7 @@ func writeEtc(dir string) error {
 		"hosts":         "127.0.0.1 localhost\n::1 localhost\n",
 		"netconfig":     netconfigTCP + netconfigUDP,
 		"netconfig.tcp": netconfigTCP,
-		"machine-id": hex.EncodeToString(id) + "\n",
+		"machine-id":    hex.EncodeToString(id) + "\n",
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {

@@ -84,45 +84,41 @@ func releaseExportID(tx store.Tx, holder string, id uint64) error {
 
 func isNotFound(err error) bool { return err != nil && errors.Is(err, model.ErrNotFound) }
 
-// ensureVolumeExportID makes sure v holds an export ID, allocating and recording one
-// if needed, and updates v.ExportID.
-func (c *Controller) ensureVolumeExportID(ctx context.Context, v *model.Volume) error {
-	return c.st.Update(ctx, func(tx store.Tx) error {
-		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
-		if err != nil {
-			return err
-		}
-		id, err := allocExportID(tx, v.Name(), cur.ExportID)
-		if err != nil {
-			return err
-		}
-		v.ExportID = id
-		if cur.ExportID == id {
-			return nil
-		}
-		cur.ExportID = id
-		return store.PutVolume(tx, cur)
-	})
+// exportIDHolder is a stored resource that can hold an export ID: a volume or a
+// snapshot.
+type exportIDHolder interface {
+	model.Volume | model.Snapshot
 }
 
-// ensureSnapshotExportID is ensureVolumeExportID for a snapshot.
-func (c *Controller) ensureSnapshotExportID(ctx context.Context, s *model.Snapshot) error {
-	return c.st.Update(ctx, func(tx store.Tx) error {
-		cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, s.Name())
+// holdExportID makes sure the resource kind/name holds an export ID, allocating
+// and recording one if needed, and returns it. exportID points into the record.
+func holdExportID[T exportIDHolder](ctx context.Context, st store.Store, kind, name string, exportID func(*T) *uint64, put func(store.Tx, *T) error) (uint64, error) {
+	var id uint64
+	err := st.Update(ctx, func(tx store.Tx) error {
+		cur, err := store.Get[T](tx, kind, name)
 		if err != nil {
 			return err
 		}
-		id, err := allocExportID(tx, s.Name(), cur.ExportID)
-		if err != nil {
+		held := exportID(cur)
+		if id, err = allocExportID(tx, name, *held); err != nil || id == *held {
 			return err
 		}
-		s.ExportID = id
-		if cur.ExportID == id {
-			return nil
-		}
-		cur.ExportID = id
-		return store.PutSnapshot(tx, cur)
+		*held = id
+		return put(tx, cur)
 	})
+	return id, err
+}
+
+// ensureVolumeExportID makes sure v holds an export ID and sets v.ExportID.
+func (c *Controller) ensureVolumeExportID(ctx context.Context, v *model.Volume) (err error) {
+	v.ExportID, err = holdExportID(ctx, c.st, store.KindVolume, v.Name(), func(v *model.Volume) *uint64 { return &v.ExportID }, store.PutVolume)
+	return err
+}
+
+// ensureSnapshotExportID makes sure s holds an export ID and sets s.ExportID.
+func (c *Controller) ensureSnapshotExportID(ctx context.Context, s *model.Snapshot) (err error) {
+	s.ExportID, err = holdExportID(ctx, c.st, store.KindSnapshot, s.Name(), func(s *model.Snapshot) *uint64 { return &s.ExportID }, store.PutSnapshot)
+	return err
 }
 
 // releaseSnapshotExportID frees a snapshot's export ID once its export is unloaded.

@@ -77,8 +77,10 @@ func main() {
 	atExit(func() { os.RemoveAll(dataDir) })
 	defer runCleanups()
 	addr := freeAddr()
-	// The pool promises far more than the 16 GiB store (volumes are sparse): allow it.
-	cmd := exec.Command(*basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "16G", "--log-level", "warn",
+	// The pool promises far more than the 48 GiB store (volumes are sparse): allow it.
+	// The store must still hold what the benchmarks write (a full store would fail
+	// the volumes' writes), 10 GiB or so.
+	cmd := exec.Command(*basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "48G", "--log-level", "warn",
 		"--overcommit-ratio", "10000", "--network", "default=bbench0,10.99.251.0/24")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -119,8 +121,8 @@ func main() {
 			snapFull = append(snapFull, timed(func() error {
 				return mutate(ctx, c, "POST", fmt.Sprintf("%s/volumes/full/snapshots?snapshotId=s%d", loc, seq), map[string]any{})
 			}))
-			rawEmpty = append(rawEmpty, rawSnapshot(mountOf(dataDir, "empty"), dataDir))
-			rawFull = append(rawFull, rawSnapshot(fullMount, dataDir))
+			rawEmpty = append(rawEmpty, rawSnapshot(dataDir, "empty"))
+			rawFull = append(rawFull, rawSnapshot(dataDir, "full"))
 		}
 		for k, v := range map[string][]float64{"volumeCreate": create, "snapshotEmpty": snapEmpty, "snapshot1GiB": snapFull,
 			"btrfsSnapshotEmpty": rawEmpty, "btrfsSnapshot1GiB": rawFull} {
@@ -178,12 +180,13 @@ func timed(f func() error) float64 {
 	return float64(time.Since(start).Microseconds()) / 1000
 }
 
-// rawSnapshot times `btrfs subvolume snapshot -r` of a mounted volume, the floor
-// under Basin's snapshot, and deletes the result.
-func rawSnapshot(mount, dataDir string) float64 {
-	dst := filepath.Join(dataDir, "store", "bench-raw")
+// rawSnapshot times `btrfs subvolume snapshot -r` of a volume's live data inside
+// its own filesystem, the floor under Basin's snapshot.
+func rawSnapshot(dataDir, id string) float64 {
+	top := filepath.Join(dataDir, "fs", keyOf(dataDir, id))
+	dst := filepath.Join(top, "snapshots", "bench-raw")
 	start := time.Now()
-	if out, err := exec.Command("btrfs", "subvolume", "snapshot", "-r", mount, dst).CombinedOutput(); err != nil {
+	if out, err := exec.Command("btrfs", "subvolume", "snapshot", "-r", filepath.Join(top, "live"), dst).CombinedOutput(); err != nil {
 		fatalf("raw snapshot: %v %s", err, out)
 	}
 	ms := float64(time.Since(start).Microseconds()) / 1000
@@ -193,9 +196,12 @@ func rawSnapshot(mount, dataDir string) float64 {
 	return ms
 }
 
-// mountOf returns a volume's mount point, reading its storage key from the store
-// (SQLite in WAL mode takes a second reader while the server runs).
-func mountOf(dataDir, id string) string {
+// mountOf returns a volume's mount point.
+func mountOf(dataDir, id string) string { return filepath.Join(dataDir, "mounts", keyOf(dataDir, id)) }
+
+// keyOf returns a volume's storage key, read from the store (SQLite in WAL mode
+// takes a second reader while the server runs).
+func keyOf(dataDir, id string) string {
 	st, err := store.OpenSQLite(context.Background(), filepath.Join(dataDir, "basin.db"))
 	if err != nil {
 		fatalf("%v", err)
@@ -208,7 +214,7 @@ func mountOf(dataDir, id string) string {
 	}); err != nil {
 		fatalf("%v", err)
 	}
-	return filepath.Join(dataDir, "mounts", v.Key)
+	return v.Key
 }
 
 func fill(path string, n int64) error {
@@ -278,11 +284,11 @@ func updateDoc(path string, r result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %s; median of %d rounds × %d operations each.\n\n", r.Date, r.Machine, r.Rounds, r.PerRound)
 	fmt.Fprintf(&b, "| what (API call → READY, as a client sees it) | median |\n|---|---|\n")
-	fmt.Fprintf(&b, "| create a 4 GiB volume (qgroup, subvolume, limit, mode, mount, export) | %.1f ms |\n", m["volumeCreate"])
+	fmt.Fprintf(&b, "| create a 4 GiB volume (image, mkfs, attach, mount, mode, export) | %.1f ms |\n", m["volumeCreate"])
 	fmt.Fprintf(&b, "| snapshot of an empty volume | %.1f ms |\n", m["snapshotEmpty"])
 	fmt.Fprintf(&b, "| snapshot of a volume holding 1 GiB | %.1f ms |\n", m["snapshot1GiB"])
 	fmt.Fprintf(&b, "| **ratio 1 GiB / empty** | **%.2f** |\n", m["snapshot1GiB"]/m["snapshotEmpty"])
-	fmt.Fprintf(&b, "| for reference: bare `btrfs subvolume snapshot -r`, empty / 1 GiB | %.1f / %.1f ms |\n", m["btrfsSnapshotEmpty"], m["btrfsSnapshot1GiB"])
+	fmt.Fprintf(&b, "| for reference: bare `btrfs subvolume snapshot -r` in the volume's filesystem, empty / 1 GiB | %.1f / %.1f ms |\n", m["btrfsSnapshotEmpty"], m["btrfsSnapshot1GiB"])
 	doc, err := replaceSection(string(data), "bench", b.String())
 	if err != nil {
 		return err
@@ -297,6 +303,17 @@ func updateDoc(path string, r result) error {
 				get["local"], unit, get["basin"]/get["bare"], get["basin"]/get["local"], get["bbench"], unit, get["bbench"]/get["basin"])
 		}
 		if doc, err = replaceSection(doc, "nfsbench", n.String()); err != nil {
+			return err
+		}
+		var iso strings.Builder
+		fmt.Fprintf(&iso, "Measured %s on the same machine, in the same interleaved runs as the table above.\n\n", r.Date)
+		iso.WriteString("| workload | Basin volume (own filesystem, patched Ganesha, sandbox) | previous layout (stock Ganesha, subvolume of the shared store) | Basin / previous | fio: own filesystem | fio: shared-store subvolume | own / shared |\n|---|---|---|---|---|---|---|\n")
+		for _, x := range r.NFS {
+			unit, get := x.headline()
+			fmt.Fprintf(&iso, "| %s | %.0f %s | %.0f %s | %.2f | %.0f %s | %.0f %s | %.2f |\n", x.Pattern, get["basin"], unit, get["legacy"], unit,
+				get["basin"]/get["legacy"], get["local"], unit, get["legacy-local"], unit, get["local"]/get["legacy-local"])
+		}
+		if doc, err = replaceSection(doc, "isolationbench", iso.String()); err != nil {
 			return err
 		}
 	}

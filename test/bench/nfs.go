@@ -15,6 +15,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/bench"
 	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/internal/mountinfo"
 )
 
 //go:embed csrc/nfsbench.c
@@ -65,8 +66,12 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 	must(c.Do(ctx, "GET", loc+"/volumes/nfsbench", nil, nil, &v))
 	ep := v["mountOptions"].([]any)[0].(map[string]any)["ipAddress"].(string)
 	mount := mountOf(dataDir, "nfsbench")
+	// The previous layout, for comparison: a subvolume of the shared store
+	// filesystem on a mount point of its own, as Basin kept volumes before each
+	// had a filesystem of its own.
+	legacy := legacyVolume(dataDir)
 
-	stopBare := startBareGanesha(dataDir, mount)
+	stopBare := startBareGanesha(dataDir, mount, legacy)
 	atExit(stopBare)
 
 	targets := []struct {
@@ -79,14 +84,18 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 		{"bare", func(p pattern, file string) (float64, float64) {
 			return nfsBench(bench, fmt.Sprintf("nfs://127.0.0.1/bare/%s?version=3&nfsport=12049&mountport=12048", file), p, secs)
 		}},
+		{"legacy", func(p pattern, file string) (float64, float64) {
+			return nfsBench(bench, fmt.Sprintf("nfs://127.0.0.1/legacy/%s?version=3&nfsport=12049&mountport=12048", file), p, secs)
+		}},
 		{"local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(mount, file), p, secs) }},
+		{"legacy-local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(legacy, file), p, secs) }},
 		{"bbench", func(p pattern, _ string) (float64, float64) {
 			return basinBenchNFS(ctx, "nfs://"+ep+"/nfsbench", p, secs)
 		}},
 	}
 	// The read patterns read the files the write pattern writes: make them whole first.
 	fill := pattern{Name: "fill", RW: "fill", BS: 1 << 20, QD: 8}
-	for _, t := range targets[:2] {
+	for _, t := range targets[:3] {
 		t.run(fill, t.name+".dat")
 	}
 	var out []patternResult
@@ -101,8 +110,8 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 			}
 		}
 		r.MiBps, r.IOPS = medians(samples)
-		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS, basin bench %.0f MiB/s %.0f IOPS", p.Name,
-			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["local"], r.IOPS["local"], r.MiBps["bbench"], r.IOPS["bbench"])
+		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, previous layout %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS, basin bench %.0f MiB/s %.0f IOPS", p.Name,
+			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["legacy"], r.IOPS["legacy"], r.MiBps["local"], r.IOPS["local"], r.MiBps["bbench"], r.IOPS["bbench"])
 		out = append(out, r)
 	}
 	return out
@@ -221,10 +230,30 @@ func fioRate(tool string, out []byte) (mibps, iops float64) {
 	return (j.Read.BwBytes + j.Write.BwBytes) / (1 << 20), j.Read.IOPS + j.Write.IOPS
 }
 
-// startBareGanesha runs a second Ganesha, as a user would by hand: host network
-// namespace, loopback, one export of the same directory without access rules, with
-// its own /run (so its rpcbind does not clash) and no DBus.
-func startBareGanesha(dataDir, path string) (stop func()) {
+// legacyVolume makes a subvolume of the store's own filesystem and mounts it on a
+// mount point of its own, writable by all, unmounted at exit.
+func legacyVolume(dataDir string) string {
+	store, sub, mp := filepath.Join(dataDir, "store"), filepath.Join(dataDir, "store", "bench-legacy"), filepath.Join(dataDir, "bench-legacy")
+	dev, err := mountinfo.Source(store)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	os.MkdirAll(mp, 0o755)
+	for _, argv := range [][]string{{"btrfs", "subvolume", "create", sub}, {"mount", "-t", "btrfs", "-o", "noatime,subvol=bench-legacy", dev, mp}} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	atExit(func() { exec.Command("umount", mp).Run() })
+	os.Chmod(mp, 0o777)
+	return mp
+}
+
+// startBareGanesha runs a second, stock (Debian's) Ganesha, as a user would by hand:
+// host network namespace, loopback, exports without access rules of the Basin
+// volume's directory (/bare) and of the previous layout's subvolume (/legacy), its
+// own /run (so its rpcbind does not clash) and no DBus.
+func startBareGanesha(dataDir, path, legacy string) (stop func()) {
 	dir := filepath.Join(dataDir, "bare-ganesha")
 	os.MkdirAll(filepath.Join(dir, "recov"), 0o700)
 	conf := fmt.Sprintf(`NFS_CORE_PARAM { Protocols = 3; NFS_Port = 12049; MNT_Port = 12048; NLM_Port = 12047; Rquota_Port = 12046;
@@ -232,10 +261,11 @@ func startBareGanesha(dataDir, path string) (stop func()) {
 NFSV4 { Graceless = true; RecoveryBackend = fs; RecoveryRoot = %q; }
 NFS_KRB5 { Active_krb5 = false; }
 EXPORT { Export_Id = 1; Path = %q; Pseudo = /bare; Protocols = 3; Access_Type = RW; Squash = No_Root_Squash; SecType = sys; FSAL { Name = VFS; } }
-`, filepath.Join(dir, "recov"), path)
+EXPORT { Export_Id = 2; Path = %q; Pseudo = /legacy; Protocols = 3; Access_Type = RW; Squash = No_Root_Squash; SecType = sys; FSAL { Name = VFS; } }
+`, filepath.Join(dir, "recov"), path, legacy)
 	os.WriteFile(filepath.Join(dir, "ganesha.conf"), []byte(conf), 0o600)
 	script := fmt.Sprintf(`mount -t tmpfs tmpfs /run && mkdir -p /run/ganesha && (rpcbind -f -w &) && sleep 0.2 &&
-exec env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent ganesha.nfsd -F -f %s/ganesha.conf -L %s/ganesha.log -p %s/ganesha.pid -N NIV_EVENT`, dir, dir, dir)
+exec env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent /usr/bin/ganesha.nfsd -F -f %s/ganesha.conf -L %s/ganesha.log -p %s/ganesha.pid -N NIV_EVENT`, dir, dir, dir)
 	cmd := exec.Command("unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -173,7 +173,7 @@ func (b *Backend) attachStore(ctx context.Context) error {
 			return err
 		}
 	}
-	loop, err := b.attach(ctx, img)
+	loop, err := b.attach(ctx, img, false)
 	if err != nil {
 		return fmt.Errorf("attach store image: %w", err)
 	}
@@ -207,12 +207,29 @@ func createSparse(path string, size int64) error {
 }
 
 // attach returns the loop device backing file img, attaching one if there is none
-// (a previous, killed run may have left it attached).
-func (b *Backend) attach(ctx context.Context, img string) (string, error) {
+// (a previous, killed run may have left it attached). With directIO the loop device
+// reads and writes the image with O_DIRECT, so a volume's data is cached once (by
+// its own filesystem), not a second time by the store's: that doubles buffered
+// sequential writes (docs/benchmarks.md). A store filesystem that cannot do direct
+// I/O gets a buffered loop device instead.
+func (b *Backend) attach(ctx context.Context, img string, directIO bool) (string, error) {
 	if dev, err := b.loopOf(ctx, img); err != nil || dev != "" {
 		return dev, err
 	}
-	out, err := b.run.Run(ctx, "losetup", "--find", "--show", img)
+	var out []byte
+	var err error
+	if directIO {
+		out, err = b.run.Run(ctx, "losetup", "--find", "--show", "--direct-io=on", img)
+		if err != nil {
+			b.log.Warn("no direct I/O for a volume image; attaching it buffered", "image", img, "err", err)
+		}
+	}
+	if !directIO || err != nil {
+		if dev, lerr := b.loopOf(ctx, img); lerr == nil && dev != "" {
+			return dev, nil // attached after all, without direct I/O
+		}
+		out, err = b.run.Run(ctx, "losetup", "--find", "--show", img)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -329,7 +346,7 @@ func (b *Backend) open(ctx context.Context, key string) (*volume, error) {
 
 // mountWhole attaches img and mounts its filesystem's top level on dir.
 func (b *Backend) mountWhole(ctx context.Context, img, dir string) (*volume, error) {
-	dev, err := b.attach(ctx, img)
+	dev, err := b.attach(ctx, img, true)
 	if err != nil {
 		return nil, err
 	}

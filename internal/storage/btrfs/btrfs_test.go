@@ -284,6 +284,11 @@ func TestVolumesAreSeparateFilesystems(t *testing.T) {
 			t.Errorf("volume %s shares filesystem id %s", k, v.uuid)
 		}
 		uuids[v.uuid] = true
+		// The volume's data is cached once, by its own filesystem: its loop device
+		// does direct I/O on the image.
+		if dio, _ := os.ReadFile(filepath.Join("/sys/block", filepath.Base(v.dev), "loop", "dio")); strings.TrimSpace(string(dio)) != "1" {
+			t.Errorf("volume %s: loop device %s without direct I/O (dio %q)", k, v.dev, dio)
+		}
 	}
 	// What the sandboxes see (the mounts directory) holds only live data and
 	// snapshots, never a volume's whole filesystem.

@@ -117,8 +117,9 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 
 // GaneshaPatchSet names the hardening patches this Basin relies on (names with '/'
 // refused in every NFSv3 procedure, no server-side symlink following, handles
-// confined to their export's filesystem; docs/security.md). The build records the
-// set it applied in <prefix>/BASIN-PATCHES.
+// confined to their export's filesystem, `..` never claiming a filesystem;
+// docs/security.md). scripts/ganesha/build.sh records the set it applied in
+// <prefix>/BASIN-PATCHES.
 const GaneshaPatchSet = "basin-ganesha-4.3-1"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.

@@ -1,0 +1,46 @@
+package mountinfo
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestParseLine(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want Entry
+		ok   bool
+	}{
+		{"36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue",
+			Entry{MountPoint: "/mnt2", Root: "/mnt1", FSType: "ext3", Source: "/dev/root", Options: "rw,noatime"}, true},
+		// A btrfs subvolume, and spaces escaped as \040.
+		{`77 30 0:41 /live /var/lib/basin/mounts/v\040x rw,nosuid,nodev,noexec,noatime shared:45 - btrfs /dev/loop3 rw,ssd,subvolid=256,subvol=/live`,
+			Entry{MountPoint: "/var/lib/basin/mounts/v x", Root: "/live", FSType: "btrfs", Source: "/dev/loop3", Options: "rw,nosuid,nodev,noexec,noatime"}, true},
+		// No optional fields at all.
+		{"22 1 0:21 / /proc rw,nosuid - proc proc rw", Entry{MountPoint: "/proc", Root: "/", FSType: "proc", Source: "proc", Options: "rw,nosuid"}, true},
+		{"garbage", Entry{}, false},
+		{"1 2 3 4 5 6 7 8 9 10", Entry{}, false}, // no separator
+	} {
+		got, ok := parseLine(tc.line)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("parseLine(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// Under's order is the order mounts can be taken down in: deeper mount points
+// first, and of two mounts on one point the later (the one on top) first.
+func TestDeepestFirst(t *testing.T) {
+	es := []Entry{{MountPoint: "/d/m"}, {MountPoint: "/d/m/a@s1"}, {MountPoint: "/d/m/b"}, {MountPoint: "/d/m/a/x/y"}}
+	// Under reverses mountinfo's order (latest first) before sorting.
+	slices.Reverse(es)
+	sortDeepestFirst(es)
+	var got []string
+	for _, e := range es {
+		got = append(got, e.MountPoint)
+	}
+	want := []string{"/d/m/a/x/y", "/d/m/b", "/d/m/a@s1", "/d/m"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+}

@@ -395,8 +395,8 @@ func (h *harness) run(t *testing.T, c *Controller, op *model.Operation, seed fun
 }
 
 // A snapshot holds an export ID only while its directory is exported, and IDs keep
-// clear of every export loaded, through thousands of snapshot creates and deletes
-// that wrap around the 16-bit range.
+// clear of every export loaded, through hundreds of volume and snapshot creates and
+// deletes that wrap around the 16-bit range.
 func TestSnapshotExportIDsThroughOperations(t *testing.T) {
 	h := newHarness(t)
 	dp := h.withDataPlane()
@@ -424,6 +424,30 @@ func TestSnapshotExportIDsThroughOperations(t *testing.T) {
 			t.Fatalf("snapshot %d: %+v", i, op.Error)
 		}
 		checkExports(t, h, dp)
+		// Volumes come and go in between, each holding an ID while it lives.
+		if i%5 == 0 {
+			other := newVolume(fmt.Sprintf("other%d", i))
+			other.Protocols, other.Endpoint, other.Network, other.ExportRules = v.Protocols, fmt.Sprintf("10.99.0.%d", 11+i%100), "default", v.ExportRules
+			if op := h.run(t, c, newOp(model.OpVolumeCreate, other.Name(), at), func(tx store.Tx) error { return store.PutVolume(tx, other) }); op.Error != nil {
+				t.Fatalf("create volume %d: %+v", i, op.Error)
+			}
+			checkExports(t, h, dp)
+			if i >= 10 {
+				gone := fmt.Sprintf("projects/p/locations/l/volumes/other%d", i-10)
+				h.seed(t, func(tx store.Tx) error {
+					cur, err := store.Get[model.Volume](tx, store.KindVolume, gone)
+					if err != nil {
+						return err
+					}
+					cur.State = model.StateDeleting
+					return store.PutVolume(tx, cur)
+				})
+				if op := h.run(t, c, newOp(model.OpVolumeDelete, gone, at), nil); op.Error != nil {
+					t.Fatalf("delete volume %d: %+v", i-10, op.Error)
+				}
+				checkExports(t, h, dp)
+			}
+		}
 		if i%10 == 0 {
 			kept = append(kept, sn.Name())
 			continue
@@ -452,14 +476,20 @@ func TestSnapshotExportIDsThroughOperations(t *testing.T) {
 				t.Errorf("snapshot %s keeps export id %d with its directory no longer exported", name, s.ExportID)
 			}
 		}
+		vols, _ := store.List[model.Volume](tx, store.KindVolume, "")
 		raws, _ := tx.List(store.KindExportID, "")
-		if len(raws) != 1 {
-			t.Errorf("%d export IDs held; want 1 (the volume's)", len(raws))
+		if len(raws) != len(vols) {
+			t.Errorf("%d export IDs held; want %d (the volumes')", len(raws), len(vols))
 		}
 		return nil
 	})
-	if n := len(dp.Exports()); n != 1 {
-		t.Fatalf("%d exports loaded; want the volume's alone", n)
+	var vols []*model.Volume
+	h.st.View(ctx, func(tx store.Tx) (err error) {
+		vols, err = store.List[model.Volume](tx, store.KindVolume, "")
+		return err
+	})
+	if n := len(dp.Exports()); n != len(vols) {
+		t.Fatalf("%d exports loaded; want the %d volumes' alone", n, len(vols))
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/basin-nas/basin/internal/oncrpc"
 )
 
 const (
@@ -141,17 +143,17 @@ func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 
 func getPort(ctx context.Context, pm *conn, prog, vers uint32) (int, error) {
 	var e enc
-	e.u32(prog)
-	e.u32(vers)
-	e.u32(6) // TCP
-	e.u32(0)
-	res, err := pm.call(ctx, progPortmap, 2, 3, e.b)
+	e.U32(prog)
+	e.U32(vers)
+	e.U32(6) // TCP
+	e.U32(0)
+	res, err := pm.call(ctx, progPortmap, 2, 3, e.Bytes())
 	if err != nil {
 		return 0, err
 	}
-	d := dec{b: res}
-	port := d.u32()
-	if d.err != nil || port == 0 {
+	d := newDec(res)
+	port := d.U32()
+	if d.Err() != nil || port == 0 {
 		return 0, fmt.Errorf("program %d version %d is not registered", prog, vers)
 	}
 	return int(port), nil
@@ -159,17 +161,17 @@ func getPort(ctx context.Context, pm *conn, prog, vers uint32) (int, error) {
 
 func mnt(ctx context.Context, mc *conn, dir string) ([]byte, error) {
 	var e enc
-	e.str(dir)
-	res, err := mc.call(ctx, progMount, 3, 1, e.b)
+	e.Str(dir)
+	res, err := mc.call(ctx, progMount, 3, 1, e.Bytes())
 	if err != nil {
 		return nil, err
 	}
-	d := dec{b: res}
-	if st := d.u32(); st != 0 {
+	d := newDec(res)
+	if st := d.U32(); st != 0 {
 		return nil, fmt.Errorf("MNT: %w", MountStatus(st))
 	}
-	fh := d.opaque()
-	return fh, d.err
+	fh := d.Opaque()
+	return fh, d.Err()
 }
 
 // Close closes every connection.
@@ -197,19 +199,19 @@ func (c *Client) call(ctx context.Context, proc uint32, args ...[]byte) (*dec, e
 	if err != nil {
 		return nil, err
 	}
-	d := &dec{b: res}
-	if st := Status(d.u32()); st != 0 {
+	d := newDec(res)
+	if st := Status(d.U32()); st != 0 {
 		return nil, st
 	}
-	return d, d.err
+	return d, d.Err()
 }
 
 // fattr3 is 84 bytes; size is the sixth field.
 func (d *dec) postOpSize() (size int64, ok bool) {
-	if d.u32() == 0 {
+	if d.U32() == 0 {
 		return 0, false
 	}
-	a := d.take(84)
+	a := d.Take(84)
 	if a == nil {
 		return 0, false
 	}
@@ -217,8 +219,8 @@ func (d *dec) postOpSize() (size int64, ok bool) {
 }
 
 func (d *dec) wcc() {
-	if d.u32() != 0 {
-		d.take(24)
+	if d.U32() != 0 {
+		d.Take(24)
 	}
 	d.postOpSize()
 }
@@ -226,62 +228,60 @@ func (d *dec) wcc() {
 // Lookup returns the handle and size of name in dir.
 func (c *Client) Lookup(ctx context.Context, dir []byte, name string) ([]byte, int64, error) {
 	var e enc
-	e.opaque(dir)
-	e.str(name)
-	d, err := c.call(ctx, 3, e.b)
+	e.Opaque(dir)
+	e.Str(name)
+	d, err := c.call(ctx, 3, e.Bytes())
 	if err != nil {
 		return nil, 0, err
 	}
-	fh := d.opaque()
+	fh := d.Opaque()
 	size, _ := d.postOpSize()
-	return fh, size, d.err
+	return fh, size, d.Err()
 }
 
 // Create creates name in dir with mode (or opens it, if it exists) and returns its
 // handle.
 func (c *Client) Create(ctx context.Context, dir []byte, name string, mode uint32) ([]byte, error) {
 	var e enc
-	e.opaque(dir)
-	e.str(name)
-	e.u32(0) // UNCHECKED
-	e.u32(1) // set mode
-	e.u32(mode)
+	e.Opaque(dir)
+	e.Str(name)
+	e.U32(0) // UNCHECKED
+	e.U32(1) // set mode
+	e.U32(mode)
 	for range 5 { // uid, gid, size, atime, mtime: don't set
-		e.u32(0)
+		e.U32(0)
 	}
-	d, err := c.call(ctx, 8, e.b)
+	d, err := c.call(ctx, 8, e.Bytes())
 	if err != nil {
 		return nil, err
 	}
-	if d.u32() == 0 {
+	if d.U32() == 0 {
 		fh, _, err := c.Lookup(ctx, dir, name)
 		return fh, err
 	}
-	fh := d.opaque()
-	return fh, d.err
+	fh := d.Opaque()
+	return fh, d.Err()
 }
 
 // Read reads up to len(p) bytes at off into p and returns how many it read.
 func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int, bool, error) {
 	var e enc
-	e.opaque(fh)
-	e.u64(uint64(off))
-	e.u32(uint32(len(p)))
-	d, err := c.call(ctx, 6, e.b)
+	e.Opaque(fh)
+	e.U64(uint64(off))
+	e.U32(uint32(len(p)))
+	d, err := c.call(ctx, 6, e.Bytes())
 	if err != nil {
 		return 0, false, err
 	}
 	d.postOpSize()
-	d.u32() // count
-	eof := d.u32() != 0
-	data := d.opaque()
-	if d.err != nil {
-		return 0, false, d.err
+	d.U32() // count
+	eof := d.U32() != 0
+	data := d.Opaque()
+	if d.Err() != nil {
+		return 0, false, d.Err()
 	}
 	return copy(p, data), eof, nil
 }
-
-var xdrPad [3]byte // zeros that round opaque data up to 4 bytes
 
 // Stable is how durably a WRITE must land before the reply.
 type Stable uint32
@@ -295,26 +295,26 @@ const (
 // Write writes p at off and returns how many bytes the server took.
 func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how Stable) (int, error) {
 	var e enc
-	e.opaque(fh)
-	e.u64(uint64(off))
-	e.u32(uint32(len(p)))
-	e.u32(uint32(how))
-	e.u32(uint32(len(p)))
-	d, err := c.call(ctx, 7, e.b, p, xdrPad[:(4-len(p)%4)%4])
+	e.Opaque(fh)
+	e.U64(uint64(off))
+	e.U32(uint32(len(p)))
+	e.U32(uint32(how))
+	e.U32(uint32(len(p)))
+	d, err := c.call(ctx, 7, e.Bytes(), p, oncrpc.Padding(len(p)))
 	if err != nil {
 		return 0, err
 	}
 	d.wcc()
-	n := d.u32()
-	return int(n), d.err
+	n := d.U32()
+	return int(n), d.Err()
 }
 
 // Commit flushes a file's unstable writes to stable storage.
 func (c *Client) Commit(ctx context.Context, fh []byte) error {
 	var e enc
-	e.opaque(fh)
-	e.u64(0)
-	e.u32(0)
-	_, err := c.call(ctx, 21, e.b)
+	e.Opaque(fh)
+	e.U64(0)
+	e.U32(0)
+	_, err := c.call(ctx, 21, e.Bytes())
 	return err
 }

@@ -114,41 +114,41 @@ type Attr struct {
 }
 
 func (d *dec) time() time.Time {
-	s, ns := d.u32(), d.u32()
+	s, ns := d.U32(), d.U32()
 	return time.Unix(int64(s), int64(ns))
 }
 
 func (d *dec) fattr() Attr {
 	var a Attr
-	a.Type = FileType(d.u32())
-	a.Mode = d.u32()
-	a.Nlink = d.u32()
-	a.UID = d.u32()
-	a.GID = d.u32()
-	a.Size = d.u64()
-	a.Used = d.u64()
-	a.RdevMajor = d.u32()
-	a.RdevMinor = d.u32()
-	a.FSID = d.u64()
-	a.FileID = d.u64()
+	a.Type = FileType(d.U32())
+	a.Mode = d.U32()
+	a.Nlink = d.U32()
+	a.UID = d.U32()
+	a.GID = d.U32()
+	a.Size = d.U64()
+	a.Used = d.U64()
+	a.RdevMajor = d.U32()
+	a.RdevMinor = d.U32()
+	a.FSID = d.U64()
+	a.FileID = d.U64()
 	a.Atime, a.Mtime, a.Ctime = d.time(), d.time(), d.time()
 	return a
 }
 
 // postOpAttr decodes a post_op_attr.
 func (d *dec) postOpAttr() (Attr, bool) {
-	if d.u32() == 0 {
+	if d.U32() == 0 {
 		return Attr{}, false
 	}
-	return d.fattr(), d.err == nil
+	return d.fattr(), d.Err() == nil
 }
 
 // postOpFH decodes a post_op_fh3.
 func (d *dec) postOpFH() []byte {
-	if d.u32() == 0 {
+	if d.U32() == 0 {
 		return nil
 	}
-	return d.opaque()
+	return d.Opaque()
 }
 
 // SetAttrs says which attributes SetAttr (and the creating calls) set; nil
@@ -162,23 +162,23 @@ type SetAttrs struct {
 func (e *enc) sattr(s SetAttrs) {
 	opt32 := func(v *uint32) {
 		if v == nil {
-			e.u32(0)
+			e.U32(0)
 			return
 		}
-		e.u32(1)
-		e.u32(*v)
+		e.U32(1)
+		e.U32(*v)
 	}
 	opt32(s.Mode)
 	opt32(s.UID)
 	opt32(s.GID)
 	if s.Size == nil {
-		e.u32(0)
+		e.U32(0)
 	} else {
-		e.u32(1)
-		e.u64(*s.Size)
+		e.U32(1)
+		e.U64(*s.Size)
 	}
-	e.u32(0) // atime: don't change
-	e.u32(0) // mtime: don't change
+	e.U32(0) // atime: don't change
+	e.U32(0) // mtime: don't change
 }
 
 // Mode returns a pointer to m, for SetAttrs.
@@ -189,21 +189,21 @@ func Size(n uint64) *uint64 { return &n }
 
 func diropargs(dir []byte, name string) *enc {
 	var e enc
-	e.opaque(dir)
-	e.str(name)
+	e.Opaque(dir)
+	e.Str(name)
 	return &e
 }
 
 // GetAttr returns fh's attributes.
 func (c *Client) GetAttr(ctx context.Context, fh []byte) (Attr, error) {
 	var e enc
-	e.opaque(fh)
-	d, err := c.call(ctx, procGetAttr, e.b)
+	e.Opaque(fh)
+	d, err := c.call(ctx, procGetAttr, e.Bytes())
 	if err != nil {
 		return Attr{}, err
 	}
 	a := d.fattr()
-	return a, d.err
+	return a, d.Err()
 }
 
 // FSStat is a filesystem's size and free space as the server reports them (what a
@@ -216,36 +216,36 @@ type FSStat struct {
 // FSStat asks for the size and free space of the filesystem holding fh.
 func (c *Client) FSStat(ctx context.Context, fh []byte) (FSStat, error) {
 	var e enc
-	e.opaque(fh)
-	d, err := c.call(ctx, procFSStat, e.b)
+	e.Opaque(fh)
+	d, err := c.call(ctx, procFSStat, e.Bytes())
 	if err != nil {
 		return FSStat{}, err
 	}
 	d.postOpAttr()
-	st := FSStat{TotalBytes: d.u64(), FreeBytes: d.u64(), AvailBytes: d.u64(), TotalFiles: d.u64(), FreeFiles: d.u64(), AvailFiles: d.u64()}
-	d.u32() // invarsec
-	return st, d.err
+	st := FSStat{TotalBytes: d.U64(), FreeBytes: d.U64(), AvailBytes: d.U64(), TotalFiles: d.U64(), FreeFiles: d.U64(), AvailFiles: d.U64()}
+	d.U32() // invarsec
+	return st, d.Err()
 }
 
 // SetAttr sets fh's attributes (no guard).
 func (c *Client) SetAttr(ctx context.Context, fh []byte, s SetAttrs) error {
 	var e enc
-	e.opaque(fh)
+	e.Opaque(fh)
 	e.sattr(s)
-	e.u32(0) // no ctime guard
-	_, err := c.call(ctx, procSetAttr, e.b)
+	e.U32(0) // no ctime guard
+	_, err := c.call(ctx, procSetAttr, e.Bytes())
 	return err
 }
 
 // LookupAttr is Lookup that also returns the object's attributes.
 func (c *Client) LookupAttr(ctx context.Context, dir []byte, name string) ([]byte, Attr, error) {
-	d, err := c.call(ctx, procLookup, diropargs(dir, name).b)
+	d, err := c.call(ctx, procLookup, diropargs(dir, name).Bytes())
 	if err != nil {
 		return nil, Attr{}, err
 	}
-	fh := d.opaque()
+	fh := d.Opaque()
 	a, _ := d.postOpAttr()
-	return fh, a, d.err
+	return fh, a, d.Err()
 }
 
 // CreateHow is CREATE's mode.
@@ -271,94 +271,94 @@ type CreateArgs struct {
 // returned (nil when it returned none).
 func (c *Client) CreateWith(ctx context.Context, dir []byte, name string, a CreateArgs) ([]byte, error) {
 	e := diropargs(dir, name)
-	e.u32(uint32(a.How))
+	e.U32(uint32(a.How))
 	if a.How == Exclusive {
-		e.b = append(e.b, a.Verf[:]...)
+		e.Fixed(a.Verf[:])
 	} else {
 		e.sattr(a.Attrs)
 	}
-	d, err := c.call(ctx, procCreate, e.b)
+	d, err := c.call(ctx, procCreate, e.Bytes())
 	if err != nil {
 		return nil, err
 	}
 	fh := d.postOpFH()
-	return fh, d.err
+	return fh, d.Err()
 }
 
 // Mkdir makes directory name in dir and returns its handle.
 func (c *Client) Mkdir(ctx context.Context, dir []byte, name string, mode uint32) ([]byte, error) {
 	e := diropargs(dir, name)
 	e.sattr(SetAttrs{Mode: &mode})
-	d, err := c.call(ctx, procMkdir, e.b)
+	d, err := c.call(ctx, procMkdir, e.Bytes())
 	if err != nil {
 		return nil, err
 	}
 	fh := d.postOpFH()
-	return fh, d.err
+	return fh, d.Err()
 }
 
 // Symlink makes symlink name in dir pointing to target and returns its handle.
 func (c *Client) Symlink(ctx context.Context, dir []byte, name, target string) ([]byte, error) {
 	e := diropargs(dir, name)
 	e.sattr(SetAttrs{})
-	e.str(target)
-	d, err := c.call(ctx, procSymlink, e.b)
+	e.Str(target)
+	d, err := c.call(ctx, procSymlink, e.Bytes())
 	if err != nil {
 		return nil, err
 	}
 	fh := d.postOpFH()
-	return fh, d.err
+	return fh, d.Err()
 }
 
 // Mknod makes a special file (TypeChr, TypeBlk, TypeSock or TypeFIFO) and
 // returns its handle; major and minor matter for devices only.
 func (c *Client) Mknod(ctx context.Context, dir []byte, name string, t FileType, mode, major, minor uint32) ([]byte, error) {
 	e := diropargs(dir, name)
-	e.u32(uint32(t))
+	e.U32(uint32(t))
 	switch t {
 	case TypeChr, TypeBlk:
 		e.sattr(SetAttrs{Mode: &mode})
-		e.u32(major)
-		e.u32(minor)
+		e.U32(major)
+		e.U32(minor)
 	case TypeSock, TypeFIFO:
 		e.sattr(SetAttrs{Mode: &mode})
 	}
-	d, err := c.call(ctx, procMknod, e.b)
+	d, err := c.call(ctx, procMknod, e.Bytes())
 	if err != nil {
 		return nil, err
 	}
 	fh := d.postOpFH()
-	return fh, d.err
+	return fh, d.Err()
 }
 
 // Remove removes the non-directory name from dir.
 func (c *Client) Remove(ctx context.Context, dir []byte, name string) error {
-	_, err := c.call(ctx, procRemove, diropargs(dir, name).b)
+	_, err := c.call(ctx, procRemove, diropargs(dir, name).Bytes())
 	return err
 }
 
 // Rmdir removes the empty directory name from dir.
 func (c *Client) Rmdir(ctx context.Context, dir []byte, name string) error {
-	_, err := c.call(ctx, procRmdir, diropargs(dir, name).b)
+	_, err := c.call(ctx, procRmdir, diropargs(dir, name).Bytes())
 	return err
 }
 
 // Rename renames fromDir/fromName to toDir/toName.
 func (c *Client) Rename(ctx context.Context, fromDir []byte, fromName string, toDir []byte, toName string) error {
 	e := diropargs(fromDir, fromName)
-	e.opaque(toDir)
-	e.str(toName)
-	_, err := c.call(ctx, procRename, e.b)
+	e.Opaque(toDir)
+	e.Str(toName)
+	_, err := c.call(ctx, procRename, e.Bytes())
 	return err
 }
 
 // Link makes name in dir a hard link to fh.
 func (c *Client) Link(ctx context.Context, fh, dir []byte, name string) error {
 	var e enc
-	e.opaque(fh)
-	e.opaque(dir)
-	e.str(name)
-	_, err := c.call(ctx, procLink, e.b)
+	e.Opaque(fh)
+	e.Opaque(dir)
+	e.Str(name)
+	_, err := c.call(ctx, procLink, e.Bytes())
 	return err
 }
 
@@ -391,18 +391,18 @@ func (c *Client) readDir(ctx context.Context, dir []byte, plus bool) ([]DirEntry
 	var verf [8]byte
 	for range maxDirCalls {
 		var e enc
-		e.opaque(dir)
-		e.u64(cookie)
-		e.b = append(e.b, verf[:]...)
+		e.Opaque(dir)
+		e.U64(cookie)
+		e.Fixed(verf[:])
 		proc := uint32(procReadDir)
 		if plus {
 			proc = procReadDirPlus
-			e.u32(8192)  // dircount
-			e.u32(65536) // maxcount
+			e.U32(8192)  // dircount
+			e.U32(65536) // maxcount
 		} else {
-			e.u32(65536)
+			e.U32(65536)
 		}
-		d, err := c.call(ctx, proc, e.b)
+		d, err := c.call(ctx, proc, e.Bytes())
 		if err != nil {
 			return out, err
 		}
@@ -425,27 +425,27 @@ func (c *Client) readDir(ctx context.Context, dir []byte, plus bool) ([]DirEntry
 // parseDirList decodes READDIR3resok or READDIRPLUS3resok (after the status).
 func parseDirList(d *dec, plus bool) (ents []DirEntry, verf [8]byte, eof bool, err error) {
 	d.postOpAttr()
-	copy(verf[:], d.take(8))
-	for d.err == nil && d.u32() != 0 {
+	copy(verf[:], d.Take(8))
+	for d.Err() == nil && d.U32() != 0 {
 		if len(ents) > 1<<20 {
 			return ents, verf, false, errors.New("readdir: too many entries")
 		}
 		var de DirEntry
-		de.FileID = d.u64()
-		de.Name = string(d.opaque())
-		de.Cookie = d.u64()
+		de.FileID = d.U64()
+		de.Name = string(d.Opaque())
+		de.Cookie = d.U64()
 		if plus {
 			if a, ok := d.postOpAttr(); ok {
 				de.Attr = &a
 			}
 			de.FH = d.postOpFH()
 		}
-		if d.err == nil {
+		if d.Err() == nil {
 			ents = append(ents, de)
 		}
 	}
-	eof = d.u32() != 0
-	return ents, verf, eof, d.err
+	eof = d.U32() != 0
+	return ents, verf, eof, d.Err()
 }
 
 // Raw calls NFSv3 procedure proc with pre-encoded XDR arguments and returns
@@ -457,10 +457,10 @@ func (c *Client) Raw(ctx context.Context, proc uint32, args []byte) (Status, []b
 	if err != nil {
 		return 0, nil, err
 	}
-	d := dec{b: res}
-	st := Status(d.u32())
-	if d.err != nil {
-		return 0, nil, d.err
+	d := newDec(res)
+	st := Status(d.U32())
+	if d.Err() != nil {
+		return 0, nil, d.Err()
 	}
 	return st, res[4:], nil
 }
@@ -492,22 +492,22 @@ func Exports(ctx context.Context, host string, o Options) ([]Export, error) {
 
 // parseExports decodes an exports list (MOUNT EXPORT results).
 func parseExports(res []byte) ([]Export, error) {
-	d := dec{b: res}
+	d := newDec(res)
 	var out []Export
-	for d.err == nil && d.u32() != 0 {
+	for d.Err() == nil && d.U32() != 0 {
 		if len(out) > 1<<16 {
 			return out, errors.New("exports: too many entries")
 		}
-		x := Export{Dir: string(d.opaque())}
-		for d.err == nil && d.u32() != 0 {
+		x := Export{Dir: string(d.Opaque())}
+		for d.Err() == nil && d.U32() != 0 {
 			if len(x.Groups) > 1<<16 {
 				return out, errors.New("exports: too many groups")
 			}
-			x.Groups = append(x.Groups, string(d.opaque()))
+			x.Groups = append(x.Groups, string(d.Opaque()))
 		}
-		if d.err == nil {
+		if d.Err() == nil {
 			out = append(out, x)
 		}
 	}
-	return out, d.err
+	return out, d.Err()
 }

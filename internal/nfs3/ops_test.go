@@ -8,20 +8,20 @@ import (
 )
 
 func encFattr(e *enc, a Attr) {
-	e.u32(uint32(a.Type))
-	e.u32(a.Mode)
-	e.u32(a.Nlink)
-	e.u32(a.UID)
-	e.u32(a.GID)
-	e.u64(a.Size)
-	e.u64(a.Used)
-	e.u32(a.RdevMajor)
-	e.u32(a.RdevMinor)
-	e.u64(a.FSID)
-	e.u64(a.FileID)
+	e.U32(uint32(a.Type))
+	e.U32(a.Mode)
+	e.U32(a.Nlink)
+	e.U32(a.UID)
+	e.U32(a.GID)
+	e.U64(a.Size)
+	e.U64(a.Used)
+	e.U32(a.RdevMajor)
+	e.U32(a.RdevMinor)
+	e.U64(a.FSID)
+	e.U64(a.FileID)
 	for _, t := range []time.Time{a.Atime, a.Mtime, a.Ctime} {
-		e.u32(uint32(t.Unix()))
-		e.u32(uint32(t.Nanosecond()))
+		e.U32(uint32(t.Unix()))
+		e.U32(uint32(t.Nanosecond()))
 	}
 }
 
@@ -30,52 +30,52 @@ func TestFattrRoundTrip(t *testing.T) {
 		FileID: 257, Atime: time.Unix(5, 6), Mtime: time.Unix(7, 8), Ctime: time.Unix(9, 10)}
 	var e enc
 	encFattr(&e, want)
-	if len(e.b) != 84 {
-		t.Fatalf("fattr3 is %d bytes, want 84", len(e.b))
+	if len(e.Bytes()) != 84 {
+		t.Fatalf("fattr3 is %d bytes, want 84", len(e.Bytes()))
 	}
-	d := dec{b: e.b}
+	d := newDec(e.Bytes())
 	got := d.fattr()
-	if d.err != nil || !got.Atime.Equal(want.Atime) || got.Type != want.Type || got.FileID != want.FileID || got.Size != want.Size {
-		t.Fatalf("got %+v, %v", got, d.err)
+	if d.Err() != nil || !got.Atime.Equal(want.Atime) || got.Type != want.Type || got.FileID != want.FileID || got.Size != want.Size {
+		t.Fatalf("got %+v, %v", got, d.Err())
 	}
 	// The size postOpSize reads is the same field.
 	var p enc
-	p.u32(1)
-	p.b = append(p.b, e.b...)
-	if n, ok := (&dec{b: p.b}).postOpSize(); !ok || n != 11 {
+	p.U32(1)
+	p.Fixed(e.Bytes())
+	if n, ok := newDec(p.Bytes()).postOpSize(); !ok || n != 11 {
 		t.Fatalf("postOpSize %d %v", n, ok)
 	}
 }
 
 func dirReply(plus bool, eof bool, names ...string) []byte {
 	var e enc
-	e.u32(0)                                  // dir attributes: none
-	e.b = append(e.b, 1, 2, 3, 4, 5, 6, 7, 8) // cookie verifier
+	e.U32(0)                                // dir attributes: none
+	e.Fixed([]byte{1, 2, 3, 4, 5, 6, 7, 8}) // cookie verifier
 	for i, n := range names {
-		e.u32(1)
-		e.u64(uint64(100 + i))
-		e.str(n)
-		e.u64(uint64(i + 1))
+		e.U32(1)
+		e.U64(uint64(100 + i))
+		e.Str(n)
+		e.U64(uint64(i + 1))
 		if plus {
-			e.u32(1)
+			e.U32(1)
 			encFattr(&e, Attr{Type: TypeReg, FileID: uint64(100 + i)})
-			e.u32(1)
-			e.opaque([]byte{byte(i), 0xfe})
+			e.U32(1)
+			e.Opaque([]byte{byte(i), 0xfe})
 		}
 	}
-	e.u32(0)
+	e.U32(0)
 	if eof {
-		e.u32(1)
+		e.U32(1)
 	} else {
-		e.u32(0)
+		e.U32(0)
 	}
-	return e.b
+	return e.Bytes()
 }
 
 func TestParseDirList(t *testing.T) {
 	for _, plus := range []bool{false, true} {
 		t.Run(fmt.Sprint("plus=", plus), func(t *testing.T) {
-			ents, verf, eof, err := parseDirList(&dec{b: dirReply(plus, true, ".", "..", "a/b")}, plus)
+			ents, verf, eof, err := parseDirList(newDec(dirReply(plus, true, ".", "..", "a/b")), plus)
 			if err != nil || !eof || len(ents) != 3 || verf[7] != 8 {
 				t.Fatalf("%+v %v %v %v", ents, verf, eof, err)
 			}
@@ -86,7 +86,7 @@ func TestParseDirList(t *testing.T) {
 				t.Fatalf("plus entry %+v", ents[1])
 			}
 			b := dirReply(plus, true, "x")
-			if _, _, _, err := parseDirList(&dec{b: b[:len(b)-6]}, plus); err == nil {
+			if _, _, _, err := parseDirList(newDec(b[:len(b)-6]), plus); err == nil {
 				t.Fatal("truncated reply parsed")
 			}
 		})
@@ -96,20 +96,20 @@ func TestParseDirList(t *testing.T) {
 func TestParseExports(t *testing.T) {
 	var e enc
 	for _, x := range []Export{{"/a", []string{"10.0.0.1", "*"}}, {"/b", nil}} {
-		e.u32(1)
-		e.str(x.Dir)
+		e.U32(1)
+		e.Str(x.Dir)
 		for _, g := range x.Groups {
-			e.u32(1)
-			e.str(g)
+			e.U32(1)
+			e.Str(g)
 		}
-		e.u32(0)
+		e.U32(0)
 	}
-	e.u32(0)
-	got, err := parseExports(e.b)
+	e.U32(0)
+	got, err := parseExports(e.Bytes())
 	if err != nil || len(got) != 2 || got[0].Dir != "/a" || len(got[0].Groups) != 2 || got[0].Groups[1] != "*" || got[1].Dir != "/b" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if _, err := parseExports(e.b[:10]); err == nil {
+	if _, err := parseExports(e.Bytes()[:10]); err == nil {
 		t.Fatal("truncated list parsed")
 	}
 }
@@ -131,8 +131,8 @@ func TestSattrEncoding(t *testing.T) {
 	var e enc
 	e.sattr(SetAttrs{Mode: Mode(0o644), Size: Size(5)})
 	// mode (1, 0644), uid (0), gid (0), size (1, 5), atime (0), mtime (0)
-	if len(e.b) != 4*2+4+4+4+8+4+4 {
-		t.Fatalf("%d bytes", len(e.b))
+	if len(e.Bytes()) != 4*2+4+4+4+8+4+4 {
+		t.Fatalf("%d bytes", len(e.Bytes()))
 	}
 }
 
@@ -143,18 +143,24 @@ func FuzzDecodeResults(f *testing.F) {
 	f.Add(dirReply(false, false, "."))
 	var e enc
 	encFattr(&e, Attr{Type: TypeDir})
-	f.Add(e.b)
+	f.Add(e.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		parseDirList(&dec{b: b}, true)
-		parseDirList(&dec{b: b}, false)
+		parseDirList(newDec(b), true)
+		parseDirList(newDec(b), false)
 		parseExports(b)
-		d := dec{b: b}
+		d := newDec(b)
 		d.fattr()
-		d = dec{b: b}
-		d.opaque()
+		d = newDec(b)
+		d.Opaque()
 		d.postOpAttr()
-		d = dec{b: b}
+		d = newDec(b)
 		d.postOpFH()
 		d.wcc()
 	})
+}
+
+func TestStatusNames(t *testing.T) {
+	if Status(69).Error() != "NFS3ERR_DQUOT" || Status(9999).Error() != "NFS3 status 9999" {
+		t.Fatal(Status(69).Error(), Status(9999).Error())
+	}
 }

@@ -12,7 +12,8 @@
 // per connection hands replies back by XID. So N goroutines on a connection keep
 // N requests in flight, which is what a queue depth means to the server.
 //
-// It imports nothing of Basin's.
+// The XDR and ONC RPC wire format comes from internal/oncrpc; this package keeps
+// the pipelining. It imports nothing else of Basin's.
 package nfs3
 
 import (
@@ -21,12 +22,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/basin-nas/basin/internal/oncrpc"
 )
 
 // Auth is an AUTH_SYS identity.
@@ -65,16 +66,8 @@ func dial(ctx context.Context, addr string, a Auth, localIP string) (*conn, erro
 	if err != nil {
 		return nil, err
 	}
-	var e enc
-	e.u32(1) // AUTH_SYS
-	var body enc
-	body.u32(uint32(time.Now().Unix()))
-	body.str(a.Machine)
-	body.u32(a.UID)
-	body.u32(a.GID)
-	body.u32(0) // no supplementary groups
-	e.opaque(body.b)
-	cn := &conn{c: c, auth: e.b, pending: map[uint32]chan reply{}}
+	cred := oncrpc.AuthSys{Stamp: uint32(time.Now().Unix()), Machine: a.Machine, UID: a.UID, GID: a.GID}.Cred()
+	cn := &conn{c: c, auth: cred, pending: map[uint32]chan reply{}}
 	cn.xid.Store(uint32(time.Now().UnixNano()))
 	go cn.read()
 	return cn, nil
@@ -86,7 +79,7 @@ func (cn *conn) read() {
 	var err error
 	for {
 		var msg []byte
-		msg, err = readRecord(r)
+		msg, err = oncrpc.ReadRecord(r)
 		if err != nil {
 			break
 		}
@@ -113,51 +106,16 @@ func (cn *conn) read() {
 	cn.mu.Unlock()
 }
 
-// readRecord reads one record-marked message (possibly several fragments).
-func readRecord(r io.Reader) ([]byte, error) {
-	var msg []byte
-	for {
-		var hdr [4]byte
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return nil, err
-		}
-		h := binary.BigEndian.Uint32(hdr[:])
-		n := int(h & 0x7fffffff)
-		if n > 64<<20 || len(msg)+n > 64<<20 {
-			return nil, errors.New("rpc: record larger than 64 MiB")
-		}
-		start := len(msg)
-		msg = slices.Grow(msg, n)[:start+n]
-		if _, err := io.ReadFull(r, msg[start:]); err != nil {
-			return nil, err
-		}
-		if h&0x80000000 != 0 {
-			return msg, nil
-		}
-	}
-}
-
 // call sends one call, whose arguments are the concatenation of args, and waits
 // for its reply; it returns the procedure's results. The pieces go out in one
 // writev, so a WRITE's data is never copied.
 func (cn *conn) call(ctx context.Context, prog, vers, proc uint32, args ...[]byte) ([]byte, error) {
 	xid := cn.xid.Add(1)
-	var e enc
-	e.u32(0) // record mark, filled below
-	e.u32(xid)
-	e.u32(0) // CALL
-	e.u32(2) // RPC version
-	e.u32(prog)
-	e.u32(vers)
-	e.u32(proc)
-	e.b = append(e.b, cn.auth...)
-	e.u32(0) // verifier AUTH_NONE
-	e.u32(0)
-	size := len(e.b) - 4
+	size := 0
 	for _, a := range args {
 		size += len(a)
 	}
-	binary.BigEndian.PutUint32(e.b, 0x80000000|uint32(size))
+	hdr := oncrpc.CallHeader(xid, prog, vers, proc, cn.auth, size)
 
 	ch := make(chan reply, 1)
 	cn.mu.Lock()
@@ -176,7 +134,7 @@ func (cn *conn) call(ctx context.Context, prog, vers, proc uint32, args ...[]byt
 			break
 		}
 	}
-	bufs := append(net.Buffers{e.b}, args...)
+	bufs := append(net.Buffers{hdr}, args...)
 	_, err := bufs.WriteTo(cn.c)
 	cn.wmu.Unlock()
 	if err != nil {
@@ -188,7 +146,7 @@ func (cn *conn) call(ctx context.Context, prog, vers, proc uint32, args ...[]byt
 		if r.err != nil {
 			return nil, r.err
 		}
-		return parseReply(r.body)
+		return oncrpc.ParseReply(r.body)
 	case <-ctx.Done():
 		cn.forget(xid)
 		return nil, ctx.Err()
@@ -206,92 +164,11 @@ func (cn *conn) forget(xid uint32) {
 
 func (cn *conn) close() error { return cn.c.Close() }
 
-// parseReply checks an RPC reply header and returns the results that follow it.
-func parseReply(msg []byte) ([]byte, error) {
-	d := dec{b: msg}
-	d.u32() // xid
-	if d.u32() != 1 {
-		return nil, errors.New("rpc: not a reply")
-	}
-	if st := d.u32(); st != 0 {
-		return nil, fmt.Errorf("rpc: call denied (reject status %d)", d.u32())
-	}
-	d.u32()    // verifier flavor
-	d.opaque() // verifier body
-	switch st := d.u32(); st {
-	case 0:
-	case 1:
-		return nil, errors.New("rpc: program unavailable")
-	case 2:
-		return nil, errors.New("rpc: program version mismatch")
-	case 3:
-		return nil, errors.New("rpc: procedure unavailable")
-	case 4:
-		return nil, errors.New("rpc: garbage arguments")
-	default:
-		return nil, fmt.Errorf("rpc: accept status %d", st)
-	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	return d.b[d.off:], nil
-}
+// enc and dec are oncrpc's XDR encoder and decoder, to which this package
+// adds NFSv3's types.
+type (
+	enc struct{ oncrpc.Encoder }
+	dec struct{ oncrpc.Decoder }
+)
 
-// enc is an XDR encoder.
-type enc struct{ b []byte }
-
-func (e *enc) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
-func (e *enc) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
-func (e *enc) opaque(p []byte) {
-	e.u32(uint32(len(p)))
-	e.b = append(e.b, p...)
-	for len(e.b)%4 != 0 {
-		e.b = append(e.b, 0)
-	}
-}
-func (e *enc) str(s string) { e.opaque([]byte(s)) }
-
-// dec is an XDR decoder; the first error sticks and later reads return zeros.
-type dec struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (d *dec) take(n int) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n < 0 || d.off+n > len(d.b) {
-		d.err = errors.New("xdr: reply too short")
-		return nil
-	}
-	p := d.b[d.off : d.off+n]
-	d.off += n
-	return p
-}
-
-func (d *dec) u32() uint32 {
-	if p := d.take(4); p != nil {
-		return binary.BigEndian.Uint32(p)
-	}
-	return 0
-}
-
-func (d *dec) u64() uint64 {
-	if p := d.take(8); p != nil {
-		return binary.BigEndian.Uint64(p)
-	}
-	return 0
-}
-
-func (d *dec) opaque() []byte {
-	n := int(d.u32())
-	if n > len(d.b) {
-		d.err = errors.New("xdr: bad length")
-		return nil
-	}
-	p := d.take(n)
-	d.take((4 - n%4) % 4)
-	return p
-}
+func newDec(b []byte) *dec { return &dec{oncrpc.NewDecoder(b)} }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+
+	"github.com/basin-nas/basin/internal/oncrpc"
 )
 
 // Status is an nfsstat4.
@@ -87,14 +89,14 @@ type Op interface {
 // failed. err is set only when the call itself failed (transport, RPC, XDR).
 func (c *Client) Compound(ctx context.Context, ops ...Op) (st Status, failed int, err error) {
 	var e xdrEnc
-	e.str("nfsraw")
-	e.u32(0) // minor version 0
-	e.u32(uint32(len(ops)))
+	e.Str("nfsraw")
+	e.U32(0) // minor version 0
+	e.U32(uint32(len(ops)))
 	for _, op := range ops {
-		e.u32(op.code())
+		e.U32(op.code())
 		op.encode(&e)
 	}
-	res, err := c.rc.call(ctx, 100003, 4, 1, e.b)
+	res, err := c.rc.call(ctx, 100003, 4, 1, e.Bytes())
 	if err != nil {
 		return 0, -1, err
 	}
@@ -102,30 +104,30 @@ func (c *Client) Compound(ctx context.Context, ops ...Op) (st Status, failed int
 }
 
 func decodeCompound(res []byte, ops []Op) (Status, int, error) {
-	d := xdrDec{b: res}
-	st := Status(d.u32())
-	d.opaque() // tag
-	n := int(d.u32())
-	if d.err != nil {
-		return 0, -1, d.err
+	d := xdrDec{oncrpc.NewDecoder(res)}
+	st := Status(d.U32())
+	d.Opaque() // tag
+	n := int(d.U32())
+	if d.Err() != nil {
+		return 0, -1, d.Err()
 	}
 	if n > len(ops) {
 		return 0, -1, fmt.Errorf("compound: %d results for %d ops", n, len(ops))
 	}
 	for i := 0; i < n; i++ {
-		if code := d.u32(); code != ops[i].code() {
+		if code := d.U32(); code != ops[i].code() {
 			return 0, -1, fmt.Errorf("compound: result %d is op %d, want %d", i, code, ops[i].code())
 		}
-		ost := Status(d.u32())
+		ost := Status(d.U32())
 		if ost != OK {
 			if sa, ok := ops[i].(*SetAttr); ok {
 				sa.AttrsSet = d.bitmap()
 			}
-			return ost, i, d.err
+			return ost, i, d.Err()
 		}
 		ops[i].decode(&d)
-		if d.err != nil {
-			return 0, -1, fmt.Errorf("compound: op %d results: %w", ops[i].code(), d.err)
+		if d.Err() != nil {
+			return 0, -1, fmt.Errorf("compound: op %d results: %w", ops[i].code(), d.Err())
 		}
 	}
 	if st != OK {
@@ -175,7 +177,7 @@ type PutFH struct {
 }
 
 func (*PutFH) code() uint32       { return 22 }
-func (o *PutFH) encode(e *xdrEnc) { e.opaque(o.FH) }
+func (o *PutFH) encode(e *xdrEnc) { e.Opaque(o.FH) }
 
 // Lookup looks Name up in the current directory.
 type Lookup struct {
@@ -184,7 +186,7 @@ type Lookup struct {
 }
 
 func (*Lookup) code() uint32       { return 15 }
-func (o *Lookup) encode(e *xdrEnc) { e.str(o.Name) }
+func (o *Lookup) encode(e *xdrEnc) { e.Str(o.Name) }
 
 // LookupP makes the current directory's parent current.
 type LookupP struct{ noResult }
@@ -209,7 +211,7 @@ type GetFH struct{ FH []byte }
 
 func (*GetFH) code() uint32       { return 10 }
 func (*GetFH) encode(e *xdrEnc)   {}
-func (o *GetFH) decode(d *xdrDec) { o.FH = append([]byte(nil), d.opaque()...) }
+func (o *GetFH) decode(d *xdrDec) { o.FH = append([]byte(nil), d.Opaque()...) }
 
 // Attr holds the attributes GetAttr asks for.
 type Attr struct {
@@ -226,21 +228,21 @@ type Attr struct {
 var attrMask = []uint32{1<<1 | 1<<4 | 1<<8 | 1<<20, 1<<1 | 1<<4 | 1<<5}
 
 func (e *xdrEnc) bitmap(words []uint32) {
-	e.u32(uint32(len(words)))
+	e.U32(uint32(len(words)))
 	for _, w := range words {
-		e.u32(w)
+		e.U32(w)
 	}
 }
 
 func (d *xdrDec) bitmap() []uint32 {
-	n := int(d.u32())
+	n := int(d.U32())
 	if n > 64 {
-		d.err = errors.New("xdr: bitmap too long")
+		d.Fail(errors.New("xdr: bitmap too long"))
 		return nil
 	}
 	var w []uint32
 	for range n {
-		w = append(w, d.u32())
+		w = append(w, d.U32())
 	}
 	return w
 }
@@ -253,33 +255,31 @@ func isSet(words []uint32, attr int) bool {
 func (d *xdrDec) fattr() Attr {
 	var a Attr
 	words := d.bitmap()
-	vals := xdrDec{b: d.opaque()}
-	for attr := 0; attr < 64 && vals.err == nil; attr++ {
+	vals := oncrpc.NewDecoder(d.Opaque())
+	for attr := 0; attr < 64 && vals.Err() == nil; attr++ {
 		if !isSet(words, attr) {
 			continue
 		}
 		switch attr {
 		case 1:
-			a.Type = vals.u32()
+			a.Type = vals.U32()
 		case 4:
-			a.Size = vals.u64()
+			a.Size = vals.U64()
 		case 8:
-			a.FSIDMajor, a.FSIDMinor = vals.u64(), vals.u64()
+			a.FSIDMajor, a.FSIDMinor = vals.U64(), vals.U64()
 		case 20:
-			a.FileID = vals.u64()
+			a.FileID = vals.U64()
 		case 33:
-			a.Mode = vals.u32()
+			a.Mode = vals.U32()
 		case 36:
-			a.Owner = string(vals.opaque())
+			a.Owner = string(vals.Opaque())
 		case 37:
-			a.OwnerGroup = string(vals.opaque())
+			a.OwnerGroup = string(vals.Opaque())
 		default:
 			return a // an attribute we did not ask for: stop
 		}
 	}
-	if vals.err != nil && d.err == nil {
-		d.err = vals.err
-	}
+	d.Fail(vals.Err())
 	return a
 }
 
@@ -289,14 +289,14 @@ func modeAttrs(e *xdrEnc, mode *uint32, size *uint64) {
 	var v xdrEnc
 	if size != nil {
 		w0 |= 1 << 4
-		v.u64(*size)
+		v.U64(*size)
 	}
 	if mode != nil {
 		w1 |= 1 << 1
-		v.u32(*mode)
+		v.U32(*mode)
 	}
 	e.bitmap([]uint32{w0, w1})
-	e.opaque(v.b)
+	e.Opaque(v.Bytes())
 }
 
 // GetAttr reads the current object's type, size, fsid, fileid, mode, owner
@@ -324,28 +324,28 @@ type ReadDir struct {
 
 func (*ReadDir) code() uint32 { return 26 }
 func (o *ReadDir) encode(e *xdrEnc) {
-	e.u64(o.Cookie)
-	e.b = append(e.b, o.Verf[:]...)
-	e.u32(8192)  // dircount
-	e.u32(32768) // maxcount
+	e.U64(o.Cookie)
+	e.Fixed(o.Verf[:])
+	e.U32(8192)  // dircount
+	e.U32(32768) // maxcount
 	e.bitmap(attrMask)
 }
 func (o *ReadDir) decode(d *xdrDec) {
-	copy(o.Verf[:], d.take(8))
-	for d.err == nil && d.u32() != 0 {
+	copy(o.Verf[:], d.Take(8))
+	for d.Err() == nil && d.U32() != 0 {
 		if len(o.Entries) > 1<<16 {
-			d.err = errors.New("readdir: too many entries")
+			d.Fail(errors.New("readdir: too many entries"))
 			return
 		}
 		var de DirEntry
-		de.Cookie = d.u64()
-		de.Name = string(d.opaque())
+		de.Cookie = d.U64()
+		de.Name = string(d.Opaque())
 		de.Attr = d.fattr()
-		if d.err == nil {
+		if d.Err() == nil {
 			o.Entries = append(o.Entries, de)
 		}
 	}
-	o.EOF = d.u32() != 0
+	o.EOF = d.U32() != 0
 }
 
 // Read reads Count bytes at Offset of the current file with the anonymous
@@ -359,13 +359,13 @@ type Read struct {
 
 func (*Read) code() uint32 { return 25 }
 func (o *Read) encode(e *xdrEnc) {
-	e.b = append(e.b, anonStateID[:]...)
-	e.u64(o.Offset)
-	e.u32(o.Count)
+	e.Fixed(anonStateID[:])
+	e.U64(o.Offset)
+	e.U32(o.Count)
 }
 func (o *Read) decode(d *xdrDec) {
-	o.EOF = d.u32() != 0
-	o.Data = append([]byte(nil), d.opaque()...)
+	o.EOF = d.U32() != 0
+	o.Data = append([]byte(nil), d.Opaque()...)
 }
 
 // Write writes Data at Offset of the current file (FILE_SYNC) with the
@@ -378,21 +378,21 @@ type Write struct {
 
 func (*Write) code() uint32 { return 38 }
 func (o *Write) encode(e *xdrEnc) {
-	e.b = append(e.b, anonStateID[:]...)
-	e.u64(o.Offset)
-	e.u32(2) // FILE_SYNC4
-	e.opaque(o.Data)
+	e.Fixed(anonStateID[:])
+	e.U64(o.Offset)
+	e.U32(2) // FILE_SYNC4
+	e.Opaque(o.Data)
 }
 func (o *Write) decode(d *xdrDec) {
-	o.Count = d.u32()
-	d.u32()
-	d.take(8)
+	o.Count = d.U32()
+	d.U32()
+	d.Take(8)
 }
 
 func (d *xdrDec) changeInfo() {
-	d.u32()
-	d.u64()
-	d.u64()
+	d.U32()
+	d.U64()
+	d.U64()
 }
 
 // Create makes directory Name (or, with Target set, a symlink to Target) in
@@ -406,12 +406,12 @@ type Create struct {
 func (*Create) code() uint32 { return 6 }
 func (o *Create) encode(e *xdrEnc) {
 	if o.Target != "" {
-		e.u32(5) // NF4LNK
-		e.str(o.Target)
+		e.U32(5) // NF4LNK
+		e.Str(o.Target)
 	} else {
-		e.u32(2) // NF4DIR
+		e.U32(2) // NF4DIR
 	}
-	e.str(o.Name)
+	e.Str(o.Name)
 	m := o.Mode
 	modeAttrs(e, &m, nil)
 }
@@ -424,7 +424,7 @@ func (o *Create) decode(d *xdrDec) {
 type Remove struct{ Name string }
 
 func (*Remove) code() uint32       { return 28 }
-func (o *Remove) encode(e *xdrEnc) { e.str(o.Name) }
+func (o *Remove) encode(e *xdrEnc) { e.Str(o.Name) }
 func (o *Remove) decode(d *xdrDec) { d.changeInfo() }
 
 // SetAttr sets the current object's mode (and size, if Size is set) with the
@@ -437,7 +437,7 @@ type SetAttr struct {
 
 func (*SetAttr) code() uint32 { return 34 }
 func (o *SetAttr) encode(e *xdrEnc) {
-	e.b = append(e.b, anonStateID[:]...)
+	e.Fixed(anonStateID[:])
 	modeAttrs(e, o.Mode, o.Size)
 }
 func (o *SetAttr) decode(d *xdrDec) { o.AttrsSet = d.bitmap() }
@@ -446,7 +446,7 @@ func (o *SetAttr) decode(d *xdrDec) { o.AttrsSet = d.bitmap() }
 type Link struct{ Name string }
 
 func (*Link) code() uint32       { return 11 }
-func (o *Link) encode(e *xdrEnc) { e.str(o.Name) }
+func (o *Link) encode(e *xdrEnc) { e.Str(o.Name) }
 func (o *Link) decode(d *xdrDec) { d.changeInfo() }
 
 // Rename renames Old in the saved directory to New in the current one.
@@ -454,8 +454,8 @@ type Rename struct{ Old, New string }
 
 func (*Rename) code() uint32 { return 29 }
 func (o *Rename) encode(e *xdrEnc) {
-	e.str(o.Old)
-	e.str(o.New)
+	e.Str(o.Old)
+	e.Str(o.New)
 }
 func (o *Rename) decode(d *xdrDec) {
 	d.changeInfo()

@@ -7,7 +7,8 @@
 // RESTOREFH, GETATTR (type, size, fsid, fileid, mode, owner, group), READDIR,
 // READ and WRITE and SETATTR (mode, size) with the anonymous stateid, CREATE
 // (directory or symlink), REMOVE, LINK and RENAME. Compound returns the
-// nfsstat4 of the first failing op; handles and names go out as given.
+// nfsstat4 of the first failing op; handles and names go out as given. The XDR
+// and ONC RPC wire format comes from internal/oncrpc.
 //
 // # Ganesha VFS handle layout (nfs-ganesha 4.3, FSAL_VFS, Linux, x86-64)
 //

@@ -57,20 +57,20 @@ func TestHandleRoundTrip(t *testing.T) {
 
 func TestDecodeCompound(t *testing.T) {
 	var e xdrEnc
-	e.u32(uint32(ErrStale))
-	e.str("t")
-	e.u32(2)
-	e.u32(22) // PUTFH OK
-	e.u32(0)
-	e.u32(34) // SETATTR fails, with attrsset
-	e.u32(uint32(ErrStale))
+	e.U32(uint32(ErrStale))
+	e.Str("t")
+	e.U32(2)
+	e.U32(22) // PUTFH OK
+	e.U32(0)
+	e.U32(34) // SETATTR fails, with attrsset
+	e.U32(uint32(ErrStale))
 	e.bitmap([]uint32{0, 0})
 	sa := &SetAttr{}
-	st, failed, err := decodeCompound(e.b, []Op{&PutFH{}, sa, &GetAttr{}})
+	st, failed, err := decodeCompound(e.Bytes(), []Op{&PutFH{}, sa, &GetAttr{}})
 	if err != nil || st != ErrStale || failed != 1 || len(sa.AttrsSet) != 2 {
 		t.Fatalf("%v %d %v %v", st, failed, err, sa.AttrsSet)
 	}
-	if _, _, err := decodeCompound(e.b[:12], []Op{&PutFH{}}); err == nil {
+	if _, _, err := decodeCompound(e.Bytes()[:12], []Op{&PutFH{}}); err == nil {
 		t.Fatal("truncated reply decoded")
 	}
 }

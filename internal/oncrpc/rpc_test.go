@@ -1,0 +1,133 @@
+package oncrpc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func record(frags ...[]byte) []byte {
+	var b []byte
+	for i, f := range frags {
+		h := uint32(len(f))
+		if i == len(frags)-1 {
+			h |= 0x80000000
+		}
+		b = binary.BigEndian.AppendUint32(b, h)
+		b = append(b, f...)
+	}
+	return b
+}
+
+func TestReadRecordJoinsFragments(t *testing.T) {
+	got, err := ReadRecord(bytes.NewReader(record([]byte("abcd"), []byte("ef"), []byte("gh"))))
+	if err != nil || string(got) != "abcdefgh" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := ReadRecord(bytes.NewReader(record([]byte("abcd"))[:6])); err == nil {
+		t.Fatal("truncated record read without error")
+	}
+	huge := binary.BigEndian.AppendUint32(nil, 0x80000000|100<<20)
+	if _, err := ReadRecord(bytes.NewReader(huge)); err == nil || !strings.Contains(err.Error(), "64 MiB") {
+		t.Fatalf("100 MiB record: %v", err)
+	}
+	// Fragments that add up past the cap are refused too.
+	frag := binary.BigEndian.AppendUint32(nil, 40<<20)
+	if _, err := ReadRecord(bytes.NewReader(append(append(frag, make([]byte, 40<<20)...), frag...))); err == nil || !strings.Contains(err.Error(), "64 MiB") {
+		t.Fatalf("two 40 MiB fragments: %v", err)
+	}
+}
+
+func TestCallHeader(t *testing.T) {
+	cred := AuthSys{Stamp: 9, Machine: "m", UID: 1000, GID: 100, GIDs: []uint32{4, 5}}.Cred()
+	args := []byte{0, 0, 0, 42}
+	msg := append(CallHeader(7, 100003, 3, 1, cred, len(args)), args...)
+	rec, err := ReadRecord(bytes.NewReader(msg))
+	if err != nil || len(rec) != len(msg)-4 {
+		t.Fatalf("record %d bytes, %v", len(rec), err)
+	}
+	d := NewDecoder(rec)
+	for _, want := range []uint32{7, 0, 2, 100003, 3, 1, 1} { // xid CALL rpcvers prog vers proc AUTH_SYS
+		if got := d.U32(); got != want {
+			t.Fatalf("header word %d, want %d", got, want)
+		}
+	}
+	body := NewDecoder(d.Opaque())
+	if body.U32() != 9 || string(body.Opaque()) != "m" || body.U32() != 1000 || body.U32() != 100 ||
+		body.U32() != 2 || body.U32() != 4 || body.U32() != 5 || len(body.Rest()) != 0 || body.Err() != nil {
+		t.Fatalf("credential body %x", cred)
+	}
+	if d.U32() != 0 || d.U32() != 0 || d.U32() != 42 || len(d.Rest()) != 0 || d.Err() != nil {
+		t.Fatal("verifier or arguments")
+	}
+}
+
+func replyHeader(xid, replyStat, acceptStat uint32) *Encoder {
+	var e Encoder
+	e.U32(xid)
+	e.U32(1) // REPLY
+	e.U32(replyStat)
+	if replyStat != 0 {
+		e.U32(1) // AUTH_ERROR
+		return &e
+	}
+	e.U32(0) // verifier AUTH_NONE
+	e.Opaque([]byte{1, 2, 3})
+	e.U32(acceptStat)
+	return &e
+}
+
+func TestParseReply(t *testing.T) {
+	e := replyHeader(7, 0, 0)
+	e.U32(42)
+	res, err := ParseReply(e.Bytes())
+	if err != nil || len(res) != 4 || binary.BigEndian.Uint32(res) != 42 {
+		t.Fatalf("accepted reply: %v %v", res, err)
+	}
+	for _, c := range []struct {
+		msg  []byte
+		want string
+	}{
+		{replyHeader(1, 1, 0).Bytes(), "rpc: call denied (reject status 1)"},
+		{replyHeader(1, 0, 1).Bytes(), "rpc: program unavailable"},
+		{replyHeader(1, 0, 2).Bytes(), "rpc: program version mismatch"},
+		{replyHeader(1, 0, 3).Bytes(), "rpc: procedure unavailable"},
+		{replyHeader(1, 0, 4).Bytes(), "rpc: garbage arguments"},
+		{replyHeader(1, 0, 5).Bytes(), "rpc: system error"},
+		{replyHeader(1, 0, 9).Bytes(), "rpc: accept status 9"},
+		{[]byte{0, 0, 0, 1, 0, 0, 0, 0}, "rpc: not a reply"},
+		{[]byte{0, 0, 0, 1, 0, 0, 0, 1, 0}, "short"},
+	} {
+		if _, err := ParseReply(c.msg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%x: %v, want %q", c.msg, err, c.want)
+		}
+	}
+	var re *Error
+	if _, err := ParseReply(replyHeader(1, 1, 0).Bytes()); !errors.As(err, &re) || !re.Denied || re.Stat != 1 {
+		t.Fatalf("denied: %#v", err)
+	}
+	if _, err := ParseReply(replyHeader(1, 0, 3).Bytes()); !errors.As(err, &re) || re.Denied || re.Stat != 3 {
+		t.Fatalf("procedure unavailable: %#v", err)
+	}
+}
+
+// Garbage never panics the reply parser or the decoder reading its results.
+func FuzzParseReply(f *testing.F) {
+	e := replyHeader(7, 0, 0)
+	e.Opaque([]byte("data"))
+	e.U64(1)
+	f.Add(e.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		res, err := ParseReply(b)
+		if err == nil {
+			d := NewDecoder(res)
+			d.U32()
+			d.Opaque()
+			d.U64()
+			d.Take(84)
+			d.Opaque()
+		}
+	})
+}

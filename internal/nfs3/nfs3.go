@@ -96,13 +96,9 @@ type Client struct {
 // connections to the NFS server.
 func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 	o = o.withDefaults()
-	mountPort, nfsPort, err := ports(ctx, host, o)
+	mc, nfsPort, err := dialMount(ctx, host, o)
 	if err != nil {
 		return nil, err
-	}
-	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth, o.LocalIP)
-	if err != nil {
-		return nil, fmt.Errorf("mount: %w", err)
 	}
 	defer mc.close()
 	// Mount the longest exported prefix of dir, then look the rest up.
@@ -139,6 +135,19 @@ func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 	}
 	c.Root = root
 	return c, nil
+}
+
+// dialMount finds the MOUNT and NFS services' ports and connects to MOUNT.
+func dialMount(ctx context.Context, host string, o Options) (mc *conn, nfsPort int, err error) {
+	mountPort, nfsPort, err := ports(ctx, host, o)
+	if err != nil {
+		return nil, 0, err
+	}
+	mc, err = dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth, o.LocalIP)
+	if err != nil {
+		return nil, 0, fmt.Errorf("mount: %w", err)
+	}
+	return mc, nfsPort, nil
 }
 
 func getPort(ctx context.Context, pm *conn, prog, vers uint32) (int, error) {

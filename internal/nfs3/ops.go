@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 )
@@ -473,14 +472,9 @@ type Export struct {
 
 // Exports asks the MOUNT service on host for its export list.
 func Exports(ctx context.Context, host string, o Options) ([]Export, error) {
-	o = o.withDefaults()
-	mountPort, _, err := ports(ctx, host, o)
+	mc, _, err := dialMount(ctx, host, o.withDefaults())
 	if err != nil {
 		return nil, err
-	}
-	mc, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(mountPort)), o.Auth, o.LocalIP)
-	if err != nil {
-		return nil, fmt.Errorf("mount: %w", err)
 	}
 	defer mc.close()
 	res, err := mc.call(ctx, progMount, 3, 5, nil)

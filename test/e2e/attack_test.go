@@ -506,8 +506,7 @@ func TestSandboxHoldsNothingOfTheHost(t *testing.T) {
 	s.start()
 	c := s.client()
 	nfsPool(t, c)
-	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
-		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+	s.openVolume(c, "vol1")
 	pids := s.ganeshaPIDs()
 	if len(pids) != 1 {
 		t.Fatalf("ganesha pids %v", pids)

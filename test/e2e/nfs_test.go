@@ -79,6 +79,14 @@ func nfsPool(t *testing.T, c *client.Client) {
 	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=pool1", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "100", "network": "projects/p1/global/networks/default"})
 }
 
+// openVolume creates a 1 GiB NFSv3 volume in pool1 that every host of the server's
+// subnet may use read-write, root kept.
+func (s *server) openVolume(c *client.Client, id string) {
+	s.t.Helper()
+	mutate(s.t, c, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+}
+
 func rule(clients, access string, v3, v4 bool, root string) map[string]any {
 	return map[string]any{"allowedClients": clients, "accessType": access, "nfsv3": v3, "nfsv4": v4, "hasRootAccess": root}
 }
@@ -269,8 +277,7 @@ func TestGaneshaAndBasinRestarts(t *testing.T) {
 	nfsPool(t, c)
 	vols := []string{"va", "vb", "vc"}
 	for _, v := range vols {
-		mutate(t, c, "POST", loc+"/volumes?volumeId="+v, map[string]any{"shareName": v, "storagePool": "pool1", "capacityGib": "1",
-			"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+		s.openVolume(c, v)
 	}
 	nfs := s.host(201).NFS(3, 0, 0)
 	eps := map[string]netip.Addr{}
@@ -467,8 +474,7 @@ func TestBenchNFS(t *testing.T) {
 	s.start()
 	c := s.client()
 	nfsPool(t, c)
-	mutate(t, c, "POST", loc+"/volumes?volumeId=bench1", map[string]any{"shareName": "bench1", "storagePool": "pool1", "capacityGib": "1",
-		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+	s.openVolume(c, "bench1")
 	ep := endpoint(t, c, "bench1")
 	h := s.host(203)
 	bench := func(args ...string) (map[string]any, string) {

@@ -255,8 +255,7 @@ func TestEndpointsComeAndGoAlone(t *testing.T) {
 	ids := []string{"first", "second", "third", "fourth"}
 	eps := map[string]netip.Addr{}
 	for _, id := range ids {
-		mutate(t, c, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
-			"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}}})
+		s.openVolume(c, id)
 		eps[id] = endpoint(t, c, id)
 	}
 	if first := eps["first"]; first != netip.MustParseAddr(s.addrN(10)) {

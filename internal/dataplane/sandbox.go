@@ -105,8 +105,9 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 			m.removeSandbox(context.Background(), n) //nolint:errcheck // best effort after a failed start
 		}
 	}()
-	// Nothing of an earlier run is loaded: export files left behind are stale.
-	for _, d := range []string{"exports", "etc"} {
+	// Nothing of an earlier run is loaded: export files left behind are stale (and
+	// so is the export list of Basins before exports were loaded only onto mounts).
+	for _, d := range []string{"exports", "etc", "exports.conf"} {
 		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
 			return nil, err
 		}

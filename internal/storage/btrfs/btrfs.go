@@ -76,9 +76,10 @@ type Backend struct {
 
 // volume is an opened volume filesystem: attached and mounted whole on fsPath.
 type volume struct {
-	dev   string // loop device
-	uuid  string // filesystem id, names its sysfs directory
-	snaps map[string]string
+	dev    string // loop device
+	uuid   string // filesystem id, names its sysfs directory
+	topDev uint64 // st_dev of the mounted top level
+	snaps  map[string]string
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -325,10 +326,11 @@ func (b *Backend) open(ctx context.Context, key string) (*volume, error) {
 	b.mu.Lock()
 	v := b.vols[key]
 	b.mu.Unlock()
-	if v != nil {
-		if e, ok, err := mountinfo.Lookup(b.fsPath(key)); err == nil && ok && e.Source == v.dev {
-			return v, nil
-		}
+	// An opened volume is still mounted as it was if its mount point still shows
+	// that filesystem's device: a stat, not a parse of the mount table, since
+	// every observation of a volume and of each of its snapshots comes here.
+	if v != nil && v.topDev != 0 && statDev(b.fsPath(key)) == v.topDev {
+		return v, nil
 	}
 	img := b.imagePath(key)
 	if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
@@ -373,7 +375,7 @@ func (b *Backend) mountWhole(ctx context.Context, img, dir string) (*volume, err
 	if err != nil {
 		return nil, err
 	}
-	return &volume{dev: dev, uuid: uuid, snaps: map[string]string{}}, nil
+	return &volume{dev: dev, uuid: uuid, topDev: statDev(dir), snaps: map[string]string{}}, nil
 }
 
 // fsUUID finds the filesystem on dev in sysfs (/sys/fs/btrfs/<uuid>/devices/<dev>).
@@ -989,6 +991,15 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 		}
 	}
 	return inv, nil
+}
+
+// statDev returns path's st_dev, or 0 if it cannot be read.
+func statDev(path string) uint64 {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return 0
+	}
+	return st.Dev
 }
 
 func syncDir(dir string) error {

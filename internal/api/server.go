@@ -445,7 +445,7 @@ func (s *Server) newOperation(p parent, kind model.OpKind, target string) *model
 	return &model.Operation{
 		Project: p.project, Location: p.location, Kind: kind, Target: target, CreateTime: now,
 		ID:     fmt.Sprintf("operation-%d-%s-%s", now.UnixMilli(), newID(6), newID(4)),
-		Params: map[string]string{},
+		Params: model.OpParams{Version: model.OpParamsVersion},
 	}
 }
 

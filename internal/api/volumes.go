@@ -561,7 +561,7 @@ func (s *Server) resolveCloneSource(tx store.Tx, p parent, rp *apiv1.RestorePara
 		return model.Errorf(model.ErrFailedPrecondition, "source volume %s is %s, not READY", src.ID, src.State)
 	}
 	v.SourceSnapshot = rp.SourceSnapshot
-	op.Params["sourceKey"], op.Params["sourceSnapshot"] = src.Key, sn.ID
+	op.Params.SourceKey, op.Params.SourceSnapshot = src.Key, sn.ID
 	return nil
 }
 
@@ -726,7 +726,7 @@ func (s *Server) revertVolume(rq *request, p parent, id string) {
 				}
 			}
 		}
-		op.Params["snapshot"] = sn.ID
+		op.Params.Snapshot = sn.ID
 		op.Prev, _ = json.Marshal(v)
 		v.State = model.StateRestoring
 		return store.PutVolume(tx, v)

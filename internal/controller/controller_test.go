@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -27,26 +28,31 @@ func TestPlanVolume(t *testing.T) {
 	cases := []struct {
 		name string
 		obs  func(s *Observation)
-		want []Step
+		want []StepOp
 	}{
 		{"nothing yet", func(s *Observation) { *s = Observation{} },
-			[]Step{StepCreateVolume, StepSetMode, StepMount, StepExport}},
-		{"crashed before mount", func(s *Observation) { s.Mounted, s.Exported = false, false }, []Step{StepMount, StepExport}},
-		{"crashed before export", func(s *Observation) { s.Exported = false }, []Step{StepExport}},
-		{"unmounted under its export", func(s *Observation) { s.Mounted = false }, []Step{StepUnexport, StepMount, StepExport}},
-		{"resized", func(s *Observation) { s.CapacityBytes = 5 << 30 }, []Step{StepResize}},
-		{"resize cut short", func(s *Observation) { s.CapacityBytes = -1 }, []Step{StepResize}},
-		{"mode drifted", func(s *Observation) { s.Mode = 0o755 }, []Step{StepSetMode}},
+			[]StepOp{StepCreateVolume, StepSetMode, StepMount, StepExport}},
+		{"crashed before mount", func(s *Observation) { s.Mounted, s.Exported = false, false }, []StepOp{StepMount, StepExport}},
+		{"crashed before export", func(s *Observation) { s.Exported = false }, []StepOp{StepExport}},
+		{"unmounted under its export", func(s *Observation) { s.Mounted = false }, []StepOp{StepUnexport, StepMount, StepExport}},
+		{"resized", func(s *Observation) { s.CapacityBytes = 5 << 30 }, []StepOp{StepResize}},
+		{"resize cut short", func(s *Observation) { s.CapacityBytes = -1 }, []StepOp{StepResize}},
+		{"mode drifted", func(s *Observation) { s.Mode = 0o755 }, []StepOp{StepSetMode}},
 		{"converged", func(s *Observation) {}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := full
 			tc.obs(&obs)
-			if got := PlanVolume(want, obs); !slices.Equal(got, tc.want) {
+			if got := ops(PlanVolume(want, obs)); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+	// Steps carry their arguments.
+	steps := PlanVolume(VolumeWant{CapacityBytes: 3 << 30, Mode: 0o700, From: &storage.SnapshotRef{VolumeKey: "k", Snapshot: "s"}}, Observation{})
+	if steps[0].Bytes != 3<<30 || steps[0].From.Snapshot != "s" || steps[1].Mode != 0o700 {
+		t.Fatalf("steps lost their arguments: %v", steps)
 	}
 	noNFS := want
 	noNFS.Export = false
@@ -55,43 +61,53 @@ func TestPlanVolume(t *testing.T) {
 	}
 }
 
+// A revert's plan at every point a crash can leave it: before the marker, it is
+// redone from the start (the backend's Revert is resumable, which its conformance
+// suite tests at each of its own crash points); after it, only what is left.
 func TestPlanRevertAtEveryCrashPoint(t *testing.T) {
-	want := VolumeWant{CapacityBytes: 1 << 30, Export: true}
-	base := storage.VolumeStatus{CapacityBytes: 1 << 30}
+	want := VolumeWant{CapacityBytes: 1 << 30, Mode: 0o750, Export: true}
+	base := storage.VolumeStatus{CapacityBytes: 1 << 30, Mode: 0o750}
+	full := []StepOp{StepUnexport, StepUnmount, StepRevert, StepMarkReverted, StepDeleteNewer, StepMount, StepExport}
 	cases := []struct {
-		name    string
-		swapped bool
-		obs     Observation
-		want    []Step
+		name     string
+		reverted bool
+		obs      Observation
+		want     []StepOp
 	}{
-		{"not started", false, with(base, true, true, false, true), []Step{StepUnexport, StepRetire, StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
-		{"after unexport", false, with(base, true, true, false, false), []Step{StepUnexport, StepRetire, StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
-		{"after retire", false, with(base, false, false, true, false), []Step{StepUnexport, StepRestore, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
-		{"after restore", false, with(base, true, false, true, false), []Step{StepUnexport, StepMarkSwapped, StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
-		{"after mark", true, with(base, true, false, true, false), []Step{StepPurgeRetired, StepDeleteNewer, StepMount, StepExport}},
-		{"after purge", true, with(base, true, false, false, false), []Step{StepDeleteNewer, StepMount, StepExport}},
-		{"after mount", true, with(base, true, true, false, false), []Step{StepDeleteNewer, StepExport}},
-		{"after export", true, with(base, true, true, false, true), []Step{StepDeleteNewer}},
+		{"not started", false, with(base, true, true, true), full},
+		{"after unexport", false, with(base, true, true, false), full},
+		{"after unmount", false, with(base, true, false, false), full},
+		{"inside revert (live set aside)", false, with(base, false, false, false), full},
+		{"after revert", false, with(base, true, false, false), full},
+		{"after mark", true, with(base, true, false, false), []StepOp{StepDeleteNewer, StepMount, StepExport}},
+		{"after mount", true, with(base, true, true, false), []StepOp{StepDeleteNewer, StepExport}},
+		{"after export", true, with(base, true, true, true), []StepOp{StepDeleteNewer}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := PlanRevert(tc.swapped, want, tc.obs); !slices.Equal(got, tc.want) {
+			steps := PlanRevert(tc.reverted, "s1", want, tc.obs)
+			if got := ops(steps); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for _, s := range steps {
+				if (s.Op == StepRevert || s.Op == StepDeleteNewer) && s.Snapshot != "s1" {
+					t.Fatalf("%v does not name the snapshot", s)
+				}
 			}
 		})
 	}
 }
 
-func with(s storage.VolumeStatus, exists, mounted, retired, exported bool) Observation {
-	s.Exists, s.Mounted, s.Retired = exists, mounted, retired
+func with(s storage.VolumeStatus, exists, mounted, exported bool) Observation {
+	s.Exists, s.Mounted = exists, mounted
 	return Observation{VolumeStatus: s, Exported: exported}
 }
 
 func TestPlanVolumeDelete(t *testing.T) {
-	if got := PlanVolumeDelete(Observation{}); !slices.Equal(got, []Step{StepUnexport}) {
+	if got := ops(PlanVolumeDelete(Observation{})); !slices.Equal(got, []StepOp{StepUnexport}) {
 		t.Fatalf("nothing to delete: %v", got)
 	}
-	if got := PlanVolumeDelete(Observation{VolumeStatus: storage.VolumeStatus{CapacityBytes: 1 << 30}}); !slices.Equal(got, []Step{StepUnexport, StepDeleteVolume}) {
+	if got := ops(PlanVolumeDelete(Observation{VolumeStatus: storage.VolumeStatus{CapacityBytes: 1 << 30}})); !slices.Equal(got, []StepOp{StepUnexport, StepDeleteVolume}) {
 		t.Fatalf("filesystem without live data (mid-revert): %v", got)
 	}
 }
@@ -136,7 +152,7 @@ func newVolume(id string) *model.Volume {
 }
 
 func newOp(kind model.OpKind, target string, at time.Time) *model.Operation {
-	return &model.Operation{Project: "p", Location: "l", ID: "op-" + at.Format("150405.000"), Kind: kind, Target: target, CreateTime: at, Params: map[string]string{}}
+	return &model.Operation{Project: "p", Location: "l", ID: "op-" + at.Format("150405.000"), Kind: kind, Target: target, CreateTime: at, Params: model.OpParams{Version: model.OpParamsVersion}}
 }
 
 // A create interrupted half-way (filesystem made, not mounted) is finished on start.
@@ -151,7 +167,7 @@ func TestResumeHalfDoneCreate(t *testing.T) {
 		return store.PutOperation(tx, op)
 	})
 	ctx := context.Background()
-	h.be.CreateVolume(ctx, v.Key, 2<<30, nil)
+	h.be.EnsureVolume(ctx, v.Key, 2<<30, nil)
 	h.start(t)
 	var got model.Operation
 	h.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &got) })
@@ -162,13 +178,15 @@ func TestResumeHalfDoneCreate(t *testing.T) {
 	if !st.Volumes[v.Key] || st.Sizes[v.Key] != 2<<30 || st.Modes[v.Key] != 0o750 {
 		t.Fatalf("storage not converged: %+v", st)
 	}
-	if h.be.CallCount("CreateVolume") != 1 || h.be.CallCount("Resize") != 0 {
+	if h.be.CallCount("EnsureVolume") != 1 || h.be.CallCount("Resize") != 0 {
 		t.Fatal("resume repeated steps that were already done")
 	}
 }
 
-// A revert interrupted after the live subvolume was retired is finished on start.
-func TestResumeRevertAfterRetire(t *testing.T) {
+// A revert interrupted inside the backend (the live data set aside, the copy not
+// made) is finished on start: the data is the snapshot's, newer snapshots are gone,
+// nothing is left aside.
+func TestResumeRevertInterruptedInBackend(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	v := newVolume("vol1")
@@ -178,7 +196,7 @@ func TestResumeRevertAfterRetire(t *testing.T) {
 		{Meta: model.Meta{Project: "p", Location: "l", ID: "s2", CreateTime: t0.Add(time.Minute), State: model.StateReady}, Volume: "vol1"},
 	}
 	op := newOp(model.OpVolumeRevert, v.Name(), t0.Add(time.Hour))
-	op.Params["snapshot"], op.Params["started"] = "s1", "1"
+	op.Params.Snapshot, op.Params.Started = "s1", true
 	h.seed(t, func(tx store.Tx) error {
 		for _, s := range snaps {
 			if err := store.PutSnapshot(tx, s); err != nil {
@@ -190,14 +208,33 @@ func TestResumeRevertAfterRetire(t *testing.T) {
 		}
 		return store.PutOperation(tx, op)
 	})
-	h.be.CreateVolume(ctx, v.Key, 2<<30, nil)
-	h.be.CreateSnapshot(ctx, v.Key, "s1")
-	h.be.CreateSnapshot(ctx, v.Key, "s2")
-	h.be.Retire(ctx, v.Key, op.ID) // the crash happened here
+	must(t, h.be.EnsureVolume(ctx, v.Key, 2<<30, nil))
+	must(t, h.be.Mount(ctx, v.Key))
+	must(t, h.be.WriteFile(v.Key, "a", []byte("one")))
+	must(t, h.be.EnsureSnapshot(ctx, v.Key, "s1"))
+	must(t, h.be.WriteFile(v.Key, "a", []byte("two")))
+	must(t, h.be.EnsureSnapshot(ctx, v.Key, "s2"))
+	crash := errors.New("crash")
+	h.be.SetFailpoint(func(op, key, step string) error {
+		if step == "set-aside" {
+			return crash
+		}
+		return nil
+	})
+	if err := h.be.Revert(ctx, v.Key, "s1"); !errors.Is(err, crash) {
+		t.Fatalf("revert: %v", err)
+	}
+	h.be.SetFailpoint(nil)
+	if !h.be.SetAside(v.Key) {
+		t.Fatal("the crash left nothing aside: the test does not test what it says")
+	}
 	h.start(t)
 	st := h.be.State()
-	if !st.Volumes[v.Key] || st.Sources[v.Key].Snapshot != "s1" || len(st.Retired) != 0 {
+	if !st.Volumes[v.Key] || len(st.SetAside) != 0 {
 		t.Fatalf("revert not finished: %+v", st)
+	}
+	if data, err := h.be.ReadFile(v.Key, "a"); err != nil || string(data) != "one" {
+		t.Fatalf("data after revert: %q, %v", data, err)
 	}
 	if !slices.Equal(st.Snapshots[v.Key], []string{"s1"}) {
 		t.Fatalf("newer snapshot not deleted: %v", st.Snapshots[v.Key])
@@ -212,6 +249,13 @@ func TestResumeRevertAfterRetire(t *testing.T) {
 	}
 }
 
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Storage that no record accounts for is removed at start; storage of records is not.
 func TestCollectOrphans(t *testing.T) {
 	h := newHarness(t)
@@ -219,9 +263,9 @@ func TestCollectOrphans(t *testing.T) {
 	v := newVolume("vol1")
 	v.State = model.StateReady
 	h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
-	h.be.CreateVolume(ctx, v.Key, 1<<30, nil)
-	h.be.CreateSnapshot(ctx, v.Key, "stray")      // snapshot without a record
-	h.be.CreateVolume(ctx, "korphan", 1<<30, nil) // orphan volume
+	h.be.EnsureVolume(ctx, v.Key, 1<<30, nil)
+	h.be.EnsureSnapshot(ctx, v.Key, "stray")      // snapshot without a record
+	h.be.EnsureVolume(ctx, "korphan", 1<<30, nil) // orphan volume
 	h.start(t)
 	st := h.be.State()
 	if _, ok := st.Volumes["korphan"]; ok {
@@ -247,7 +291,12 @@ func TestShutdownLeavesOperationResumable(t *testing.T) {
 		}
 		return store.PutOperation(tx, op)
 	})
-	release := h.be.Gate("Mount")
+	release := make(chan struct{})
+	h.be.Gate = func(op, key string) {
+		if op == "Mount" {
+			<-release
+		}
+	}
 	c := New(Options{Store: h.st, Backend: h.be, Resync: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -256,8 +305,9 @@ func TestShutdownLeavesOperationResumable(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel() // shutdown while the step blocks
+	close(release)
 	<-done
-	release()
+	h.be.Gate = nil
 	var got model.Operation
 	h.st.View(context.Background(), func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &got) })
 	if got.Done {
@@ -386,7 +436,7 @@ func (h *harness) run(t *testing.T, c *Controller, op *model.Operation, seed fun
 		}
 		return store.PutOperation(tx, op)
 	})
-	c.execute(ctx, op)
+	c.execute(ctx, c.handlers[op.Kind], op)
 	var got model.Operation
 	if err := h.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &got) }); err != nil {
 		t.Fatal(err)
@@ -551,7 +601,7 @@ func TestOperationErrorsAreUserSafe(t *testing.T) {
 			t.Errorf("operation error %q shows %q", op.Error.Message, leak)
 		}
 	}
-	if op.Error.Code != 13 || !strings.Contains(op.Error.Message, op.ID) || !strings.Contains(op.Error.Message, string(StepMount)) {
+	if op.Error.Code != 13 || !strings.Contains(op.Error.Message, op.ID) || !strings.Contains(op.Error.Message, string(StepMount)+"\"") {
 		t.Errorf("operation error %+v: want code 13 naming the step and the operation", op.Error)
 	}
 	if !strings.Contains(logged.String(), "wrong fs type") || !strings.Contains(logged.String(), op.ID) {

@@ -1,37 +1,58 @@
 package controller
 
 import (
+	"fmt"
 	"io/fs"
 
 	"github.com/basin-nas/basin/internal/storage"
 )
 
-// Step is one idempotent action on the storage backend or the data plane.
-type Step string
+// StepOp names one idempotent action on the storage backend or the data plane.
+type StepOp string
 
-// Steps, in the order plans use them.
+// Step operations, in the order plans use them.
 const (
-	StepCreateVolume Step = "create-volume"
-	StepResize       Step = "resize"
-	StepSetMode      Step = "set-mode"
-	StepMount        Step = "mount"
-	StepRetire       Step = "retire-live"
-	StepRestore      Step = "restore-from-snapshot"
-	StepMarkSwapped  Step = "mark-swapped"
-	StepPurgeRetired Step = "purge-retired"
-	StepDeleteNewer  Step = "delete-newer-snapshots"
-	StepDeleteVolume Step = "delete-volume"
-	StepSnapshot     Step = "create-snapshot"
-	StepDeleteSnap   Step = "delete-snapshot"
-	StepExport       Step = "export"
-	StepUnexport     Step = "unexport"
+	StepCreateVolume StepOp = "create-volume"
+	StepResize       StepOp = "resize"
+	StepSetMode      StepOp = "set-mode"
+	StepUnmount      StepOp = "unmount"
+	StepRevert       StepOp = "revert-to-snapshot"
+	StepMarkReverted StepOp = "mark-reverted"
+	StepDeleteNewer  StepOp = "delete-newer-snapshots"
+	StepMount        StepOp = "mount"
+	StepDeleteVolume StepOp = "delete-volume"
+	StepExport       StepOp = "export"
+	StepUnexport     StepOp = "unexport"
 )
+
+// Step is one planned action with the arguments it carries: a plan is complete
+// data, and applying a step needs nothing but the step and the volume it is for.
+type Step struct {
+	Op       StepOp
+	Bytes    int64                // create-volume, resize: the filesystem's size
+	Mode     fs.FileMode          // set-mode
+	From     *storage.SnapshotRef // create-volume: the snapshot a clone copies
+	Snapshot string               // revert-to-snapshot, delete-newer-snapshots
+}
+
+func (s Step) String() string {
+	switch s.Op {
+	case StepCreateVolume, StepResize:
+		return fmt.Sprintf("%s(%d)", s.Op, s.Bytes)
+	case StepSetMode:
+		return fmt.Sprintf("%s(%#o)", s.Op, s.Mode)
+	case StepRevert, StepDeleteNewer:
+		return fmt.Sprintf("%s(%s)", s.Op, s.Snapshot)
+	}
+	return string(s.Op)
+}
 
 // VolumeWant is the desired state of a volume.
 type VolumeWant struct {
 	CapacityBytes int64
-	Mode          fs.FileMode // 0 = leave as is
-	Export        bool        // served over NFS
+	Mode          fs.FileMode          // 0 = leave as is
+	Export        bool                 // served over NFS
+	From          *storage.SnapshotRef // created as a clone of this snapshot
 }
 
 // Observation is what the backend and the data plane report of a volume.
@@ -49,59 +70,60 @@ func PlanVolume(want VolumeWant, obs Observation) []Step {
 	remount := !obs.Exists || !obs.Mounted
 	if remount && obs.Exported {
 		// Ganesha holds the unmounted directory: drop the export, re-add it after.
-		steps = append(steps, StepUnexport)
+		steps = append(steps, Step{Op: StepUnexport})
 		obs.Exported = false
 	}
 	if !obs.Exists {
-		steps = append(steps, StepCreateVolume) // made at the wanted capacity
+		steps = append(steps, Step{Op: StepCreateVolume, Bytes: want.CapacityBytes, From: want.From})
 	} else if obs.CapacityBytes != want.CapacityBytes {
-		steps = append(steps, StepResize)
+		steps = append(steps, Step{Op: StepResize, Bytes: want.CapacityBytes})
 	}
 	if want.Mode != 0 && (!obs.Exists || obs.Mode != want.Mode) {
-		steps = append(steps, StepSetMode)
+		steps = append(steps, Step{Op: StepSetMode, Mode: want.Mode})
 	}
 	if remount {
-		steps = append(steps, StepMount)
+		steps = append(steps, Step{Op: StepMount})
 	}
 	if want.Export && !obs.Exported {
-		steps = append(steps, StepExport)
+		steps = append(steps, Step{Op: StepExport})
 	}
 	return steps
 }
 
-// PlanRevert returns the steps that swap a volume's live subvolume for a writable
-// copy of a snapshot. swapped is the persisted marker that the swap finished; without
-// it "live exists, nothing retired" is ambiguous between not started and done.
-func PlanRevert(swapped bool, want VolumeWant, obs Observation) []Step {
+// PlanRevert returns the steps that make a writable copy of snapshot snap the
+// volume's live data. reverted is the persisted marker that the backend's revert
+// finished: before it, everything is (re)done from the start, which the backend's
+// resumable Revert makes safe; after it, only cleanup and serving remain.
+func PlanRevert(reverted bool, snap string, want VolumeWant, obs Observation) []Step {
 	var steps []Step
-	if !swapped {
+	if !reverted {
 		// Clients must not see the swap: unexport first; they get stale handles
 		// afterwards, never another file system's data under old handles.
-		steps = append(steps, StepUnexport)
-		obs.Exported = false
-		switch {
-		case !obs.Retired && obs.Exists: // not started
-			steps = append(steps, StepRetire, StepRestore)
-		case !obs.Exists: // retired (or lost): restore
-			steps = append(steps, StepRestore)
-		}
-		steps = append(steps, StepMarkSwapped)
-		// After the swap the live subvolume is new: it needs mounting again.
-		obs.Exists, obs.Mounted = true, false
+		steps = append(steps, Step{Op: StepUnexport}, Step{Op: StepUnmount},
+			Step{Op: StepRevert, Snapshot: snap}, Step{Op: StepMarkReverted})
+		// After the swap the live data is new: it needs mounting and exporting again.
+		obs.Exists, obs.Mounted, obs.Exported = true, false, false
 	}
-	if obs.Retired || !swapped {
-		steps = append(steps, StepPurgeRetired)
-	}
-	steps = append(steps, StepDeleteNewer)
+	steps = append(steps, Step{Op: StepDeleteNewer, Snapshot: snap})
 	want.Mode = 0 // a revert restores the snapshot's permissions too
+	want.From = nil
 	return append(steps, PlanVolume(want, obs)...)
 }
 
 // PlanVolumeDelete returns the steps that remove a volume's export and storage.
 func PlanVolumeDelete(obs Observation) []Step {
-	steps := []Step{StepUnexport} // idempotent; a half-made export leaves files too
-	if obs.Exists || obs.Mounted || obs.CapacityBytes != 0 || obs.Retired {
-		steps = append(steps, StepDeleteVolume)
+	steps := []Step{{Op: StepUnexport}} // idempotent; a half-made export leaves files too
+	if obs.Exists || obs.Mounted || obs.CapacityBytes != 0 {
+		steps = append(steps, Step{Op: StepDeleteVolume})
 	}
 	return steps
+}
+
+// ops lists the operations of steps, for logs and tests.
+func ops(steps []Step) []StepOp {
+	out := make([]StepOp, len(steps))
+	for i, s := range steps {
+		out[i] = s.Op
+	}
+	return out
 }

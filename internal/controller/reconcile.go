@@ -4,111 +4,207 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"sync"
 
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
 )
 
-// resync re-applies the desired state of every volume that has no operation in
-// flight, refreshes usage, expires old operations and, at start, collects orphans.
+// resync re-applies the desired state of every volume that no operation owns,
+// refreshes usage, expires old operations and, at start, collects orphans. It runs
+// beside the operation workers: a volume it is repairing is locked like an
+// operation's target (and skipped if an operation holds it), so the two never act
+// on one volume at once, and an operation on another volume never waits for it.
+//
+// Its cost per volume is constant: the backend and each network's sandbox are
+// observed once per pass, a converged volume costs no command and no store write,
+// and usage changes are written in one transaction at the end.
 func (c *Controller) resync(ctx context.Context, collect bool) error {
 	var vols []*model.Volume
-	var ops []*model.Operation
 	err := c.st.View(ctx, func(tx store.Tx) (err error) {
-		if vols, err = store.List[model.Volume](tx, store.KindVolume, ""); err != nil {
-			return err
-		}
-		ops, err = store.List[model.Operation](tx, store.KindOperation, "")
+		vols, err = store.List[model.Volume](tx, store.KindVolume, "")
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	var errs []error
+	observed, err := c.be.ObserveVolumes(ctx)
+	if err != nil {
+		return err
+	}
+	views := &viewCache{c: c, views: map[string]ExportView{}}
+	var (
+		mu      sync.Mutex
+		errs    []error
+		updates []usageUpdate
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, c.opts.Workers)
+	)
 	for _, v := range vols {
 		if v.State.Busy() {
 			continue // its operation owns it
 		}
-		obs, err := c.observe(ctx, v, "")
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		ls := lockSet{Exclusive: []string{v.Name()}, Shared: []string{v.PoolName()}}
+		if !c.locks.tryAcquire(ls) {
+			continue // an operation started on it since the list was read
 		}
-		if steps := PlanVolume(c.wantOf(v), obs); len(steps) > 0 {
-			c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)
-			if err := c.runSteps(ctx, nil, v, steps); err != nil {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() {
+				c.locks.release(ls)
+				<-sem
+				wg.Done()
+			}()
+			u, err := c.resyncVolume(ctx, v.Name(), observed, views)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
 				errs = append(errs, fmt.Errorf("volume %s: %w", v.Name(), err))
-				continue
 			}
-			if obs, err = c.observe(ctx, v, ""); err != nil {
-				errs = append(errs, err)
-				continue
+			if u != nil {
+				updates = append(updates, *u)
 			}
-		}
-		if err := c.syncSnapshotExports(ctx, v, nil); err != nil {
-			errs = append(errs, fmt.Errorf("volume %s snapshot exports: %w", v.Name(), err))
-		}
-		if err := c.refreshUsage(ctx, v, obs.UsedBytes); err != nil {
-			errs = append(errs, err)
-		}
+		}()
 	}
-	cutoff := c.opts.Now().Add(-c.opts.Retention)
-	for _, o := range ops {
-		if o.Done && o.EndTime.Before(cutoff) {
-			if err := c.st.Update(ctx, func(tx store.Tx) error { return tx.Delete(store.KindOperation, o.Name()) }); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	errs = append(errs, c.expireAudit(ctx))
+	wg.Wait()
+	c.Wake() // operations that waited for a volume resync held
+	errs = append(errs, c.writeUsage(ctx, updates), c.expireOperations(ctx), c.expireAudit(ctx))
 	if collect {
-		if err := c.collectOrphans(ctx); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, c.collectOrphans(ctx))
 	}
 	return errors.Join(errs...)
 }
 
-func (c *Controller) refreshUsage(ctx context.Context, v *model.Volume, used int64) error {
-	snaps, err := c.snapshotsOf(ctx, v)
-	if err != nil {
-		return err
+// viewCache observes each network's sandbox at most once per pass.
+type viewCache struct {
+	c     *Controller
+	mu    sync.Mutex
+	views map[string]ExportView
+}
+
+func (vc *viewCache) get(ctx context.Context, network string) (ExportView, error) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	if v, ok := vc.views[network]; ok {
+		return v, nil
 	}
-	snapUsed := map[string]float64{}
-	for _, s := range snaps {
-		if s.State != model.StateReady {
-			continue
-		}
-		obs, err := c.be.Snapshot(ctx, v.Key, s.ID)
-		if err != nil {
+	v, err := vc.c.dp.View(ctx, network)
+	if err != nil {
+		return nil, err
+	}
+	vc.views[network] = v
+	return v, nil
+}
+
+// usageUpdate is a volume's usage as observed, where it differs from its records.
+type usageUpdate struct {
+	volume    string
+	used      int64
+	snapshots map[string]float64 // snapshot name -> exclusive bytes
+}
+
+// resyncVolume repairs one volume (which the caller has locked) and reports its
+// usage where it differs from the records.
+func (c *Controller) resyncVolume(ctx context.Context, name string, observed map[string]storage.VolumeStatus, views *viewCache) (*usageUpdate, error) {
+	var v *model.Volume
+	var snaps []*model.Snapshot
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		if v, err = store.Get[model.Volume](tx, store.KindVolume, name); err != nil {
 			return err
 		}
-		if float64(obs.ExclusiveBytes) != s.UsedBytes {
-			snapUsed[s.Name()] = float64(obs.ExclusiveBytes)
+		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, name)
+		return err
+	})
+	if errors.Is(err, model.ErrNotFound) || (err == nil && v.State.Busy()) {
+		return nil, nil // deleted, or an operation was created for it meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	obs := Observation{VolumeStatus: observed[v.Key]}
+	var view ExportView
+	if ex, ok := c.exportOf(v); ok {
+		if view, err = views.get(ctx, v.Network); err != nil {
+			return nil, err
+		}
+		if addr, err := netip.ParseAddr(v.Endpoint); err == nil && v.ExportID != 0 {
+			obs.Exported = view.Exported(addr, ex)
 		}
 	}
-	if used == v.UsedBytes && len(snapUsed) == 0 {
+	if steps := PlanVolume(c.wantOf(v, nil), obs); len(steps) > 0 {
+		c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)
+		if err := c.runSteps(ctx, nil, v, steps); err != nil {
+			return nil, err
+		}
+		view = nil // what the pass observed no longer holds for this volume
+	}
+	if err := c.syncSnapshotExports(ctx, v, snaps, nil, view); err != nil {
+		return nil, fmt.Errorf("snapshot exports: %w", err)
+	}
+	u, err := c.be.Usage(ctx, v.Key)
+	if err != nil {
+		return nil, err
+	}
+	up := usageUpdate{volume: v.Name(), used: u.UsedBytes, snapshots: map[string]float64{}}
+	for _, s := range snaps {
+		if b, ok := u.SnapshotExclusive[s.ID]; ok && s.State == model.StateReady && float64(b) != s.UsedBytes {
+			up.snapshots[s.Name()] = float64(b)
+		}
+	}
+	if up.used == v.UsedBytes && len(up.snapshots) == 0 {
+		return nil, nil
+	}
+	return &up, nil
+}
+
+// writeUsage stores the usage a pass found changed, in one transaction.
+func (c *Controller) writeUsage(ctx context.Context, updates []usageUpdate) error {
+	if len(updates) == 0 {
 		return nil
 	}
 	return c.st.Update(ctx, func(tx store.Tx) error {
-		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
-		if err != nil {
-			return nil // deleted meanwhile
-		}
-		if cur.UsedBytes != used {
-			cur.UsedBytes = used
-			if err := store.PutVolume(tx, cur); err != nil {
-				return err
-			}
-		}
-		for name, u := range snapUsed {
-			s, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+		for _, up := range updates {
+			cur, err := store.Get[model.Volume](tx, store.KindVolume, up.volume)
 			if err != nil {
-				continue
+				continue // deleted meanwhile
 			}
-			s.UsedBytes = u
-			if err := store.PutSnapshot(tx, s); err != nil {
-				return err
+			if cur.UsedBytes != up.used {
+				cur.UsedBytes = up.used
+				if err := store.PutVolume(tx, cur); err != nil {
+					return err
+				}
+			}
+			for name, b := range up.snapshots {
+				s, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+				if err != nil {
+					continue
+				}
+				s.UsedBytes = b
+				if err := store.PutSnapshot(tx, s); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// expireOperations deletes finished operations older than the retention.
+func (c *Controller) expireOperations(ctx context.Context) error {
+	cutoff := c.opts.Now().Add(-c.opts.Retention)
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		ops, err := store.List[model.Operation](tx, store.KindOperation, "")
+		if err != nil {
+			return err
+		}
+		for _, o := range ops {
+			if o.Done && o.EndTime.Before(cutoff) {
+				if err := tx.Delete(store.KindOperation, o.Name()); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

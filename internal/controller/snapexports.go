@@ -34,27 +34,39 @@ func (c *Controller) snapshotExport(v *model.Volume, volEx nfs.Export, s *model.
 	return ex, true
 }
 
-// syncSnapshotExports brings a volume's snapshot exports to what they should be:
-// each snapshot that include accepts gets an export ID, is mounted read-only and
-// exported while the volume is served over NFS with snapshotDirectory; every other
-// one is unexported, unmounted and gives its ID back. include nil means "the READY
-// snapshots".
-func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, include func(*model.Snapshot) bool) error {
+// syncSnapshotExports brings snapshot exports to what they should be: each of snaps
+// (nil = all the volume's snapshots) that include accepts gets an export ID, is
+// mounted read-only and exported while the volume is served over NFS with
+// snapshotDirectory; every other one is unexported, unmounted and gives its ID back.
+// include nil means "the READY snapshots". view (nil = observe now) is what the
+// data plane holds; an export it shows as loaded is left alone.
+func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, snaps []*model.Snapshot, include func(*model.Snapshot) bool, view ExportView) error {
 	if c.dp == nil {
 		return nil
 	}
 	if include == nil {
 		include = func(s *model.Snapshot) bool { return s.State == model.StateReady }
 	}
-	snaps, err := c.snapshotsOf(ctx, v)
-	if err != nil {
-		return err
+	if snaps == nil {
+		var err error
+		if snaps, err = c.snapshotsOf(ctx, v); err != nil {
+			return err
+		}
 	}
 	volEx, served := c.exportOf(v)
 	addr, _ := netip.ParseAddr(v.Endpoint)
 	var errs []error
 	for _, s := range snaps {
 		if _, v3 := c.snapshotExport(v, volEx, s); served && v3 && v.SnapshotDirectory && include(s) {
+			if view == nil {
+				var err error
+				if view, err = c.dp.View(ctx, v.Network); err != nil {
+					return err
+				}
+			}
+			if ex, _ := c.snapshotExport(v, volEx, s); s.ExportID != 0 && view.Exported(addr, ex) {
+				continue // converged: no store write, no command
+			}
 			if err := c.ensureSnapshotExportID(ctx, s); err != nil {
 				errs = append(errs, err)
 				continue
@@ -64,27 +76,23 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, i
 				errs = append(errs, err)
 				continue
 			}
-			if ok, err := c.dp.Exported(ctx, v.Network, addr, ex); err != nil || !ok {
-				errs = append(errs, c.dp.Export(ctx, v.Network, addr, ex))
-			}
+			errs = append(errs, c.dp.Export(ctx, v.Network, addr, ex))
+			continue
+		}
+		if s.ExportID == 0 {
+			// Never put up, or already taken down: an ID is held from before the
+			// mount until after the unmount.
 			continue
 		}
 		// Taken down in the order it was put up: export, mount, then its ID, so the
 		// ID is free only once nothing uses it.
-		if s.ExportID != 0 {
-			if err := c.dp.Unexport(ctx, v.Network, netip.Addr{}, s.ExportID); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+		if err := c.dp.Unexport(ctx, v.Network, netip.Addr{}, s.ExportID); err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		if mounted, err := c.be.SnapshotMounted(v.Key, s.ID); err != nil || mounted {
-			if err == nil {
-				err = c.be.UnmountSnapshot(ctx, v.Key, s.ID)
-			}
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
+		if err := c.be.UnmountSnapshot(ctx, v.Key, s.ID); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		errs = append(errs, c.releaseSnapshotExportID(ctx, s))
 	}

@@ -399,9 +399,8 @@ type Operation struct {
 	// Response is the stored resource (model JSON) the operation finished with; nil
 	// for deletes, whose response is Empty.
 	Response []byte `json:"response,omitempty"`
-	// Params carry what the plan needs beyond the target: the snapshot to revert to,
-	// a clone's source, progress markers ("started", "swapped").
-	Params map[string]string `json:"params,omitempty"`
+	// Params carry what the operation needs beyond its target, and its progress.
+	Params OpParams `json:"params,omitzero"`
 	// Prev is the target resource before an update, restored if it is cancelled.
 	Prev []byte `json:"prev,omitempty"`
 }

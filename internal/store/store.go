@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/basin-nas/basin/internal/model"
 )
@@ -108,4 +109,21 @@ func PutAD(tx Tx, a *model.ActiveDirectory) error {
 // PutOperation stores an operation.
 func PutOperation(tx Tx, o *model.Operation) error {
 	return tx.Put(KindOperation, o.Name(), model.LocationName(o.Project, o.Location), o)
+}
+
+// PendingOperations returns the unfinished operations, oldest first.
+// TODO(intent helper): served by an index; this placeholder decodes them all.
+func PendingOperations(tx Tx) ([]*model.Operation, error) {
+	all, err := List[model.Operation](tx, KindOperation, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []*model.Operation
+	for _, o := range all {
+		if !o.Done {
+			out = append(out, o)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreateTime.Before(out[j].CreateTime) })
+	return out, nil
 }

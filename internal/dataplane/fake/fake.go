@@ -25,6 +25,7 @@ type DataPlane struct {
 	exports map[uint64]Entry
 	// History lists "export N" / "unexport N" in call order.
 	history []string
+	views   int
 }
 
 // New returns an empty fake.
@@ -58,12 +59,47 @@ func (d *DataPlane) Unexport(_ context.Context, _ string, _ netip.Addr, id uint6
 	return nil
 }
 
-// Exported implements controller.DataPlane.
+// Exported reports whether ex is loaded as rendered on network, reachable on addr
+// (the zero Addr: on any address).
 func (d *DataPlane) Exported(_ context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.exported(network, addr, ex), nil
+}
+
+func (d *DataPlane) exported(network string, addr netip.Addr, ex nfs.Export) bool {
 	e, ok := d.exports[ex.ID]
-	return ok && e.Network == network && e.Addr == addr && e.Export.Render() == ex.Render(), nil
+	return ok && e.Network == network && (!addr.IsValid() || e.Addr == addr) && e.Export.Render() == ex.Render()
+}
+
+// View implements controller.DataPlane: a copy of what network holds now. Views
+// counts the calls.
+func (d *DataPlane) View(_ context.Context, network string) (controllerView, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.views++
+	cp := &DataPlane{exports: maps.Clone(d.exports)}
+	return view{d: cp, network: network}, nil
+}
+
+// controllerView is the controller's ExportView, spelt out so that this package
+// need not import the controller.
+type controllerView = interface {
+	Exported(addr netip.Addr, ex nfs.Export) bool
+}
+
+type view struct {
+	d       *DataPlane
+	network string
+}
+
+func (v view) Exported(addr netip.Addr, ex nfs.Export) bool { return v.d.exported(v.network, addr, ex) }
+
+// Views returns how many views were taken.
+func (d *DataPlane) Views() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.views
 }
 
 // Exports returns the loaded exports by id.

@@ -1,0 +1,433 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// volumeHandler runs volume operations: create (empty or a clone), update, delete
+// and revert.
+type volumeHandler struct{ c *Controller }
+
+func (volumeHandler) kinds() []model.OpKind {
+	return []model.OpKind{model.OpVolumeCreate, model.OpVolumeUpdate, model.OpVolumeDelete, model.OpVolumeRevert}
+}
+func (volumeHandler) storeKind() string { return store.KindVolume }
+
+// locks: the volume, and its pool shared (a pool's operation waits for its
+// volumes' and they for it).
+func (volumeHandler) locks(tx store.Tx, op *model.Operation) (lockSet, error) {
+	ls := lockSet{Exclusive: []string{op.Target}}
+	v, err := store.Get[model.Volume](tx, store.KindVolume, op.Target)
+	if errors.Is(err, model.ErrNotFound) {
+		return ls, nil
+	}
+	if err != nil {
+		return ls, err
+	}
+	ls.Shared = []string{v.PoolName()}
+	return ls, nil
+}
+
+func (h volumeHandler) run(ctx context.Context, op *model.Operation) error {
+	switch op.Kind {
+	case model.OpVolumeDelete:
+		return h.c.volumeDelete(ctx, op)
+	case model.OpVolumeRevert:
+		return h.c.volumeRevert(ctx, op)
+	}
+	return h.c.volumeEnsure(ctx, op)
+}
+
+func (h volumeHandler) undo(ctx context.Context, op *model.Operation) error {
+	if op.Kind != model.OpVolumeCreate {
+		return nil
+	}
+	v, err := h.c.loadVolume(ctx, op.Target)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return h.c.be.DeleteVolume(ctx, v.Key)
+}
+
+func (c *Controller) loadVolume(ctx context.Context, name string) (*model.Volume, error) {
+	var v *model.Volume
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		v, err = store.Get[model.Volume](tx, store.KindVolume, name)
+		return err
+	})
+	return v, err
+}
+
+// wantOf is the desired state of v; op (nil in a resync) may name a clone's source.
+func (c *Controller) wantOf(v *model.Volume, op *model.Operation) VolumeWant {
+	w := VolumeWant{CapacityBytes: v.CapacityGib << 30}
+	if v.UnixPermissions != "" {
+		if m, err := strconv.ParseUint(v.UnixPermissions, 8, 32); err == nil {
+			w.Mode = fs.FileMode(m) & fs.ModePerm
+		}
+	}
+	_, w.Export = c.exportOf(v)
+	if op != nil && op.Kind == model.OpVolumeCreate && op.Params.SourceKey != "" {
+		w.From = &storage.SnapshotRef{VolumeKey: op.Params.SourceKey, Snapshot: op.Params.SourceSnapshot}
+	}
+	return w
+}
+
+// exportOf translates a volume and its export policy into Ganesha's terms; ok is false
+// for volumes not served over NFS (or when there is no data plane).
+func (c *Controller) exportOf(v *model.Volume) (ex nfs.Export, ok bool) {
+	if c.dp == nil || v.Endpoint == "" {
+		return ex, false
+	}
+	var versions []int
+	if slices.Contains(v.Protocols, model.ProtocolNFSv3) {
+		versions = append(versions, 3)
+	}
+	if slices.Contains(v.Protocols, model.ProtocolNFSv4) {
+		versions = append(versions, 4)
+	}
+	if len(versions) == 0 {
+		return ex, false
+	}
+	ex = nfs.Export{ID: v.ExportID, Path: c.be.MountPath(v.Key), Pseudo: "/" + v.ShareName, Protocols: versions}
+	for _, r := range v.ExportRules {
+		ex.Clients = append(ex.Clients, clientOf(r, versions)...)
+	}
+	return ex, true
+}
+
+// clientOf renders one export rule; a rule for none of the volume's NFS versions
+// renders nothing.
+func clientOf(r model.ExportRule, volumeVersions []int) []nfs.Client {
+	var cl nfs.Client
+	for _, c := range strings.Split(deref(r.AllowedClients), ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cl.Clients = append(cl.Clients, c)
+		}
+	}
+	if r.NFSv3 != nil && *r.NFSv3 && slices.Contains(volumeVersions, 3) {
+		cl.Protocols = append(cl.Protocols, 3)
+	}
+	if r.NFSv4 != nil && *r.NFSv4 && slices.Contains(volumeVersions, 4) {
+		cl.Protocols = append(cl.Protocols, 4)
+	}
+	if len(cl.Clients) == 0 || len(cl.Protocols) == 0 {
+		return nil
+	}
+	cl.Access = nfs.AccessNone
+	if r.AccessType != nil {
+		switch *r.AccessType {
+		case model.AccessReadOnly:
+			cl.Access = nfs.AccessRO
+		case model.AccessReadWrite:
+			cl.Access = nfs.AccessRW
+		}
+	}
+	// squashMode wins over hasRootAccess; absent both, root keeps root (upstream's
+	// default for hasRootAccess is true).
+	cl.Squash = nfs.NoRootSquash
+	if r.HasRootAccess != nil && strings.EqualFold(*r.HasRootAccess, "false") {
+		cl.Squash = nfs.RootSquash
+	}
+	if r.SquashMode != nil {
+		switch *r.SquashMode {
+		case model.SquashNoRoot:
+			cl.Squash = nfs.NoRootSquash
+		case model.SquashRoot:
+			cl.Squash = nfs.RootSquash
+		case model.SquashAll:
+			cl.Squash = nfs.AllSquash
+		}
+	}
+	if r.AnonUID != nil {
+		cl.AnonUID = *r.AnonUID
+	}
+	return []nfs.Client{cl}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// observe reports a volume's storage and, when it is served over NFS, its export.
+func (c *Controller) observe(ctx context.Context, v *model.Volume) (Observation, error) {
+	st, err := c.be.ObserveVolume(ctx, v.Key)
+	if err != nil {
+		return Observation{}, err
+	}
+	o := Observation{VolumeStatus: st}
+	if ex, ok := c.exportOf(v); ok && v.ExportID != 0 {
+		addr, err := netip.ParseAddr(v.Endpoint)
+		if err != nil {
+			return o, fmt.Errorf("volume %s endpoint: %w", v.Name(), err)
+		}
+		view, err := c.dp.View(ctx, v.Network)
+		if err != nil {
+			return o, err
+		}
+		o.Exported = view.Exported(addr, ex)
+	}
+	return o, nil
+}
+
+// runSteps applies steps to volume v, retrying each a few times.
+func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model.Volume, steps []Step) error {
+	for _, s := range steps {
+		if c.opts.StepDelay > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(c.opts.StepDelay):
+			}
+		}
+		var err error
+		for attempt := range c.opts.StepAttempts {
+			if err = c.step(ctx, op, v, s); err == nil || ctx.Err() != nil {
+				break
+			}
+			c.log.Warn("step failed", "volume", v.Name(), "step", s, "attempt", attempt+1, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			return &stepError{step: s, err: err}
+		}
+	}
+	return nil
+}
+
+// step applies one step. Everything it needs is in the step and the volume; op is
+// nil in a resync, and only the revert's marker step uses it.
+func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Volume, s Step) error {
+	switch s.Op {
+	case StepCreateVolume:
+		return c.be.EnsureVolume(ctx, v.Key, s.Bytes, s.From)
+	case StepResize:
+		return c.be.Resize(ctx, v.Key, s.Bytes)
+	case StepSetMode:
+		return c.be.SetMode(ctx, v.Key, s.Mode)
+	case StepMount:
+		return c.be.Mount(ctx, v.Key)
+	case StepUnmount:
+		return c.be.Unmount(ctx, v.Key)
+	case StepDeleteVolume:
+		return c.be.DeleteVolume(ctx, v.Key)
+	case StepRevert:
+		return c.be.Revert(ctx, v.Key, s.Snapshot)
+	case StepMarkReverted:
+		if op == nil {
+			return errors.New("mark-reverted outside an operation")
+		}
+		op.Params.Reverted = true
+		return c.saveProgress(ctx, op, "reverted; cleaning up")
+	case StepDeleteNewer:
+		return c.deleteNewerSnapshots(ctx, v, s.Snapshot)
+	case StepExport:
+		if _, ok := c.exportOf(v); !ok {
+			return nil
+		}
+		if err := c.ensureVolumeExportID(ctx, v); err != nil {
+			return err
+		}
+		ex, _ := c.exportOf(v)
+		addr, err := netip.ParseAddr(v.Endpoint)
+		if err != nil {
+			return err
+		}
+		return c.dp.Export(ctx, v.Network, addr, ex)
+	case StepUnexport:
+		if c.dp == nil || v.Endpoint == "" || v.ExportID == 0 {
+			return nil
+		}
+		addr, err := netip.ParseAddr(v.Endpoint)
+		if err != nil {
+			return err
+		}
+		return c.dp.Unexport(ctx, v.Network, addr, v.ExportID)
+	}
+	return fmt.Errorf("unknown step %q", s.Op)
+}
+
+func (c *Controller) volumeEnsure(ctx context.Context, op *model.Operation) error {
+	v, err := c.loadVolume(ctx, op.Target)
+	if err != nil {
+		return err
+	}
+	if c.cancelled(ctx, op) && (op.Kind == model.OpVolumeCreate || !op.Params.Started) {
+		return errCancelled
+	}
+	obs, err := c.observe(ctx, v)
+	if err != nil {
+		return err
+	}
+	steps := PlanVolume(c.wantOf(v, op), obs)
+	if op.Kind == model.OpVolumeUpdate && len(steps) > 0 {
+		if err := c.markStarted(ctx, op, "applying"); err != nil {
+			return err
+		}
+	}
+	if err := c.runSteps(ctx, op, v, steps); err != nil {
+		return err
+	}
+	if op.Kind == model.OpVolumeCreate && c.cancelled(ctx, op) {
+		return errCancelled
+	}
+	if err := c.syncSnapshotExports(ctx, v, nil, nil, nil); err != nil {
+		return err
+	}
+	return c.finishVolume(ctx, op, v)
+}
+
+// finishVolume completes op with its volume READY and its usage as observed now.
+func (c *Controller) finishVolume(ctx context.Context, op *model.Operation, v *model.Volume) error {
+	u, err := c.be.Usage(ctx, v.Key)
+	if err != nil {
+		return err
+	}
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, op.Target)
+		if err != nil {
+			return nil, err
+		}
+		cur.State, cur.Details, cur.UsedBytes = model.StateReady, "", u.UsedBytes
+		return cur, store.PutVolume(tx, cur)
+	})
+}
+
+func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) error {
+	v, err := c.loadVolume(ctx, op.Target)
+	if errors.Is(err, model.ErrNotFound) {
+		return c.complete(ctx, op, func(tx store.Tx) (any, error) { return nil, nil })
+	}
+	if err != nil {
+		return err
+	}
+	if c.cancelled(ctx, op) && !op.Params.Started {
+		return errCancelled
+	}
+	if err := c.markStarted(ctx, op, "deleting"); err != nil {
+		return err
+	}
+	if err := c.syncSnapshotExports(ctx, v, nil, none, nil); err != nil {
+		return err
+	}
+	obs, err := c.observe(ctx, v)
+	if err != nil {
+		return err
+	}
+	if err := c.runSteps(ctx, op, v, PlanVolumeDelete(obs)); err != nil {
+		return err
+	}
+	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
+		snaps, err := store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range snaps {
+			if err := releaseExportID(tx, s.Name(), s.ExportID); err != nil {
+				return nil, err
+			}
+			if err := tx.Delete(store.KindSnapshot, s.Name()); err != nil {
+				return nil, err
+			}
+		}
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return nil, err
+		}
+		if err := releaseExportID(tx, v.Name(), cur.ExportID); err != nil {
+			return nil, err
+		}
+		return nil, tx.Delete(store.KindVolume, v.Name())
+	})
+}
+
+func (c *Controller) volumeRevert(ctx context.Context, op *model.Operation) error {
+	v, err := c.loadVolume(ctx, op.Target)
+	if err != nil {
+		return err
+	}
+	if c.cancelled(ctx, op) && !op.Params.Started {
+		return errCancelled
+	}
+	if err := c.markStarted(ctx, op, "reverting"); err != nil {
+		return err
+	}
+	// Snapshot exports go first: newer snapshots are about to be deleted.
+	if err := c.syncSnapshotExports(ctx, v, nil, none, nil); err != nil {
+		return err
+	}
+	obs, err := c.observe(ctx, v)
+	if err != nil {
+		return err
+	}
+	steps := PlanRevert(op.Params.Reverted, op.Params.Snapshot, c.wantOf(v, nil), obs)
+	if err := c.runSteps(ctx, op, v, steps); err != nil {
+		return err
+	}
+	if err := c.syncSnapshotExports(ctx, v, nil, nil, nil); err != nil {
+		return err
+	}
+	return c.finishVolume(ctx, op, v)
+}
+
+// deleteNewerSnapshots removes the snapshots taken after the one reverted to
+// (upstream semantics), storage first, then records.
+func (c *Controller) deleteNewerSnapshots(ctx context.Context, v *model.Volume, target string) error {
+	snaps, err := c.snapshotsOf(ctx, v)
+	if err != nil {
+		return err
+	}
+	var pivot *model.Snapshot
+	for _, s := range snaps {
+		if s.ID == target {
+			pivot = s
+		}
+	}
+	if pivot == nil {
+		return model.Errorf(model.ErrFailedPrecondition, "snapshot %q no longer exists", target)
+	}
+	for _, s := range snaps {
+		if !s.CreateTime.After(pivot.CreateTime) {
+			continue
+		}
+		if err := c.be.DeleteSnapshot(ctx, v.Key, s.ID); err != nil {
+			return err
+		}
+		if err := c.st.Update(ctx, func(tx store.Tx) error { return deleteSnapshotRecord(tx, s.Name()) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotsOf lists a volume's snapshot records.
+func (c *Controller) snapshotsOf(ctx context.Context, v *model.Volume) ([]*model.Snapshot, error) {
+	var snaps []*model.Snapshot
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		return err
+	})
+	return snaps, err
+}

@@ -1,12 +1,20 @@
-// Package storage defines what Basin asks of a node's storage backend: volumes, each
-// its own filesystem whose size is the volume's capacity, O(1) read-only snapshots
-// inside it, writable clones and in-place revert. storage/btrfs implements it with one
-// btrfs filesystem per volume; storage/fake models the same state in memory for fast
-// controller tests.
+// Package storage defines what Basin asks of a node's storage backend, in the
+// controller's vocabulary: volumes, each its own filesystem whose size is the
+// volume's capacity, O(1) read-only snapshots inside it, writable clones and an
+// in-place revert. storage/btrfs implements it with one btrfs filesystem per
+// volume; storage/fake models the same state in memory for fast controller tests;
+// storage/storagetest is the one conformance suite both run.
 //
-// Every method is idempotent: asking for what already holds (a volume that exists, a
-// snapshot that is gone) succeeds without doing anything. Drivers know nothing of
-// the API or the store: they deal in keys (stable storage names) and byte counts.
+// The controller names volumes by key and snapshots by name and nothing else: every
+// identifier a driver needs of its own (image files, loop devices, subvolume and
+// quota group ids, the copy a revert sets aside) stays inside the driver.
+//
+// Observation (ObserveVolumes, ObserveVolume, ObserveSnapshots, Usage) runs no
+// process. Every mutating method is idempotent: asking for what already holds (a
+// volume that exists, a snapshot that is gone) succeeds without doing anything, and
+// one cut short by a crash finishes when called again. Callers run at most one
+// mutating call per volume at a time. Drivers know nothing of the API or the store:
+// they deal in keys and byte counts.
 package storage
 
 import (
@@ -25,6 +33,62 @@ type SnapshotRef struct {
 	Snapshot  string
 }
 
+// Backend is a node store in the controller's vocabulary. Keys (a volume's stable
+// storage name, chosen by Basin) and snapshot names are [A-Za-z0-9-]+; everything
+// else a driver needs to name (image files, loop devices, qgroup numbers, subvolume
+// ids, the copy a revert sets aside) is the driver's own and never leaves it.
+//
+// Observation never runs a process: it reads the mount table, statfs and sysfs (or
+// the driver's equivalent), so a reconcile pass costs no fork per volume.
+type Backend interface {
+	// ObserveVolumes reports every volume the backend holds, in one pass.
+	ObserveVolumes(ctx context.Context) (map[string]VolumeStatus, error)
+	// ObserveVolume reports one volume (Exists false if it has none).
+	ObserveVolume(ctx context.Context, key string) (VolumeStatus, error)
+	// EnsureVolume creates the volume's filesystem of sizeBytes if it does not exist,
+	// empty or holding a writable copy of snapshot from (a clone).
+	EnsureVolume(ctx context.Context, key string, sizeBytes int64, from *SnapshotRef) error
+	// Resize grows or shrinks the volume's filesystem; ErrTooSmall if it cannot shrink.
+	Resize(ctx context.Context, key string, sizeBytes int64) error
+	SetMode(ctx context.Context, key string, mode fs.FileMode) error
+	// Mount mounts the live data on MountPath (nosuid, nodev, noexec); Unmount undoes it.
+	Mount(ctx context.Context, key string) error
+	Unmount(ctx context.Context, key string) error
+	// MountPath is where a volume is (or will be) mounted.
+	MountPath(key string) string
+	// DeleteVolume removes the volume's filesystem with its snapshots and mount points.
+	DeleteVolume(ctx context.Context, key string) error
+	// Revert makes a writable copy of snapshot snap the live data. It is resumable:
+	// interrupted at any point and called again, it finishes the same revert; called
+	// again after it finished, it reverts again (the same result when nothing wrote
+	// in between). Whatever it sets aside meanwhile is its own and is gone on return.
+	Revert(ctx context.Context, key, snap string) error
+
+	// ObserveSnapshots reports every snapshot of a volume, in one pass.
+	ObserveSnapshots(ctx context.Context, key string) (map[string]SnapshotStatus, error)
+	EnsureSnapshot(ctx context.Context, key, snap string) error
+	DeleteSnapshot(ctx context.Context, key, snap string) error
+	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (for NFS
+	// clients' .snapshot access); UnmountSnapshot undoes it. Both are idempotent.
+	MountSnapshot(ctx context.Context, key, snap string) error
+	UnmountSnapshot(ctx context.Context, key, snap string) error
+	SnapshotMountPath(key, snap string) string
+
+	// Usage reads a volume's usage now: data and snapshots, and each snapshot's
+	// exclusive bytes.
+	Usage(ctx context.Context, key string) (Usage, error)
+	// Inventory lists what exists, for orphan collection.
+	Inventory(ctx context.Context) (Inventory, error)
+	// StoreSpace reports the node store's size and free space.
+	StoreSpace(ctx context.Context) (sizeBytes, freeBytes int64, err error)
+}
+
+// Usage is a volume's space use.
+type Usage struct {
+	UsedBytes         int64            // data and snapshots
+	SnapshotExclusive map[string]int64 // snapshot name -> bytes held only by it
+}
+
 // VolumeStatus is what the backend observes of a volume.
 type VolumeStatus struct {
 	Exists        bool        // the volume's filesystem and its live data exist
@@ -32,57 +96,13 @@ type VolumeStatus struct {
 	CapacityBytes int64       // the filesystem's size
 	UsedBytes     int64       // bytes used by the volume and its snapshots
 	Mode          fs.FileMode // permission bits of the volume root
-	Retired       bool        // a retired copy (from an unfinished revert) exists
 }
 
 // SnapshotStatus is what the backend observes of a snapshot.
 type SnapshotStatus struct {
 	Exists         bool
-	Mounted        bool
+	Mounted        bool  // mounted read-only on SnapshotMountPath
 	ExclusiveBytes int64 // bytes held only by this snapshot
-}
-
-// Backend is a node store. Keys and snapshot names are [A-Za-z0-9-]+.
-type Backend interface {
-	Volume(ctx context.Context, key string, retireTag string) (VolumeStatus, error)
-	// CreateVolume creates the volume's filesystem of sizeBytes, empty or holding a
-	// writable copy of snapshot from (a clone).
-	CreateVolume(ctx context.Context, key string, sizeBytes int64, from *SnapshotRef) error
-	// Resize grows or shrinks the volume's filesystem; ErrTooSmall if it cannot shrink.
-	Resize(ctx context.Context, key string, sizeBytes int64) error
-	SetMode(ctx context.Context, key string, mode fs.FileMode) error
-	// Mount mounts the live data on MountPath (nosuid, nodev, noexec).
-	Mount(ctx context.Context, key string) error
-	// MountPath is where a volume is (or will be) mounted.
-	MountPath(key string) string
-	Unmount(ctx context.Context, key string) error
-	// DeleteVolume removes the volume's filesystem with its snapshots and mount points.
-	DeleteVolume(ctx context.Context, key string) error
-
-	Snapshot(ctx context.Context, key, snap string) (SnapshotStatus, error)
-	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (for NFS
-	// clients' .snapshot access); UnmountSnapshot undoes it. Both are idempotent.
-	MountSnapshot(ctx context.Context, key, snap string) error
-	UnmountSnapshot(ctx context.Context, key, snap string) error
-	SnapshotMountPath(key, snap string) string
-	// SnapshotMounted is a cheap check (no commands run) for MountSnapshot's work.
-	SnapshotMounted(key, snap string) (bool, error)
-	CreateSnapshot(ctx context.Context, key, snap string) error
-	DeleteSnapshot(ctx context.Context, key, snap string) error
-
-	// Retire moves the live data aside under tag (first step of a revert); Restore
-	// makes a writable copy of snapshot snap the live data; PurgeRetired deletes the
-	// retired copy (last step).
-	Retire(ctx context.Context, key, tag string) error
-	Restore(ctx context.Context, key, snap string) error
-	PurgeRetired(ctx context.Context, key, tag string) error
-
-	// Inventory lists what exists, for orphan collection.
-	Inventory(ctx context.Context) (Inventory, error)
-	// StoreSpace reports the node store's size and free space.
-	StoreSpace(ctx context.Context) (sizeBytes, freeBytes int64, err error)
-	// VolumeUsedBytes reads a volume's usage (data and snapshots) now.
-	VolumeUsedBytes(ctx context.Context, key string) (int64, error)
 }
 
 // Inventory is everything a backend holds.

@@ -16,11 +16,20 @@
 //	inside a volume's filesystem, mounted whole and privately on DataDir/fs/<key>:
 //	  live                 the volume's data (a subvolume)
 //	  snapshots/<snap>     read-only snapshots
-//	  retired/<tag>        live data moved aside by an unfinished revert
+//	  retired/revert       live data a revert set aside (only while one runs: one
+//	                       operation at a time runs on a volume)
 //	DataDir/mounts/<key>         live, nosuid,nodev,noexec: what NFS exports
 //	DataDir/mounts/<key>@<snap>  a snapshot, read-only: exported under .snapshot
 //
 // Only DataDir/mounts is visible to the data-plane sandboxes.
+//
+// Observation (observe.go) runs no process: one read of the mount table, then
+// stat, statfs, and each snapshot's exclusive bytes from its quota group in sysfs
+// (/sys/fs/btrfs/<fsid>/qgroups/0_<subvolid>/exclusive, the subvolume id from
+// statx or the INO_LOOKUP ioctl). Start opens (attaches and mounts whole) every
+// volume so that observation sees them all. Snapshots are made with the
+// SNAP_CREATE_V2 ioctl (ioctl.go); Revert's steps and their recovery are in
+// revert.go.
 package btrfs
 
 import (

@@ -121,6 +121,9 @@ func TestObservationRunsNoProcess(t *testing.T) {
 			if err != nil || u.UsedBytes <= 0 || len(u.SnapshotExclusive) != 3 {
 				t.Fatalf("Usage %s: %+v, %v", k, u, err)
 			}
+			if used, err := b.VolumeUsedBytes(ctx, k); err != nil || used != u.UsedBytes {
+				t.Fatalf("VolumeUsedBytes %s = %d, %v; Usage says %d", k, used, err, u.UsedBytes)
+			}
 		}
 		if calls := cr.reset(); len(calls) != 0 {
 			t.Fatalf("observation ran %d processes: %v", len(calls), calls)

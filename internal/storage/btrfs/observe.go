@@ -243,3 +243,22 @@ func subvolID(path string) (uint64, error) {
 	}
 	return inoLookupTreeID(path)
 }
+
+// VolumeUsedBytes reads a volume's usage (data and snapshots) now, with one statfs:
+// what api.Capacity asks of the backend, inside a store transaction. It is not part
+// of storage.Backend (Usage is).
+func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {
+	mt, err := b.readMounts()
+	if err != nil {
+		return 0, err
+	}
+	v, err := b.viewExisting(key, mt)
+	if err != nil {
+		return 0, err
+	}
+	if v == nil {
+		return 0, fmt.Errorf("volume %s has no filesystem", key)
+	}
+	_, used, err := b.space(key)
+	return used, err
+}

@@ -1,12 +1,20 @@
-// Package storage defines what Basin asks of a node's storage backend: volumes, each
-// its own filesystem whose size is the volume's capacity, O(1) read-only snapshots
-// inside it, writable clones and in-place revert. storage/btrfs implements it with one
-// btrfs filesystem per volume; storage/fake models the same state in memory for fast
-// controller tests.
+// Package storage defines what Basin asks of a node's storage backend, in the
+// controller's vocabulary: volumes, each its own filesystem whose size is the
+// volume's capacity, O(1) read-only snapshots inside it, writable clones and an
+// in-place revert. storage/btrfs implements it with one btrfs filesystem per
+// volume; storage/fake models the same state in memory for fast controller tests;
+// storage/storagetest is the one conformance suite both run.
 //
-// Every method is idempotent: asking for what already holds (a volume that exists, a
-// snapshot that is gone) succeeds without doing anything. Drivers know nothing of
-// the API or the store: they deal in keys (stable storage names) and byte counts.
+// The controller names volumes by key and snapshots by name and nothing else: every
+// identifier a driver needs of its own (image files, loop devices, subvolume and
+// quota group ids, the copy a revert sets aside) stays inside the driver.
+//
+// Observation (ObserveVolumes, ObserveVolume, ObserveSnapshots, Usage) runs no
+// process. Every mutating method is idempotent: asking for what already holds (a
+// volume that exists, a snapshot that is gone) succeeds without doing anything, and
+// one cut short by a crash finishes when called again. Callers run at most one
+// mutating call per volume at a time. Drivers know nothing of the API or the store:
+// they deal in keys and byte counts.
 package storage
 
 import (

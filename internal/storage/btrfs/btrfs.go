@@ -16,11 +16,20 @@
 //	inside a volume's filesystem, mounted whole and privately on DataDir/fs/<key>:
 //	  live                 the volume's data (a subvolume)
 //	  snapshots/<snap>     read-only snapshots
-//	  retired/<tag>        live data moved aside by an unfinished revert
+//	  retired/revert       live data a revert set aside (only while one runs: one
+//	                       operation at a time runs on a volume)
 //	DataDir/mounts/<key>         live, nosuid,nodev,noexec: what NFS exports
 //	DataDir/mounts/<key>@<snap>  a snapshot, read-only: exported under .snapshot
 //
 // Only DataDir/mounts is visible to the data-plane sandboxes.
+//
+// Observation (observe.go) runs no process: one read of the mount table, then
+// stat, statfs, and each snapshot's exclusive bytes from its quota group in sysfs
+// (/sys/fs/btrfs/<fsid>/qgroups/0_<subvolid>/exclusive, the subvolume id from
+// statx or the INO_LOOKUP ioctl). Start opens (attaches and mounts whole) every
+// volume so that observation sees them all. Snapshots are made with the
+// SNAP_CREATE_V2 ioctl (ioctl.go); Revert's steps and their recovery are in
+// revert.go.
 package btrfs
 
 import (
@@ -69,9 +78,10 @@ type Backend struct {
 	mounts string // DataDir/mounts: live and snapshot mount points (shared with sandboxes)
 	fsDir  string // DataDir/fs: each volume's whole filesystem, private to Basin
 
-	mu      sync.Mutex
-	started bool
-	vols    map[string]*volume // opened volumes by key
+	mu        sync.Mutex
+	started   bool
+	vols      map[string]*volume // opened volumes by key
+	failpoint func(op, key, step string) error
 }
 
 // volume is an opened volume filesystem: attached and mounted whole on fsPath.
@@ -79,7 +89,6 @@ type volume struct {
 	dev    string // loop device
 	uuid   string // filesystem id, names its sysfs directory
 	topDev uint64 // st_dev of the mounted top level
-	snaps  map[string]string
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -97,8 +106,13 @@ func New(opts Options) *Backend {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{opts: opts, run: r, log: log, mounts: filepath.Join(opts.DataDir, "mounts"),
-		fsDir: filepath.Join(opts.DataDir, "fs"), vols: map[string]*volume{}}
+	// Absolute, as the mount table names mount points.
+	dataDir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		dataDir = opts.DataDir
+	}
+	return &Backend{opts: opts, run: r, log: log, mounts: filepath.Join(dataDir, "mounts"),
+		fsDir: filepath.Join(dataDir, "fs"), vols: map[string]*volume{}}
 }
 
 func (b *Backend) btrfs(ctx context.Context, args ...string) ([]byte, error) {
@@ -106,8 +120,28 @@ func (b *Backend) btrfs(ctx context.Context, args ...string) ([]byte, error) {
 }
 
 // Start attaches and mounts the store if needed (adopting what a previous run left
-// attached or mounted). It is idempotent. Volumes are opened on first use.
+// attached or mounted) and opens every volume, so that observation, which runs no
+// process, sees them all. It is idempotent.
 func (b *Backend) Start(ctx context.Context) error {
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	imgs, err := filepath.Glob(filepath.Join(b.imagesDir(), "*.img"))
+	if err != nil {
+		return err
+	}
+	for _, img := range imgs {
+		key := strings.TrimSuffix(filepath.Base(img), ".img")
+		if _, err := b.open(ctx, key); err != nil {
+			// The volume is reported with an unknown capacity; a mutating call
+			// opens it again (or says why it cannot).
+			b.log.Warn("cannot open volume", "volume", key, "err", err)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, d := range []string{b.mounts, b.fsDir} {
@@ -307,8 +341,11 @@ func (b *Backend) livePath(key string) string  { return filepath.Join(b.fsPath(k
 func (b *Backend) snapPath(key, snap string) string {
 	return filepath.Join(b.fsPath(key), "snapshots", snap)
 }
-func (b *Backend) retiredPath(key, tag string) string {
-	return filepath.Join(b.fsPath(key), "retired", tag)
+
+// asidePath is where Revert sets the live data aside: one name per volume, since
+// one operation at a time runs on a volume.
+func (b *Backend) asidePath(key string) string {
+	return filepath.Join(b.fsPath(key), "retired", "revert")
 }
 
 // MountPath implements storage.Backend.
@@ -375,7 +412,7 @@ func (b *Backend) mountWhole(ctx context.Context, img, dir string) (*volume, err
 	if err != nil {
 		return nil, err
 	}
-	return &volume{dev: dev, uuid: uuid, topDev: statDev(dir), snaps: map[string]string{}}, nil
+	return &volume{dev: dev, uuid: uuid, topDev: statDev(dir)}, nil
 }
 
 // fsUUID finds the filesystem on dev in sysfs (/sys/fs/btrfs/<uuid>/devices/<dev>).
@@ -387,50 +424,6 @@ func fsUUID(dev string) (string, error) {
 	return filepath.Base(filepath.Dir(filepath.Dir(matches[0]))), nil
 }
 
-// Volume implements storage.Backend.
-func (b *Backend) Volume(ctx context.Context, key string, retireTag string) (storage.VolumeStatus, error) {
-	var st storage.VolumeStatus
-	v, err := b.open(ctx, key)
-	if err != nil || v == nil {
-		return st, err
-	}
-	if fi, err := os.Stat(b.livePath(key)); err == nil {
-		st.Exists = true
-		st.Mode = fi.Mode().Perm()
-	}
-	if retireTag != "" {
-		if _, err := os.Stat(b.retiredPath(key, retireTag)); err == nil {
-			st.Retired = true
-		}
-	}
-	if st.Mounted, err = b.liveMounted(key, v); err != nil {
-		return st, err
-	}
-	size, used, err := b.space(key)
-	if err != nil {
-		return st, err
-	}
-	st.UsedBytes = used
-	// The filesystem and its image must agree; if they don't (a resize was cut
-	// short) the size is reported unknown, so a resize runs again.
-	if fi, err := os.Stat(b.imagePath(key)); err == nil && fi.Size() == size {
-		st.CapacityBytes = size
-	} else {
-		st.CapacityBytes = -1
-	}
-	return st, nil
-}
-
-// liveMounted reports whether MountPath holds the live subvolume of the volume's
-// own filesystem (and not, say, an empty directory or a retired copy).
-func (b *Backend) liveMounted(key string, v *volume) (bool, error) {
-	e, ok, err := mountinfo.Lookup(b.MountPath(key))
-	if err != nil || !ok {
-		return false, err
-	}
-	return e.Source == v.dev && e.Root == "/live", nil
-}
-
 // space reads the size and usage of a volume's filesystem.
 func (b *Backend) space(key string) (size, used int64, err error) {
 	var s unix.Statfs_t
@@ -438,19 +431,6 @@ func (b *Backend) space(key string) (size, used int64, err error) {
 		return 0, 0, fmt.Errorf("statfs %s: %w", key, err)
 	}
 	return int64(s.Blocks) * s.Bsize, int64(s.Blocks-s.Bfree) * s.Bsize, nil
-}
-
-// VolumeUsedBytes implements storage.Backend.
-func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {
-	v, err := b.open(ctx, key)
-	if err != nil {
-		return 0, err
-	}
-	if v == nil {
-		return 0, fmt.Errorf("volume %s has no filesystem", key)
-	}
-	_, used, err := b.space(key)
-	return used, err
 }
 
 // StoreSpace implements storage.Backend.
@@ -462,18 +442,16 @@ func (b *Backend) StoreSpace(ctx context.Context) (size, free int64, err error) 
 	return int64(s.Blocks) * s.Bsize, int64(s.Bavail) * s.Bsize, nil
 }
 
-// CreateVolume implements storage.Backend. The filesystem is made in a ".new" image
+// EnsureVolume implements storage.Backend. The filesystem is made in a ".new" image
 // that takes its final name only when complete, so a crash at any point leaves
-// either nothing or a whole volume.
-func (b *Backend) CreateVolume(ctx context.Context, key string, size int64, from *storage.SnapshotRef) error {
+// either nothing or a whole volume. A volume that exists is left as it is, except
+// that live data a cut-short revert set aside is put back.
+func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from *storage.SnapshotRef) error {
 	if _, err := os.Stat(b.imagePath(key)); err == nil {
 		if _, err := b.open(ctx, key); err != nil {
 			return err
 		}
-		if _, err := os.Stat(b.livePath(key)); err != nil {
-			return fmt.Errorf("volume %s has a filesystem without live data (an unfinished revert?)", key)
-		}
-		return nil
+		return b.recoverLive(key)
 	}
 	tmp := b.newImage(key)
 	if err := b.discard(ctx, key, tmp); err != nil {
@@ -646,12 +624,18 @@ func (b *Backend) Resize(ctx context.Context, key string, size int64) error {
 	return b.resizeFS(ctx, key, b.imagePath(key), v, size)
 }
 
+// minSize is the smallest size the kernel resizes a btrfs filesystem to.
+const minSize = 256 << 20
+
 // resizeFS brings a volume's filesystem and image to size: to grow, the image then
 // the filesystem; to shrink, the filesystem then the image.
 func (b *Backend) resizeFS(ctx context.Context, key, img string, v *volume, size int64) error {
 	cur, _, err := b.space(key)
 	if err != nil {
 		return err
+	}
+	if size < cur && size < minSize {
+		return fmt.Errorf("shrink %s to %d bytes: btrfs cannot shrink below %d: %w", key, size, int64(minSize), storage.ErrTooSmall)
 	}
 	if size < cur {
 		if _, err := b.btrfs(ctx, "filesystem", "resize", strconv.FormatInt(size, 10), b.fsPath(key)); err != nil {
@@ -687,7 +671,8 @@ func (b *Backend) SetMode(ctx context.Context, key string, mode fs.FileMode) err
 }
 
 // Mount implements storage.Backend: the live subvolume of the volume's own
-// filesystem on its mount point, verified.
+// filesystem on its mount point, verified. Live data a cut-short revert set aside
+// (and had not replaced yet) is put back first.
 func (b *Backend) Mount(ctx context.Context, key string) error {
 	v, err := b.open(ctx, key)
 	if err != nil {
@@ -695,6 +680,9 @@ func (b *Backend) Mount(ctx context.Context, key string) error {
 	}
 	if v == nil {
 		return fmt.Errorf("volume %s has no filesystem", key)
+	}
+	if err := b.recoverLive(key); err != nil {
+		return err
 	}
 	return b.mountSubvol(ctx, v, b.MountPath(key), "live", "noatime,nosuid,nodev,noexec")
 }
@@ -801,11 +789,6 @@ func (b *Backend) deleteSubvolumes(ctx context.Context, paths []string) error {
 	return nil
 }
 
-// SnapshotMounted implements storage.Backend.
-func (b *Backend) SnapshotMounted(key, snap string) (bool, error) {
-	return mountinfo.IsMountPoint(b.SnapshotMountPath(key, snap))
-}
-
 // MountSnapshot implements storage.Backend.
 func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
 	v, err := b.open(ctx, key)
@@ -833,44 +816,10 @@ func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
 	return nil
 }
 
-// Snapshot implements storage.Backend.
-func (b *Backend) Snapshot(ctx context.Context, key, snap string) (storage.SnapshotStatus, error) {
-	v, err := b.open(ctx, key)
-	if err != nil || v == nil {
-		return storage.SnapshotStatus{}, err
-	}
-	p := b.snapPath(key, snap)
-	if _, err := os.Stat(p); err != nil {
-		return storage.SnapshotStatus{}, nil
-	}
-	st := storage.SnapshotStatus{Exists: true}
-	if st.Mounted, err = b.SnapshotMounted(key, snap); err != nil {
-		return st, err
-	}
-	b.mu.Lock()
-	id := v.snaps[snap]
-	b.mu.Unlock()
-	if id == "" {
-		out, err := b.btrfs(ctx, "inspect-internal", "rootid", p)
-		if err != nil {
-			return st, fmt.Errorf("subvolume id of %s@%s: %w", key, snap, err)
-		}
-		id = strings.TrimSpace(string(out))
-		b.mu.Lock()
-		v.snaps[snap] = id
-		b.mu.Unlock()
-	}
-	data, err := os.ReadFile(filepath.Join("/sys/fs/btrfs", v.uuid, "qgroups", "0_"+id, "exclusive"))
-	if err != nil {
-		return st, fmt.Errorf("usage of snapshot %s@%s: %w", key, snap, err)
-	}
-	st.ExclusiveBytes, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	return st, nil
-}
-
-// CreateSnapshot implements storage.Backend: a read-only snapshot inside the
-// volume's filesystem, O(1) whatever the volume holds.
-func (b *Backend) CreateSnapshot(ctx context.Context, key, snap string) error {
+// EnsureSnapshot implements storage.Backend: a read-only snapshot inside the
+// volume's filesystem, O(1) whatever the volume holds and however many snapshots
+// it has (nothing here lists or counts them).
+func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
 	v, err := b.open(ctx, key)
 	if err != nil {
 		return err
@@ -882,7 +831,7 @@ func (b *Backend) CreateSnapshot(ctx context.Context, key, snap string) error {
 	if _, err := os.Stat(p); err == nil {
 		return nil
 	}
-	if _, err := b.btrfs(ctx, "subvolume", "snapshot", "-r", b.livePath(key), p); err != nil {
+	if err := snapshotReadOnly(b.livePath(key), p); err != nil {
 		return fmt.Errorf("snapshot %s@%s: %w", key, snap, err)
 	}
 	return nil
@@ -897,58 +846,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
 	if err != nil || v == nil {
 		return err
 	}
-	if err := b.deleteSubvolumes(ctx, []string{b.snapPath(key, snap)}); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	delete(v.snaps, snap)
-	b.mu.Unlock()
-	return nil
-}
-
-// Retire implements storage.Backend: the live data is unmounted and renamed aside.
-func (b *Backend) Retire(ctx context.Context, key, tag string) error {
-	v, err := b.open(ctx, key)
-	if err != nil || v == nil {
-		return err
-	}
-	if _, err := os.Stat(b.livePath(key)); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err := b.Unmount(ctx, key); err != nil {
-		return err
-	}
-	if err := os.Rename(b.livePath(key), b.retiredPath(key, tag)); err != nil {
-		return fmt.Errorf("retire %s: %w", key, err)
-	}
-	return nil
-}
-
-// Restore implements storage.Backend: a writable snapshot of snap becomes live.
-func (b *Backend) Restore(ctx context.Context, key, snap string) error {
-	v, err := b.open(ctx, key)
-	if err != nil {
-		return err
-	}
-	if v == nil {
-		return fmt.Errorf("volume %s has no filesystem", key)
-	}
-	if _, err := os.Stat(b.livePath(key)); err == nil {
-		return nil
-	}
-	if _, err := b.btrfs(ctx, "subvolume", "snapshot", b.snapPath(key, snap), b.livePath(key)); err != nil {
-		return fmt.Errorf("restore %s@%s: %w", key, snap, err)
-	}
-	return b.ensureConsistent(ctx, key)
-}
-
-// PurgeRetired implements storage.Backend.
-func (b *Backend) PurgeRetired(ctx context.Context, key, tag string) error {
-	v, err := b.open(ctx, key)
-	if err != nil || v == nil {
-		return err
-	}
-	return b.deleteSubvolumes(ctx, []string{b.retiredPath(key, tag)})
+	return b.deleteSubvolumes(ctx, []string{b.snapPath(key, snap)})
 }
 
 // Inventory implements storage.Backend.

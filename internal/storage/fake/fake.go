@@ -1,56 +1,85 @@
 // Package fake is an in-memory storage.Backend that models the state a real backend
-// keeps (volume filesystems and their sizes, snapshots, mounts), so controller tests assert
-// outcomes rather than call sequences. It can fail or pause any named method.
+// keeps — volume filesystems and their sizes, live data, the copy a revert sets
+// aside, snapshots, mounts and the bytes files hold (shared between a volume's live
+// data and its snapshots as btrfs extents are) — so controller tests assert outcomes
+// rather than call sequences. It passes the same conformance suite as the real
+// backend (storage/storagetest).
+//
+// Tests can fail any method (Fail), block a mutating call inside the backend (Gate),
+// stop a revert at a step as a crash would (SetFailpoint), and check that two
+// mutating calls on one volume never overlapped (MaxConcurrent).
 package fake
 
 import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"sort"
-	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/basin-nas/basin/internal/storage"
 )
 
-type volume struct {
-	mode    fs.FileMode
-	mounted bool
-	used    int64
-	from    *storage.SnapshotRef
+// extent is one written file content; copies (snapshots, clones, reverts) share it,
+// as btrfs shares extents, so usage counts it once per volume.
+type extent struct{ data []byte }
+
+// tree is a directory of files: the live data, a snapshot or a set-aside copy.
+type tree struct {
+	mode  fs.FileMode
+	files map[string]*extent
 }
+
+func (t *tree) copy() *tree {
+	return &tree{mode: t.mode, files: maps.Clone(t.files)}
+}
+
+type snapshot struct {
+	data    *tree
+	mounted bool
+}
+
+type volume struct {
+	size    int64
+	live    *tree // nil: no live data (a revert cut short after setting it aside)
+	aside   *tree // the copy an unfinished revert set aside
+	mounted bool
+	base    int64 // bytes used besides files (SetUsed)
+	from    *storage.SnapshotRef
+	snaps   map[string]*snapshot
+}
+
+// emptyFS is what a new, empty volume uses: its filesystem's own metadata.
+const emptyFS = 16 << 10
 
 // Backend is the fake. Its zero value is not usable; call New.
 type Backend struct {
-	mu       sync.Mutex
-	live     map[string]*volume
-	retired  map[string]bool // key.tag
-	snaps    map[string]map[string]bool
-	snapMnt  map[string]bool  // key@snap
-	sizes    map[string]int64 // a volume filesystem's size, live data or not
-	failures map[string]error
-	gates    map[string]chan struct{}
-	calls    map[string]int
+	// Gate, if set, is called with the method's name and the volume's key at the
+	// start of every mutating call, before the call takes effect, outside any lock:
+	// a test blocks in it to hold an operation inside the backend. Set it before
+	// the calls it should see.
+	Gate func(op, key string)
 	// StoreSize is the store's size StoreSpace reports; 0 = 1 TiB.
 	StoreSize int64
-}
 
-// CallCount returns how often method was called.
-func (b *Backend) CallCount(method string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.calls[method]
+	mu          sync.Mutex
+	vols        map[string]*volume
+	failures    map[string]error
+	calls       map[string]int
+	inflight    map[string]int
+	maxInflight map[string]int
+	failpoint   func(op, key, step string) error
 }
 
 var _ storage.Backend = (*Backend)(nil)
 
 // New returns an empty fake store.
 func New() *Backend {
-	return &Backend{
-		live: map[string]*volume{}, retired: map[string]bool{}, snaps: map[string]map[string]bool{}, snapMnt: map[string]bool{}, sizes: map[string]int64{},
-		failures: map[string]error{}, gates: map[string]chan struct{}{}, calls: map[string]int{},
-	}
+	return &Backend{vols: map[string]*volume{}, failures: map[string]error{}, calls: map[string]int{},
+		inflight: map[string]int{}, maxInflight: map[string]int{}}
 }
 
 // Fail makes every later call of method fail with err (nil clears it).
@@ -64,183 +93,392 @@ func (b *Backend) Fail(method string, err error) {
 	}
 }
 
-// Gate makes calls of method block until the returned function is called.
-func (b *Backend) Gate(method string) (release func()) {
-	ch := make(chan struct{})
+// SetFailpoint makes Revert call fn after each of its steps ("unmounted",
+// "set-aside", "copied"); an error from fn stops Revert there, leaving what a crash
+// at that point would leave. nil clears it.
+func (b *Backend) SetFailpoint(fn func(op, key, step string) error) {
 	b.mu.Lock()
-	b.gates[method] = ch
-	b.mu.Unlock()
-	var once sync.Once
-	return func() { once.Do(func() { close(ch) }) }
+	defer b.mu.Unlock()
+	b.failpoint = fn
 }
 
-func (b *Backend) enter(ctx context.Context, method string) error {
+// CallCount returns how often method was called.
+func (b *Backend) CallCount(method string) int {
 	b.mu.Lock()
-	b.calls[method]++
-	gate := b.gates[method]
-	err := b.failures[method]
-	b.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	defer b.mu.Unlock()
+	return b.calls[method]
+}
+
+// MaxConcurrent returns the most mutating calls on volume key that were ever in the
+// backend at once (1 when calls never overlapped).
+func (b *Backend) MaxConcurrent(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.maxInflight[key]
+}
+
+// observe starts an observing call: counted and failable, never gated. On success
+// b.mu is held.
+func (b *Backend) observe(ctx context.Context, op string) error {
+	b.mu.Lock()
+	b.calls[op]++
+	err := b.failures[op]
 	if err == nil {
-		b.mu.Lock()
+		err = ctx.Err()
+	}
+	if err != nil {
+		b.mu.Unlock()
 	}
 	return err
 }
 
-// Volume implements storage.Backend.
-func (b *Backend) Volume(ctx context.Context, key string, tag string) (storage.VolumeStatus, error) {
-	if err := b.enter(ctx, "Volume"); err != nil {
+// begin starts a mutating call on key: counted, gated, failable. On success b.mu is
+// held and the caller must defer b.end(key).
+func (b *Backend) begin(ctx context.Context, op, key string) error {
+	b.mu.Lock()
+	b.calls[op]++
+	b.inflight[key]++
+	b.maxInflight[key] = max(b.maxInflight[key], b.inflight[key])
+	gate := b.Gate
+	b.mu.Unlock()
+	if gate != nil {
+		gate(op, key)
+	}
+	b.mu.Lock()
+	err := b.failures[op]
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		b.inflight[key]--
+		b.mu.Unlock()
+	}
+	return err
+}
+
+func (b *Backend) end(key string) {
+	b.inflight[key]--
+	b.mu.Unlock()
+}
+
+// used is what a volume's files take, each shared extent once.
+func (v *volume) used() int64 {
+	seen := map[*extent]bool{}
+	n := v.base
+	add := func(t *tree) {
+		if t == nil {
+			return
+		}
+		for _, e := range t.files {
+			if !seen[e] {
+				seen[e] = true
+				n += int64(len(e.data))
+			}
+		}
+	}
+	add(v.live)
+	add(v.aside)
+	for _, s := range v.snaps {
+		add(s.data)
+	}
+	return n
+}
+
+// exclusive is what snapshot snap alone holds.
+func (v *volume) exclusive(snap string) int64 {
+	others := map[*extent]bool{}
+	mark := func(t *tree) {
+		if t != nil {
+			for _, e := range t.files {
+				others[e] = true
+			}
+		}
+	}
+	mark(v.live)
+	mark(v.aside)
+	for n, s := range v.snaps {
+		if n != snap {
+			mark(s.data)
+		}
+	}
+	var x int64
+	seen := map[*extent]bool{}
+	for _, e := range v.snaps[snap].data.files {
+		if !others[e] && !seen[e] {
+			seen[e] = true
+			x += int64(len(e.data))
+		}
+	}
+	return x
+}
+
+func (b *Backend) status(v *volume) storage.VolumeStatus {
+	if v == nil || v.live == nil {
+		return storage.VolumeStatus{}
+	}
+	return storage.VolumeStatus{Exists: true, Mounted: v.mounted, CapacityBytes: v.size, UsedBytes: v.used(), Mode: v.live.mode}
+}
+
+// ObserveVolumes implements storage.Backend.
+func (b *Backend) ObserveVolumes(ctx context.Context) (map[string]storage.VolumeStatus, error) {
+	if err := b.observe(ctx, "ObserveVolumes"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	out := map[string]storage.VolumeStatus{}
+	for k, v := range b.vols {
+		if st := b.status(v); st.Exists {
+			out[k] = st
+		}
+	}
+	return out, nil
+}
+
+// ObserveVolume implements storage.Backend.
+func (b *Backend) ObserveVolume(ctx context.Context, key string) (storage.VolumeStatus, error) {
+	if err := b.observe(ctx, "ObserveVolume"); err != nil {
 		return storage.VolumeStatus{}, err
 	}
 	defer b.mu.Unlock()
-	var st storage.VolumeStatus
-	if v, ok := b.live[key]; ok {
-		st.Exists, st.Mounted, st.Mode, st.CapacityBytes, st.UsedBytes = true, v.mounted, v.mode, b.sizes[key], v.used
-	}
-	st.Retired = tag != "" && b.retired[key+"."+tag]
-	return st, nil
+	return b.status(b.vols[key]), nil
 }
 
-// CreateVolume implements storage.Backend.
-func (b *Backend) CreateVolume(ctx context.Context, key string, size int64, from *storage.SnapshotRef) error {
-	if err := b.enter(ctx, "CreateVolume"); err != nil {
+// EnsureVolume implements storage.Backend. A volume whose live data a cut-short
+// revert set aside gets it back, as on the real backend.
+func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from *storage.SnapshotRef) error {
+	if err := b.begin(ctx, "EnsureVolume", key); err != nil {
 		return err
 	}
-	defer b.mu.Unlock()
-	if from != nil && !b.snaps[from.VolumeKey][from.Snapshot] {
-		return fmt.Errorf("source snapshot %s@%s does not exist", from.VolumeKey, from.Snapshot)
+	defer b.end(key)
+	if v, ok := b.vols[key]; ok {
+		return v.recover(key)
 	}
-	if _, ok := b.live[key]; !ok {
-		b.live[key] = &volume{mode: 0o755, from: from}
-		b.sizes[key] = size
+	v := &volume{size: size, base: emptyFS, live: &tree{mode: 0o755, files: map[string]*extent{}}, snaps: map[string]*snapshot{}}
+	if from != nil {
+		src, ok := b.vols[from.VolumeKey]
+		if !ok || src.snaps[from.Snapshot] == nil {
+			return fmt.Errorf("source snapshot %s@%s does not exist", from.VolumeKey, from.Snapshot)
+		}
+		v.live = src.snaps[from.Snapshot].data.copy()
+		f := *from
+		v.from = &f
+	}
+	b.vols[key] = v
+	return nil
+}
+
+// recover puts back live data a cut-short revert set aside.
+func (v *volume) recover(key string) error {
+	if v.live == nil && v.aside != nil {
+		v.live, v.aside = v.aside, nil
+	}
+	if v.live == nil {
+		return fmt.Errorf("volume %s has a filesystem without live data", key)
 	}
 	return nil
+}
+
+func (b *Backend) vol(key string) (*volume, error) {
+	v, ok := b.vols[key]
+	if !ok {
+		return nil, fmt.Errorf("volume %s does not exist", key)
+	}
+	return v, nil
 }
 
 // Resize implements storage.Backend.
 func (b *Backend) Resize(ctx context.Context, key string, size int64) error {
-	if err := b.enter(ctx, "Resize"); err != nil {
+	if err := b.begin(ctx, "Resize", key); err != nil {
 		return err
 	}
-	defer b.mu.Unlock()
-	v, ok := b.live[key]
-	if !ok {
-		return fmt.Errorf("volume %s does not exist", key)
+	defer b.end(key)
+	v, err := b.vol(key)
+	if err != nil {
+		return err
 	}
-	if size < v.used {
+	if size < v.size && size < v.used() {
 		return fmt.Errorf("shrink %s: %w", key, storage.ErrTooSmall)
 	}
-	b.sizes[key] = size
+	v.size = size
 	return nil
-}
-
-// SetUsed sets the bytes a volume uses (for shrink and usage tests).
-func (b *Backend) SetUsed(key string, used int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if v, ok := b.live[key]; ok {
-		v.used = used
-	}
-}
-
-// VolumeUsedBytes implements storage.Backend.
-func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {
-	if err := b.enter(ctx, "VolumeUsedBytes"); err != nil {
-		return 0, err
-	}
-	defer b.mu.Unlock()
-	v, ok := b.live[key]
-	if !ok {
-		return 0, fmt.Errorf("volume %s does not exist", key)
-	}
-	return v.used, nil
-}
-
-// StoreSpace implements storage.Backend: a store of StoreSize bytes (default 1 TiB)
-// whose free space is what the volumes' usage leaves.
-func (b *Backend) StoreSpace(ctx context.Context) (size, free int64, err error) {
-	if err := b.enter(ctx, "StoreSpace"); err != nil {
-		return 0, 0, err
-	}
-	defer b.mu.Unlock()
-	size = b.StoreSize
-	if size == 0 {
-		size = 1 << 40
-	}
-	free = size
-	for _, v := range b.live {
-		free -= v.used
-	}
-	return size, max(free, 0), nil
 }
 
 // SetMode implements storage.Backend.
 func (b *Backend) SetMode(ctx context.Context, key string, mode fs.FileMode) error {
-	if err := b.enter(ctx, "SetMode"); err != nil {
+	if err := b.begin(ctx, "SetMode", key); err != nil {
 		return err
 	}
-	defer b.mu.Unlock()
-	v, ok := b.live[key]
-	if !ok {
-		return fmt.Errorf("volume %s does not exist", key)
+	defer b.end(key)
+	v, err := b.vol(key)
+	if err != nil {
+		return err
 	}
-	v.mode = mode
+	if v.live == nil {
+		return fmt.Errorf("volume %s has no live data", key)
+	}
+	v.live.mode = mode.Perm()
 	return nil
 }
 
 // Mount implements storage.Backend.
 func (b *Backend) Mount(ctx context.Context, key string) error {
-	if err := b.enter(ctx, "Mount"); err != nil {
+	if err := b.begin(ctx, "Mount", key); err != nil {
 		return err
 	}
-	defer b.mu.Unlock()
-	v, ok := b.live[key]
-	if !ok {
-		return fmt.Errorf("volume %s does not exist", key)
+	defer b.end(key)
+	v, err := b.vol(key)
+	if err != nil {
+		return err
+	}
+	if err := v.recover(key); err != nil {
+		return err
 	}
 	v.mounted = true
+	return nil
+}
+
+// Unmount implements storage.Backend.
+func (b *Backend) Unmount(ctx context.Context, key string) error {
+	if err := b.begin(ctx, "Unmount", key); err != nil {
+		return err
+	}
+	defer b.end(key)
+	if v, ok := b.vols[key]; ok {
+		v.mounted = false
+	}
 	return nil
 }
 
 // MountPath implements storage.Backend.
 func (b *Backend) MountPath(key string) string { return "/fake/mounts/" + key }
 
-// Unmount implements storage.Backend.
-func (b *Backend) Unmount(ctx context.Context, key string) error {
-	if err := b.enter(ctx, "Unmount"); err != nil {
+// DeleteVolume implements storage.Backend.
+func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
+	if err := b.begin(ctx, "DeleteVolume", key); err != nil {
 		return err
 	}
-	defer b.mu.Unlock()
-	if v, ok := b.live[key]; ok {
+	defer b.end(key)
+	delete(b.vols, key)
+	return nil
+}
+
+// Revert implements storage.Backend with the real backend's steps: unmount, set
+// the live data aside, copy the snapshot in as live, drop the set-aside copy.
+func (b *Backend) Revert(ctx context.Context, key, snap string) error {
+	if err := b.begin(ctx, "Revert", key); err != nil {
+		return err
+	}
+	defer b.end(key)
+	v, err := b.vol(key)
+	if err != nil {
+		return err
+	}
+	step := func(name string) error {
+		if b.failpoint == nil {
+			return nil
+		}
+		return b.failpoint("Revert", key, name)
+	}
+	s := v.snaps[snap]
+	if v.live != nil && v.aside == nil {
+		if s == nil {
+			return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
+		}
 		v.mounted = false
+		if err := step("unmounted"); err != nil {
+			return err
+		}
+		v.live, v.aside = nil, v.live
+		if err := step("set-aside"); err != nil {
+			return err
+		}
+	}
+	if v.live == nil {
+		if v.aside == nil {
+			return fmt.Errorf("volume %s has a filesystem without live data", key)
+		}
+		if s == nil {
+			v.live, v.aside = v.aside, nil
+			return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
+		}
+		v.live = s.data.copy()
+		if err := step("copied"); err != nil {
+			return err
+		}
+	}
+	v.aside = nil
+	return nil
+}
+
+// ObserveSnapshots implements storage.Backend.
+func (b *Backend) ObserveSnapshots(ctx context.Context, key string) (map[string]storage.SnapshotStatus, error) {
+	if err := b.observe(ctx, "ObserveSnapshots"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	out := map[string]storage.SnapshotStatus{}
+	if v, ok := b.vols[key]; ok {
+		for n, s := range v.snaps {
+			out[n] = storage.SnapshotStatus{Exists: true, Mounted: s.mounted, ExclusiveBytes: v.exclusive(n)}
+		}
+	}
+	return out, nil
+}
+
+// EnsureSnapshot implements storage.Backend.
+func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.begin(ctx, "EnsureSnapshot", key); err != nil {
+		return err
+	}
+	defer b.end(key)
+	v, err := b.vol(key)
+	if err != nil {
+		return err
+	}
+	if v.snaps[snap] != nil {
+		return nil
+	}
+	if v.live == nil {
+		return fmt.Errorf("volume %s has no live data", key)
+	}
+	v.snaps[snap] = &snapshot{data: v.live.copy()}
+	return nil
+}
+
+// DeleteSnapshot implements storage.Backend.
+func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.begin(ctx, "DeleteSnapshot", key); err != nil {
+		return err
+	}
+	defer b.end(key)
+	if v, ok := b.vols[key]; ok {
+		delete(v.snaps, snap) // as the real one: unmounted first
 	}
 	return nil
 }
 
-// DeleteVolume implements storage.Backend.
-func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
-	if err := b.enter(ctx, "DeleteVolume"); err != nil {
+// MountSnapshot implements storage.Backend.
+func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.begin(ctx, "MountSnapshot", key); err != nil {
 		return err
 	}
-	defer b.mu.Unlock()
-	for k := range b.snapMnt {
-		if strings.HasPrefix(k, key+"@") {
-			delete(b.snapMnt, k)
-		}
+	defer b.end(key)
+	v, ok := b.vols[key]
+	if !ok || v.snaps[snap] == nil {
+		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
 	}
-	delete(b.live, key)
-	delete(b.sizes, key)
-	delete(b.snaps, key)
-	for k := range b.retired {
-		if len(k) > len(key) && k[:len(key)+1] == key+"." {
-			delete(b.retired, k)
-		}
+	v.snaps[snap].mounted = true
+	return nil
+}
+
+// UnmountSnapshot implements storage.Backend.
+func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.begin(ctx, "UnmountSnapshot", key); err != nil {
+		return err
+	}
+	defer b.end(key)
+	if v, ok := b.vols[key]; ok && v.snaps[snap] != nil {
+		v.snaps[snap].mounted = false
 	}
 	return nil
 }
@@ -250,142 +488,140 @@ func (b *Backend) SnapshotMountPath(key, snap string) string {
 	return "/fake/mounts/" + key + "@" + snap
 }
 
-// SnapshotMounted implements storage.Backend.
-func (b *Backend) SnapshotMounted(key, snap string) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.snapMnt[key+"@"+snap], nil
-}
-
-// MountSnapshot implements storage.Backend.
-func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
-	if err := b.enter(ctx, "MountSnapshot"); err != nil {
-		return err
+// Usage implements storage.Backend.
+func (b *Backend) Usage(ctx context.Context, key string) (storage.Usage, error) {
+	if err := b.observe(ctx, "Usage"); err != nil {
+		return storage.Usage{}, err
 	}
 	defer b.mu.Unlock()
-	if !b.snaps[key][snap] {
-		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
+	v, err := b.vol(key)
+	if err != nil {
+		return storage.Usage{}, err
 	}
-	b.snapMnt[key+"@"+snap] = true
-	return nil
-}
-
-// UnmountSnapshot implements storage.Backend.
-func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
-	if err := b.enter(ctx, "UnmountSnapshot"); err != nil {
-		return err
+	u := storage.Usage{UsedBytes: v.used(), SnapshotExclusive: map[string]int64{}}
+	for n := range v.snaps {
+		u.SnapshotExclusive[n] = v.exclusive(n)
 	}
-	defer b.mu.Unlock()
-	delete(b.snapMnt, key+"@"+snap)
-	return nil
-}
-
-// Snapshot implements storage.Backend.
-func (b *Backend) Snapshot(ctx context.Context, key, snap string) (storage.SnapshotStatus, error) {
-	if err := b.enter(ctx, "Snapshot"); err != nil {
-		return storage.SnapshotStatus{}, err
-	}
-	defer b.mu.Unlock()
-	return storage.SnapshotStatus{Exists: b.snaps[key][snap], Mounted: b.snapMnt[key+"@"+snap], ExclusiveBytes: 16384}, nil
-}
-
-// CreateSnapshot implements storage.Backend.
-func (b *Backend) CreateSnapshot(ctx context.Context, key, snap string) error {
-	if err := b.enter(ctx, "CreateSnapshot"); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	if _, ok := b.live[key]; !ok {
-		return fmt.Errorf("volume %s does not exist", key)
-	}
-	if b.snaps[key] == nil {
-		b.snaps[key] = map[string]bool{}
-	}
-	b.snaps[key][snap] = true
-	return nil
-}
-
-// DeleteSnapshot implements storage.Backend.
-func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
-	if err := b.enter(ctx, "DeleteSnapshot"); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	delete(b.snapMnt, key+"@"+snap) // as the real one: unmounted first
-	delete(b.snaps[key], snap)
-	return nil
-}
-
-// Retire implements storage.Backend.
-func (b *Backend) Retire(ctx context.Context, key, tag string) error {
-	if err := b.enter(ctx, "Retire"); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	if _, ok := b.live[key]; ok {
-		delete(b.live, key)
-		b.retired[key+"."+tag] = true
-	}
-	return nil
-}
-
-// Restore implements storage.Backend.
-func (b *Backend) Restore(ctx context.Context, key, snap string) error {
-	if err := b.enter(ctx, "Restore"); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	if !b.snaps[key][snap] {
-		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
-	}
-	if _, ok := b.live[key]; !ok {
-		b.live[key] = &volume{mode: 0o755, from: &storage.SnapshotRef{VolumeKey: key, Snapshot: snap}}
-	}
-	return nil
-}
-
-// PurgeRetired implements storage.Backend.
-func (b *Backend) PurgeRetired(ctx context.Context, key, tag string) error {
-	if err := b.enter(ctx, "PurgeRetired"); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	delete(b.retired, key+"."+tag)
-	return nil
+	return u, nil
 }
 
 // Inventory implements storage.Backend.
 func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
-	if err := b.enter(ctx, "Inventory"); err != nil {
+	if err := b.observe(ctx, "Inventory"); err != nil {
 		return storage.Inventory{}, err
 	}
 	defer b.mu.Unlock()
 	inv := storage.Inventory{Snapshots: map[string][]string{}}
-	seen := map[string]bool{}
-	for k := range b.live {
-		seen[k] = true
-	}
-	for k, s := range b.snaps {
-		for n := range s {
+	for k, v := range b.vols {
+		inv.Volumes = append(inv.Volumes, k)
+		for n := range v.snaps {
 			inv.Snapshots[k] = append(inv.Snapshots[k], n)
 		}
-		seen[k] = true
-	}
-	for k := range seen {
-		inv.Volumes = append(inv.Volumes, k)
+		sort.Strings(inv.Snapshots[k])
 	}
 	sort.Strings(inv.Volumes)
 	return inv, nil
 }
 
+// StoreSpace implements storage.Backend: a store of StoreSize bytes (default 1 TiB)
+// whose free space is what the volumes' usage leaves.
+func (b *Backend) StoreSpace(ctx context.Context) (size, free int64, err error) {
+	if err := b.observe(ctx, "StoreSpace"); err != nil {
+		return 0, 0, err
+	}
+	defer b.mu.Unlock()
+	size = b.StoreSize
+	if size == 0 {
+		size = 1 << 40
+	}
+	free = size
+	for _, v := range b.vols {
+		free -= v.used()
+	}
+	return size, max(free, 0), nil
+}
+
+// SetUsed sets the bytes a volume uses besides its files (for shrink and usage
+// tests).
+func (b *Backend) SetUsed(key string, used int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.vols[key]; ok {
+		v.base = used
+	}
+}
+
+// WriteFile writes a file into a mounted volume's live data, as a client would;
+// past the volume's capacity it fails with ENOSPC.
+func (b *Backend) WriteFile(key, name string, data []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.vols[key]
+	if !ok || v.live == nil || !v.mounted {
+		return &fs.PathError{Op: "write", Path: b.MountPath(key) + "/" + name, Err: fs.ErrNotExist}
+	}
+	var old int64
+	if e := v.live.files[name]; e != nil {
+		old = int64(len(e.data)) // approximates: as if the old copy were not shared
+	}
+	if v.used()-old+int64(len(data)) > v.size {
+		return &fs.PathError{Op: "write", Path: b.MountPath(key) + "/" + name, Err: syscall.ENOSPC}
+	}
+	v.live.files[name] = &extent{data: slices.Clone(data)}
+	return nil
+}
+
+// RemoveFile removes a file from a mounted volume's live data.
+func (b *Backend) RemoveFile(key, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.vols[key]
+	if !ok || v.live == nil || !v.mounted || v.live.files[name] == nil {
+		return &fs.PathError{Op: "remove", Path: b.MountPath(key) + "/" + name, Err: fs.ErrNotExist}
+	}
+	delete(v.live.files, name)
+	return nil
+}
+
+// ReadFile reads a file of a mounted volume's live data.
+func (b *Backend) ReadFile(key, name string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.vols[key]
+	if !ok || v.live == nil || !v.mounted || v.live.files[name] == nil {
+		return nil, &fs.PathError{Op: "open", Path: b.MountPath(key) + "/" + name, Err: fs.ErrNotExist}
+	}
+	return slices.Clone(v.live.files[name].data), nil
+}
+
+// ReadSnapshotFile reads a file of a mounted snapshot.
+func (b *Backend) ReadSnapshotFile(key, snap, name string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.vols[key]
+	if !ok || v.snaps[snap] == nil || !v.snaps[snap].mounted || v.snaps[snap].data.files[name] == nil {
+		return nil, &fs.PathError{Op: "open", Path: b.SnapshotMountPath(key, snap) + "/" + name, Err: fs.ErrNotExist}
+	}
+	return slices.Clone(v.snaps[snap].data.files[name].data), nil
+}
+
+// SetAside reports whether volume key holds a copy an unfinished revert set aside.
+func (b *Backend) SetAside(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.vols[key]
+	return ok && v.aside != nil
+}
+
 // State is a snapshot of the fake's contents for assertions.
 type State struct {
-	Volumes   map[string]bool // key -> mounted
+	Volumes   map[string]bool // key -> mounted (volumes with live data)
 	Modes     map[string]fs.FileMode
 	Sizes     map[string]int64
 	Snapshots map[string][]string
-	Retired   []string
-	Sources   map[string]storage.SnapshotRef
+	// SetAside lists volumes holding a copy an unfinished revert set aside.
+	SetAside []string
+	Sources  map[string]storage.SnapshotRef
 	// SnapshotMounts lists mounted snapshots as key@snap.
 	SnapshotMounts []string
 }
@@ -395,26 +631,27 @@ func (b *Backend) State() State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := State{Volumes: map[string]bool{}, Modes: map[string]fs.FileMode{}, Sizes: map[string]int64{}, Snapshots: map[string][]string{}, Sources: map[string]storage.SnapshotRef{}}
-	for k, v := range b.live {
-		s.Volumes[k] = v.mounted
-		s.Modes[k] = v.mode
-		s.Sizes[k] = b.sizes[k]
+	for k, v := range b.vols {
+		if v.live != nil {
+			s.Volumes[k] = v.mounted
+			s.Modes[k] = v.live.mode
+		}
+		s.Sizes[k] = v.size
 		if v.from != nil {
 			s.Sources[k] = *v.from
 		}
-	}
-	for k, m := range b.snaps {
-		for n := range m {
+		if v.aside != nil {
+			s.SetAside = append(s.SetAside, k)
+		}
+		for n, sn := range v.snaps {
 			s.Snapshots[k] = append(s.Snapshots[k], n)
+			if sn.mounted {
+				s.SnapshotMounts = append(s.SnapshotMounts, k+"@"+n)
+			}
 		}
 		sort.Strings(s.Snapshots[k])
 	}
-	for k := range b.retired {
-		s.Retired = append(s.Retired, k)
-	}
-	for k := range b.snapMnt {
-		s.SnapshotMounts = append(s.SnapshotMounts, k)
-	}
+	sort.Strings(s.SetAside)
 	sort.Strings(s.SnapshotMounts)
 	return s
 }

@@ -1,0 +1,264 @@
+package btrfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/basin-nas/basin/internal/mountinfo"
+	"github.com/basin-nas/basin/internal/storage"
+)
+
+// Observation runs no process: per call it reads the mount table once and then
+// stats, statfs's and reads sysfs. Only volumes Start or a mutating call opened are
+// seen in full; one whose filesystem is not mounted (something outside Basin
+// unmounted it) is reported existing and unmounted with an unknown capacity (-1),
+// so the controller's Mount or Resize opens it again.
+
+// mountTable is the mount table, by mount point, of what lies under DataDir.
+type mountTable map[string]mountinfo.Entry
+
+func (b *Backend) readMounts() (mountTable, error) {
+	es, err := mountinfo.Under(filepath.Dir(b.mounts))
+	if err != nil {
+		return nil, err
+	}
+	mt := mountTable{}
+	for _, e := range es { // latest first: the one on top wins
+		if _, ok := mt[e.MountPoint]; !ok {
+			mt[e.MountPoint] = e
+		}
+	}
+	return mt, nil
+}
+
+// view returns the opened volume key if its whole filesystem is mounted on fsPath,
+// adopting one mounted earlier (by a previous run) without running anything; nil
+// if it is not.
+func (b *Backend) view(key string, mt mountTable) *volume {
+	e, ok := mt[b.fsPath(key)]
+	if !ok || e.Root != "/" || e.FSType != "btrfs" {
+		return nil
+	}
+	b.mu.Lock()
+	v := b.vols[key]
+	b.mu.Unlock()
+	if v != nil && v.dev == e.Source {
+		return v
+	}
+	uuid, err := fsUUID(e.Source)
+	if err != nil {
+		return nil
+	}
+	v = &volume{dev: e.Source, uuid: uuid, topDev: statDev(b.fsPath(key))}
+	b.mu.Lock()
+	b.vols[key] = v
+	b.mu.Unlock()
+	return v
+}
+
+// ObserveVolumes implements storage.Backend.
+func (b *Backend) ObserveVolumes(ctx context.Context) (map[string]storage.VolumeStatus, error) {
+	mt, err := b.readMounts()
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := filepath.Glob(filepath.Join(b.imagesDir(), "*.img"))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]storage.VolumeStatus, len(imgs))
+	for _, img := range imgs {
+		key := strings.TrimSuffix(filepath.Base(img), ".img")
+		st, err := b.status(key, mt)
+		if err != nil {
+			return nil, err
+		}
+		if st.Exists {
+			out[key] = st
+		}
+	}
+	return out, nil
+}
+
+// ObserveVolume implements storage.Backend.
+func (b *Backend) ObserveVolume(ctx context.Context, key string) (storage.VolumeStatus, error) {
+	mt, err := b.readMounts()
+	if err != nil {
+		return storage.VolumeStatus{}, err
+	}
+	return b.status(key, mt)
+}
+
+func (b *Backend) status(key string, mt mountTable) (storage.VolumeStatus, error) {
+	var st storage.VolumeStatus
+	img, err := os.Stat(b.imagePath(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	} else if err != nil {
+		return st, err
+	}
+	v := b.view(key, mt)
+	if v == nil {
+		// A whole image had live data when it took its name; if a revert set it
+		// aside since, Mount puts it back.
+		return storage.VolumeStatus{Exists: true, CapacityBytes: -1}, nil
+	}
+	fi, err := os.Stat(b.livePath(key))
+	if err != nil {
+		return st, nil // no live data: a revert cut short after setting it aside
+	}
+	st.Exists = true
+	st.Mode = fi.Mode().Perm()
+	e, ok := mt[b.MountPath(key)]
+	st.Mounted = ok && e.Source == v.dev && e.Root == "/live"
+	size, used, err := b.space(key)
+	if err != nil {
+		return st, err
+	}
+	st.UsedBytes = used
+	// The filesystem and its image must agree; if they don't (a resize was cut
+	// short) the size is reported unknown, so a resize runs again.
+	st.CapacityBytes = -1
+	if img.Size() == size {
+		st.CapacityBytes = size
+	}
+	return st, nil
+}
+
+// ObserveSnapshots implements storage.Backend.
+func (b *Backend) ObserveSnapshots(ctx context.Context, key string) (map[string]storage.SnapshotStatus, error) {
+	mt, err := b.readMounts()
+	if err != nil {
+		return nil, err
+	}
+	v, err := b.viewExisting(key, mt)
+	if err != nil || v == nil {
+		return map[string]storage.SnapshotStatus{}, err
+	}
+	names, err := b.snapshotNames(key)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]storage.SnapshotStatus, len(names))
+	for _, n := range names {
+		x, err := b.exclusive(v, key, n)
+		if err != nil {
+			return nil, err
+		}
+		e, ok := mt[b.SnapshotMountPath(key, n)]
+		out[n] = storage.SnapshotStatus{Exists: true, ExclusiveBytes: x,
+			Mounted: ok && e.Source == v.dev && e.Root == "/snapshots/"+n}
+	}
+	return out, nil
+}
+
+// Usage implements storage.Backend.
+func (b *Backend) Usage(ctx context.Context, key string) (storage.Usage, error) {
+	mt, err := b.readMounts()
+	if err != nil {
+		return storage.Usage{}, err
+	}
+	v, err := b.viewExisting(key, mt)
+	if err != nil {
+		return storage.Usage{}, err
+	}
+	if v == nil {
+		return storage.Usage{}, fmt.Errorf("volume %s has no filesystem", key)
+	}
+	_, used, err := b.space(key)
+	if err != nil {
+		return storage.Usage{}, err
+	}
+	names, err := b.snapshotNames(key)
+	if err != nil {
+		return storage.Usage{}, err
+	}
+	u := storage.Usage{UsedBytes: used, SnapshotExclusive: make(map[string]int64, len(names))}
+	for _, n := range names {
+		if u.SnapshotExclusive[n], err = b.exclusive(v, key, n); err != nil {
+			return storage.Usage{}, err
+		}
+	}
+	return u, nil
+}
+
+// viewExisting is view for a volume that must be open if it exists: nil, nil if
+// it has no image.
+func (b *Backend) viewExisting(key string, mt mountTable) (*volume, error) {
+	if _, err := os.Stat(b.imagePath(key)); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	v := b.view(key, mt)
+	if v == nil {
+		return nil, fmt.Errorf("volume %s is not open (its filesystem is not mounted on %s)", key, b.fsPath(key))
+	}
+	return v, nil
+}
+
+func (b *Backend) snapshotNames(key string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(b.fsPath(key), "snapshots"))
+	if err != nil {
+		return nil, fmt.Errorf("snapshots of %s: %w", key, err)
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+// exclusive reads what snapshot snap alone holds from its quota group's counter in
+// sysfs.
+func (b *Backend) exclusive(v *volume, key, snap string) (int64, error) {
+	id, err := subvolID(b.snapPath(key, snap))
+	if err != nil {
+		return 0, fmt.Errorf("subvolume id of %s@%s: %w", key, snap, err)
+	}
+	p := filepath.Join("/sys/fs/btrfs", v.uuid, "qgroups", "0_"+strconv.FormatUint(id, 10), "exclusive")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("usage of snapshot %s@%s: %w", key, snap, err)
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// subvolID returns the id of the subvolume whose root is path: statx's
+// STATX_SUBVOL (Linux 6.10), else the INO_LOOKUP ioctl `btrfs inspect-internal
+// rootid` uses.
+func subvolID(path string) (uint64, error) {
+	var sx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_SUBVOL, &sx); err != nil {
+		return 0, err
+	}
+	if sx.Mask&unix.STATX_SUBVOL != 0 {
+		return sx.Subvol, nil
+	}
+	return inoLookupTreeID(path)
+}
+
+// VolumeUsedBytes reads a volume's usage (data and snapshots) now, with one statfs:
+// what api.Capacity asks of the backend, inside a store transaction. It is not part
+// of storage.Backend (Usage is).
+func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {
+	mt, err := b.readMounts()
+	if err != nil {
+		return 0, err
+	}
+	v, err := b.viewExisting(key, mt)
+	if err != nil {
+		return 0, err
+	}
+	if v == nil {
+		return 0, fmt.Errorf("volume %s has no filesystem", key)
+	}
+	_, used, err := b.space(key)
+	return used, err
+}

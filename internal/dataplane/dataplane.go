@@ -161,8 +161,10 @@ type Options struct {
 	// DataDir holds sandboxes/<network>/ with each sandbox's state.
 	DataDir  string
 	Networks []Network
-	Runner   runner.Runner
-	Logger   *slog.Logger
+	// Runner runs the short commands (ip, mount); Starter starts the daemons.
+	Runner  runner.Runner
+	Starter runner.Starter
+	Logger  *slog.Logger
 	// ReadyTimeout bounds how long a (re)starting Ganesha may take; default 20 s.
 	ReadyTimeout time.Duration
 	// Ganesha is the NFS-Ganesha build to run.
@@ -186,6 +188,9 @@ func New(opts Options) *Manager {
 	}
 	if opts.Runner == nil {
 		opts.Runner = runner.Exec{}
+	}
+	if opts.Starter == nil {
+		opts.Starter = runner.ExecStarter{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -400,21 +405,6 @@ func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr,
 		return nil
 	}
 	return sb.delAddr(ctx, addr)
-}
-
-// Exported reports whether ex is loaded as rendered, onto the volume now mounted on
-// its path, and reachable on addr.
-func (m *Manager) Exported(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error) {
-	m.mu.Lock()
-	sb := m.sandboxes[network]
-	m.mu.Unlock()
-	if sb == nil || !sb.alive() {
-		return false, nil
-	}
-	if ok, err := sb.exported(ctx, ex); err != nil || !ok {
-		return false, err
-	}
-	return sb.hasAddr(ctx, addr)
 }
 
 // Sandboxes lists the networks whose sandbox is running.

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/nfs"
 )
 
@@ -64,6 +65,25 @@ func (d *DataPlane) Exported(_ context.Context, network string, addr netip.Addr,
 	defer d.mu.Unlock()
 	e, ok := d.exports[ex.ID]
 	return ok && e.Network == network && e.Addr == addr && e.Export.Render() == ex.Render(), nil
+}
+
+// View returns what the network serves, as dataplane.Manager.View does: every
+// export loaded on the network, reachable on every address its exports were given.
+func (d *DataPlane) View(_ context.Context, network string) (*dataplane.View, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var addrs []netip.Addr
+	var exports []nfs.Export
+	for _, e := range d.exports {
+		if e.Network != network {
+			continue
+		}
+		if e.Addr.IsValid() {
+			addrs = append(addrs, e.Addr)
+		}
+		exports = append(exports, e.Export)
+	}
+	return dataplane.NewView(addrs, exports), nil
 }
 
 // Exports returns the loaded exports by id.

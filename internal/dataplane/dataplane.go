@@ -7,12 +7,31 @@
 // own endpoint address inside the sandbox; its export is loaded at run time over
 // DBus, only onto a mounted volume, and loaded again if Ganesha restarts.
 //
+// A tour:
+//   - sandbox.go builds a sandbox (namespaces, the holder process that owns the
+//     pivot_root'ed mount namespace) and describes its daemons as Services: a
+//     command, a capability bounding set, an optional wrapper run before setpriv,
+//     dependencies, a readiness probe and a hook that re-applies state after a
+//     restart (Ganesha gets its exports back).
+//   - supervisor.go runs Services and knows nothing of Ganesha: dependencies
+//     first, each started once what it depends on is ready; a daemon that exits is
+//     restarted with backoff, and its dependents with it. It starts processes through
+//     runner.Starter, so it is tested with runner.FakeStarter, without root.
+//   - view.go observes a network at once for the controller: View runs one
+//     `ip addr show`, reads the mount table once and lists Ganesha's exports in one
+//     DBus call, whatever the number of volumes.
+//
+// Samba's smbd and winbindd are to join the network's sandbox as Services of their
+// own. A sandbox is per network, so its winbindd is joined to one Active Directory:
+// the API refuses two pools with different Active Directories on one network.
+//
 // Daemons die with Basin (parent-death signal); Start removes whatever a killed Basin
 // left behind and sandboxes are rebuilt on demand; Stop removes everything Start and
 // the sandboxes made: processes, namespaces, veths, and bridges and addresses Basin
 // created.
 //
-// Imported by the daemon and controller packages; it imports nfs and runner only.
+// Imported by the daemon and controller packages; it imports nfs, runner and
+// mountinfo only.
 package dataplane
 
 import (

@@ -128,7 +128,8 @@ func (sb *sandbox) addrs(ctx context.Context) ([]netip.Addr, error) {
 	return parseAddrs(string(out), sb.net.Prefix.Bits()), nil
 }
 
-// parseAddrs reads `ip -o -4 addr show` output: the addresses of prefix length bits.
+// parseAddrs reads `ip -o -4 addr show` output: the IPv4 addresses of prefix length
+// bits.
 func parseAddrs(out string, bits int) []netip.Addr {
 	var addrs []netip.Addr
 	for _, line := range strings.Split(out, "\n") {
@@ -137,7 +138,7 @@ func parseAddrs(out string, bits int) []netip.Addr {
 			if f[i] != "inet" || i+1 >= len(f) {
 				continue
 			}
-			if p, err := netip.ParsePrefix(f[i+1]); err == nil && p.Bits() == bits {
+			if p, err := netip.ParsePrefix(f[i+1]); err == nil && p.Addr().Is4() && p.Bits() == bits {
 				addrs = append(addrs, p.Addr())
 			}
 		}

@@ -321,3 +321,19 @@ func TestServiceCommands(t *testing.T) {
 		t.Errorf("a service without capabilities: %s", got)
 	}
 }
+
+// parseAddrs takes only well-formed inet entries of the prefix length from any
+// output, and never panics.
+func FuzzParseAddrs(f *testing.F) {
+	f.Add("2: eth0    inet 10.99.0.10/24 brd 10.99.0.255 scope global eth0\\       valid_lft forever preferred_lft forever\n", 24)
+	f.Add("2: eth0 inet 10.99.0.11/24 scope global secondary eth0\n2: eth0 inet\n", 24)
+	f.Add("inet inet 1.2.3.4/8", 8)
+	f.Add("inet ::1/24", 24)
+	f.Fuzz(func(t *testing.T, out string, bits int) {
+		for _, a := range parseAddrs(out, bits) {
+			if cidr := netip.PrefixFrom(a, bits).String(); !a.Is4() || !strings.Contains(out, cidr) {
+				t.Fatalf("%s is not an IPv4 entry of the output", cidr)
+			}
+		}
+	})
+}

@@ -7,12 +7,31 @@
 // own endpoint address inside the sandbox; its export is loaded at run time over
 // DBus, only onto a mounted volume, and loaded again if Ganesha restarts.
 //
+// A tour:
+//   - sandbox.go builds a sandbox (namespaces, the holder process that owns the
+//     pivot_root'ed mount namespace) and describes its daemons as Services: a
+//     command, a capability bounding set, an optional wrapper run before setpriv,
+//     dependencies, a readiness probe and a hook that re-applies state after a
+//     restart (Ganesha gets its exports back).
+//   - supervisor.go runs Services and knows nothing of Ganesha: dependencies
+//     first, each started once what it depends on is ready; a daemon that exits is
+//     restarted with backoff, and its dependents with it. It starts processes through
+//     runner.Starter, so it is tested with runner.FakeStarter, without root.
+//   - view.go observes a network at once for the controller: View runs one
+//     `ip addr show`, reads the mount table once and lists Ganesha's exports in one
+//     DBus call, whatever the number of volumes.
+//
+// Samba's smbd and winbindd are to join the network's sandbox as Services of their
+// own. A sandbox is per network, so its winbindd is joined to one Active Directory:
+// the API refuses two pools with different Active Directories on one network.
+//
 // Daemons die with Basin (parent-death signal); Start removes whatever a killed Basin
 // left behind and sandboxes are rebuilt on demand; Stop removes everything Start and
 // the sandboxes made: processes, namespaces, veths, and bridges and addresses Basin
 // created.
 //
-// Imported by the daemon and controller packages; it imports nfs and runner only.
+// Imported by the daemon and controller packages; it imports nfs, runner and
+// mountinfo only.
 package dataplane
 
 import (
@@ -161,8 +180,10 @@ type Options struct {
 	// DataDir holds sandboxes/<network>/ with each sandbox's state.
 	DataDir  string
 	Networks []Network
-	Runner   runner.Runner
-	Logger   *slog.Logger
+	// Runner runs the short commands (ip, mount); Starter starts the daemons.
+	Runner  runner.Runner
+	Starter runner.Starter
+	Logger  *slog.Logger
 	// ReadyTimeout bounds how long a (re)starting Ganesha may take; default 20 s.
 	ReadyTimeout time.Duration
 	// Ganesha is the NFS-Ganesha build to run.
@@ -186,6 +207,9 @@ func New(opts Options) *Manager {
 	}
 	if opts.Runner == nil {
 		opts.Runner = runner.Exec{}
+	}
+	if opts.Starter == nil {
+		opts.Starter = runner.ExecStarter{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -400,21 +424,6 @@ func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr,
 		return nil
 	}
 	return sb.delAddr(ctx, addr)
-}
-
-// Exported reports whether ex is loaded as rendered, onto the volume now mounted on
-// its path, and reachable on addr.
-func (m *Manager) Exported(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error) {
-	m.mu.Lock()
-	sb := m.sandboxes[network]
-	m.mu.Unlock()
-	if sb == nil || !sb.alive() {
-		return false, nil
-	}
-	if ok, err := sb.exported(ctx, ex); err != nil || !ok {
-		return false, err
-	}
-	return sb.hasAddr(ctx, addr)
 }
 
 // Sandboxes lists the networks whose sandbox is running.

@@ -44,7 +44,7 @@ func (vanishRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 
 func TestDeleteLinkThatVanishes(t *testing.T) {
 	ctx := context.Background()
-	const name = "bsbtestdl0"
+	const name = "bsxtestdl0"
 	if _, err := (runner.Exec{}).Run(ctx, "ip", "link", "add", name, "type", "bridge"); err != nil {
 		t.Skipf("cannot create a bridge link (needs root): %v", err)
 	}

@@ -68,6 +68,14 @@ func sortDeepestFirst(es []Entry) {
 	}
 }
 
+// MountPoints returns every mount point of the table, read once: for callers that
+// ask about many paths (IsMountPoint reads the whole table for each).
+func MountPoints() (map[string]bool, error) {
+	out := map[string]bool{}
+	err := scan(func(x Entry) { out[x.MountPoint] = true })
+	return out, err
+}
+
 // IsMountPoint reports whether path is a mount point, from /proc/self/mountinfo.
 func IsMountPoint(path string) (bool, error) {
 	_, ok, err := Lookup(path)

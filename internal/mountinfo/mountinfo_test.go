@@ -44,3 +44,23 @@ func TestDeepestFirst(t *testing.T) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
 }
+
+// MountPoints holds what IsMountPoint answers for, and not other directories.
+func TestMountPoints(t *testing.T) {
+	mps, err := MountPoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/", "/proc", "/proc/self"} {
+		want, err := IsMountPoint(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mps[p] != want {
+			t.Errorf("%s: MountPoints says %v, IsMountPoint %v", p, mps[p], want)
+		}
+	}
+	if !mps["/"] {
+		t.Error("/ is not among the mount points")
+	}
+}

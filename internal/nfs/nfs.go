@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -209,9 +210,15 @@ LOG {
 `, plugins, o.StateDir+"/recov", AnonID, AnonID)
 }
 
-// DBus talks to one Ganesha over its (private) system bus.
+// DBus talks to one Ganesha over its (private) system bus. It keeps one
+// connection, dialled on first use and dialled again after it fails (the bus
+// daemon restarted); a DBus is safe for concurrent use and must not be copied
+// after first use. Close drops the connection.
 type DBus struct {
 	Address string // unix:path=…
+
+	mu   sync.Mutex
+	conn *dbus.Conn
 }
 
 const (
@@ -220,35 +227,111 @@ const (
 	exportIface = "org.ganesha.nfsd.exportmgr"
 )
 
-func (d DBus) call(ctx context.Context, method string, args ...any) (*dbus.Call, error) {
+func (d *DBus) call(ctx context.Context, method string, args ...any) (*dbus.Call, error) {
 	return d.callIface(ctx, exportIface, method, args...)
 }
 
-func (d DBus) callIface(ctx context.Context, iface, method string, args ...any) (*dbus.Call, error) {
-	conn, err := dbus.Dial(d.Address, dbus.WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("dbus %s: %w", d.Address, err)
+// callIface calls a method of Ganesha's export manager. A call that fails for want
+// of a working connection (not an error reply) drops the connection; if that
+// connection was an old one, the call is made once more on a new one.
+func (d *DBus) callIface(ctx context.Context, iface, method string, args ...any) (*dbus.Call, error) {
+	for {
+		conn, fresh, err := d.connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		call := conn.Object(ganeshaName, exportMgr).CallWithContext(ctx, iface+"."+method, 0, args...)
+		var reply dbus.Error
+		if call.Err == nil || errors.As(call.Err, &reply) || ctx.Err() != nil {
+			return call, call.Err
+		}
+		d.drop(conn)
+		if fresh {
+			return call, call.Err
+		}
 	}
-	defer conn.Close()
-	if err := conn.Auth(nil); err != nil {
-		return nil, fmt.Errorf("dbus auth: %w", err)
+}
+
+// connect returns the connection, dialling one if there is none (fresh).
+func (d *DBus) connect(ctx context.Context) (conn *dbus.Conn, fresh bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil && d.conn.Connected() {
+		return d.conn, false, nil
 	}
-	if err := conn.Hello(); err != nil {
-		return nil, fmt.Errorf("dbus hello: %w", err)
+	if d.conn != nil {
+		d.conn.Close()
+		d.conn = nil
 	}
-	call := conn.Object(ganeshaName, exportMgr).CallWithContext(ctx, iface+"."+method, 0, args...)
-	return call, call.Err
+	type dialed struct {
+		conn *dbus.Conn
+		err  error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		// Not dbus.WithContext: the connection outlives this call's context.
+		conn, err := dbus.Dial(d.Address)
+		if err != nil {
+			err = fmt.Errorf("dbus %s: %w", d.Address, err)
+		} else if err = conn.Auth(nil); err != nil {
+			err = fmt.Errorf("dbus auth: %w", err)
+		} else if err = conn.Hello(); err != nil {
+			err = fmt.Errorf("dbus hello: %w", err)
+		}
+		if err != nil && conn != nil {
+			conn.Close()
+			conn = nil
+		}
+		ch <- dialed{conn, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, false, r.err
+		}
+		d.conn = r.conn
+		return r.conn, true, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.conn != nil {
+				r.conn.Close()
+			}
+		}()
+		return nil, false, fmt.Errorf("dbus %s: %w", d.Address, ctx.Err())
+	}
+}
+
+// drop closes conn if it is still the current connection.
+func (d *DBus) drop(conn *dbus.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == conn {
+		d.conn = nil
+	}
+	conn.Close()
+}
+
+// Close closes the connection, if any; a later call dials again.
+func (d *DBus) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == nil {
+		return nil
+	}
+	err := d.conn.Close()
+	d.conn = nil
+	return err
 }
 
 // Ping reports whether Ganesha answers on the bus.
-func (d DBus) Ping(ctx context.Context) error {
+func (d *DBus) Ping(ctx context.Context) error {
 	_, err := d.call(ctx, "ShowExports")
 	return err
 }
 
 // AddExport asks Ganesha to load export id from file; if it is already loaded, it is
 // updated in place (clients, access and squash change without a restart).
-func (d DBus) AddExport(ctx context.Context, file string, id uint64) error {
+func (d *DBus) AddExport(ctx context.Context, file string, id uint64) error {
 	if _, err := exportID(id); err != nil {
 		return err
 	}
@@ -267,7 +350,7 @@ func (d DBus) AddExport(ctx context.Context, file string, id uint64) error {
 }
 
 // RemoveExport unloads export id; an export that is not loaded is not an error.
-func (d DBus) RemoveExport(ctx context.Context, id uint64) error {
+func (d *DBus) RemoveExport(ctx context.Context, id uint64) error {
 	id16, err := exportID(id)
 	if err != nil {
 		return err
@@ -280,7 +363,7 @@ func (d DBus) RemoveExport(ctx context.Context, id uint64) error {
 }
 
 // HasExport reports whether export id is loaded.
-func (d DBus) HasExport(ctx context.Context, id uint64) (bool, error) {
+func (d *DBus) HasExport(ctx context.Context, id uint64) (bool, error) {
 	id16, err := exportID(id)
 	if err != nil {
 		return false, err
@@ -295,6 +378,62 @@ func (d DBus) HasExport(ctx context.Context, id uint64) (bool, error) {
 	return false, err
 }
 
+// ExportInfo is one export as Ganesha lists it.
+type ExportInfo struct {
+	ID uint64
+	// Path is the export's pseudo path under Basin's configuration
+	// (mount_path_pseudo), its real path otherwise.
+	Path string
+}
+
+// ShowExports lists the exports Ganesha has loaded, in one call, leaving out its
+// pseudo root (export 0).
+func (d *DBus) ShowExports(ctx context.Context) ([]ExportInfo, error) {
+	call, err := d.call(ctx, "ShowExports")
+	if err != nil {
+		return nil, fmt.Errorf("show exports: %w", err)
+	}
+	return parseShowExports(call.Body)
+}
+
+// parseShowExports reads ShowExports' reply: (tt) a timestamp, then
+// a(qs…) — per export its id, its path and statistics Basin does not read.
+func parseShowExports(body []any) ([]ExportInfo, error) {
+	if len(body) < 2 {
+		return nil, fmt.Errorf("show exports: reply %v", body)
+	}
+	var rows [][]any
+	switch v := body[1].(type) {
+	case [][]any:
+		rows = v
+	case []any:
+		for _, r := range v {
+			row, ok := r.([]any)
+			if !ok {
+				return nil, fmt.Errorf("show exports: unexpected entry %v", r)
+			}
+			rows = append(rows, row)
+		}
+	default:
+		return nil, fmt.Errorf("show exports: unexpected list %T", body[1])
+	}
+	out := make([]ExportInfo, 0, len(rows))
+	for _, row := range rows {
+		if len(row) < 2 {
+			return nil, fmt.Errorf("show exports: unexpected entry %v", row)
+		}
+		id, ok1 := row[0].(uint16)
+		path, ok2 := row[1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("show exports: unexpected entry %v", row)
+		}
+		if id != 0 {
+			out = append(out, ExportInfo{ID: uint64(id), Path: path})
+		}
+	}
+	return out, nil
+}
+
 // IOStats is one direction of an export's NFS I/O as Ganesha counted it.
 type IOStats struct {
 	RequestedBytes   uint64
@@ -305,7 +444,7 @@ type IOStats struct {
 }
 
 // NFSv3IO returns export id's NFSv3 read and write counters since Ganesha started.
-func (d DBus) NFSv3IO(ctx context.Context, id uint64) (read, write IOStats, err error) {
+func (d *DBus) NFSv3IO(ctx context.Context, id uint64) (read, write IOStats, err error) {
 	id16, err := exportID(id)
 	if err != nil {
 		return read, write, err

@@ -1,6 +1,10 @@
-// Package runner runs external commands (btrfs, mount, losetup, later ganesha and tc)
-// with a context. Its errors carry argv, exit code and stderr, so a failure in a
-// driver reads like the shell session that would reproduce it.
+// Package runner runs external commands (btrfs, mount, losetup, ip, tc …) with a
+// context. Its errors carry argv, exit code and stderr, so a failure in a driver
+// reads like the shell session that would reproduce it.
+//
+// A Runner runs a command to completion; a Starter starts a long-running one (a
+// daemon) and hands back a Process to wait on and signal. FakeStarter models
+// processes for tests of supervisors, without root and without real daemons.
 //
 // Drivers import it; it imports nothing of Basin's.
 package runner

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/nfs"
 )
 
@@ -100,6 +101,25 @@ func (d *DataPlane) Views() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.views
+}
+
+// View returns what the network serves, as dataplane.Manager.View does: every
+// export loaded on the network, reachable on every address its exports were given.
+func (d *DataPlane) View(_ context.Context, network string) (*dataplane.View, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var addrs []netip.Addr
+	var exports []nfs.Export
+	for _, e := range d.exports {
+		if e.Network != network {
+			continue
+		}
+		if e.Addr.IsValid() {
+			addrs = append(addrs, e.Addr)
+		}
+		exports = append(exports, e.Export)
+	}
+	return dataplane.NewView(addrs, exports), nil
 }
 
 // Exports returns the loaded exports by id.

@@ -1,0 +1,305 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/basin-nas/basin/internal/runner"
+)
+
+// clockStarter records when each start was attempted.
+type clockStarter struct {
+	*runner.FakeStarter
+	mu    sync.Mutex
+	times map[string][]time.Time
+}
+
+func newClockStarter() *clockStarter {
+	return &clockStarter{FakeStarter: &runner.FakeStarter{}, times: map[string][]time.Time{}}
+}
+
+func (c *clockStarter) Start(ctx context.Context, cmd runner.Command) (runner.Process, error) {
+	c.mu.Lock()
+	c.times[cmd.Name] = append(c.times[cmd.Name], time.Now())
+	c.mu.Unlock()
+	return c.FakeStarter.Start(ctx, cmd)
+}
+
+// gaps returns the time between consecutive starts of name.
+func (c *clockStarter) gaps(name string) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	ts := c.times[name]
+	for i := 1; i < len(ts); i++ {
+		out = append(out, ts[i].Sub(ts[i-1]))
+	}
+	return out
+}
+
+func newTestSupervisor(t *testing.T, st runner.Starter, services ...Service) *supervisor {
+	t.Helper()
+	sup, err := newSupervisor(supervisorOptions{Starter: st}, services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.start(context.Background())
+	t.Cleanup(sup.stop)
+	return sup
+}
+
+var errCrash = errors.New("exit status 1")
+
+const ms = time.Millisecond
+
+// A daemon that cannot start is tried again with doubling backoff up to 5 s: in a
+// minute of failures it is tried 17 times, not in a busy loop.
+func TestSupervisorBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := newClockStarter()
+		cs.Fail = func(runner.Command) error { return errors.New("no such file or directory") }
+		sup := newTestSupervisor(t, cs, Service{Name: "d", Argv: []string{"d"}})
+		time.Sleep(time.Minute)
+		sup.stop()
+		want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms}
+		for len(want) < 16 {
+			want = append(want, 5*time.Second)
+		}
+		if got := cs.gaps("d"); !slices.Equal(got, want) {
+			t.Fatalf("gaps between starts %v, want %v", got, want)
+		}
+	})
+}
+
+// A daemon that crashes is restarted with backoff; one that ran for a while before
+// crashing is restarted quickly again.
+func TestSupervisorRestartsCrashes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := newClockStarter()
+		newTestSupervisor(t, cs, Service{Name: "d", Argv: []string{"d"}})
+		var crashes []time.Time
+		crashAfter := func(d time.Duration) {
+			t.Helper()
+			p := cs.Running("d")
+			for wait := time.Duration(0); p == nil; wait += ms {
+				if wait > 10*time.Second {
+					t.Fatalf("d is not running; gaps %v", cs.gaps("d"))
+				}
+				time.Sleep(ms)
+				p = cs.Running("d")
+			}
+			time.Sleep(d)
+			p.Exit(errCrash)
+			crashes = append(crashes, time.Now())
+		}
+		crashAfter(time.Second)
+		time.Sleep(99 * ms)
+		if cs.Running("d") != nil {
+			t.Fatal("restarted before its backoff")
+		}
+		crashAfter(0)
+		crashAfter(0)
+		crashAfter(40 * time.Second) // ran long: backoff starts over
+		time.Sleep(time.Second)
+		cs.mu.Lock()
+		starts := cs.times["d"]
+		cs.mu.Unlock()
+		if len(starts) != len(crashes)+1 {
+			t.Fatalf("%d starts after %d crashes", len(starts), len(crashes))
+		}
+		var got []time.Duration
+		for i, c := range crashes {
+			got = append(got, starts[i+1].Sub(c))
+		}
+		if want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 100 * ms}; !slices.Equal(got, want) {
+			t.Fatalf("restarts %v after each crash, want %v", got, want)
+		}
+	})
+}
+
+// sandboxServices are the shape of a sandbox: ganesha depends on dbus and rpcbind;
+// readiness is controlled by the test and re-applies are counted.
+type testServices struct {
+	ready    map[string]*atomic.Bool
+	reapply  atomic.Int32
+	services []Service
+}
+
+func newTestServices() *testServices {
+	ts := &testServices{ready: map[string]*atomic.Bool{}}
+	for _, name := range []string{"dbus", "rpcbind", "ganesha"} {
+		ts.ready[name] = &atomic.Bool{}
+		ts.ready[name].Store(true)
+		s := Service{Name: name, Argv: []string{name}, Ready: func(context.Context) error {
+			if !ts.ready[name].Load() {
+				return errors.New("not yet")
+			}
+			return nil
+		}}
+		if name == "ganesha" {
+			s.DependsOn = []string{"dbus", "rpcbind"}
+			s.Reapply = func(context.Context) error { ts.reapply.Add(1); return nil }
+		}
+		ts.services = append(ts.services, s)
+	}
+	return ts
+}
+
+// When a dependency restarts, its dependents restart (after it is ready again) and
+// re-apply their state; other services are left alone. A dependent's own restart
+// touches nothing else.
+func TestSupervisorRestartsDependents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &runner.FakeStarter{}
+		ts := newTestServices()
+		sup := newTestSupervisor(t, fs, ts.services...)
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := ts.reapply.Load(); n != 0 {
+			t.Fatalf("re-applied %d times on the first start", n)
+		}
+		dbus, rpcbind, ganesha := fs.Running("dbus"), fs.Running("rpcbind"), fs.Running("ganesha")
+
+		ts.ready["dbus"].Store(false)
+		dbus.Exit(errCrash)
+		synctest.Wait()
+		if !ganesha.Exited() || !slices.Contains(ganesha.Signals(), os.Signal(syscall.SIGTERM)) {
+			t.Fatalf("ganesha not stopped when dbus died: signals %v", ganesha.Signals())
+		}
+		time.Sleep(time.Second) // dbus is restarted, but not ready: ganesha waits
+		if fs.Running("dbus") == nil || fs.Running("ganesha") != nil {
+			t.Fatalf("dbus running %v, ganesha running %v: ganesha must wait for dbus", fs.Running("dbus") != nil, fs.Running("ganesha") != nil)
+		}
+		ts.ready["dbus"].Store(true)
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if fs.Running("ganesha") == nil || ts.reapply.Load() != 1 {
+			t.Fatalf("ganesha running %v, re-applied %d times; want running, once", fs.Running("ganesha") != nil, ts.reapply.Load())
+		}
+		if fs.Running("rpcbind") != rpcbind || len(fs.Starts("rpcbind")) != 1 {
+			t.Fatal("rpcbind restarted with dbus")
+		}
+
+		fs.Running("ganesha").Exit(errCrash)
+		time.Sleep(time.Second)
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(fs.Starts("ganesha")) != 3 || len(fs.Starts("dbus")) != 2 || len(fs.Starts("rpcbind")) != 1 || ts.reapply.Load() != 2 {
+			t.Fatalf("starts: ganesha %d dbus %d rpcbind %d, re-applies %d; want 3 2 1, 2",
+				len(fs.Starts("ganesha")), len(fs.Starts("dbus")), len(fs.Starts("rpcbind")), ts.reapply.Load())
+		}
+	})
+}
+
+// Dependents start only once what they depend on is ready; a daemon never ready is
+// killed after ReadyTimeout and started again.
+func TestSupervisorReadinessGates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &runner.FakeStarter{}
+		ts := newTestServices()
+		ts.ready["rpcbind"].Store(false)
+		sup, err := newSupervisor(supervisorOptions{Starter: fs, ReadyTimeout: 10 * time.Second}, ts.services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sup.start(context.Background())
+		defer sup.stop()
+		time.Sleep(5 * time.Second)
+		if fs.Running("rpcbind") == nil || fs.Running("dbus") == nil || len(fs.Starts("ganesha")) != 0 {
+			t.Fatalf("ganesha started (%d) before rpcbind was ready", len(fs.Starts("ganesha")))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := sup.waitReady(ctx); err == nil {
+			t.Fatal("ready without rpcbind")
+		}
+		time.Sleep(5 * time.Second) // past ReadyTimeout
+		synctest.Wait()
+		if first := fs.Starts("rpcbind")[0]; !first.Exited() || !slices.Contains(first.Signals(), os.Signal(syscall.SIGKILL)) {
+			t.Fatal("rpcbind not killed after its ready timeout")
+		}
+		time.Sleep(time.Second)
+		if n := len(fs.Starts("rpcbind")); n != 2 {
+			t.Fatalf("rpcbind started %d times, want 2", n)
+		}
+		ts.ready["rpcbind"].Store(true)
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(fs.Starts("ganesha")) != 1 || ts.reapply.Load() != 0 {
+			t.Fatalf("ganesha started %d times, re-applied %d", len(fs.Starts("ganesha")), ts.reapply.Load())
+		}
+	})
+}
+
+// stop ends every daemon, dependents first, kills one that ignores SIGTERM, and
+// starts nothing afterwards.
+func TestSupervisorStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &runner.FakeStarter{IgnoreTerm: true}
+		ts := newTestServices()
+		sup := newTestSupervisor(t, fs, ts.services...)
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		var mu sync.Mutex
+		for _, p := range fs.Started() {
+			go func() {
+				p.Wait()
+				mu.Lock()
+				order = append(order, p.Cmd.Name)
+				mu.Unlock()
+			}()
+		}
+		start := time.Now()
+		sup.stop()
+		synctest.Wait()
+		if d := time.Since(start); d != 15*time.Second {
+			t.Fatalf("stop took %v; want 3 × the 5 s SIGTERM grace", d)
+		}
+		if order[0] != "ganesha" || len(order) != 3 {
+			t.Fatalf("exit order %v, want ganesha first", order)
+		}
+		for _, p := range fs.Started() {
+			if !p.Exited() || !slices.Equal(p.Signals(), []os.Signal{syscall.SIGTERM, syscall.SIGKILL}) {
+				t.Fatalf("%s: exited %v, signals %v", p.Cmd.Name, p.Exited(), p.Signals())
+			}
+		}
+		time.Sleep(time.Minute)
+		if n := len(fs.Started()); n != 3 {
+			t.Fatalf("%d processes started, want 3: stop must start nothing", n)
+		}
+		sup.stop() // twice is fine
+	})
+}
+
+// Bad service sets are refused.
+func TestSupervisorRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		services []Service
+	}{
+		{"unknown dependency", []Service{{Name: "a", Argv: []string{"a"}, DependsOn: []string{"b"}}}},
+		{"cycle", []Service{{Name: "a", Argv: []string{"a"}, DependsOn: []string{"b"}}, {Name: "b", Argv: []string{"b"}, DependsOn: []string{"a"}}}},
+		{"duplicate", []Service{{Name: "a", Argv: []string{"a"}}, {Name: "a", Argv: []string{"a"}}}},
+		{"no command", []Service{{Name: "a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := newSupervisor(supervisorOptions{}, tc.services); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}

@@ -1,0 +1,172 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+
+	"github.com/basin-nas/basin/internal/mountinfo"
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/runner"
+)
+
+// View is one observation of a network's sandbox, for a reconcile pass over all of
+// its volumes: the endpoint addresses on the sandbox's interface and the exports
+// that are served as Basin loaded them. It is taken at once — one address listing
+// (one process), one read of the mount table, one export listing from Ganesha —
+// whatever the number of exports, and does not change afterwards.
+type View struct {
+	addrs   map[netip.Addr]bool
+	exports map[uint64]string // id → the rendering of an export that is served
+}
+
+// NewView returns a View in which exactly exports are served, on every address of
+// addrs (a sandbox serves every export on every address). For fakes of the data
+// plane; Manager.View observes a real sandbox.
+func NewView(addrs []netip.Addr, exports []nfs.Export) *View {
+	v := &View{addrs: map[netip.Addr]bool{}, exports: map[uint64]string{}}
+	for _, a := range addrs {
+		v.addrs[a] = true
+	}
+	for _, ex := range exports {
+		v.exports[ex.ID] = ex.Render()
+	}
+	return v
+}
+
+// Exported reports whether ex was served when the View was taken: loaded in
+// Ganesha exactly as rendered, under its pseudo path, onto the mount that is now on
+// its path (the device it was mounted from when it was loaded), and reachable on
+// addr. A zero addr is not checked (a volume's snapshot exports share its address).
+func (v *View) Exported(addr netip.Addr, ex nfs.Export) bool {
+	if v == nil {
+		return false
+	}
+	r, ok := v.exports[ex.ID]
+	return ok && r == ex.Render() && (!addr.IsValid() || v.addrs[addr])
+}
+
+// HasAddr reports whether addr was an endpoint address of the sandbox.
+func (v *View) HasAddr(addr netip.Addr) bool {
+	return v != nil && v.addrs[addr]
+}
+
+// View observes a network's sandbox. A network with no running sandbox (or none
+// configured) yields a View in which nothing is served.
+func (m *Manager) View(ctx context.Context, network string) (*View, error) {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil || !sb.alive() {
+		return NewView(nil, nil), nil
+	}
+	return sb.view(ctx)
+}
+
+// Exported reports whether ex is loaded as rendered, onto the volume now mounted on
+// its path, and reachable on addr (not checked when zero). It observes the whole
+// sandbox: to check many exports, take one View.
+func (m *Manager) Exported(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) (bool, error) {
+	v, err := m.View(ctx, network)
+	if err != nil {
+		return false, err
+	}
+	return v.Exported(addr, ex), nil
+}
+
+func (sb *sandbox) view(ctx context.Context) (*View, error) {
+	v := &View{addrs: map[netip.Addr]bool{}, exports: map[uint64]string{}}
+	addrs, err := sb.addrs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s addresses: %w", sb.net.Name, err)
+	}
+	for _, a := range addrs {
+		v.addrs[a] = true
+	}
+	// Ganesha's list first, Basin's record second: an export loaded or unloaded in
+	// between is seen as not served, which makes the controller load it again.
+	var listed []nfs.ExportInfo
+	var last error
+	if err := waitFor(ctx, sb.timeout, func() bool {
+		listed, last = sb.bus.ShowExports(ctx)
+		return last == nil
+	}); err != nil {
+		return nil, fmt.Errorf("ganesha in sandbox %s is not answering: %v", sb.net.Name, last)
+	}
+	pseudo := make(map[uint64]string, len(listed))
+	for _, e := range listed {
+		pseudo[e.ID] = e.Path
+	}
+	mounts, err := mountinfo.MountPoints()
+	if err != nil {
+		return nil, err
+	}
+	sb.exportMu.Lock()
+	defer sb.exportMu.Unlock()
+	for id, le := range sb.loaded {
+		if p, ok := pseudo[id]; !ok || p != le.ex.Pseudo || !mounts[le.ex.Path] {
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(le.ex.Path, &st); err != nil || st.Dev != le.dev {
+			continue
+		}
+		v.exports[id] = le.rendered
+	}
+	return v, nil
+}
+
+// addrs lists the endpoint addresses on the sandbox's interface (those of the
+// network's prefix length): one `ip` run.
+func (sb *sandbox) addrs(ctx context.Context) ([]netip.Addr, error) {
+	out, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "-o", "-4", "addr", "show", "dev", "eth0")
+	if err != nil {
+		return nil, err
+	}
+	return parseAddrs(string(out), sb.net.Prefix.Bits()), nil
+}
+
+// parseAddrs reads `ip -o -4 addr show` output: the IPv4 addresses of prefix length
+// bits.
+func parseAddrs(out string, bits int) []netip.Addr {
+	var addrs []netip.Addr
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		for i := range f {
+			if f[i] != "inet" || i+1 >= len(f) {
+				continue
+			}
+			if p, err := netip.ParsePrefix(f[i+1]); err == nil && p.Addr().Is4() && p.Bits() == bits {
+				addrs = append(addrs, p.Addr())
+			}
+		}
+	}
+	return addrs
+}
+
+func (sb *sandbox) cidr(addr netip.Addr) string {
+	return netip.PrefixFrom(addr, sb.net.Prefix.Bits()).String()
+}
+
+// addAddr puts addr on the sandbox's interface; already there is success.
+func (sb *sandbox) addAddr(ctx context.Context, addr netip.Addr) error {
+	if !sb.net.Prefix.Contains(addr) {
+		return fmt.Errorf("endpoint %s is outside network %s (%s)", addr, sb.net.Name, sb.net.Prefix)
+	}
+	_, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "addr", "add", sb.cidr(addr), "dev", "eth0")
+	if err != nil && runner.StderrContains(err, "File exists") {
+		return nil
+	}
+	return err
+}
+
+// delAddr takes addr off the sandbox's interface; already gone is success.
+func (sb *sandbox) delAddr(ctx context.Context, addr netip.Addr) error {
+	_, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "addr", "del", sb.cidr(addr), "dev", "eth0")
+	if err != nil && runner.StderrContains(err, "Cannot assign requested address") {
+		return nil
+	}
+	return err
+}

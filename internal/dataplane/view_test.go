@@ -1,0 +1,339 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/runner"
+)
+
+// ipRunner models `ip` on a sandbox's eth0: it keeps the addresses and counts every
+// process it runs.
+type ipRunner struct {
+	mu    sync.Mutex
+	addrs []string // CIDRs
+	runs  int
+}
+
+func (r *ipRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs++
+	argv := strings.Join(append([]string{name}, args...), " ")
+	fail := func(msg string) ([]byte, error) {
+		return nil, &runner.Error{Argv: append([]string{name}, args...), ExitCode: 2, Stderr: msg}
+	}
+	switch {
+	case strings.HasPrefix(argv, "ip -n basin-bsx0 -o -4 addr show dev eth0"):
+		var b strings.Builder
+		for _, a := range r.addrs {
+			fmt.Fprintf(&b, "2: eth0    inet %s brd 10.99.77.255 scope global eth0\\       valid_lft forever preferred_lft forever\n", a)
+		}
+		return []byte(b.String()), nil
+	case strings.HasPrefix(argv, "ip -n basin-bsx0 addr add "):
+		cidr := args[4]
+		if slices.Contains(r.addrs, cidr) {
+			return fail("RTNETLINK answers: File exists\n")
+		}
+		r.addrs = append(r.addrs, cidr)
+		return nil, nil
+	case strings.HasPrefix(argv, "ip -n basin-bsx0 addr del "):
+		cidr := args[4]
+		i := slices.Index(r.addrs, cidr)
+		if i < 0 {
+			return fail("RTNETLINK answers: Cannot assign requested address\n")
+		}
+		r.addrs = slices.Delete(r.addrs, i, i+1)
+		return nil, nil
+	}
+	return fail("unexpected command " + argv)
+}
+
+func (r *ipRunner) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs
+}
+
+// fakeBus models Ganesha's export table.
+type fakeBus struct {
+	mu      sync.Mutex
+	exports map[uint64]string // id → pseudo path
+	calls   int
+}
+
+func (b *fakeBus) Ping(context.Context) error { return nil }
+func (b *fakeBus) AddExport(_ context.Context, file string, id uint64) error {
+	return errors.New("not modelled")
+}
+func (b *fakeBus) RemoveExport(_ context.Context, id uint64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.exports, id)
+	return nil
+}
+func (b *fakeBus) ShowExports(context.Context) ([]nfs.ExportInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	var out []nfs.ExportInfo
+	for id, p := range b.exports {
+		out = append(out, nfs.ExportInfo{ID: id, Path: p})
+	}
+	return out, nil
+}
+
+var testNet = Network{Name: "bsx", Bridge: "bsx0", Prefix: netip.MustParsePrefix("10.99.77.0/24"),
+	FirstEndpoint: netip.MustParseAddr("10.99.77.10"), LastEndpoint: netip.MustParseAddr("10.99.77.127")}
+
+// fakeSandbox is a running sandbox as the Manager sees it — namespace, addresses,
+// Ganesha's export table and Basin's record of it — without namespaces or daemons.
+func fakeSandbox(t *testing.T, run runner.Runner, bus ganeshaBus) (*Manager, *sandbox) {
+	t.Helper()
+	m := New(Options{DataDir: t.TempDir(), Networks: []Network{testNet}, Runner: run})
+	sb := &sandbox{net: testNet, ns: nsName(testNet), run: run, log: slog.New(slog.DiscardHandler), bus: bus,
+		timeout: readyTimeoutForTests, dead: make(chan struct{}), loaded: map[uint64]loadedExport{}}
+	m.sandboxes[testNet.Name] = sb
+	return m, sb
+}
+
+// readyTimeoutForTests keeps a fake sandbox from waiting long for a bus that fails.
+const readyTimeoutForTests = 100 * time.Millisecond
+
+// load records ex as loaded onto the mount on its path, and Ganesha as holding it.
+func load(t *testing.T, sb *sandbox, bus *fakeBus, ex nfs.Export) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(ex.Path, &st); err != nil {
+		t.Fatal(err)
+	}
+	sb.loaded[ex.ID] = loadedExport{ex: ex, rendered: ex.Render(), dev: st.Dev}
+	bus.exports[ex.ID] = ex.Pseudo
+}
+
+func testExport(id uint64) nfs.Export {
+	// "/" is a mount point everywhere; many exports may name it.
+	return nfs.Export{ID: id, Path: "/", Pseudo: fmt.Sprintf("/v%d", id), Protocols: []int{3, 4},
+		Clients: []nfs.Client{{Clients: []string{"10.99.77.200"}, Access: nfs.AccessRW, Squash: nfs.RootSquash, Protocols: []int{3, 4}}}}
+}
+
+// A View of any number of exports costs one process (the address listing) and one
+// call to Ganesha, and answers for every export and address.
+func TestViewRunsOneProcess(t *testing.T) {
+	for _, n := range []int{5, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ctx := context.Background()
+			run := &ipRunner{}
+			bus := &fakeBus{exports: map[uint64]string{}}
+			m, sb := fakeSandbox(t, run, bus)
+			for i := range n {
+				ex := testExport(uint64(i + 1))
+				load(t, sb, bus, ex)
+				if i%2 == 0 {
+					if err := sb.addAddr(ctx, netip.AddrFrom4([4]byte{10, 99, 77, byte(10 + i%100)})); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			before := run.count()
+			v, err := m.View(ctx, testNet.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := run.count() - before; got != 1 {
+				t.Fatalf("a View of %d exports ran %d processes, want 1", n, got)
+			}
+			if bus.calls != 1 {
+				t.Fatalf("a View of %d exports made %d Ganesha calls, want 1", n, bus.calls)
+			}
+			for i := range n {
+				ex := testExport(uint64(i + 1))
+				addr := netip.AddrFrom4([4]byte{10, 99, 77, 10})
+				if !v.Exported(addr, ex) || !v.Exported(netip.Addr{}, ex) {
+					t.Fatalf("export %d not served", ex.ID)
+				}
+			}
+			if v.Exported(netip.MustParseAddr("10.99.77.9"), testExport(1)) || v.HasAddr(netip.MustParseAddr("10.99.77.9")) {
+				t.Fatal("served on an address the sandbox does not have")
+			}
+			if !v.HasAddr(netip.MustParseAddr("10.99.77.10")) {
+				t.Fatal("an endpoint address is missing")
+			}
+			if run.count()-before != 1 {
+				t.Fatal("asking a View ran processes")
+			}
+		})
+	}
+}
+
+// An export is served only if it is loaded as rendered, under its pseudo path, in
+// Ganesha, onto the mount now on its path.
+func TestViewExported(t *testing.T) {
+	ctx := context.Background()
+	run := &ipRunner{addrs: []string{"10.99.77.10/24", "10.99.77.11/16"}}
+	bus := &fakeBus{exports: map[uint64]string{}}
+	m, sb := fakeSandbox(t, run, bus)
+	for id := uint64(1); id <= 6; id++ {
+		load(t, sb, bus, testExport(id))
+	}
+	changed := testExport(1)
+	changed.Clients[0].Access = nfs.AccessRO
+	delete(bus.exports, 2)  // Ganesha restarted and has not got it back
+	bus.exports[3] = "/old" // Ganesha kept an old pseudo path
+	le := sb.loaded[4]      // a remount (a revert) since it was loaded
+	le.dev++
+	sb.loaded[4] = le
+	notMounted := testExport(5) // loaded onto a directory that is no mount point
+	notMounted.Path = t.TempDir()
+	load(t, sb, bus, notMounted)
+	v, err := m.View(ctx, testNet.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		ex   nfs.Export
+		want bool
+	}{
+		{"as loaded", testExport(6), true},
+		{"another rendering", changed, false},
+		{"not in Ganesha", testExport(2), false},
+		{"another pseudo path in Ganesha", testExport(3), false},
+		{"another mount on its path", testExport(4), false},
+		{"not on a mount point", notMounted, false},
+		{"never loaded", testExport(7), false},
+	} {
+		if got := v.Exported(netip.MustParseAddr("10.99.77.10"), tc.ex); got != tc.want {
+			t.Errorf("%s: Exported = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if v.HasAddr(netip.MustParseAddr("10.99.77.11")) {
+		t.Error("an address of another prefix length counts as an endpoint")
+	}
+	if ok, err := m.Exported(ctx, testNet.Name, netip.MustParseAddr("10.99.77.10"), testExport(6)); err != nil || !ok {
+		t.Errorf("Manager.Exported = %v, %v", ok, err)
+	}
+}
+
+// A network without a running sandbox has nothing served, and asking costs nothing.
+func TestViewWithoutSandbox(t *testing.T) {
+	run := &ipRunner{}
+	m := New(Options{DataDir: t.TempDir(), Networks: []Network{testNet}, Runner: run})
+	for _, network := range []string{testNet.Name, "unknown"} {
+		v, err := m.View(context.Background(), network)
+		if err != nil || v == nil || v.Exported(netip.Addr{}, testExport(1)) || v.HasAddr(netip.MustParseAddr("10.99.77.10")) {
+			t.Fatalf("%s: view %v, %v", network, v, err)
+		}
+	}
+	if run.count() != 0 {
+		t.Fatalf("%d processes run", run.count())
+	}
+	var nilView *View
+	if nilView.Exported(netip.Addr{}, testExport(1)) || nilView.HasAddr(netip.MustParseAddr("10.99.77.10")) {
+		t.Fatal("a nil View serves something")
+	}
+}
+
+// Adding an address that is there and deleting one that is not succeed, with one
+// process each; other failures are reported.
+func TestAddrsAreIdempotent(t *testing.T) {
+	ctx := context.Background()
+	run := &ipRunner{}
+	_, sb := fakeSandbox(t, run, &fakeBus{})
+	a := netip.MustParseAddr("10.99.77.10")
+	for range 2 {
+		if err := sb.addAddr(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if run.count() != 2 || len(run.addrs) != 1 {
+		t.Fatalf("%d runs, addresses %v", run.count(), run.addrs)
+	}
+	for range 2 {
+		if err := sb.delAddr(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if run.count() != 4 || len(run.addrs) != 0 {
+		t.Fatalf("%d runs, addresses %v", run.count(), run.addrs)
+	}
+	if err := sb.addAddr(ctx, netip.MustParseAddr("10.99.78.1")); err == nil {
+		t.Fatal("an address outside the network was added")
+	}
+	sb.ns = "basin-other"
+	if err := sb.addAddr(ctx, a); err == nil {
+		t.Fatal("a failed ip run was success")
+	}
+}
+
+// NewView serves exactly its exports on exactly its addresses.
+func TestNewView(t *testing.T) {
+	a := netip.MustParseAddr("10.99.77.10")
+	v := NewView([]netip.Addr{a}, []nfs.Export{testExport(1)})
+	changed := testExport(1)
+	changed.Pseudo = "/other"
+	if !v.Exported(a, testExport(1)) || v.Exported(a, changed) || v.Exported(a, testExport(2)) ||
+		v.Exported(netip.MustParseAddr("10.99.77.11"), testExport(1)) || !v.HasAddr(a) {
+		t.Fatal("NewView does not serve what it was given")
+	}
+}
+
+// Each daemon runs inside the sandbox's namespaces under setpriv with its own
+// capability bounding set, no inheritable capabilities and no new privileges; a
+// wrapper runs before setpriv; a service without capabilities keeps none.
+func TestServiceCommands(t *testing.T) {
+	sb := &sandbox{dir: "/data/sandboxes/bsx", holder: &exec.Cmd{Process: &os.Process{Pid: 4242}}, bus: &fakeBus{},
+		ganesha: Ganesha{Prefix: "/opt/ganesha"}}
+	want := map[string]string{
+		"dbus": "nsenter -t 4242 -m -n -- setpriv --bounding-set -all --inh-caps -all --no-new-privs -- " +
+			"dbus-daemon --config-file=/data/sandboxes/bsx/bus.conf --nofork --nopidfile",
+		"rpcbind": "nsenter -t 4242 -m -n -- " + strings.Join(rpcbindArgv, " ") + " setpriv --bounding-set " + rpcbindCaps +
+			" --inh-caps -all --no-new-privs -- rpcbind -f -w",
+		"ganesha": "nsenter -t 4242 -m -n -- setpriv --bounding-set " + ganeshaCaps + " --inh-caps -all --no-new-privs -- " +
+			"/opt/ganesha/bin/ganesha.nfsd -F -f /data/sandboxes/bsx/ganesha.conf -L /data/sandboxes/bsx/logs/ganesha.log " +
+			"-p /data/sandboxes/bsx/ganesha.pid -N NIV_EVENT",
+	}
+	for _, s := range sb.services() {
+		if got := strings.Join(sb.command(s).Argv(), " "); got != want[s.Name] {
+			t.Errorf("%s:\n got %s\nwant %s", s.Name, got, want[s.Name])
+		}
+		delete(want, s.Name)
+	}
+	if len(want) != 0 {
+		t.Errorf("services missing: %v", want)
+	}
+	if strings.Contains(ganeshaCaps, "sys_admin") || strings.Contains(ganeshaCaps, "sys_ptrace") || strings.Contains(ganeshaCaps, "net_admin") {
+		t.Error("ganesha keeps an administrative capability")
+	}
+	if got := strings.Join(sb.command(Service{Name: "x", Argv: []string{"x"}}).Argv(), " "); !strings.Contains(got, "--bounding-set -all ") {
+		t.Errorf("a service without capabilities: %s", got)
+	}
+}
+
+// parseAddrs takes only well-formed inet entries of the prefix length from any
+// output, and never panics.
+func FuzzParseAddrs(f *testing.F) {
+	f.Add("2: eth0    inet 10.99.0.10/24 brd 10.99.0.255 scope global eth0\\       valid_lft forever preferred_lft forever\n", 24)
+	f.Add("2: eth0 inet 10.99.0.11/24 scope global secondary eth0\n2: eth0 inet\n", 24)
+	f.Add("inet inet 1.2.3.4/8", 8)
+	f.Add("inet ::1/24", 24)
+	f.Fuzz(func(t *testing.T, out string, bits int) {
+		for _, a := range parseAddrs(out, bits) {
+			if cidr := netip.PrefixFrom(a, bits).String(); !a.Is4() || !strings.Contains(out, cidr) {
+				t.Fatalf("%s is not an IPv4 entry of the output", cidr)
+			}
+		}
+	})
+}

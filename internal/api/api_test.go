@@ -75,7 +75,11 @@ func TestRevertDeletesNewerSnapshots(t *testing.T) {
 	e := newEnv(t)
 	e.pool("pool1", 100, nil)
 	e.volume("vol1", "pool1", 10, nil)
+	key := e.volumeRecord("vol1").Key
 	for _, s := range []string{"s1", "s2", "s3"} {
+		if err := e.be.WriteFile(key, "f", []byte("before "+s)); err != nil {
+			t.Fatal(err)
+		}
 		e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId="+s, map[string]any{})
 	}
 	e.fails("POST", loc+"/volumes/vol1:revert", map[string]any{}, 400, "INVALID_ARGUMENT")
@@ -94,11 +98,11 @@ func TestRevertDeletesNewerSnapshots(t *testing.T) {
 	}
 	rec := e.volumeRecord("vol1")
 	st := e.be.State()
-	if !slices.Equal(st.Snapshots[rec.Key], []string{"s1", "s2"}) || len(st.Retired) != 0 {
+	if !slices.Equal(st.Snapshots[rec.Key], []string{"s1", "s2"}) || len(st.SetAside) != 0 {
 		t.Fatalf("storage after revert: %+v", st)
 	}
-	if src := st.Sources[rec.Key]; src.Snapshot != "s2" || !st.Volumes[rec.Key] {
-		t.Fatalf("live volume is not a mounted copy of s2: %+v", st)
+	if data, err := e.be.ReadFile(rec.Key, "f"); err != nil || string(data) != "before s2" || !st.Volumes[rec.Key] {
+		t.Fatalf("live volume is not a mounted copy of s2: %q %v %+v", data, err, st)
 	}
 }
 

@@ -45,7 +45,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	be, dp := fake.New(), dpfake.New()
-	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: dp, Resync: time.Hour})
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Resync: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx); close(done) }()

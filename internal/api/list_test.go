@@ -148,7 +148,7 @@ func TestOperations(t *testing.T) {
 func TestCancelVolumeCreateRollsBack(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.SyncWait = time.Millisecond })
 	e.pool("pool1", 100, nil)
-	release := e.be.Gate("Mount") // the create stops just before mounting
+	release := e.be.Block("Mount") // the create stops just before mounting
 	op := e.ok("POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": 10, "protocols": []string{"NFSV3"}})
 	if op["done"] == true {
 		t.Fatal("operation finished before the gate")
@@ -180,7 +180,7 @@ func TestBusyResourceRefusesSecondOperation(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.SyncWait = time.Millisecond })
 	e.pool("pool1", 100, nil)
 	e.volume("vol1", "pool1", 10, nil)
-	release := e.be.Gate("Resize")
+	release := e.be.Block("Resize")
 	op := e.ok("PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 20})
 	waitFor(t, func() bool { return e.be.CallCount("Resize") > 0 })
 	e.fails("PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 30}, 400, "FAILED_PRECONDITION")

@@ -72,13 +72,28 @@ type DataPlane interface {
 	View(ctx context.Context, network string) (ExportView, error)
 }
 
-// ExportView is one observation of a network's sandbox. It is an alias of an
-// interface literal so that data planes can return it without importing this
-// package.
-type ExportView = interface {
+// ExportView is one observation of a network's sandbox.
+type ExportView interface {
 	// Exported reports whether ex is loaded as rendered, onto the volume now
 	// mounted on its path, and reachable on addr (the zero Addr: any address).
 	Exported(addr netip.Addr, ex nfs.Export) bool
+}
+
+// dataPlaneOf is a data plane whose View returns its own type of view.
+type dataPlaneOf[V ExportView] interface {
+	Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error
+	Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error
+	View(ctx context.Context, network string) (V, error)
+}
+
+// AdaptDataPlane turns a data plane whose View returns a concrete view type (such
+// as *dataplane.View) into a DataPlane.
+func AdaptDataPlane[V ExportView](d dataPlaneOf[V]) DataPlane { return adapted[V]{d} }
+
+type adapted[V ExportView] struct{ dataPlaneOf[V] }
+
+func (a adapted[V]) View(ctx context.Context, network string) (ExportView, error) {
+	return a.dataPlaneOf.View(ctx, network)
 }
 
 // Directory is what the controller needs of Active Directory membership (the SMB

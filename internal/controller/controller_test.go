@@ -451,7 +451,7 @@ func TestSnapshotExportIDsThroughOperations(t *testing.T) {
 	h := newHarness(t)
 	dp := h.withDataPlane()
 	ctx := context.Background()
-	c := New(Options{Store: h.st, Backend: h.be, DataPlane: dp, Resync: time.Hour})
+	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(dp), Resync: time.Hour})
 	v := newVolume("vol1")
 	v.Protocols = []model.Protocol{model.ProtocolNFSv3}
 	v.Endpoint, v.Network = "10.99.0.10", "default"

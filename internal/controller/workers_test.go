@@ -35,7 +35,7 @@ func (d *slowDirectory) Remove(context.Context, *model.ActiveDirectory) error { 
 func (h *harness) startWith(t *testing.T, opts Options) *Controller {
 	opts.Store, opts.Backend = h.st, h.be
 	if h.dp != nil {
-		opts.DataPlane = h.dp
+		opts.DataPlane = AdaptDataPlane(h.dp)
 	}
 	if opts.Resync == 0 {
 		opts.Resync = time.Hour
@@ -231,7 +231,7 @@ func TestResyncObservesOncePerPass(t *testing.T) {
 	h := newHarness(t)
 	dp := h.withDataPlane()
 	ctx := context.Background()
-	c := New(Options{Store: h.st, Backend: h.be, DataPlane: dp, Resync: time.Hour})
+	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(dp), Resync: time.Hour})
 	at := t0
 	const n = 200
 	for i := range n {

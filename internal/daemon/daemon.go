@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// TODO(smb-ad): the AD join needs the clear password: give the controller
 	// state.secrets (a *secret.Box) and have it call
 	// Open(a.PasswordSealed, a.PasswordAAD()) when it joins.
-	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: dp, Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait
 	if syncWait == 0 {

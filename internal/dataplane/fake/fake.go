@@ -73,29 +73,6 @@ func (d *DataPlane) exported(network string, addr netip.Addr, ex nfs.Export) boo
 	return ok && e.Network == network && (!addr.IsValid() || e.Addr == addr) && e.Export.Render() == ex.Render()
 }
 
-// View implements controller.DataPlane: a copy of what network holds now. Views
-// counts the calls.
-func (d *DataPlane) View(_ context.Context, network string) (controllerView, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.views++
-	cp := &DataPlane{exports: maps.Clone(d.exports)}
-	return view{d: cp, network: network}, nil
-}
-
-// controllerView is the controller's ExportView, spelt out so that this package
-// need not import the controller.
-type controllerView = interface {
-	Exported(addr netip.Addr, ex nfs.Export) bool
-}
-
-type view struct {
-	d       *DataPlane
-	network string
-}
-
-func (v view) Exported(addr netip.Addr, ex nfs.Export) bool { return v.d.exported(v.network, addr, ex) }
-
 // Views returns how many views were taken.
 func (d *DataPlane) Views() int {
 	d.mu.Lock()
@@ -108,6 +85,7 @@ func (d *DataPlane) Views() int {
 func (d *DataPlane) View(_ context.Context, network string) (*dataplane.View, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.views++
 	var addrs []netip.Addr
 	var exports []nfs.Export
 	for _, e := range d.exports {

@@ -655,3 +655,18 @@ func (b *Backend) State() State {
 	sort.Strings(s.SnapshotMounts)
 	return s
 }
+
+// Block makes every later mutating call of method wait, before it takes effect,
+// until release is called. It replaces Gate.
+func (b *Backend) Block(method string) (release func()) {
+	ch := make(chan struct{})
+	b.mu.Lock()
+	b.Gate = func(op, _ string) {
+		if op == method {
+			<-ch
+		}
+	}
+	b.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}

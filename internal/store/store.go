@@ -3,6 +3,12 @@
 // interface is what a PostgreSQL implementation would satisfy. The store is
 // deterministic: names, IDs and timestamps come from the caller.
 //
+// Beside the documents the store keeps indexes (index.go), filled on every Put from
+// the document, so that a write's checks (shareName taken? pool capacity in use?
+// endpoints in use?) and the controller's list of unfinished operations cost the
+// same however many resources are stored. Their typed helpers (PendingOperations,
+// UsageOfPool, …) are what callers use.
+//
 // Imported by the daemon, api, controller and iam packages.
 package store
 
@@ -45,12 +51,22 @@ type Tx interface {
 	Get(kind, name string, out any) error
 	// List returns the documents of kind under parent ("" = all), ordered by name.
 	List(kind, parent string) ([][]byte, error)
-	// Put inserts or replaces a document.
+	// Names returns the names of the documents of kind under parent ("" = all),
+	// ordered by name, without reading the documents.
+	Names(kind, parent string) ([]string, error)
+	// Put inserts or replaces a document (and its index entries, see index.go).
 	Put(kind, name, parent string, v any) error
 	// Insert adds a document, or returns model.ErrAlreadyExists.
 	Insert(kind, name, parent string, v any) error
 	// Delete removes a document; deleting an absent one is not an error.
 	Delete(kind, name string) error
+	// Index returns the entries of index idx under key, ordered by num, then name.
+	Index(idx, key string) ([]IndexEntry, error)
+	// IndexSum returns Σ num and the number of entries of index idx under key.
+	IndexSum(idx, key string) (sum float64, n int, err error)
+	// IndexDocs returns the documents of the entries of index idx under key, in the
+	// order of Index.
+	IndexDocs(idx, key string) ([][]byte, error)
 	// NextSeq returns the next value of a named counter, starting at 1.
 	NextSeq(key string) (int64, error)
 	// Seq returns the last value NextSeq returned for key, or 0.

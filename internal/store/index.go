@@ -130,14 +130,10 @@ func PendingOperations(tx Tx) ([]*model.Operation, error) {
 	return out, nil
 }
 
-// VolumeWithShareName returns the name of the volume of location that has
-// shareName (compared case-insensitively), or "" if none has.
-func VolumeWithShareName(tx Tx, location, shareName string) (string, error) {
-	es, err := tx.Index(IdxShareName, ShareNameKey(location, shareName))
-	if err != nil || len(es) == 0 {
-		return "", err
-	}
-	return es[0].Name, nil
+// VolumesWithShareName returns the names of the volumes of location that have
+// shareName (compared case-insensitively), ordered by name.
+func VolumesWithShareName(tx Tx, location, shareName string) ([]string, error) {
+	return names(tx.Index(IdxShareName, ShareNameKey(location, shareName)))
 }
 
 // PoolUsage is what a pool's volumes take of it.

@@ -44,11 +44,11 @@ func TestIndexesFollowPutAndDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(wantShare string, wantUsage PoolUsage, wantEndpoints []string, wantPending []string) {
+	check := func(wantShare []string, wantUsage PoolUsage, wantEndpoints []string, wantPending []string) {
 		t.Helper()
 		err := s.View(ctx, func(tx Tx) error {
-			got, err := VolumeWithShareName(tx, loc, "share-a")
-			if err != nil || got != wantShare {
+			got, err := VolumesWithShareName(tx, loc, "share-a")
+			if err != nil || !slices.Equal(got, wantShare) {
 				t.Errorf("VolumeWithShareName = %q, %v; want %q", got, err, wantShare)
 			}
 			u, err := UsageOfPool(tx, loc+"/storagePools/p1")
@@ -78,7 +78,7 @@ func TestIndexesFollowPutAndDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check(loc+"/volumes/a", PoolUsage{Volumes: 2, CapacityGib: 150}, []string{"10.99.0.10", "10.99.0.11", "10.99.0.12"}, []string{"early", "late"})
+	check([]string{loc + "/volumes/a"}, PoolUsage{Volumes: 2, CapacityGib: 150}, []string{"10.99.0.10", "10.99.0.11", "10.99.0.12"}, []string{"early", "late"})
 
 	err = s.Update(ctx, func(tx Tx) error {
 		a := vol("a", "other", "p1", 30, "10.99.0.10")
@@ -93,7 +93,7 @@ func TestIndexesFollowPutAndDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("", PoolUsage{Volumes: 1, CapacityGib: 30}, []string{"10.99.0.10", "10.99.0.12"}, []string{"late"})
+	check([]string{}, PoolUsage{Volumes: 1, CapacityGib: 30}, []string{"10.99.0.10", "10.99.0.12"}, []string{"late"})
 }
 
 // A database made before the index existed gets its stored documents indexed by

@@ -22,7 +22,6 @@ var volumeFields = fieldRules{
 		"hotTierSizeUsedGib", "cloneDetails"},
 }
 
-
 func (s *Server) routeVolumes(rq *request, p parent, rest []string, verb string) {
 	m := rq.r.Method
 	switch {
@@ -178,13 +177,6 @@ func volumeFromWire(w *apiv1.Volume, v *model.Volume, fields []string) error {
 	}
 	return nil
 }
-
-
-
-
-
-
-
 
 func (s *Server) createVolume(rq *request, p parent) {
 	id := rq.q.Get("volumeId")

@@ -55,29 +55,44 @@ func (s *Server) listPools(rq *request, p parent) {
 		s.writeError(rq, err)
 		return
 	}
-	var items []apiv1.StoragePool
+	var out []apiv1.StoragePool
+	var next string
 	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+		if lq.byName() {
+			var names []string
+			for _, lp := range s.locationsOf(p) {
+				n, err := tx.Names(store.KindPool, lp.name())
+				if err != nil {
+					return err
+				}
+				names = append(names, n...)
+			}
+			out, next, err = pageByName(lq, names, func(name string) (apiv1.StoragePool, error) {
+				pl, err := store.Get[model.Pool](tx, store.KindPool, name)
+				if err != nil {
+					return apiv1.StoragePool{}, err
+				}
+				return s.renderPool(tx, pl)
+			})
+			return err
+		}
+		var items []apiv1.StoragePool
 		for _, lp := range s.locationsOf(p) {
 			pools, err := store.List[model.Pool](tx, store.KindPool, lp.name())
 			if err != nil {
 				return err
 			}
-			vols, err := store.List[model.Volume](tx, store.KindVolume, lp.name())
-			if err != nil {
-				return err
-			}
-			stats := statsByPool(vols)
 			for _, pl := range pools {
-				items = append(items, s.poolToWire(pl, stats[pl.Name()]))
+				w, err := s.renderPool(tx, pl)
+				if err != nil {
+					return err
+				}
+				items = append(items, w)
 			}
 		}
-		return nil
+		out, next, err = page(lq, items, func(x apiv1.StoragePool) string { return x.Name })
+		return err
 	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	out, next, err := page(lq, items, func(x apiv1.StoragePool) string { return x.Name })
 	if err != nil {
 		s.writeError(rq, err)
 		return

@@ -45,22 +45,37 @@ func (s *Server) listSnapshots(rq *request, p parent, vol string) {
 		s.writeError(rq, err)
 		return
 	}
-	var items []apiv1.Snapshot
+	var out []apiv1.Snapshot
+	var next string
 	err = s.st.View(rq.ctx, func(tx store.Tx) error {
 		if _, err := store.Get[model.Volume](tx, store.KindVolume, vol); err != nil {
 			return err
 		}
+		if lq.byName() {
+			names, err := tx.Names(store.KindSnapshot, vol)
+			if err != nil {
+				return err
+			}
+			out, next, err = pageByName(lq, names, func(name string) (apiv1.Snapshot, error) {
+				sn, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+				if err != nil {
+					return apiv1.Snapshot{}, err
+				}
+				return snapshotToWire(sn), nil
+			})
+			return err
+		}
 		snaps, err := store.List[model.Snapshot](tx, store.KindSnapshot, vol)
+		if err != nil {
+			return err
+		}
+		var items []apiv1.Snapshot
 		for _, sn := range snaps {
 			items = append(items, snapshotToWire(sn))
 		}
+		out, next, err = page(lq, items, func(x apiv1.Snapshot) string { return x.Name })
 		return err
 	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	out, next, err := page(lq, items, func(x apiv1.Snapshot) string { return x.Name })
 	if err != nil {
 		s.writeError(rq, err)
 		return

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -54,8 +55,37 @@ func (s *Server) listVolumes(rq *request, p parent) {
 		s.writeError(rq, err)
 		return
 	}
-	var items []apiv1.Volume
+	var out []apiv1.Volume
+	var next string
 	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+		if lq.byName() {
+			var names []string
+			for _, lp := range s.locationsOf(p) {
+				n, err := tx.Names(store.KindVolume, lp.name())
+				if err != nil {
+					return err
+				}
+				names = append(names, n...)
+			}
+			pools := map[string]*model.Pool{}
+			out, next, err = pageByName(lq, names, func(name string) (apiv1.Volume, error) {
+				v, err := store.Get[model.Volume](tx, store.KindVolume, name)
+				if err != nil {
+					return apiv1.Volume{}, err
+				}
+				pl, seen := pools[v.PoolName()]
+				if !seen {
+					pl, err = store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+					if err != nil && !errors.Is(err, model.ErrNotFound) {
+						return apiv1.Volume{}, err
+					}
+					pools[v.PoolName()] = pl
+				}
+				return s.volumeToWire(v, pl), nil
+			})
+			return err
+		}
+		var items []apiv1.Volume
 		for _, lp := range s.locationsOf(p) {
 			vols, err := store.List[model.Volume](tx, store.KindVolume, lp.name())
 			if err != nil {
@@ -73,13 +103,9 @@ func (s *Server) listVolumes(rq *request, p parent) {
 				items = append(items, s.volumeToWire(v, byName[v.PoolName()]))
 			}
 		}
-		return nil
+		out, next, err = page(lq, items, func(x apiv1.Volume) string { return x.Name })
+		return err
 	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	out, next, err := page(lq, items, func(x apiv1.Volume) string { return x.Name })
 	if err != nil {
 		s.writeError(rq, err)
 		return

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/intent"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -239,7 +240,7 @@ func validateAD(a *model.ActiveDirectory, password string) error {
 			}
 		}
 	}
-	return checkMeta(&a.Meta)
+	return intent.CheckMeta(&a.Meta)
 }
 
 // sealPassword stores password in a sealed, bound to the policy: the clear text is

@@ -105,3 +105,33 @@ func TestSnapshotIntentMatchesAPI(t *testing.T) {
 		})
 	}
 }
+
+// One network's SMB service joins one Active Directory: a pool naming another AD
+// than the pools already on its network is refused, naming activeDirectory.
+func TestOneActiveDirectoryPerNetwork(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"ad1", "ad2"} {
+		e.run("POST", loc+"/activeDirectories?activeDirectoryId="+id, map[string]any{"domain": id + ".example.com", "dns": "10.0.0.2",
+			"netBiosPrefix": "nas", "username": "admin", "password": "pw"})
+	}
+	ad1, ad2 := "projects/p1/locations/us-east4/activeDirectories/ad1", "projects/p1/locations/us-east4/activeDirectories/ad2"
+	e.pool("pool1", 100, map[string]any{"activeDirectory": ad1})
+	e.pool("same", 100, map[string]any{"activeDirectory": ad1}) // the same AD: fine
+	e.pool("noad", 100, nil)                                    // NFS only: fine
+
+	r := e.fails("POST", loc+"/storagePools?storagePoolId=pool2", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100,
+		"network": "projects/p1/global/networks/default", "activeDirectory": ad2}, 400, "INVALID_ARGUMENT")
+	want := `pools on network "default" already use Active Directory policy ` + ad1
+	if msg := r.body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "activeDirectory") || !strings.Contains(msg, want) {
+		t.Errorf("message = %q, want it to name activeDirectory and say %q", msg, want)
+	}
+	if !strings.Contains(r.raw, `"field":"activeDirectory"`) {
+		t.Errorf("no field violation for activeDirectory: %s", r.raw)
+	}
+	// An update to another AD is refused the same way; the pool keeps its AD.
+	e.fails("PATCH", loc+"/storagePools/noad?updateMask=activeDirectory", map[string]any{"activeDirectory": ad2}, 400, "INVALID_ARGUMENT")
+	// Once no pool on the network uses ad1, ad2 may be used.
+	e.run("PATCH", loc+"/storagePools/pool1?updateMask=activeDirectory", map[string]any{"activeDirectory": ""})
+	e.run("PATCH", loc+"/storagePools/same?updateMask=activeDirectory", map[string]any{"activeDirectory": ""})
+	e.pool("pool2", 100, map[string]any{"activeDirectory": ad2})
+}

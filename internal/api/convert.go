@@ -47,22 +47,6 @@ type poolStats struct {
 	throughput  float64 // Σ assigned throughput (MANUAL pools)
 }
 
-// statsByPool computes the aggregates of every pool in a location.
-func statsByPool(vols []*model.Volume) map[string]*poolStats {
-	out := map[string]*poolStats{}
-	for _, v := range vols {
-		st := out[v.PoolName()]
-		if st == nil {
-			st = &poolStats{}
-			out[v.PoolName()] = st
-		}
-		st.capacityGib += v.CapacityGib
-		st.count++
-		st.throughput += v.ThroughputMibps
-	}
-	return out
-}
-
 func (s *Server) poolToWire(p *model.Pool, st *poolStats) apiv1.StoragePool {
 	if st == nil {
 		st = &poolStats{}

@@ -32,6 +32,7 @@ func TestImportRules(t *testing.T) {
 		"bench":      {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs"},
 		"nfs3":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli", "bench", "perf"},
 		"secret":     {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli"},
+		"intent":     {"api", "apiv1", "controller", "daemon", "storage", "runner", "dataplane", "nfs", "iam"},
 		"perf":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client"},
 	}
 	checked := 0

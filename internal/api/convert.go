@@ -47,22 +47,6 @@ type poolStats struct {
 	throughput  float64 // Σ assigned throughput (MANUAL pools)
 }
 
-// statsByPool computes the aggregates of every pool in a location.
-func statsByPool(vols []*model.Volume) map[string]*poolStats {
-	out := map[string]*poolStats{}
-	for _, v := range vols {
-		st := out[v.PoolName()]
-		if st == nil {
-			st = &poolStats{}
-			out[v.PoolName()] = st
-		}
-		st.capacityGib += v.CapacityGib
-		st.count++
-		st.throughput += v.ThroughputMibps
-	}
-	return out
-}
-
 func (s *Server) poolToWire(p *model.Pool, st *poolStats) apiv1.StoragePool {
 	if st == nil {
 		st = &poolStats{}
@@ -249,11 +233,11 @@ func adToWire(a *model.ActiveDirectory, inUse bool) apiv1.ActiveDirectory {
 // render helpers that look up what a resource's wire form derives from.
 
 func (s *Server) renderPool(tx store.Tx, p *model.Pool) (apiv1.StoragePool, error) {
-	vols, err := store.List[model.Volume](tx, store.KindVolume, model.LocationName(p.Project, p.Location))
+	use, err := store.UsageOfPool(tx, p.Name())
 	if err != nil {
 		return apiv1.StoragePool{}, err
 	}
-	return s.poolToWire(p, statsByPool(vols)[p.Name()]), nil
+	return s.poolToWire(p, &poolStats{capacityGib: use.CapacityGib, count: int32(use.Volumes), throughput: use.ThroughputMibps}), nil
 }
 
 func (s *Server) renderVolume(tx store.Tx, v *model.Volume) (apiv1.Volume, error) {
@@ -268,13 +252,14 @@ func (s *Server) renderVolume(tx store.Tx, v *model.Volume) (apiv1.Volume, error
 }
 
 func (s *Server) renderAD(tx store.Tx, a *model.ActiveDirectory) (apiv1.ActiveDirectory, error) {
-	pools, err := store.List[model.Pool](tx, store.KindPool, model.LocationName(a.Project, a.Location))
+	pools, err := store.PoolsUsingAD(tx, a.Name())
 	if err != nil {
 		return apiv1.ActiveDirectory{}, err
 	}
 	inUse := false
+	prefix := model.LocationName(a.Project, a.Location) + "/"
 	for _, p := range pools {
-		inUse = inUse || p.ActiveDirectory == a.Name()
+		inUse = inUse || strings.HasPrefix(p, prefix)
 	}
 	return adToWire(a, inUse), nil
 }

@@ -260,3 +260,60 @@ func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
 	}
 	return reflect.StructField{}, false
 }
+
+// byName reports whether the list is unfiltered and ordered by name alone (the
+// default), so that a page can be cut from the names and only its items read and
+// rendered (pageByName).
+func (lq *listQuery) byName() bool {
+	return (lq.filter == nil || lq.filter.root == nil) && len(lq.order) == 1 &&
+		len(lq.order[0].path) == 1 && lq.order[0].path[0] == "name"
+}
+
+// pageByName is page for a list that byName: it orders and pages names and loads
+// only the items of the page. Its pages and page tokens are those page gives.
+func pageByName[T any](lq *listQuery, names []string, load func(name string) (T, error)) ([]T, string, error) {
+	desc := lq.order[0].desc
+	cmp := func(a, b string) int {
+		if desc {
+			return -compareSortValues(a, b)
+		}
+		return compareSortValues(a, b)
+	}
+	names = slices.Clone(names)
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp(a, b); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	start := 0
+	if lq.after != nil {
+		start = len(names)
+		for i, n := range names {
+			c := cmp(n, lq.after.Values[0])
+			if c == 0 {
+				c = strings.Compare(n, lq.after.Name)
+			}
+			if c > 0 {
+				start = i
+				break
+			}
+		}
+	}
+	end := min(start+lq.pageSize, len(names))
+	out := make([]T, 0, end-start)
+	for _, n := range names[start:end] {
+		it, err := load(n)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, it)
+	}
+	next := ""
+	if end < len(names) {
+		last := names[end-1]
+		b, _ := json.Marshal(cursor{Values: []string{last}, Name: last, Hash: lq.hash})
+		next = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return out, next, nil
+}

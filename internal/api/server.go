@@ -31,6 +31,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/intent"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/secret"
 	"github.com/basin-nas/basin/internal/store"
@@ -118,6 +119,9 @@ type Server struct {
 	authFailures *limiter
 	refusals     *refusals
 	auditMu      sync.Mutex
+	// intent records intents (see intents()).
+	intent     *intent.Service
+	intentOnce sync.Once
 }
 
 // New returns a Server.

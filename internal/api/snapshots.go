@@ -1,10 +1,11 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/intent"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -44,22 +45,37 @@ func (s *Server) listSnapshots(rq *request, p parent, vol string) {
 		s.writeError(rq, err)
 		return
 	}
-	var items []apiv1.Snapshot
+	var out []apiv1.Snapshot
+	var next string
 	err = s.st.View(rq.ctx, func(tx store.Tx) error {
 		if _, err := store.Get[model.Volume](tx, store.KindVolume, vol); err != nil {
 			return err
 		}
+		if lq.byName() {
+			names, err := tx.Names(store.KindSnapshot, vol)
+			if err != nil {
+				return err
+			}
+			out, next, err = pageByName(lq, names, func(name string) (apiv1.Snapshot, error) {
+				sn, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+				if err != nil {
+					return apiv1.Snapshot{}, err
+				}
+				return snapshotToWire(sn), nil
+			})
+			return err
+		}
 		snaps, err := store.List[model.Snapshot](tx, store.KindSnapshot, vol)
+		if err != nil {
+			return err
+		}
+		var items []apiv1.Snapshot
 		for _, sn := range snaps {
 			items = append(items, snapshotToWire(sn))
 		}
+		out, next, err = page(lq, items, func(x apiv1.Snapshot) string { return x.Name })
 		return err
 	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	out, next, err := page(lq, items, func(x apiv1.Snapshot) string { return x.Name })
 	if err != nil {
 		s.writeError(rq, err)
 		return
@@ -86,7 +102,7 @@ func (s *Server) getSnapshot(rq *request, vol, id string) {
 
 func (s *Server) createSnapshot(rq *request, p parent, vol string) {
 	id := rq.q.Get("snapshotId")
-	if err := checkID("snapshotId", id); err != nil {
+	if err := intent.CheckID("snapshotId", id); err != nil {
 		s.writeError(rq, err)
 		return
 	}
@@ -95,37 +111,9 @@ func (s *Server) createSnapshot(rq *request, p parent, vol string) {
 		s.writeError(rq, err)
 		return
 	}
-	sn := &model.Snapshot{Meta: model.Meta{Project: p.project, Location: p.location, ID: id, CreateTime: s.now().UTC(),
-		State: model.StateCreating, Labels: w.Labels, Desc: w.Description}}
-	if err := checkMeta(&sn.Meta); err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	op := s.newOperation(p, model.OpSnapshotCreate, vol+"/snapshots/"+id)
-	s.startOperation(rq, op, func(tx store.Tx) error {
-		v, err := store.Get[model.Volume](tx, store.KindVolume, vol)
-		if err != nil {
-			return err
-		}
-		sn.Volume = v.ID
-		if v.State != model.StateReady {
-			return model.Errorf(model.ErrFailedPrecondition, "volume %s is %s, not READY", v.ID, v.State)
-		}
-		if _, err := store.Get[model.Snapshot](tx, store.KindSnapshot, sn.Name()); err == nil {
-			return model.Errorf(model.ErrAlreadyExists, "Snapshot '%s' already exists", sn.Name())
-		}
-		snaps, err := store.List[model.Snapshot](tx, store.KindSnapshot, vol)
-		if err != nil {
-			return err
-		}
-		if len(snaps) >= s.opts.Limits.MaxSnapshotsPerVol {
-			return model.Errorf(model.ErrFailedPrecondition, "volume %s already has %d snapshots, the most a volume may have", v.ID, len(snaps))
-		}
-		if err := s.checkStoreReserve(rq.ctx); err != nil {
-			return err
-		}
-		return tx.Insert(store.KindSnapshot, sn.Name(), vol, sn)
-	})
+	op, err := s.intents().CreateSnapshot(rq.ctx, s.st, intent.SnapshotCreate{Project: p.project, Location: p.location,
+		Volume: lastSegment(vol), ID: id, Description: w.Description, Labels: w.Labels})
+	s.answerOperation(rq, op, err)
 }
 
 func (s *Server) updateSnapshot(rq *request, p parent, vol, id string) {
@@ -139,68 +127,37 @@ func (s *Server) updateSnapshot(rq *request, p parent, vol, id string) {
 		s.writeError(rq, err)
 		return
 	}
-	name := vol + "/snapshots/" + id
-	if err := checkBodyName(w.Name, name); err != nil {
+	if err := checkBodyName(w.Name, vol+"/snapshots/"+id); err != nil {
 		s.writeError(rq, err)
 		return
 	}
-	op := s.newOperation(p, model.OpSnapshotUpdate, name)
-	s.startOperation(rq, op, func(tx store.Tx) error {
-		sn, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
-		if err != nil {
-			return err
-		}
-		if sn.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "snapshot %s is %s; wait for its operation to finish", id, sn.State)
-		}
-		cur := snapshotToWire(sn)
-		paths, err := updatePaths(rq.q, snapshotFields, present, &w, &cur)
-		if err != nil {
-			return err
-		}
-		op.Prev, _ = json.Marshal(sn)
-		for _, f := range paths {
-			switch f {
-			case "description":
-				sn.Desc = w.Description
-			case "labels":
-				sn.Labels = w.Labels
+	op, err := s.intents().UpdateSnapshot(rq.ctx, s.st, intent.SnapshotUpdate{Project: p.project, Location: p.location,
+		Volume: lastSegment(vol), ID: id, Patch: func(sn *model.Snapshot) error {
+			cur := snapshotToWire(sn)
+			paths, err := updatePaths(rq.q, snapshotFields, present, &w, &cur)
+			if err != nil {
+				return err
 			}
-		}
-		if err := checkMeta(&sn.Meta); err != nil {
-			return err
-		}
-		sn.State = model.StateUpdating
-		return store.PutSnapshot(tx, sn)
-	})
+			for _, f := range paths {
+				switch f {
+				case "description":
+					sn.Desc = w.Description
+				case "labels":
+					sn.Labels = w.Labels
+				}
+			}
+			return nil
+		}})
+	s.answerOperation(rq, op, err)
 }
 
 func (s *Server) deleteSnapshot(rq *request, p parent, vol, id string) {
-	if err := checkPathID("Snapshot", id); err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	name := vol + "/snapshots/" + id
-	op := s.newOperation(p, model.OpSnapshotDelete, name)
-	s.startOperation(rq, op, func(tx store.Tx) error {
-		sn, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
-		if err != nil {
-			return err
-		}
-		if sn.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "snapshot %s is %s; wait for its operation to finish", id, sn.State)
-		}
-		v, err := store.Get[model.Volume](tx, store.KindVolume, vol)
-		if err != nil {
-			return err
-		}
-		if v.State == model.StateRestoring || v.State == model.StateDeleting {
-			return model.Errorf(model.ErrFailedPrecondition, "volume %s is %s", v.ID, v.State)
-		}
-		if err := s.refuseIfCloning(tx, p, sn); err != nil {
-			return err
-		}
-		sn.State = model.StateDeleting
-		return store.PutSnapshot(tx, sn)
-	})
+	op, err := s.intents().DeleteSnapshot(rq.ctx, s.st, intent.SnapshotDelete{Project: p.project, Location: p.location,
+		Volume: lastSegment(vol), ID: id})
+	s.answerOperation(rq, op, err)
+}
+
+// lastSegment is the ID at the end of a resource name.
+func lastSegment(name string) string {
+	return name[strings.LastIndex(name, "/")+1:]
 }

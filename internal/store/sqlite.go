@@ -79,6 +79,12 @@ func privateFiles(path string) error {
 	return nil
 }
 
+// migrationHooks run after the SQL of a migration, in its transaction: what SQL
+// alone cannot do (indexing stored documents with the Go extractors).
+var migrationHooks = map[int]func(context.Context, *sql.Tx) error{
+	2: reindex,
+}
+
 func (s *SQLite) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -112,6 +118,12 @@ func (s *SQLite) migrate(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 				tx.Rollback()
 				return fmt.Errorf("migration %s: %w", f, err)
+			}
+			if hook := migrationHooks[version]; hook != nil {
+				if err := hook(ctx, tx); err != nil {
+					tx.Rollback()
+					return fmt.Errorf("migration %s: %w", f, err)
+				}
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version) VALUES (?)`, version); err != nil {
 				tx.Rollback()
@@ -223,7 +235,133 @@ func (t *sqliteTx) Put(kind, name, parent string, v any) error {
 	if err != nil {
 		return fmt.Errorf("put %s %s: %w", kind, name, err)
 	}
+	return putIndex(t.ctx, t.tx, kind, name, data)
+}
+
+// putIndex replaces the index entries of a document.
+func putIndex(ctx context.Context, tx *sql.Tx, kind, name string, data []byte) error {
+	if !indexedKinds[kind] {
+		return nil
+	}
+	rows, err := extract(kind, data)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM index_entries WHERE kind = ? AND name = ?`, kind, name); err != nil {
+		return fmt.Errorf("index %s %s: %w", kind, name, err)
+	}
+	for _, r := range rows {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO index_entries(kind, name, idx, key, value, num) VALUES (?, ?, ?, ?, ?, ?)`,
+			kind, name, r.idx, r.key, r.value, r.num); err != nil {
+			return fmt.Errorf("index %s %s: %w", kind, name, err)
+		}
+	}
 	return nil
+}
+
+// reindex rebuilds every index entry from the stored documents (run by the
+// migration that adds or changes an index).
+func reindex(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM index_entries`); err != nil {
+		return fmt.Errorf("reindex: %w", err)
+	}
+	for kind := range indexedKinds {
+		rows, err := tx.QueryContext(ctx, `SELECT name, data FROM resources WHERE kind = ?`, kind)
+		if err != nil {
+			return fmt.Errorf("reindex %s: %w", kind, err)
+		}
+		type doc struct {
+			name string
+			data []byte
+		}
+		var docs []doc
+		for rows.Next() {
+			var d doc
+			if err := rows.Scan(&d.name, &d.data); err != nil {
+				rows.Close()
+				return err
+			}
+			docs = append(docs, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if err := putIndex(ctx, tx, kind, d.name, d.data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *sqliteTx) Names(kind, parent string) ([]string, error) {
+	var rows *sql.Rows
+	var err error
+	if parent == "" {
+		rows, err = t.tx.QueryContext(t.ctx, `SELECT name FROM resources WHERE kind = ? ORDER BY name`, kind)
+	} else {
+		rows, err = t.tx.QueryContext(t.ctx, `SELECT name FROM resources WHERE kind = ? AND parent = ? ORDER BY name`, kind, parent)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+func (t *sqliteTx) Index(idx, key string) ([]IndexEntry, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT name, value, num FROM index_entries WHERE idx = ? AND key = ? ORDER BY num, name`, idx, key)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", idx, err)
+	}
+	defer rows.Close()
+	var out []IndexEntry
+	for rows.Next() {
+		var e IndexEntry
+		if err := rows.Scan(&e.Name, &e.Value, &e.Num); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (t *sqliteTx) IndexSum(idx, key string) (float64, int, error) {
+	var sum float64
+	var n int
+	err := t.tx.QueryRowContext(t.ctx, `SELECT coalesce(total(num), 0), count(*) FROM index_entries WHERE idx = ? AND key = ?`, idx, key).Scan(&sum, &n)
+	if err != nil {
+		return 0, 0, fmt.Errorf("index %s: %w", idx, err)
+	}
+	return sum, n, nil
+}
+
+func (t *sqliteTx) IndexDocs(idx, key string) ([][]byte, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT r.data FROM index_entries i JOIN resources r ON r.kind = i.kind AND r.name = i.name
+		WHERE i.idx = ? AND i.key = ? ORDER BY i.num, i.name`, idx, key)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", idx, err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			return nil, err
+		}
+		out = append(out, data)
+	}
+	return out, rows.Err()
 }
 
 func (t *sqliteTx) Insert(kind, name, parent string, v any) error {
@@ -240,6 +378,11 @@ func (t *sqliteTx) Insert(kind, name, parent string, v any) error {
 func (t *sqliteTx) Delete(kind, name string) error {
 	if _, err := t.tx.ExecContext(t.ctx, `DELETE FROM resources WHERE kind = ? AND name = ?`, kind, name); err != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, name, err)
+	}
+	if indexedKinds[kind] {
+		if _, err := t.tx.ExecContext(t.ctx, `DELETE FROM index_entries WHERE kind = ? AND name = ?`, kind, name); err != nil {
+			return fmt.Errorf("delete %s %s: %w", kind, name, err)
+		}
 	}
 	return nil
 }

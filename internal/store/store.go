@@ -3,6 +3,12 @@
 // interface is what a PostgreSQL implementation would satisfy. The store is
 // deterministic: names, IDs and timestamps come from the caller.
 //
+// Beside the documents the store keeps indexes (index.go), filled on every Put from
+// the document, so that a write's checks (shareName taken? pool capacity in use?
+// endpoints in use?) and the controller's list of unfinished operations cost the
+// same however many resources are stored. Their typed helpers (PendingOperations,
+// UsageOfPool, …) are what callers use.
+//
 // Imported by the daemon, api, controller and iam packages.
 package store
 
@@ -10,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 
 	"github.com/basin-nas/basin/internal/model"
 )
@@ -46,12 +51,22 @@ type Tx interface {
 	Get(kind, name string, out any) error
 	// List returns the documents of kind under parent ("" = all), ordered by name.
 	List(kind, parent string) ([][]byte, error)
-	// Put inserts or replaces a document.
+	// Names returns the names of the documents of kind under parent ("" = all),
+	// ordered by name, without reading the documents.
+	Names(kind, parent string) ([]string, error)
+	// Put inserts or replaces a document (and its index entries, see index.go).
 	Put(kind, name, parent string, v any) error
 	// Insert adds a document, or returns model.ErrAlreadyExists.
 	Insert(kind, name, parent string, v any) error
 	// Delete removes a document; deleting an absent one is not an error.
 	Delete(kind, name string) error
+	// Index returns the entries of index idx under key, ordered by num, then name.
+	Index(idx, key string) ([]IndexEntry, error)
+	// IndexSum returns Σ num and the number of entries of index idx under key.
+	IndexSum(idx, key string) (sum float64, n int, err error)
+	// IndexDocs returns the documents of the entries of index idx under key, in the
+	// order of Index.
+	IndexDocs(idx, key string) ([][]byte, error)
 	// NextSeq returns the next value of a named counter, starting at 1.
 	NextSeq(key string) (int64, error)
 	// Seq returns the last value NextSeq returned for key, or 0.
@@ -109,21 +124,4 @@ func PutAD(tx Tx, a *model.ActiveDirectory) error {
 // PutOperation stores an operation.
 func PutOperation(tx Tx, o *model.Operation) error {
 	return tx.Put(KindOperation, o.Name(), model.LocationName(o.Project, o.Location), o)
-}
-
-// PendingOperations returns the unfinished operations, oldest first.
-// TODO(intent helper): served by an index; this placeholder decodes them all.
-func PendingOperations(tx Tx) ([]*model.Operation, error) {
-	all, err := List[model.Operation](tx, KindOperation, "")
-	if err != nil {
-		return nil, err
-	}
-	var out []*model.Operation
-	for _, o := range all {
-		if !o.Done {
-			out = append(out, o)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreateTime.Before(out[j].CreateTime) })
-	return out, nil
 }

@@ -1,0 +1,56 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/basin-nas/basin/internal/intent"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// intents returns the intent layer the handlers record through, configured from
+// the server's options (made on first use).
+func (s *Server) intents() *intent.Service {
+	s.intentOnce.Do(func() {
+		var capacity intent.Capacity
+		if s.opts.Capacity != nil {
+			capacity = s.opts.Capacity
+		}
+		s.intent = intent.New(intent.Options{
+			Networks: s.opts.Networks, Limits: s.opts.Limits, Capacity: capacity,
+			OvercommitRatio: s.opts.OvercommitRatio, StoreReserveBytes: s.opts.StoreReserveBytes,
+			Secrets: s.opts.Secrets, Now: s.now, Logger: s.log,
+		})
+	})
+	return s.intent
+}
+
+// answerOperation answers a call that recorded op (or failed with err): it wakes
+// the controller, waits up to SyncWait, and answers with the operation as it then is.
+func (s *Server) answerOperation(rq *request, op *model.Operation, err error) {
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	if s.opts.Operations != nil {
+		s.opts.Operations.Wake()
+		if s.opts.SyncWait > 0 {
+			ctx, cancel := context.WithTimeout(rq.ctx, s.opts.SyncWait)
+			s.opts.Operations.WaitDone(ctx, op.Name())
+			cancel()
+		}
+	}
+	var cur model.Operation
+	err = s.st.View(rq.ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) })
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	w, err := s.operationToWire(rq.ctx, &cur)
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, w)
+}

@@ -1,0 +1,310 @@
+package intent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+var (
+	networkRE = regexp.MustCompile(`^projects/([^/]+)/global/networks/([A-Za-z0-9][A-Za-z0-9._-]{0,62})$`)
+	adRefRE   = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/activeDirectories/([^/]+)$`)
+)
+
+// PoolCreate asks for a storage pool.
+type PoolCreate struct {
+	// Pool holds the project, location, ID and spec; its create time and state are
+	// set here.
+	Pool *model.Pool
+}
+
+// CreatePool records a pool to create.
+func (s *Service) CreatePool(ctx context.Context, st store.Store, req PoolCreate) (*model.Operation, error) {
+	pl := req.Pool
+	if err := CheckID("storagePoolId", pl.ID); err != nil {
+		return nil, err
+	}
+	pl.CreateTime, pl.State = s.opts.Now().UTC(), model.StateCreating
+	if pl.QosType == model.QosUnspecified {
+		pl.QosType = model.QosAuto
+	}
+	op := s.newOperation(pl.Project, pl.Location, model.OpPoolCreate, pl.Name())
+	return record(ctx, st, op, func(tx store.Tx) error {
+		if err := s.validatePoolSpec(tx, pl, nil); err != nil {
+			return err
+		}
+		if err := s.checkPoolCommit(ctx, tx, pl, 0); err != nil {
+			return err
+		}
+		return tx.Insert(store.KindPool, pl.Name(), model.LocationName(pl.Project, pl.Location), pl)
+	})
+}
+
+// PoolUpdate asks to change a pool.
+type PoolUpdate struct {
+	Project, Location, ID string
+	// Patch changes the pool as read in the transaction; its error is answered as is.
+	Patch func(tx store.Tx, pl *model.Pool) error
+}
+
+// UpdatePool records a change to a pool that is not busy: its volumes must still
+// fit, a QoS type change moves them, a growth must fit the node's store.
+func (s *Service) UpdatePool(ctx context.Context, st store.Store, req PoolUpdate) (*model.Operation, error) {
+	if err := CheckPathID("Storage pool", req.ID); err != nil {
+		return nil, err
+	}
+	name := model.LocationName(req.Project, req.Location) + "/storagePools/" + req.ID
+	op := s.newOperation(req.Project, req.Location, model.OpPoolUpdate, name)
+	return record(ctx, st, op, func(tx store.Tx) error {
+		pl, err := store.Get[model.Pool](tx, store.KindPool, name)
+		if err != nil {
+			return err
+		}
+		if pl.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s; wait for its operation to finish", req.ID, pl.State)
+		}
+		op.Prev, _ = json.Marshal(pl)
+		prev := *pl
+		if err := req.Patch(tx, pl); err != nil {
+			return err
+		}
+		if err := s.validatePoolSpec(tx, pl, &prev); err != nil {
+			return err
+		}
+		if pl.QosType != prev.QosType {
+			if err := s.switchQosType(tx, pl); err != nil {
+				return err
+			}
+		}
+		if err := s.checkPoolFits(tx, pl); err != nil {
+			return err
+		}
+		if err := s.checkPoolCommit(ctx, tx, pl, prev.CapacityGib); err != nil {
+			return err
+		}
+		pl.State = model.StateUpdating
+		return store.PutPool(tx, pl)
+	})
+}
+
+// PoolDelete asks to delete a pool.
+type PoolDelete struct {
+	Project, Location, ID string
+}
+
+// DeletePool records a pool's deletion; it must hold no volumes.
+func (s *Service) DeletePool(ctx context.Context, st store.Store, req PoolDelete) (*model.Operation, error) {
+	if err := CheckPathID("Storage pool", req.ID); err != nil {
+		return nil, err
+	}
+	name := model.LocationName(req.Project, req.Location) + "/storagePools/" + req.ID
+	op := s.newOperation(req.Project, req.Location, model.OpPoolDelete, name)
+	return record(ctx, st, op, func(tx store.Tx) error {
+		pl, err := store.Get[model.Pool](tx, store.KindPool, name)
+		if err != nil {
+			return err
+		}
+		if pl.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s; wait for its operation to finish", req.ID, pl.State)
+		}
+		use, err := store.UsageOfPool(tx, name)
+		if err != nil {
+			return err
+		}
+		if use.Volumes > 0 {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s still has %d volume(s); delete them first", req.ID, use.Volumes)
+		}
+		pl.State = model.StateDeleting
+		return store.PutPool(tx, pl)
+	})
+}
+
+// validatePoolSpec checks the fields a pool create or update sets. prev is the pool
+// before an update (nil on create): references it already held were checked when
+// they were set and are not checked again, so an update of other fields never fails
+// on them.
+func (s *Service) validatePoolSpec(tx store.Tx, pl, prev *model.Pool) error {
+	lim := s.opts.Limits
+	if pl.ServiceLevel == model.LevelUnspecified {
+		return model.Invalid("serviceLevel", "is required (PREMIUM, EXTREME, STANDARD or FLEX)")
+	}
+	if pl.CapacityGib <= 0 {
+		return model.Invalid("capacityGib", "is required and must be positive")
+	}
+	if pl.CapacityGib < lim.MinPoolGib || pl.CapacityGib > lim.MaxPoolGib {
+		return model.Invalid("capacityGib", "%d GiB is outside the allowed range %d–%d GiB", pl.CapacityGib, lim.MinPoolGib, lim.MaxPoolGib)
+	}
+	if prev == nil || prev.Network != pl.Network {
+		if err := s.checkNetworkRef(pl.Project, pl.Network); err != nil {
+			return err
+		}
+	} else if _, ok := s.Network(model.NetworkName(pl.Network)); !ok {
+		return s.unconfiguredNetwork(pl.Network)
+	}
+	if pl.ActiveDirectory != "" && (prev == nil || prev.ActiveDirectory != pl.ActiveDirectory) {
+		if err := checkADRef(tx, pl, pl.ActiveDirectory); err != nil {
+			return err
+		}
+	}
+	if pl.ActiveDirectory != "" && (prev == nil || prev.ActiveDirectory != pl.ActiveDirectory || prev.Network != pl.Network) {
+		if err := oneADPerNetwork(tx, pl); err != nil {
+			return err
+		}
+	}
+	if pl.CustomPerformanceEnabled && pl.ServiceLevel != model.LevelFlex {
+		return model.Invalid("customPerformanceEnabled", "is only available for FLEX pools")
+	}
+	if pl.CustomPerformanceEnabled {
+		if pl.TotalThroughputMibps < lim.FlexCustomMinThrough || pl.TotalThroughputMibps > lim.FlexCustomMaxThrough {
+			return model.Invalid("totalThroughputMibps", "must be between %d and %d MiB/s for custom performance", lim.FlexCustomMinThrough, lim.FlexCustomMaxThrough)
+		}
+		if pl.TotalIops == 0 {
+			pl.TotalIops = 1024 + 16*(pl.TotalThroughputMibps-64)
+		}
+		if pl.TotalIops < 0 || pl.TotalIops > 160000 {
+			return model.Invalid("totalIops", "must be at most 160000")
+		}
+	} else if pl.TotalThroughputMibps != 0 || pl.TotalIops != 0 {
+		return model.Invalid("totalThroughputMibps", "can only be set when customPerformanceEnabled is true")
+	}
+	if pl.AllowAutoTiering {
+		return model.Invalid("allowAutoTiering", "auto-tiering is not supported by Basin")
+	}
+	return CheckMeta(&pl.Meta)
+}
+
+// switchQosType moves a pool's volumes to its new QoS type: to MANUAL, each volume
+// keeps the throughput it had automatically (capacity × rate, which fits the budget);
+// to AUTO, assignments are dropped and throughput follows capacity again.
+func (s *Service) switchQosType(tx store.Tx, pl *model.Pool) error {
+	es, err := tx.Index(store.IdxPoolCapacity, pl.Name())
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(es))
+	for _, e := range es {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	auto := *pl
+	auto.QosType = model.QosAuto
+	for _, name := range names {
+		v, err := store.Get[model.Volume](tx, store.KindVolume, name)
+		if err != nil {
+			return err
+		}
+		if v.State.Busy() {
+			return model.Errorf(model.ErrFailedPrecondition, "volume %s is %s; wait for its operation before changing qosType", v.ID, v.State)
+		}
+		v.ThroughputMibps = 0
+		if pl.QosType == model.QosManual {
+			v.ThroughputMibps = math.Round(model.VolumeThroughputMibps(v, &auto, s.opts.Limits)*1000) / 1000
+		}
+		if err := store.PutVolume(tx, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPoolFits refuses a pool change that leaves its volumes without room: capacity
+// below Σ volume capacity, or a manual-QoS budget below Σ assigned throughput.
+func (s *Service) checkPoolFits(tx store.Tx, pl *model.Pool) error {
+	use, err := store.UsageOfPool(tx, pl.Name())
+	if err != nil {
+		return err
+	}
+	if use.Volumes == 0 {
+		return nil
+	}
+	if pl.CapacityGib < use.CapacityGib {
+		return model.Errorf(model.ErrFailedPrecondition, "capacityGib: %d GiB is less than the %d GiB its volumes use", pl.CapacityGib, use.CapacityGib)
+	}
+	if pl.QosType == model.QosManual {
+		if budget := model.PoolBudgetMibps(pl, s.opts.Limits); use.ThroughputMibps > budget+1e-9 {
+			return model.Errorf(model.ErrFailedPrecondition, "the pool's throughput budget %.2f MiB/s is less than the %.2f MiB/s assigned to its volumes", budget, use.ThroughputMibps)
+		}
+	}
+	return nil
+}
+
+// checkNetworkRef checks a pool's network: projects/{p}/global/networks/{n} where p is
+// the caller's project and n a network given to basin serve. Networks belong to the
+// node and every project sees each of them under its own project name, so another
+// project's name is refused before anything is looked up: the answer cannot depend
+// on anything outside the caller's project.
+func (s *Service) checkNetworkRef(project, ref string) error {
+	if ref == "" {
+		return model.Invalid("network", "is required, as projects/%s/global/networks/{network}", project)
+	}
+	m := networkRE.FindStringSubmatch(ref)
+	if m == nil || m[1] != project {
+		return model.Invalid("network", "must be projects/%s/global/networks/{network}, naming a network of project %s", project, project)
+	}
+	if _, ok := s.Network(m[2]); !ok {
+		return s.unconfiguredNetwork(ref)
+	}
+	return nil
+}
+
+func (s *Service) unconfiguredNetwork(ref string) error {
+	var names []string
+	for _, n := range s.opts.Networks {
+		names = append(names, n.Name)
+	}
+	return model.Invalid("network", "network %q is not configured in this Basin (configured: %s)", model.NetworkName(ref), strings.Join(names, ", "))
+}
+
+// checkADRef checks a reference to an Active Directory policy. Only policies of the
+// caller's project and the pool's location can be named; anything else gets one
+// answer, before any lookup, so it cannot reveal whether another project's policy
+// exists.
+func checkADRef(tx store.Tx, pl *model.Pool, ref string) error {
+	loc := model.LocationName(pl.Project, pl.Location)
+	m := adRefRE.FindStringSubmatch(ref)
+	if m == nil || m[1] != pl.Project || m[2] != pl.Location {
+		return model.Invalid("activeDirectory", "must be the full name of an Active Directory policy in %s: %s/activeDirectories/{id}", loc, loc)
+	}
+	if !idRE.MatchString(m[3]) {
+		return model.Invalid("activeDirectory", "Active Directory policy %q does not exist in %s", m[3], loc)
+	}
+	a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, ref)
+	if errors.Is(err, model.ErrNotFound) {
+		return model.Invalid("activeDirectory", "Active Directory policy %q does not exist in %s", m[3], loc)
+	}
+	if err != nil {
+		return err
+	}
+	if a.State == model.StateDeleting {
+		return model.Errorf(model.ErrFailedPrecondition, "activeDirectory: Active Directory policy %s is being deleted", a.ID)
+	}
+	return nil
+}
+
+// oneADPerNetwork refuses a pool whose Active Directory policy differs from that of
+// another pool on the same network: a network's file service (one sandbox, one
+// Samba) joins one Active Directory. Another project's policy is not named.
+func oneADPerNetwork(tx store.Tx, pl *model.Pool) error {
+	network := model.NetworkName(pl.Network)
+	others, err := store.PoolsOnNetwork(tx, network)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.Name == pl.Name() || o.Value == "" || o.Value == pl.ActiveDirectory {
+			continue
+		}
+		if !strings.HasPrefix(o.Name, "projects/"+pl.Project+"/") {
+			return model.Invalid("activeDirectory", "pools on network %q already use another project's Active Directory policy; a network's SMB service joins one Active Directory", network)
+		}
+		return model.Invalid("activeDirectory", "pools on network %q already use Active Directory policy %s; a network's SMB service joins one Active Directory", network, o.Value)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/model"
+)
+
+const loc = "projects/p/locations/l"
+
+func vol(id, share, pool string, gib int64, endpoint string) *model.Volume {
+	return &model.Volume{Meta: model.Meta{Project: "p", Location: "l", ID: id, State: model.StateReady},
+		ShareName: share, StoragePool: pool, CapacityGib: gib, Network: "default", Endpoint: endpoint}
+}
+
+func op(id string, created time.Time, done bool) *model.Operation {
+	return &model.Operation{Project: "p", Location: "l", ID: id, CreateTime: created, Done: done}
+}
+
+func TestIndexesFollowPutAndDelete(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "basin.db"))
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	err := s.Update(ctx, func(tx Tx) error {
+		for _, v := range []*model.Volume{vol("a", "Share-A", "p1", 100, "10.99.0.10"), vol("b", "b", "p1", 50, "10.99.0.11"), vol("c", "c", "p2", 7, "10.99.0.12")} {
+			if err := PutVolume(tx, v); err != nil {
+				return err
+			}
+		}
+		for _, o := range []*model.Operation{op("late", t0.Add(time.Hour), false), op("done", t0, true), op("early", t0, false)} {
+			if err := PutOperation(tx, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(wantShare []string, wantUsage PoolUsage, wantEndpoints []string, wantPending []string) {
+		t.Helper()
+		err := s.View(ctx, func(tx Tx) error {
+			got, err := VolumesWithShareName(tx, loc, "share-a")
+			if err != nil || !slices.Equal(got, wantShare) {
+				t.Errorf("VolumeWithShareName = %q, %v; want %q", got, err, wantShare)
+			}
+			u, err := UsageOfPool(tx, loc+"/storagePools/p1")
+			if err != nil || u != wantUsage {
+				t.Errorf("UsageOfPool = %+v, %v; want %+v", u, err, wantUsage)
+			}
+			eps, err := EndpointsInUse(tx, "default")
+			var keys []string
+			for k := range eps {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			if err != nil || !slices.Equal(keys, wantEndpoints) {
+				t.Errorf("EndpointsInUse = %v, %v; want %v", keys, err, wantEndpoints)
+			}
+			ops, err := PendingOperations(tx)
+			var ids []string
+			for _, o := range ops {
+				ids = append(ids, o.ID)
+			}
+			if err != nil || !slices.Equal(ids, wantPending) {
+				t.Errorf("PendingOperations = %v, %v; want %v", ids, err, wantPending)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check([]string{loc + "/volumes/a"}, PoolUsage{Volumes: 2, CapacityGib: 150}, []string{"10.99.0.10", "10.99.0.11", "10.99.0.12"}, []string{"early", "late"})
+
+	err = s.Update(ctx, func(tx Tx) error {
+		a := vol("a", "other", "p1", 30, "10.99.0.10")
+		if err := PutVolume(tx, a); err != nil {
+			return err
+		}
+		if err := tx.Delete(KindVolume, loc+"/volumes/b"); err != nil {
+			return err
+		}
+		return PutOperation(tx, op("early", t0, true))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check([]string{}, PoolUsage{Volumes: 1, CapacityGib: 30}, []string{"10.99.0.10", "10.99.0.12"}, []string{"late"})
+}
+
+// A database made before the index existed gets its stored documents indexed by
+// the migration.
+func TestMigrationIndexesExistingRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "basin.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+url.Values{"_pragma": {"journal_mode(WAL)"}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	init, err := migrations.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustExec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)`)
+	mustExec(string(init))
+	mustExec(`INSERT INTO schema_migrations(version) VALUES (1)`)
+	v, _ := json.Marshal(vol("a", "a", "p1", 100, "10.99.0.10"))
+	mustExec(`INSERT INTO resources(kind, name, parent, data) VALUES (?, ?, ?, ?)`, KindVolume, loc+"/volumes/a", loc, v)
+	o, _ := json.Marshal(op("x", time.Unix(1, 0), false))
+	mustExec(`INSERT INTO resources(kind, name, parent, data) VALUES (?, ?, ?, ?)`, KindOperation, loc+"/operations/x", loc, o)
+	db.Close()
+
+	s := open(t, path)
+	defer s.Close()
+	err = s.View(context.Background(), func(tx Tx) error {
+		u, err := UsageOfPool(tx, loc+"/storagePools/p1")
+		if err != nil || u.CapacityGib != 100 || u.Volumes != 1 {
+			t.Errorf("UsageOfPool after migration = %+v, %v", u, err)
+		}
+		ops, err := PendingOperations(tx)
+		if err != nil || len(ops) != 1 || ops[0].ID != "x" {
+			t.Errorf("PendingOperations after migration = %v, %v", ops, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,32 +39,6 @@ var allowedProtocolSets = [][]model.Protocol{
 	{model.ProtocolNFSv3, model.ProtocolNFSv4}, {model.ProtocolNFSv3, model.ProtocolSMB}, {model.ProtocolNFSv4, model.ProtocolSMB},
 }
 
-func (s *Server) routeVolumes(rq *request, p parent, rest []string, verb string) {
-	m := rq.r.Method
-	switch {
-	case len(rest) == 0 && verb == "" && m == http.MethodGet:
-		s.listVolumes(rq, p)
-	case len(rest) == 0 && verb == "" && m == http.MethodPost:
-		s.createVolume(rq, p)
-	case len(rest) == 1 && verb == "" && m == http.MethodGet:
-		s.getVolume(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodPatch:
-		s.updateVolume(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
-		s.deleteVolume(rq, p, rest[0])
-	case len(rest) == 1 && verb == "revert" && m == http.MethodPost:
-		s.revertVolume(rq, p, rest[0])
-	case len(rest) == 1 && slices.Contains([]string{"restore", "startSplit", "getSplitStatus", "establishPeering"}, verb):
-		s.unimplemented(rq)
-	case len(rest) >= 2 && rest[1] == "snapshots":
-		s.routeSnapshots(rq, p, rest[0], rest[2:], verb)
-	case len(rest) >= 2 && (rest[1] == "replications" || rest[1] == "quotaRules"):
-		s.unimplemented(rq)
-	default:
-		s.notFound(rq)
-	}
-}
-
 func (s *Server) listVolumes(rq *request, p parent) {
 	lq, err := parseListQuery[apiv1.Volume](rq.q, p.name()+"/volumes", "name")
 	if err != nil {

@@ -1,8 +1,16 @@
 // Package api serves Basin's REST API: the NetApp Volumes v1 wire format (API.md) on
-// /v1/, plus /healthz and /readyz. It authenticates every /v1/ request, validates
-// input before writing anything, records intent and an operation in one
+// /v1/, and the /healthz and /readyz probes as handlers of their own (Healthz,
+// Readyz) that the daemon mounts beside it. It authenticates every /v1/ request,
+// validates input before writing anything, records intent and an operation in one
 // transaction, wakes the controller, and maps errors to HTTP/gRPC statuses in one
 // place (errors.go).
+//
+// A tour: routes.go is the route table, every method with the permission it needs
+// (or why it needs none) and its handler; router.go matches requests to it, checks
+// the permission and the project and location a path names, and refuses at New a
+// table with a route that says nothing about permissions. The handlers live with
+// their resources (pools.go, volumes.go, snapshots.go, ads.go, operations.go,
+// iamapi.go, locations.go); audit.go and limits.go record and limit calls.
 //
 // It depends on model, apiv1, store, iam and secret (to seal secrets before they are
 // stored), on the controller only through the small Operations interface and on the

@@ -49,7 +49,7 @@ func (v pathVars) parent() parent { return parent{project: v["project"], locatio
 
 // pattern is a compiled Route.Pattern.
 type pattern struct {
-	segs []string // a literal, or "" for a variable (named in names)
+	segs []string // a literal, or "" for a variable (named in vars)
 	vars []string // the variable name of each segment, or ""
 	verb string
 	rest bool // ends in "/**"
@@ -176,6 +176,8 @@ func compileRoutes(table []Route) (*router, error) {
 			errs = append(errs, fmt.Errorf("route %s: no handler", name))
 		case r.Method == "":
 			errs = append(errs, fmt.Errorf("route %s: no method", name))
+		case !strings.HasPrefix(r.Pattern, "/v1/"):
+			errs = append(errs, fmt.Errorf("route %s: the API serves /v1/ only", name))
 		case r.CreateID != "" && r.Method != http.MethodPost:
 			errs = append(errs, fmt.Errorf("route %s: CreateID on a method other than POST", name))
 		}
@@ -234,9 +236,11 @@ var scopes = []scope{
 		return nil
 	}},
 	{mustPattern("/v1/projects/{project}/locations/{location}"), func(s *Server, rq *request, v pathVars) error {
-		// "-" lists across locations; anything else must be a location Basin serves.
+		// "-" lists across locations (GET …/locations/-/{collection}); anything else
+		// must be a location Basin serves.
 		if loc := v["location"]; loc == "-" {
-			if len(rq.segs) != 6 || rq.verb != "" || rq.r.Method != http.MethodGet {
+			const listSegs = 6 // v1 projects {project} locations - {collection}
+			if len(rq.segs) != listSegs || rq.verb != "" || rq.r.Method != http.MethodGet {
 				return model.Invalid("name", "location \"-\" is only valid when listing")
 			}
 		} else if !slices.Contains(s.opts.Locations, loc) {

@@ -17,24 +17,6 @@ var adFields = fieldRules{
 	output: []string{"createTime", "state", "stateDetails"},
 }
 
-func (s *Server) routeADs(rq *request, p parent, rest []string, verb string) {
-	m := rq.r.Method
-	switch {
-	case len(rest) == 0 && verb == "" && m == http.MethodGet:
-		s.listADs(rq, p)
-	case len(rest) == 0 && verb == "" && m == http.MethodPost:
-		s.createAD(rq, p)
-	case len(rest) == 1 && verb == "" && m == http.MethodGet:
-		s.getAD(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodPatch:
-		s.updateAD(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
-		s.deleteAD(rq, p, rest[0])
-	default:
-		s.notFound(rq)
-	}
-}
-
 func (s *Server) listADs(rq *request, p parent) {
 	lq, err := parseListQuery[apiv1.ActiveDirectory](rq.q, p.name()+"/activeDirectories", "name")
 	if err != nil {

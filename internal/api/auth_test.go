@@ -53,7 +53,7 @@ func TestAuthentication(t *testing.T) {
 	}
 	// Health endpoints need no token.
 	e.token = ""
-	if r := e.do("GET", "/healthz", nil); r.status != 200 {
+	if r := e.probe("/healthz"); r.status != 200 {
 		t.Fatalf("healthz = %d", r.status)
 	}
 	os.Remove(keyPath)

@@ -233,3 +233,14 @@ func (f *fakeCapacity) set(fn func(*fakeCapacity)) {
 	defer f.mu.Unlock()
 	fn(f)
 }
+
+// probe calls a health endpoint as the daemon serves them, beside the API.
+func (e *env) probe(path string) resp {
+	e.t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", e.api.Healthz())
+	mux.Handle("/readyz", e.api.Readyz())
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	return resp{status: rec.Code, raw: rec.Body.String(), header: rec.Header()}
+}

@@ -326,7 +326,7 @@ func TestRateLimit(t *testing.T) {
 	if !errors.As(err, &ae) || ae.HTTPStatus != 429 || ae.Status != "RESOURCE_EXHAUSTED" {
 		t.Fatalf("sixth request: %v, want 429 RESOURCE_EXHAUSTED", err)
 	}
-	r := ie.do("GET", "/healthz", nil)
+	r := ie.probe("/healthz")
 	if r.status != 200 {
 		t.Fatal("health checks are not rate limited")
 	}

@@ -30,51 +30,6 @@ var accountIDRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{1,28}[a-z0-9])$`)
 // emptyEtag is the etag of a project that has never had a policy.
 const emptyEtag = "ACAB"
 
-func (s *Server) routeProject(rq *request, project string, segs []string, verb string) bool {
-	m := rq.r.Method
-	switch {
-	case len(segs) == 2 && verb == "getIamPolicy" && m == http.MethodPost:
-		s.getIamPolicy(rq, project)
-	case len(segs) == 2 && verb == "setIamPolicy" && m == http.MethodPost:
-		s.setIamPolicy(rq, project)
-	case len(segs) == 2 && verb == "testIamPermissions" && m == http.MethodPost:
-		s.testIamPermissions(rq, project)
-	case len(segs) == 3 && segs[2] == "auditLogs" && m == http.MethodGet:
-		s.listAuditLogs(rq, project)
-	case len(segs) >= 3 && segs[2] == "serviceAccounts":
-		s.routeServiceAccounts(rq, project, segs[3:], verb)
-	default:
-		return false
-	}
-	return true
-}
-
-func (s *Server) routeServiceAccounts(rq *request, project string, rest []string, verb string) {
-	m := rq.r.Method
-	switch {
-	case len(rest) == 0 && m == http.MethodGet:
-		s.listServiceAccounts(rq, project)
-	case len(rest) == 0 && m == http.MethodPost:
-		s.createServiceAccount(rq, project)
-	case len(rest) == 1 && (verb == "disable" || verb == "enable") && m == http.MethodPost:
-		s.setServiceAccountDisabled(rq, project, rest[0], verb == "disable")
-	case len(rest) == 1 && verb == "" && m == http.MethodGet:
-		s.getServiceAccount(rq, project, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
-		s.deleteServiceAccount(rq, project, rest[0])
-	case len(rest) == 2 && rest[1] == "keys" && m == http.MethodGet:
-		s.listKeys(rq, project, rest[0])
-	case len(rest) == 2 && rest[1] == "keys" && m == http.MethodPost:
-		s.createKey(rq, project, rest[0])
-	case len(rest) == 3 && rest[1] == "keys" && m == http.MethodGet:
-		s.getKey(rq, project, rest[0], rest[2])
-	case len(rest) == 3 && rest[1] == "keys" && m == http.MethodDelete:
-		s.deleteKey(rq, project, rest[0], rest[2])
-	default:
-		s.notFound(rq)
-	}
-}
-
 func saToWire(sa *model.ServiceAccount) apiv1.ServiceAccount {
 	return apiv1.ServiceAccount{Name: "projects/" + sa.Project + "/serviceAccounts/" + sa.Email, ProjectID: sa.Project,
 		UniqueID: sa.UniqueID, Email: sa.Email, DisplayName: sa.DisplayName, Description: sa.Description,

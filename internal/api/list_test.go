@@ -254,15 +254,19 @@ func TestLocations(t *testing.T) {
 func TestHealthAndReady(t *testing.T) {
 	ready := false
 	e := newEnv(t, func(o *Options) { o.Ready = func() bool { return ready } })
-	if r := e.do("GET", "/healthz", nil); r.status != 200 {
-		t.Fatalf("healthz = %d", r.status)
+	if r := e.probe("/healthz"); r.status != 200 || r.raw != "ok\n" || r.header.Get("X-Request-Id") == "" {
+		t.Fatalf("healthz = %d %q %v", r.status, r.raw, r.header)
 	}
-	if r := e.do("GET", "/readyz", nil); r.status != 503 {
+	if r := e.probe("/readyz"); r.status != 503 {
 		t.Fatalf("readyz before ready = %d", r.status)
 	}
 	ready = true
-	if r := e.do("GET", "/readyz", nil); r.status != 200 {
-		t.Fatalf("readyz = %d", r.status)
+	if r := e.probe("/readyz"); r.status != 200 || r.raw != "ready\n" {
+		t.Fatalf("readyz = %d %q", r.status, r.raw)
+	}
+	// The API serves /v1/ only; the probes are handlers of their own.
+	if r := e.do("GET", "/healthz", nil); r.status != 404 {
+		t.Fatalf("API /healthz = %d", r.status)
 	}
 }
 

@@ -8,22 +8,6 @@ import (
 	"github.com/basin-nas/basin/internal/store"
 )
 
-func (s *Server) routeOperations(rq *request, p parent, rest []string, verb string) {
-	m := rq.r.Method
-	switch {
-	case len(rest) == 0 && verb == "" && m == http.MethodGet:
-		s.listOperations(rq, p)
-	case len(rest) == 1 && verb == "" && m == http.MethodGet:
-		s.getOperation(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
-		s.deleteOperation(rq, p, rest[0])
-	case len(rest) == 1 && verb == "cancel" && m == http.MethodPost:
-		s.cancelOperation(rq, p, rest[0])
-	default:
-		s.notFound(rq)
-	}
-}
-
 func (s *Server) listOperations(rq *request, p parent) {
 	lq, err := parseListQuery[apiv1.Operation](rq.q, p.name()+"/operations", "metadata.createTime desc")
 	if err != nil {

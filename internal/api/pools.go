@@ -17,30 +17,6 @@ var poolFields = fieldRules{
 		"satisfiesPzs", "satisfiesPzi", "availableThroughputMibps", "coldTierSizeUsedGib", "hotTierSizeUsedGib"},
 }
 
-func (s *Server) routePools(rq *request, p parent, rest []string, verb string) {
-	m := rq.r.Method
-	switch {
-	case len(rest) == 0 && verb == "" && m == http.MethodGet:
-		s.listPools(rq, p)
-	case len(rest) == 0 && verb == "" && m == http.MethodPost:
-		s.createPool(rq, p)
-	case len(rest) == 1 && verb == "" && m == http.MethodGet:
-		s.getPool(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodPatch:
-		s.updatePool(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
-		s.deletePool(rq, p, rest[0])
-	case len(rest) == 1 && verb == "switch" && m == http.MethodPost:
-		s.writeError(rq, model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no replica zone to switch to", rest[0]))
-	case len(rest) == 1 && (verb == "validateDirectoryService" || verb == "restoreVolume" || verb == "updateBackupConfig"):
-		s.unimplemented(rq)
-	case len(rest) >= 2 && (rest[1] == "backupConfigs" || rest[1] == "ontap"):
-		s.unimplemented(rq)
-	default:
-		s.notFound(rq)
-	}
-}
-
 func (s *Server) listPools(rq *request, p parent) {
 	lq, err := parseListQuery[apiv1.StoragePool](rq.q, p.name()+"/storagePools", "name")
 	if err != nil {

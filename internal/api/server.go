@@ -1,8 +1,16 @@
 // Package api serves Basin's REST API: the NetApp Volumes v1 wire format (API.md) on
-// /v1/, plus /healthz and /readyz. It authenticates every /v1/ request, validates
-// input before writing anything, records intent and an operation in one
+// /v1/, and the /healthz and /readyz probes as handlers of their own (Healthz,
+// Readyz) that the daemon mounts beside it. It authenticates every /v1/ request,
+// validates input before writing anything, records intent and an operation in one
 // transaction, wakes the controller, and maps errors to HTTP/gRPC statuses in one
 // place (errors.go).
+//
+// A tour: routes.go is the route table, every method with the permission it needs
+// (or why it needs none) and its handler; router.go matches requests to it, checks
+// the permission and the project and location a path names, and refuses at New a
+// table with a route that says nothing about permissions. The handlers live with
+// their resources (pools.go, volumes.go, snapshots.go, ads.go, operations.go,
+// iamapi.go, locations.go); audit.go and limits.go record and limit calls.
 //
 // It depends on model, apiv1, store, iam and secret (to seal secrets before they are
 // stored), on the controller only through the small Operations interface and on the
@@ -122,10 +130,19 @@ type Server struct {
 	// intent records intents (see intents()).
 	intent     *intent.Service
 	intentOnce sync.Once
+	routes     *router
 }
 
-// New returns a Server.
-func New(opts Options) *Server {
+// New returns a Server serving the route table (routes.go). It panics if the table
+// is malformed, or has a route that neither names a permission nor is declared
+// Public: the API does not start with a route open by omission.
+func New(opts Options) *Server { return newServer(opts, apiRoutes) }
+
+func newServer(opts Options, table []Route) *Server {
+	routes, err := compileRoutes(table)
+	if err != nil {
+		panic(fmt.Sprintf("api: route table: %v", err))
+	}
 	if len(opts.Locations) == 0 {
 		opts.Locations = []string{"local"}
 	}
@@ -170,7 +187,7 @@ func New(opts Options) *Server {
 		opts.RefusalAuditInterval = time.Minute
 	}
 	s := &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
-		limits: newLimiter(opts.RateLimit), authFailures: newLimiter(opts.FailedAuthLimit)}
+		limits: newLimiter(opts.RateLimit), authFailures: newLimiter(opts.FailedAuthLimit), routes: routes}
 	s.refusals = &refusals{s: s, interval: opts.RefusalAuditInterval, keys: map[string]*refusalState{}}
 	return s
 }
@@ -192,12 +209,23 @@ type request struct {
 	// project, perm and resource say what the call is: its project, the permission
 	// it needs ("" = none) and the resource it acts on.
 	project, perm, resource string
+	// segs and verb are the URL path's segments ("v1", "projects", …) and the
+	// ":verb" split off the last one.
+	segs []string
+	verb string
 }
 
 const maxBody = 1 << 20
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: it serves /v1/ and answers anything else 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.serve(w, r, slog.LevelInfo, s.serveAPI)
+}
+
+// serve runs h for one request: it gives the request an ID, recovers a panic into a
+// 500, and logs the request at level (refused calls at debug: they are logged in
+// aggregate, see refusals).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, level slog.Level, h func(*request)) {
 	start := time.Now()
 	rq := &request{w: w, r: r, ctx: r.Context(), id: newID(8)}
 	w.Header().Set("X-Request-Id", rq.id)
@@ -210,31 +238,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rq.principal != nil {
 			principal = rq.principal.Email
 		}
-		level := slog.LevelInfo
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || rq.aggregate {
-			// Probes would drown everything else; refused calls are logged in
-			// aggregate (refusals).
+		level := level
+		if rq.aggregate {
 			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", rq.status,
 			"principal", principal, "request_id", rq.id, "remote", r.RemoteAddr, "duration", time.Since(start).Round(time.Microsecond))
 	}()
-	switch r.URL.Path {
-	case "/healthz":
-		rq.status = http.StatusOK
-		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, "ok\n")
-		return
-	case "/readyz":
-		if s.opts.Ready != nil && !s.opts.Ready() {
-			rq.status = http.StatusServiceUnavailable
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		rq.status = http.StatusOK
-		io.WriteString(w, "ready\n")
-		return
-	}
+	h(rq)
+}
+
+// serveAPI authenticates a /v1/ request, matches it to the route table, and
+// authorizes and serves it (serveV1).
+func (s *Server) serveAPI(rq *request) {
+	r := rq.r
 	if !strings.HasPrefix(r.URL.Path, "/v1/") {
 		s.writeError(rq, model.Errorf(model.ErrNotFound, "The requested URL %s was not found on this server", r.URL.Path))
 		return
@@ -247,11 +264,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// $alt=json;enum-encoding=int (sent by the Python client) is accepted; Basin
 	// answers with enum names, which every client parses (API.md §1.4).
 	rq.q = q
-	segs, verb := splitPath(r.URL.Path)
-	if len(segs) >= 2 && segs[0] == "projects" {
-		rq.project = segs[1]
+	rq.segs, rq.verb = splitPath(r.URL.Path)
+	route, vars := s.routes.lookup(r.Method, rq.segs, rq.verb)
+	var inProject bool
+	if rq.project, inProject = projectOf(rq.segs); inProject {
+		rq.resource = strings.Join(rq.segs[1:], "/")
 	}
-	rq.perm, rq.resource = permissionFor(segs, verb, r.Method, q)
+	if route != nil {
+		rq.perm = route.Perm
+		if id := q.Get(route.CreateID); route.CreateID != "" && id != "" {
+			rq.resource += "/" + id
+		}
+	}
 	defer s.audit(rq)
 	if s.opts.Auth != nil {
 		p, err := s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
@@ -264,11 +288,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.rateLimited(rq) {
 		return
 	}
-	if err := s.authorize(rq); err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	s.route(rq)
+	s.serveV1(rq, route, vars)
 }
 
 // readBody decodes the JSON body into out and returns the fields present.
@@ -322,84 +342,6 @@ func (s *Server) writeJSON(rq *request, status int, v any) {
 	rq.w.Write(b)
 }
 
-// route dispatches /v1/… by path shape. The last segment may carry a ":verb".
-func (s *Server) route(rq *request) {
-	path := strings.TrimPrefix(rq.r.URL.Path, "/v1/")
-	segs := strings.Split(path, "/")
-	verb := ""
-	if last := segs[len(segs)-1]; strings.Contains(last, ":") {
-		i := strings.LastIndex(last, ":")
-		segs[len(segs)-1], verb = last[:i], last[i+1:]
-	}
-	m := rq.r.Method
-	if len(segs) < 2 || segs[0] != "projects" {
-		s.notFound(rq)
-		return
-	}
-	project := segs[1]
-	if !projectRE.MatchString(project) {
-		s.writeError(rq, model.Invalid("name", "invalid project %q", project))
-		return
-	}
-	if s.routeProject(rq, project, segs, verb) {
-		return
-	}
-	if len(segs) == 3 && segs[2] == "locations" && verb == "" && m == http.MethodGet {
-		s.listLocations(rq, project)
-		return
-	}
-	if len(segs) < 4 || segs[2] != "locations" {
-		s.notFound(rq)
-		return
-	}
-	loc := segs[3]
-	rest := segs[4:]
-	collection := ""
-	if len(rest) > 0 {
-		collection = rest[0]
-	}
-	// "-" lists across locations; anything else must be a location Basin serves.
-	if loc == "-" {
-		if len(rest) != 1 || verb != "" || m != http.MethodGet {
-			s.writeError(rq, model.Invalid("name", "location \"-\" is only valid when listing"))
-			return
-		}
-	} else if !slices.Contains(s.opts.Locations, loc) {
-		s.writeError(rq, model.Errorf(model.ErrNotFound, "Location '%s' was not found", model.LocationName(project, loc)))
-		return
-	}
-	p := parent{project: project, location: loc}
-	switch {
-	case len(rest) == 0 && verb == "" && m == http.MethodGet:
-		s.getLocation(rq, p)
-		return
-	case len(rest) == 0:
-		s.notFound(rq)
-		return
-	}
-	if unimplementedCollections[collection] {
-		s.unimplemented(rq)
-		return
-	}
-	switch collection {
-	case "storagePools":
-		s.routePools(rq, p, rest[1:], verb)
-	case "volumes":
-		s.routeVolumes(rq, p, rest[1:], verb)
-	case "activeDirectories":
-		s.routeADs(rq, p, rest[1:], verb)
-	case "operations":
-		s.routeOperations(rq, p, rest[1:], verb)
-	default:
-		s.notFound(rq)
-	}
-}
-
-// Collections of the v1 API that Basin does not implement (yet).
-var unimplementedCollections = map[string]bool{
-	"backupVaults": true, "backupPolicies": true, "kmsConfigs": true, "hostGroups": true,
-}
-
 type parent struct{ project, location string }
 
 func (p parent) name() string { return model.LocationName(p.project, p.location) }
@@ -417,17 +359,6 @@ var (
 	idRE      = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 )
 
-// checkID validates a resource ID given in the query parameter param.
-func checkID(param, id string) error {
-	if id == "" {
-		return model.Invalid(param, "is required")
-	}
-	if !idRE.MatchString(id) {
-		return model.Invalid(param, "%q is not a valid ID: use 1-63 letters, digits and hyphens, starting with a letter and not ending with a hyphen", id)
-	}
-	return nil
-}
-
 // checkPathID validates an ID taken from the URL path of a get/update/delete: a
 // malformed one cannot exist.
 func checkPathID(kind, id string) error {
@@ -441,52 +372,6 @@ func newID(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// newOperation returns an operation for target, to be stored with the intent.
-func (s *Server) newOperation(p parent, kind model.OpKind, target string) *model.Operation {
-	now := s.now().UTC()
-	return &model.Operation{
-		Project: p.project, Location: p.location, Kind: kind, Target: target, CreateTime: now,
-		ID:     fmt.Sprintf("operation-%d-%s-%s", now.UnixMilli(), newID(6), newID(4)),
-		Params: model.OpParams{Version: model.OpParamsVersion},
-	}
-}
-
-// startOperation records the intent (write, run in the same transaction as the
-// operation), wakes the controller, waits up to SyncWait, and answers with the
-// operation as it then is.
-func (s *Server) startOperation(rq *request, op *model.Operation, write func(tx store.Tx) error) {
-	err := s.st.Update(rq.ctx, func(tx store.Tx) error {
-		if err := write(tx); err != nil {
-			return err
-		}
-		return store.PutOperation(tx, op)
-	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	if s.opts.Operations != nil {
-		s.opts.Operations.Wake()
-		if s.opts.SyncWait > 0 {
-			ctx, cancel := context.WithTimeout(rq.ctx, s.opts.SyncWait)
-			s.opts.Operations.WaitDone(ctx, op.Name())
-			cancel()
-		}
-	}
-	var cur model.Operation
-	err = s.st.View(rq.ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) })
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	w, err := s.operationToWire(rq.ctx, &cur)
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	s.writeJSON(rq, http.StatusOK, w)
 }
 
 func parseTime(s string) (time.Time, bool) {

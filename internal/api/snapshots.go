@@ -16,29 +16,6 @@ var snapshotFields = fieldRules{
 	output:    []string{"state", "stateDetails", "usedBytes", "createTime"},
 }
 
-func (s *Server) routeSnapshots(rq *request, p parent, volID string, rest []string, verb string) {
-	if err := checkPathID("Volume", volID); err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	vol := p.name() + "/volumes/" + volID
-	m := rq.r.Method
-	switch {
-	case len(rest) == 0 && verb == "" && m == http.MethodGet:
-		s.listSnapshots(rq, p, vol)
-	case len(rest) == 0 && verb == "" && m == http.MethodPost:
-		s.createSnapshot(rq, p, vol)
-	case len(rest) == 1 && verb == "" && m == http.MethodGet:
-		s.getSnapshot(rq, vol, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodPatch:
-		s.updateSnapshot(rq, p, vol, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
-		s.deleteSnapshot(rq, p, vol, rest[0])
-	default:
-		s.notFound(rq)
-	}
-}
-
 func (s *Server) listSnapshots(rq *request, p parent, vol string) {
 	lq, err := parseListQuery[apiv1.Snapshot](rq.q, vol+"/snapshots", "name")
 	if err != nil {

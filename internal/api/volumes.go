@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/basin-nas/basin/internal/apiv1"
@@ -21,32 +20,6 @@ var volumeFields = fieldRules{
 	output: []string{"state", "stateDetails", "createTime", "psaRange", "network", "serviceLevel", "mountOptions", "usedGib",
 		"ldapEnabled", "activeDirectory", "encryptionType", "hasReplication", "replicaZone", "zone", "coldTierSizeGib",
 		"hotTierSizeUsedGib", "cloneDetails"},
-}
-
-func (s *Server) routeVolumes(rq *request, p parent, rest []string, verb string) {
-	m := rq.r.Method
-	switch {
-	case len(rest) == 0 && verb == "" && m == http.MethodGet:
-		s.listVolumes(rq, p)
-	case len(rest) == 0 && verb == "" && m == http.MethodPost:
-		s.createVolume(rq, p)
-	case len(rest) == 1 && verb == "" && m == http.MethodGet:
-		s.getVolume(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodPatch:
-		s.updateVolume(rq, p, rest[0])
-	case len(rest) == 1 && verb == "" && m == http.MethodDelete:
-		s.deleteVolume(rq, p, rest[0])
-	case len(rest) == 1 && verb == "revert" && m == http.MethodPost:
-		s.revertVolume(rq, p, rest[0])
-	case len(rest) == 1 && slices.Contains([]string{"restore", "startSplit", "getSplitStatus", "establishPeering"}, verb):
-		s.unimplemented(rq)
-	case len(rest) >= 2 && rest[1] == "snapshots":
-		s.routeSnapshots(rq, p, rest[0], rest[2:], verb)
-	case len(rest) >= 2 && (rest[1] == "replications" || rest[1] == "quotaRules"):
-		s.unimplemented(rq)
-	default:
-		s.notFound(rq)
-	}
 }
 
 func (s *Server) listVolumes(rq *request, p parent) {

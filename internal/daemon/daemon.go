@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	httpSrv := newHTTPServer(cfg, srv)
+	httpSrv := newHTTPServer(cfg, newMux(srv))
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
 	ctrlDone := make(chan error, 1)
@@ -179,6 +179,18 @@ func listen(cfg config.Config) (net.Listener, error) {
 		return nil, err
 	}
 	return netutil.LimitListener(ln, cfg.HTTP.MaxConns), nil
+}
+
+// newMux puts the REST API and the probes side by side; Basin's own pages (metrics,
+// console) go beside them. Anything else is the API's 404. (ServeMux answers a
+// path that is not clean, like "//" or "/v1", with a redirect to its clean form.)
+func newMux(a *api.Server) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", a)
+	mux.Handle("/healthz", a.Healthz())
+	mux.Handle("/readyz", a.Readyz())
+	mux.Handle("/", a)
+	return mux
 }
 
 // newHTTPServer returns the API's HTTP server, bounded by cfg.HTTP so that slow or

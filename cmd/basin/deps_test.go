@@ -11,8 +11,9 @@ import (
 )
 
 // TestImportRules enforces the dependency direction of ../shared/STYLE.md: drivers
-// never see the model, store or API; the API never touches drivers; clients never
-// import server packages.
+// (storage, dataplane, nfs, runner, mountinfo) never see the model, store, API or
+// configuration; configuration is pure data and imports no driver; the API never
+// touches drivers; clients never import server packages.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/basin-nas/basin/...").Output()
 	if err != nil {
@@ -20,7 +21,11 @@ func TestImportRules(t *testing.T) {
 	}
 	const mod = "github.com/basin-nas/basin/internal/"
 	forbidden := map[string][]string{
-		"storage":    {"model", "store", "api", "apiv1", "controller", "iam", "daemon"},
+		"storage":    {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "dataplane"},
+		"dataplane":  {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage"},
+		"nfs":        {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage", "dataplane"},
+		"mountinfo":  {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage", "dataplane"},
+		"config":     {"dataplane", "storage", "nfs", "runner", "controller", "api", "store", "iam", "daemon", "intent"},
 		"runner":     {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "storage"},
 		"api":        {"storage", "runner", "controller", "daemon"},
 		"apiv1":      {"model", "store", "api", "controller", "iam", "daemon", "storage", "runner"},

@@ -18,7 +18,6 @@ import (
 	"github.com/basin-nas/basin/internal/cli"
 	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/daemon"
-	"github.com/basin-nas/basin/internal/dataplane"
 )
 
 func main() {
@@ -151,7 +150,7 @@ func serve(args []string) int {
 	if nets.set {
 		cfg.Networks = nil
 		for _, spec := range nets.vals {
-			n, err := dataplane.ParseNetwork(spec)
+			n, err := config.ParseNetwork(spec)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "basin serve: --network:", err)
 				return 2

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/model"
 )
 
@@ -26,7 +25,7 @@ type Config struct {
 	Locations []string
 	// Networks pools can use; each is a bridge and a subnet (default: one network
 	// "default", bridge basin0, 10.99.0.0/24).
-	Networks []dataplane.Network
+	Networks []Network
 	// Store is an existing directory for volume images (best on btrfs or XFS, for
 	// reflink clones); empty = a btrfs image file under DataDir.
 	Store string
@@ -89,9 +88,9 @@ func Default() Config {
 		DataDir:       "/var/lib/basin",
 		Listen:        "127.0.0.1:8780",
 		Locations:     []string{"local"},
-		Networks:      []dataplane.Network{dataplane.DefaultNetwork},
+		Networks:      []Network{DefaultNetwork},
 		StoreSize:     64 << 30,
-		GaneshaPrefix: dataplane.DefaultGaneshaPrefix,
+		GaneshaPrefix: DefaultGaneshaPrefix,
 		Limits:        model.DefaultLimits(),
 		LogLevel:      "info",
 		SyncWait:      2 * time.Second,
@@ -192,7 +191,7 @@ func (c *Config) Validate() error {
 
 // checkEndpointRange checks that a network's endpoint range lies in its subnet and
 // leaves out the network, host and broadcast addresses.
-func checkEndpointRange(n dataplane.Network) error {
+func checkEndpointRange(n Network) error {
 	f, l, p := n.FirstEndpoint, n.LastEndpoint, n.Prefix.Masked()
 	if !f.IsValid() || !l.IsValid() || l.Less(f) {
 		return errors.New("want FIRST-LAST, FIRST not above LAST")

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/model"
 )
 
@@ -60,7 +59,7 @@ func TestValidate(t *testing.T) {
 // default endpoint range.
 func TestDefaultEndpointRangesAgree(t *testing.T) {
 	for _, cidr := range []string{"10.99.0.0/24", "10.99.0.0/25", "10.99.7.0/27", "10.99.7.0/28", "10.98.0.0/16", "10.0.0.0/8"} {
-		n, err := dataplane.ParseNetwork("n=br0," + cidr)
+		n, err := ParseNetwork("n=br0," + cidr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +68,7 @@ func TestDefaultEndpointRangesAgree(t *testing.T) {
 			t.Errorf("%s: dataplane %s-%s, model %s-%s", cidr, n.FirstEndpoint, n.LastEndpoint, f, l)
 		}
 		c := Default()
-		c.Networks = []dataplane.Network{n}
+		c.Networks = []Network{n}
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", cidr, err)
 		}
@@ -83,7 +82,7 @@ func FuzzParseNetwork(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, spec string) {
-		n, err := dataplane.ParseNetwork(spec)
+		n, err := ParseNetwork(spec)
 		if err != nil {
 			return
 		}

@@ -69,7 +69,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		err = errors.Join(err, be.Stop(stopCtx))
 	}()
 
-	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: cfg.Networks, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
+	var dpNetworks []dataplane.Network
+	for _, n := range cfg.Networks {
+		dpNetworks = append(dpNetworks, dataplane.Network{Name: n.Name, Bridge: n.Bridge, Prefix: n.Prefix, FirstEndpoint: n.FirstEndpoint, LastEndpoint: n.LastEndpoint})
+	}
+	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
 		Logger: log.With("component", "dataplane")})
 	if err := dp.Start(ctx); err != nil {
 		return fmt.Errorf("data plane: %w", err)

@@ -38,10 +38,8 @@ func TestSandboxSupervisesRealDaemons(t *testing.T) {
 		t.Skipf("needs Basin's Ganesha: %v", err)
 	}
 	ctx := context.Background()
-	n, err := ParseNetwork("bsx=bsx0,10.99.213.0/24")
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := Network{Name: "bsx", Bridge: "bsx0", Prefix: netip.MustParsePrefix("10.99.213.0/24"),
+		FirstEndpoint: netip.MustParseAddr("10.99.213.10"), LastEndpoint: netip.MustParseAddr("10.99.213.127")}
 	dataDir := t.TempDir()
 	mounts := filepath.Join(dataDir, "mounts")
 	if err := ShareMounts(ctx, runner.Exec{}, mounts); err != nil {

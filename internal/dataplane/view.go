@@ -156,7 +156,9 @@ func (sb *sandbox) addAddr(ctx context.Context, addr netip.Addr) error {
 		return fmt.Errorf("endpoint %s is outside network %s (%s)", addr, sb.net.Name, sb.net.Prefix)
 	}
 	_, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "addr", "add", sb.cidr(addr), "dev", "eth0")
-	if err != nil && runner.StderrContains(err, "File exists") {
+	// Older kernels say "File exists", newer ones (extended acks) "Address
+	// already assigned".
+	if err != nil && (runner.StderrContains(err, "File exists") || runner.StderrContains(err, "already assigned")) {
 		return nil
 	}
 	return err
@@ -165,7 +167,7 @@ func (sb *sandbox) addAddr(ctx context.Context, addr netip.Addr) error {
 // delAddr takes addr off the sandbox's interface; already gone is success.
 func (sb *sandbox) delAddr(ctx context.Context, addr netip.Addr) error {
 	_, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "addr", "del", sb.cidr(addr), "dev", "eth0")
-	if err != nil && runner.StderrContains(err, "Cannot assign requested address") {
+	if err != nil && (runner.StderrContains(err, "Cannot assign requested address") || runner.StderrContains(err, "Address not found")) {
 		return nil
 	}
 	return err

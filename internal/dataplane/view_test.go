@@ -45,7 +45,7 @@ func (r *ipRunner) Run(_ context.Context, name string, args ...string) ([]byte, 
 	case strings.HasPrefix(argv, "ip -n basin-bsx0 addr add "):
 		cidr := args[4]
 		if slices.Contains(r.addrs, cidr) {
-			return fail("RTNETLINK answers: File exists\n")
+			return fail("Error: ipv4: Address already assigned.\n") // as kernel 6.x says it
 		}
 		r.addrs = append(r.addrs, cidr)
 		return nil, nil
@@ -53,7 +53,7 @@ func (r *ipRunner) Run(_ context.Context, name string, args ...string) ([]byte, 
 		cidr := args[4]
 		i := slices.Index(r.addrs, cidr)
 		if i < 0 {
-			return fail("RTNETLINK answers: Cannot assign requested address\n")
+			return fail("Error: ipv4: Address not found.\n")
 		}
 		r.addrs = slices.Delete(r.addrs, i, i+1)
 		return nil, nil

@@ -48,6 +48,7 @@ type result struct {
 	NFS          []patternResult      `json:"nfs,omitempty"`
 	SMB          []patternResult      `json:"smb,omitempty"`
 	Calibration  []calJob             `json:"calibration,omitempty"`
+	Scale        *scaleResult         `json:"scale,omitempty"`
 }
 
 func main() {
@@ -66,6 +67,9 @@ func main() {
 	calRuns := flag.Int("calibrate-runs", 5, "interleaved runs per tool and job")
 	calSecs := flag.Float64("calibrate-seconds", 5, "seconds per calibration run")
 	nfsSecs := flag.Float64("nfs-seconds", 4, "seconds per NFS measurement")
+	withScale := flag.Bool("scale", true, "also take a server of its own to many volumes, restart it, and one volume to its snapshot limit")
+	scaleVols := flag.Int("scale-volumes", 1000, "volumes of 1 GiB the scale section creates")
+	scaleSnaps := flag.Int("scale-snapshots", 255, "snapshots the scale section takes of one volume")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fatalf("bench needs root (loop devices, mounts, btrfs)")
@@ -148,6 +152,13 @@ func main() {
 	}
 	if *withCal {
 		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
+	}
+	if *withScale {
+		// The first server and its volumes go first: the scale server's thousand
+		// filesystems should not share the machine with them.
+		runCleanups()
+		sc := runScale(*basin, *scaleVols, *scaleSnaps)
+		rep.Scale = &sc
 	}
 	data, _ := json.MarshalIndent(rep, "", "  ")
 	os.MkdirAll(filepath.Dir(*out), 0o755)
@@ -338,6 +349,11 @@ func updateDoc(path string, r result) error {
 			fmt.Fprintf(&c, "| %s | %.0f IOPS | %.0f IOPS | %.2f |\n", j.Name, j.Fio, j.Basin, j.Basin/j.Fio)
 		}
 		if doc, err = replaceSection(doc, "calibrate", c.String()); err != nil {
+			return err
+		}
+	}
+	if r.Scale != nil {
+		if doc, err = replaceSection(doc, "scalebench", r.Scale.markdown(r.Date)); err != nil {
 			return err
 		}
 	}

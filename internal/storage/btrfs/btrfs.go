@@ -130,16 +130,29 @@ func (b *Backend) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Opened side by side: each open waits mostly on the kernel (attach, mount),
+	// and a restart serves nothing until every volume is open.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, startParallelism)
 	for _, img := range imgs {
 		key := strings.TrimSuffix(filepath.Base(img), ".img")
-		if _, err := b.open(ctx, key); err != nil {
-			// The volume is reported with an unknown capacity; a mutating call
-			// opens it again (or says why it cannot).
-			b.log.Warn("cannot open volume", "volume", key, "err", err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := b.open(ctx, key); err != nil {
+				// The volume is reported with an unknown capacity; a mutating
+				// call opens it again (or says why it cannot).
+				b.log.Warn("cannot open volume", "volume", key, "err", err)
+			}
+		}()
 	}
+	wg.Wait()
 	return nil
 }
+
+// startParallelism is how many volumes Start opens at once.
+const startParallelism = 8
 
 func (b *Backend) start(ctx context.Context) error {
 	b.mu.Lock()

@@ -71,7 +71,6 @@ func (c *Controller) snapshotEnsure(ctx context.Context, op *model.Operation) er
 	if err != nil {
 		return err
 	}
-	var used int64 // a new snapshot shares everything with the live data
 	if op.Kind == model.OpSnapshotCreate {
 		if c.cancelled(ctx, op) {
 			return errCancelled
@@ -83,13 +82,14 @@ func (c *Controller) snapshotEnsure(ctx context.Context, op *model.Operation) er
 		if err := c.syncSnapshotExports(ctx, v, []*model.Snapshot{s}, all, nil); err != nil {
 			return err
 		}
-	} else {
-		obs, err := c.be.ObserveSnapshots(ctx, v.Key)
-		if err != nil {
-			return err
-		}
-		used = obs[s.ID].ExclusiveBytes
 	}
+	// What the snapshot alone holds (a new one: its own tree root). Observation
+	// reads counters, runs nothing.
+	obs, err := c.be.ObserveSnapshots(ctx, v.Key)
+	if err != nil {
+		return err
+	}
+	used := obs[s.ID].ExclusiveBytes
 	return c.complete(ctx, op, func(tx store.Tx) (any, error) {
 		cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, op.Target)
 		if err != nil {

@@ -76,3 +76,32 @@ func snapshotReadOnly(src, dst string) error {
 	}
 	return nil
 }
+
+// btrfsFsInfoArgs is struct btrfs_ioctl_fs_info_args (1 KiB); only the fields
+// before fsid matter here.
+type btrfsFsInfoArgs struct {
+	MaxID      uint64
+	NumDevices uint64
+	FSID       [16]byte
+	Rest       [1024 - 32]byte
+}
+
+// btrfsIocFsInfo is BTRFS_IOC_FS_INFO: _IOR(0x94, 31, 1024 bytes).
+const btrfsIocFsInfo = 0x8400941f
+
+// fsidOf returns the id of the btrfs mounted on path, as its sysfs directory
+// (/sys/fs/btrfs/<fsid>) is named: one ioctl, not a search of every filesystem's
+// directory.
+func fsidOf(path string) (string, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	var args btrfsFsInfoArgs
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), btrfsIocFsInfo, uintptr(unsafe.Pointer(&args))); e != 0 {
+		return "", fmt.Errorf("fs info of %s: %w", path, e)
+	}
+	u := args.FSID
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+}

@@ -53,7 +53,7 @@ func (b *Backend) view(key string, mt mountTable) *volume {
 	if v != nil && v.dev == e.Source {
 		return v
 	}
-	uuid, err := fsUUID(e.Source)
+	uuid, err := fsidOf(b.fsPath(key))
 	if err != nil {
 		return nil
 	}

@@ -369,8 +369,10 @@ func freeAddr() string {
 	return ln.Addr().String()
 }
 
-func waitReady(addr string) {
-	deadline := time.Now().Add(30 * time.Second)
+func waitReady(addr string) { waitReadyFor(addr, 30*time.Second) }
+
+func waitReadyFor(addr string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
 			resp.Body.Close()

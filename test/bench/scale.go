@@ -104,8 +104,9 @@ func runScale(basin string, nVols, nSnaps int) scaleResult {
 	endpoints := writeHellos(ctx, c, dataDir, ids)
 
 	res.StopSeconds = stop().Seconds()
+	log.Printf("scale: stopped in %.1f s; restarting", res.StopSeconds)
 	t0 := start()
-	waitReady(addr)
+	waitReadyFor(addr, 10*time.Minute)
 	res.ReadySeconds = time.Since(t0).Seconds()
 	allServing(ids, endpoints, 3*time.Minute)
 	res.ServingSeconds = time.Since(t0).Seconds()

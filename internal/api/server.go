@@ -29,10 +29,8 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -146,15 +144,7 @@ func newServer(opts Options, table []Route) *Server {
 	if len(opts.Locations) == 0 {
 		opts.Locations = []string{"local"}
 	}
-	if len(opts.Networks) == 0 {
-		opts.Networks = []model.Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")}}
-	}
-	opts.Networks = slices.Clone(opts.Networks)
-	for i, n := range opts.Networks {
-		if !n.FirstEndpoint.IsValid() || !n.LastEndpoint.IsValid() {
-			opts.Networks[i].FirstEndpoint, opts.Networks[i].LastEndpoint = model.DefaultEndpoints(n.Prefix)
-		}
-	}
+	opts.Networks = model.NetworksOrDefault(opts.Networks)
 	if opts.Limits == (model.Limits{}) {
 		opts.Limits = model.DefaultLimits()
 	}

@@ -315,6 +315,22 @@ func (c *Controller) finishVolume(ctx context.Context, op *model.Operation, v *m
 	})
 }
 
+// startTakingDown begins a delete or a revert of v: a cancellation asked for before
+// its first storage step is honoured, then it is marked started, the volume's
+// snapshot exports are taken down, and the volume is observed.
+func (c *Controller) startTakingDown(ctx context.Context, op *model.Operation, v *model.Volume, msg string) (Observation, error) {
+	if c.cancelled(ctx, op) && !op.Params.Started {
+		return Observation{}, errCancelled
+	}
+	if err := c.markStarted(ctx, op, msg); err != nil {
+		return Observation{}, err
+	}
+	if err := c.syncSnapshotExports(ctx, v, nil, none, nil); err != nil {
+		return Observation{}, err
+	}
+	return c.observe(ctx, v)
+}
+
 func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) error {
 	v, err := c.loadVolume(ctx, op.Target)
 	if errors.Is(err, model.ErrNotFound) {
@@ -323,16 +339,7 @@ func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) erro
 	if err != nil {
 		return err
 	}
-	if c.cancelled(ctx, op) && !op.Params.Started {
-		return errCancelled
-	}
-	if err := c.markStarted(ctx, op, "deleting"); err != nil {
-		return err
-	}
-	if err := c.syncSnapshotExports(ctx, v, nil, none, nil); err != nil {
-		return err
-	}
-	obs, err := c.observe(ctx, v)
+	obs, err := c.startTakingDown(ctx, op, v, "deleting")
 	if err != nil {
 		return err
 	}
@@ -368,17 +375,8 @@ func (c *Controller) volumeRevert(ctx context.Context, op *model.Operation) erro
 	if err != nil {
 		return err
 	}
-	if c.cancelled(ctx, op) && !op.Params.Started {
-		return errCancelled
-	}
-	if err := c.markStarted(ctx, op, "reverting"); err != nil {
-		return err
-	}
 	// Snapshot exports go first: newer snapshots are about to be deleted.
-	if err := c.syncSnapshotExports(ctx, v, nil, none, nil); err != nil {
-		return err
-	}
-	obs, err := c.observe(ctx, v)
+	obs, err := c.startTakingDown(ctx, op, v, "reverting")
 	if err != nil {
 		return err
 	}

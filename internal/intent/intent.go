@@ -16,8 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
@@ -72,15 +70,7 @@ type Service struct {
 
 // New returns a Service, with opts' defaults filled in.
 func New(opts Options) *Service {
-	if len(opts.Networks) == 0 {
-		opts.Networks = []model.Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")}}
-	}
-	opts.Networks = slices.Clone(opts.Networks)
-	for i, n := range opts.Networks {
-		if !n.FirstEndpoint.IsValid() || !n.LastEndpoint.IsValid() {
-			opts.Networks[i].FirstEndpoint, opts.Networks[i].LastEndpoint = model.DefaultEndpoints(n.Prefix)
-		}
-	}
+	opts.Networks = model.NetworksOrDefault(opts.Networks)
 	if opts.Limits == (model.Limits{}) {
 		opts.Limits = model.DefaultLimits()
 	}

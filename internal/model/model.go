@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -142,6 +143,21 @@ type Network struct {
 	Name                        string
 	Prefix                      netip.Prefix
 	FirstEndpoint, LastEndpoint netip.Addr
+}
+
+// NetworksOrDefault returns a copy of nets with every missing endpoint range set
+// to DefaultEndpoints, or the default network (10.99.0.0/24) if nets is empty.
+func NetworksOrDefault(nets []Network) []Network {
+	if len(nets) == 0 {
+		nets = []Network{{Name: "default", Prefix: netip.MustParsePrefix("10.99.0.0/24")}}
+	}
+	nets = slices.Clone(nets)
+	for i, n := range nets {
+		if !n.FirstEndpoint.IsValid() || !n.LastEndpoint.IsValid() {
+			nets[i].FirstEndpoint, nets[i].LastEndpoint = DefaultEndpoints(n.Prefix)
+		}
+	}
+	return nets
 }
 
 // DefaultEndpoints is the endpoint range of a subnet configured without one: from

@@ -58,14 +58,16 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, s
 	var errs []error
 	for _, s := range snaps {
 		if _, v3 := c.snapshotExport(v, volEx, s); served && v3 && v.SnapshotDirectory && include(s) {
-			if view == nil {
-				var err error
-				if view, err = c.dp.View(ctx, v.Network); err != nil {
-					return err
+			if s.ExportID != 0 { // without an ID it cannot be exported yet
+				if view == nil {
+					var err error
+					if view, err = c.dp.View(ctx, v.Network); err != nil {
+						return err
+					}
 				}
-			}
-			if ex, _ := c.snapshotExport(v, volEx, s); s.ExportID != 0 && view.Exported(addr, ex) {
-				continue // converged: no store write, no command
+				if ex, _ := c.snapshotExport(v, volEx, s); view.Exported(addr, ex) {
+					continue // converged: no store write, no command
+				}
 			}
 			if err := c.ensureSnapshotExportID(ctx, s); err != nil {
 				errs = append(errs, err)

@@ -173,12 +173,9 @@ func (s *Service) UpdateAD(ctx context.Context, st store.Store, req ADUpdate) (*
 	name := model.LocationName(req.Project, req.Location) + "/activeDirectories/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpADUpdate, name)
 	return record(ctx, st, op, func(tx store.Tx) error {
-		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, name)
+		a, err := getIdle(tx, store.KindActiveDirectory, name, "Active Directory policy", req.ID, func(r *model.ActiveDirectory) *model.Meta { return &r.Meta })
 		if err != nil {
 			return err
-		}
-		if a.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s is %s; wait for its operation to finish", req.ID, a.State)
 		}
 		prev, _ := json.Marshal(a)
 		pw, err := req.Patch(a)

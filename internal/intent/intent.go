@@ -142,3 +142,16 @@ func lastSegment(name string) string {
 	}
 	return name
 }
+
+// getIdle reads resource name of kind and refuses it (FAILED_PRECONDITION) while an
+// operation runs on it; what and id name it in the message.
+func getIdle[T any](tx store.Tx, kind, name, what, id string, meta func(*T) *model.Meta) (*T, error) {
+	r, err := store.Get[T](tx, kind, name)
+	if err != nil {
+		return nil, err
+	}
+	if st := meta(r).State; st.Busy() {
+		return nil, model.Errorf(model.ErrFailedPrecondition, "%s %s is %s; wait for its operation to finish", what, id, st)
+	}
+	return r, nil
+}

@@ -63,12 +63,9 @@ func (s *Service) UpdatePool(ctx context.Context, st store.Store, req PoolUpdate
 	name := model.LocationName(req.Project, req.Location) + "/storagePools/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpPoolUpdate, name)
 	return record(ctx, st, op, func(tx store.Tx) error {
-		pl, err := store.Get[model.Pool](tx, store.KindPool, name)
+		pl, err := getIdle(tx, store.KindPool, name, "storage pool", req.ID, func(r *model.Pool) *model.Meta { return &r.Meta })
 		if err != nil {
 			return err
-		}
-		if pl.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s; wait for its operation to finish", req.ID, pl.State)
 		}
 		op.Prev, _ = json.Marshal(pl)
 		prev := *pl
@@ -107,12 +104,9 @@ func (s *Service) DeletePool(ctx context.Context, st store.Store, req PoolDelete
 	name := model.LocationName(req.Project, req.Location) + "/storagePools/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpPoolDelete, name)
 	return record(ctx, st, op, func(tx store.Tx) error {
-		pl, err := store.Get[model.Pool](tx, store.KindPool, name)
+		pl, err := getIdle(tx, store.KindPool, name, "storage pool", req.ID, func(r *model.Pool) *model.Meta { return &r.Meta })
 		if err != nil {
 			return err
-		}
-		if pl.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s is %s; wait for its operation to finish", req.ID, pl.State)
 		}
 		use, err := store.UsageOfPool(tx, name)
 		if err != nil {

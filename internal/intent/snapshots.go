@@ -75,12 +75,9 @@ func (s *Service) UpdateSnapshot(ctx context.Context, st store.Store, req Snapsh
 	name := model.LocationName(req.Project, req.Location) + "/volumes/" + req.Volume + "/snapshots/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpSnapshotUpdate, name)
 	return record(ctx, st, op, func(tx store.Tx) error {
-		sn, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+		sn, err := getIdle(tx, store.KindSnapshot, name, "snapshot", req.ID, func(r *model.Snapshot) *model.Meta { return &r.Meta })
 		if err != nil {
 			return err
-		}
-		if sn.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "snapshot %s is %s; wait for its operation to finish", req.ID, sn.State)
 		}
 		prev, _ := json.Marshal(sn)
 		if err := req.Patch(sn); err != nil {
@@ -110,12 +107,9 @@ func (s *Service) DeleteSnapshot(ctx context.Context, st store.Store, req Snapsh
 	name := vol + "/snapshots/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpSnapshotDelete, name)
 	return record(ctx, st, op, func(tx store.Tx) error {
-		sn, err := store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+		sn, err := getIdle(tx, store.KindSnapshot, name, "snapshot", req.ID, func(r *model.Snapshot) *model.Meta { return &r.Meta })
 		if err != nil {
 			return err
-		}
-		if sn.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "snapshot %s is %s; wait for its operation to finish", req.ID, sn.State)
 		}
 		v, err := store.Get[model.Volume](tx, store.KindVolume, vol)
 		if err != nil {

@@ -431,12 +431,9 @@ func (s *Service) UpdateVolume(ctx context.Context, st store.Store, req VolumeUp
 	name := model.LocationName(req.Project, req.Location) + "/volumes/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpVolumeUpdate, name)
 	return record(ctx, st, op, func(tx store.Tx) error {
-		v, err := store.Get[model.Volume](tx, store.KindVolume, name)
+		v, err := getIdle(tx, store.KindVolume, name, "volume", req.ID, func(r *model.Volume) *model.Meta { return &r.Meta })
 		if err != nil {
 			return err
-		}
-		if v.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "volume %s is %s; wait for its operation to finish", req.ID, v.State)
 		}
 		prev := *v
 		op.Prev, _ = json.Marshal(v)
@@ -476,12 +473,9 @@ func (s *Service) DeleteVolume(ctx context.Context, st store.Store, req VolumeDe
 	name := model.LocationName(req.Project, req.Location) + "/volumes/" + id
 	op := s.newOperation(req.Project, req.Location, model.OpVolumeDelete, name)
 	return record(ctx, st, op, func(tx store.Tx) error {
-		v, err := store.Get[model.Volume](tx, store.KindVolume, name)
+		v, err := getIdle(tx, store.KindVolume, name, "volume", id, func(r *model.Volume) *model.Meta { return &r.Meta })
 		if err != nil {
 			return err
-		}
-		if v.State.Busy() {
-			return model.Errorf(model.ErrFailedPrecondition, "volume %s is %s; wait for its operation to finish", id, v.State)
 		}
 		if slices.Contains(v.RestrictedActions, 1) {
 			return model.Errorf(model.ErrFailedPrecondition, "volume %s has restrictedActions DELETE; remove it first", id)

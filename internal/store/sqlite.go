@@ -213,16 +213,10 @@ func (t *sqliteTx) List(kind, parent string) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind, err)
 	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
+	return scanAll(rows, func(r *sql.Rows) ([]byte, error) {
 		var data []byte
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		out = append(out, data)
-	}
-	return out, rows.Err()
+		return data, r.Scan(&data)
+	})
 }
 
 func (t *sqliteTx) Put(kind, name, parent string, v any) error {
@@ -307,16 +301,10 @@ func (t *sqliteTx) Names(kind, parent string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
+	return scanAll(rows, func(r *sql.Rows) (string, error) {
 		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+		return n, r.Scan(&n)
+	})
 }
 
 func (t *sqliteTx) Index(idx, key string) ([]IndexEntry, error) {
@@ -324,16 +312,10 @@ func (t *sqliteTx) Index(idx, key string) ([]IndexEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", idx, err)
 	}
-	defer rows.Close()
-	var out []IndexEntry
-	for rows.Next() {
+	return scanAll(rows, func(r *sql.Rows) (IndexEntry, error) {
 		var e IndexEntry
-		if err := rows.Scan(&e.Name, &e.Value, &e.Num); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, r.Scan(&e.Name, &e.Value, &e.Num)
+	})
 }
 
 func (t *sqliteTx) IndexSum(idx, key string) (float64, int, error) {
@@ -352,16 +334,10 @@ func (t *sqliteTx) IndexDocs(idx, key string) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", idx, err)
 	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
+	return scanAll(rows, func(r *sql.Rows) ([]byte, error) {
 		var data []byte
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		out = append(out, data)
-	}
-	return out, rows.Err()
+		return data, r.Scan(&data)
+	})
 }
 
 func (t *sqliteTx) Insert(kind, name, parent string, v any) error {
@@ -407,4 +383,18 @@ func (t *sqliteTx) Seq(key string) (int64, error) {
 		return 0, fmt.Errorf("sequence %s: %w", key, err)
 	}
 	return v, nil
+}
+
+// scanAll reads every row with scan and closes rows.
+func scanAll[T any](rows *sql.Rows, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -1,14 +1,19 @@
 // Package mountinfo answers questions about the mount table of the calling process
-// (/proc/self/mountinfo). It imports nothing of Basin's; drivers use it.
+// (/proc/thread-self/mountinfo: the calling thread's namespace). It imports nothing of Basin's; drivers use it.
 package mountinfo
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Entry is one line of mountinfo.
@@ -76,10 +81,58 @@ func MountPoints() (map[string]bool, error) {
 	return out, err
 }
 
-// IsMountPoint reports whether path is a mount point, from /proc/self/mountinfo.
+// IsMountPoint reports whether path is a mount point. It costs a few system calls
+// whatever the size of the mount table: opening path from its parent without
+// crossing a mount (openat2 RESOLVE_NO_XDEV) fails with EXDEV exactly when
+// something is mounted on it, a bind mount of the same filesystem included. Only
+// where openat2 is refused (kernels before 5.6, seccomp) does it read
+// /proc/self/mountinfo, which costs a parse of every mount.
 func IsMountPoint(path string) (bool, error) {
-	_, ok, err := Lookup(path)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false, err
+	}
+	if abs == "/" {
+		return true, nil
+	}
+	if ok, err := crossesMount(abs); !errors.Is(err, errNoOpenat2) {
+		return ok, err
+	}
+	_, ok, err := Lookup(abs)
 	return ok, err
+}
+
+var errNoOpenat2 = errors.New("openat2 unavailable")
+
+// crossesMount reports whether reaching abs from its parent crosses a mount.
+func crossesMount(abs string) (bool, error) {
+	parent, err := unix.Open(filepath.Dir(abs), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return false, nil
+		}
+		return false, &os.PathError{Op: "open", Path: filepath.Dir(abs), Err: err}
+	}
+	defer unix.Close(parent)
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_XDEV}
+	for {
+		fd, err := unix.Openat2(parent, filepath.Base(abs), how)
+		switch {
+		case err == nil:
+			unix.Close(fd)
+			return false, nil
+		case errors.Is(err, unix.EXDEV):
+			return true, nil
+		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+			return false, nil
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
+			continue
+		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
+			return false, errNoOpenat2
+		default:
+			return false, &os.PathError{Op: "openat2", Path: abs, Err: err}
+		}
+	}
 }
 
 // Source returns the device mounted on path.
@@ -94,8 +147,21 @@ func Source(path string) (string, error) {
 	return e.Source, nil
 }
 
+// reads counts the reads of the mount table.
+var reads atomic.Int64
+
+// Reads returns how many times this process has read the whole mount table, for
+// tests that hold a path to a cost that does not grow with the number of mounts.
+func Reads() int64 { return reads.Load() }
+
 func scan(fn func(Entry)) error {
-	f, err := os.Open("/proc/self/mountinfo")
+	reads.Add(1)
+	// The calling thread's table: a thread may have a mount namespace of its own
+	// (storage/btrfs runs tools on one), and /proc/self is the main thread's.
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.Open("/proc/self/mountinfo") // before Linux 3.17
+	}
 	if err != nil {
 		return err
 	}

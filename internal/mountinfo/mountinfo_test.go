@@ -1,8 +1,12 @@
 package mountinfo
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseLine(t *testing.T) {
@@ -62,5 +66,69 @@ func TestMountPoints(t *testing.T) {
 	}
 	if !mps["/"] {
 		t.Error("/ is not among the mount points")
+	}
+}
+
+// IsMountPoint, which does not read the table, agrees with it: every mount point
+// the table lists is one, and their non-mount-point neighbours are not.
+func TestIsMountPointAgreesWithTable(t *testing.T) {
+	mps, err := MountPoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for mp := range mps {
+		if _, err := os.Lstat(mp); err != nil {
+			continue // hidden from us (another namespace's path, or shadowed)
+		}
+		ok, err := crossesMount(mp)
+		if err != nil || mp == "/" {
+			continue
+		}
+		checked++
+		if !ok {
+			t.Errorf("%s is in the mount table but IsMountPoint says no", mp)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no mount point checked")
+	}
+	for _, p := range []string{t.TempDir(), "/nonexistent/x", "/proc/self/fd"} {
+		ok, err := IsMountPoint(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != mps[p] {
+			t.Errorf("%s: IsMountPoint %v, table %v", p, ok, mps[p])
+		}
+	}
+}
+
+// A bind mount of a directory onto another of the same filesystem has the same
+// device as its parent, and is still seen as a mount point.
+func TestIsMountPointSeesSameFilesystemBind(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount")
+	}
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	for _, d := range []string{src, dst} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := IsMountPoint(dst); err != nil || ok {
+		t.Fatalf("before the bind: %v, %v", ok, err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(dst, unix.MNT_DETACH) })
+	ok, err := IsMountPoint(dst)
+	if err != nil || !ok {
+		t.Fatalf("after the bind: %v, %v", ok, err)
+	}
+	if ok, _ := IsMountPoint(filepath.Join(dst, "..", "src")); ok {
+		t.Fatal("the bind's source is not a mount point")
 	}
 }

@@ -76,7 +76,12 @@ type Backend struct {
 	top    string // where the store filesystem (or the given directory) is
 	loop   string // the store's loop device we attached ("" if none)
 	mounts string // DataDir/mounts: live and snapshot mount points (shared with sandboxes)
-	fsDir  string // DataDir/fs: each volume's whole filesystem, private to Basin
+	// fsDir (DataDir/fs) holds each volume's whole filesystem, private to Basin.
+	// It is a mount point of its own (a private bind of itself, made by Start and
+	// removed by Stop), so tools hide every volume's filesystem in one detach
+	// (toolns.go); the daemon does the same for the mounts directory, to share it
+	// with sandboxes.
+	fsDir string
 
 	mu        sync.Mutex
 	started   bool
@@ -124,6 +129,28 @@ func New(opts Options) *Backend {
 
 func (b *Backend) btrfs(ctx context.Context, args ...string) ([]byte, error) {
 	return b.run.Run(ctx, "btrfs", args...)
+}
+
+// runTool runs a program that reads the whole mount table (mkfs.btrfs,
+// btrfstune) where the volumes' mounts are hidden (toolns.go).
+func (b *Backend) runTool(ctx context.Context, name string, args ...string) error {
+	return runHidden(ctx, []string{b.mounts, b.fsDir}, func() error {
+		_, err := b.run.Run(ctx, name, args...)
+		return err
+	})
+}
+
+// bindFS makes fsDir a mount point of its own, unless it is one already (left by
+// a killed run). Private: the volumes' whole filesystems show nowhere else.
+func (b *Backend) bindFS(ctx context.Context) error {
+	ok, err := mountinfo.IsMountPoint(b.fsDir)
+	if err != nil || ok {
+		return err
+	}
+	if _, err := b.run.Run(ctx, "mount", "--bind", "--make-private", b.fsDir, b.fsDir); err != nil {
+		return fmt.Errorf("bind %s: %w", b.fsDir, err)
+	}
+	return nil
 }
 
 // Start attaches and mounts the store if needed (adopting what a previous run left
@@ -198,6 +225,9 @@ func (b *Backend) start(ctx context.Context) error {
 	// on write or checksum them again (reflinks still work). Not every store
 	// filesystem has the flag: best effort.
 	b.run.Run(ctx, "chattr", "+C", b.imagesDir()) //nolint:errcheck // optional
+	if err := b.bindFS(ctx); err != nil {
+		return err
+	}
 	b.started = true
 	b.log.Info("volume store ready", "images", b.imagesDir())
 	return nil
@@ -419,6 +449,9 @@ func (b *Backend) Stop(ctx context.Context) error {
 			return nil
 		})
 	}
+	if err := b.unmountPath(ctx, b.fsDir); err != nil {
+		errs = append(errs, err)
+	}
 	imgs, _ := filepath.Glob(filepath.Join(b.imagesDir(), "*.img*"))
 	each(imgs, func(img string) error { return b.detach(ctx, img) })
 	b.vols = map[string]*volume{}
@@ -492,16 +525,24 @@ func (b *Backend) mountWhole(ctx context.Context, img, dir string) (*volume, err
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	e, mounted, err := mountinfo.Lookup(dir)
+	// Whether anything is mounted there costs a few system calls; only then is the
+	// mount table read, to see what it is (after a crash, a stale mount of an
+	// earlier device may be there).
+	mounted, err := mountinfo.IsMountPoint(dir)
 	if err != nil {
 		return nil, err
 	}
-	if mounted && (e.Source != dev || e.Root != "/") {
-		// Something else is mounted there (a stale mount of an earlier device).
-		if err := b.unmountPath(ctx, dir); err != nil {
+	if mounted {
+		e, _, err := mountinfo.Lookup(dir)
+		if err != nil {
 			return nil, err
 		}
-		mounted = false
+		if e.Source != dev || e.Root != "/" {
+			if err := b.unmountPath(ctx, dir); err != nil {
+				return nil, err
+			}
+			mounted = false
+		}
 	}
 	if !mounted {
 		if _, err := b.run.Run(ctx, "mount", "-t", "btrfs", "-o", "noatime,nosuid,nodev,noexec,subvolid=5", dev, dir); err != nil {
@@ -593,7 +634,7 @@ func (b *Backend) makeEmpty(ctx context.Context, key, tmp string, size int64) er
 	// full can still take a snapshot (with separate chunks, data takes every chunk
 	// and a snapshot then fails with ENOSPC until a balance), and ~99 % of a 1 GiB
 	// volume holds data. Measured no slower than separate chunks (docs/benchmarks.md).
-	if _, err := b.run.Run(ctx, "mkfs.btrfs", "-q", "--mixed", tmp); err != nil {
+	if err := b.runTool(ctx, "mkfs.btrfs", "-q", "--mixed", tmp); err != nil {
 		return fmt.Errorf("mkfs %s: %w", key, err)
 	}
 	v, err := b.mountWhole(ctx, tmp, b.fsPath(key))
@@ -645,7 +686,7 @@ func (b *Backend) makeClone(ctx context.Context, key, tmp string, size int64, fr
 		}
 	}
 	// A filesystem id is how the kernel and NFS tell filesystems apart: never two alike.
-	if _, err := b.run.Run(ctx, "btrfstune", "-m", tmp); err != nil {
+	if err := b.runTool(ctx, "btrfstune", "-m", tmp); err != nil {
 		return fmt.Errorf("new filesystem id for %s: %w", key, err)
 	}
 	if fi, err := os.Stat(tmp); err == nil && fi.Size() < size {
@@ -783,18 +824,15 @@ func (b *Backend) Mount(ctx context.Context, key string) error {
 	if err := b.recoverLive(key); err != nil {
 		return err
 	}
-	return b.mountSubvol(ctx, v, b.MountPath(key), "live", "noatime,nosuid,nodev,noexec")
+	return b.mountSubvol(ctx, key, v, b.MountPath(key), "live", "noatime,nosuid,nodev,noexec")
 }
 
-// mountSubvol mounts subvolume sub of v on mp, replacing whatever else is mounted
-// there, and checks the result.
-func (b *Backend) mountSubvol(ctx context.Context, v *volume, mp, sub, opts string) error {
-	e, ok, err := mountinfo.Lookup(mp)
-	if err != nil {
+// mountSubvol mounts subvolume sub of key's filesystem (opened as v) on mp,
+// replacing whatever else is mounted there, and checks the result.
+func (b *Backend) mountSubvol(ctx context.Context, key string, v *volume, mp, sub, opts string) error {
+	inner := filepath.Join(b.fsPath(key), sub)
+	if shows, err := showsSubvolume(mp, inner); err != nil || shows {
 		return err
-	}
-	if ok && e.Source == v.dev && e.Root == "/"+sub {
-		return nil
 	}
 	if err := b.unmountPath(ctx, mp); err != nil {
 		return err
@@ -805,15 +843,39 @@ func (b *Backend) mountSubvol(ctx context.Context, v *volume, mp, sub, opts stri
 	if _, err := b.run.Run(ctx, "mount", "-t", "btrfs", "-o", opts+",subvol="+sub, v.dev, mp); err != nil {
 		return fmt.Errorf("mount %s: %w", mp, err)
 	}
-	e, ok, err = mountinfo.Lookup(mp)
+	shows, err := showsSubvolume(mp, inner)
 	if err != nil {
 		return err
 	}
-	if !ok || e.Source != v.dev || e.Root != "/"+sub {
-		return fmt.Errorf("mount %s: found %q of %s mounted instead of %q of %s", mp, e.Root, e.Source, "/"+sub, v.dev)
+	if !shows {
+		return fmt.Errorf("mount %s: it does not show subvolume %s of %s", mp, sub, v.dev)
 	}
 	return nil
 }
+
+// showsSubvolume reports whether mount point mp shows the subvolume found at inner
+// (a path through the volume's whole-filesystem mount), without reading the mount
+// table: btrfs gives each subvolume of a mounted filesystem its own device number,
+// the same through every mount of it, and its root is inode 256. A directory that
+// is not a mount point, or shows anything else, has another device or inode.
+func showsSubvolume(mp, inner string) (bool, error) {
+	mounted, err := mountinfo.IsMountPoint(mp)
+	if err != nil || !mounted {
+		return false, err
+	}
+	var at, want unix.Stat_t
+	if err := unix.Stat(mp, &at); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(inner, &want); err != nil {
+		return false, nil
+	}
+	return at.Dev == want.Dev && at.Ino == subvolRootIno && want.Ino == subvolRootIno, nil
+}
+
+// subvolRootIno is the inode number of every btrfs subvolume's root directory
+// (BTRFS_FIRST_FREE_OBJECTID).
+const subvolRootIno = 256
 
 // Unmount implements storage.Backend.
 func (b *Backend) Unmount(ctx context.Context, key string) error {
@@ -900,7 +962,7 @@ func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
 	if _, err := os.Stat(b.snapPath(key, snap)); err != nil {
 		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
 	}
-	return b.mountSubvol(ctx, v, b.SnapshotMountPath(key, snap), "snapshots/"+snap, "ro,noatime,nosuid,nodev,noexec")
+	return b.mountSubvol(ctx, key, v, b.SnapshotMountPath(key, snap), "snapshots/"+snap, "ro,noatime,nosuid,nodev,noexec")
 }
 
 // UnmountSnapshot implements storage.Backend.

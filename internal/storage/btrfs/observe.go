@@ -16,11 +16,23 @@ import (
 	"github.com/basin-nas/basin/internal/storage"
 )
 
-// Observation runs no process: per call it reads the mount table once and then
-// stats, statfs's and reads sysfs. Only volumes Start or a mutating call opened are
-// seen in full; one whose filesystem is not mounted (something outside Basin
-// unmounted it) is reported existing and unmounted with an unknown capacity (-1),
-// so the controller's Mount or Resize opens it again.
+// Observation runs no process. A pass over every volume (ObserveVolumes) reads
+// the mount table once; observing one volume (ObserveVolume, ObserveSnapshots,
+// Usage) reads none: it stats the volume's own mount points, so its cost does
+// not grow with the number of volumes. Only volumes Start or a mutating call
+// opened are seen in full; one whose filesystem is not mounted (something outside
+// Basin unmounted it) is reported existing and unmounted with an unknown capacity
+// (-1), so the controller's Mount or Resize opens it again.
+
+// mounts says what is mounted where, for observation.
+type mounts interface {
+	// top returns the device whose filesystem is mounted whole (its top level) on
+	// volume key's fsPath.
+	top(key string) (source string, ok bool)
+	// shows reports whether mount point mp shows subvolume sub of key's
+	// filesystem, opened as v.
+	shows(v *volume, key, mp, sub string) bool
+}
 
 // mountTable is the mount table, by mount point, of what lies under DataDir.
 type mountTable map[string]mountinfo.Entry
@@ -39,25 +51,60 @@ func (b *Backend) readMounts() (mountTable, error) {
 	return mt, nil
 }
 
+type tableMounts struct {
+	b  *Backend
+	mt mountTable
+}
+
+func (t tableMounts) top(key string) (string, bool) {
+	e, ok := t.mt[t.b.fsPath(key)]
+	return e.Source, ok && e.Root == "/" && e.FSType == "btrfs"
+}
+
+func (t tableMounts) shows(v *volume, key, mp, sub string) bool {
+	e, ok := t.mt[mp]
+	return ok && e.Source == v.dev && e.Root == "/"+sub
+}
+
+// statMounts answers for one volume from its own mount points.
+type statMounts struct{ b *Backend }
+
+func (s statMounts) top(key string) (string, bool) {
+	s.b.mu.Lock()
+	v := s.b.vols[key]
+	s.b.mu.Unlock()
+	if v != nil && v.topDev != 0 && statDev(s.b.fsPath(key)) == v.topDev {
+		return v.dev, true
+	}
+	// Not opened by this run (or no longer as it was): ask the table, once.
+	e, ok, err := mountinfo.Lookup(s.b.fsPath(key))
+	return e.Source, err == nil && ok && e.Root == "/" && e.FSType == "btrfs"
+}
+
+func (s statMounts) shows(v *volume, key, mp, sub string) bool {
+	ok, err := showsSubvolume(mp, filepath.Join(s.b.fsPath(key), sub))
+	return err == nil && ok
+}
+
 // view returns the opened volume key if its whole filesystem is mounted on fsPath,
 // adopting one mounted earlier (by a previous run) without running anything; nil
 // if it is not.
-func (b *Backend) view(key string, mt mountTable) *volume {
-	e, ok := mt[b.fsPath(key)]
-	if !ok || e.Root != "/" || e.FSType != "btrfs" {
+func (b *Backend) view(key string, m mounts) *volume {
+	source, ok := m.top(key)
+	if !ok {
 		return nil
 	}
 	b.mu.Lock()
 	v := b.vols[key]
 	b.mu.Unlock()
-	if v != nil && v.dev == e.Source {
+	if v != nil && v.dev == source {
 		return v
 	}
 	uuid, err := fsidOf(b.fsPath(key))
 	if err != nil {
 		return nil
 	}
-	v = &volume{dev: e.Source, uuid: uuid, topDev: statDev(b.fsPath(key))}
+	v = &volume{dev: source, uuid: uuid, topDev: statDev(b.fsPath(key))}
 	b.mu.Lock()
 	b.vols[key] = v
 	b.mu.Unlock()
@@ -77,7 +124,7 @@ func (b *Backend) ObserveVolumes(ctx context.Context) (map[string]storage.Volume
 	out := make(map[string]storage.VolumeStatus, len(imgs))
 	for _, img := range imgs {
 		key := strings.TrimSuffix(filepath.Base(img), ".img")
-		st, err := b.status(key, mt)
+		st, err := b.status(key, tableMounts{b, mt})
 		if err != nil {
 			return nil, err
 		}
@@ -90,14 +137,10 @@ func (b *Backend) ObserveVolumes(ctx context.Context) (map[string]storage.Volume
 
 // ObserveVolume implements storage.Backend.
 func (b *Backend) ObserveVolume(ctx context.Context, key string) (storage.VolumeStatus, error) {
-	mt, err := b.readMounts()
-	if err != nil {
-		return storage.VolumeStatus{}, err
-	}
-	return b.status(key, mt)
+	return b.status(key, statMounts{b})
 }
 
-func (b *Backend) status(key string, mt mountTable) (storage.VolumeStatus, error) {
+func (b *Backend) status(key string, m mounts) (storage.VolumeStatus, error) {
 	var st storage.VolumeStatus
 	img, err := os.Stat(b.imagePath(key))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -105,7 +148,7 @@ func (b *Backend) status(key string, mt mountTable) (storage.VolumeStatus, error
 	} else if err != nil {
 		return st, err
 	}
-	v := b.view(key, mt)
+	v := b.view(key, m)
 	if v == nil {
 		// A whole image had live data when it took its name; if a revert set it
 		// aside since, Mount puts it back.
@@ -117,8 +160,7 @@ func (b *Backend) status(key string, mt mountTable) (storage.VolumeStatus, error
 	}
 	st.Exists = true
 	st.Mode = fi.Mode().Perm()
-	e, ok := mt[b.MountPath(key)]
-	st.Mounted = ok && e.Source == v.dev && e.Root == "/live"
+	st.Mounted = m.shows(v, key, b.MountPath(key), "live")
 	size, used, err := b.space(key)
 	if err != nil {
 		return st, err
@@ -135,11 +177,8 @@ func (b *Backend) status(key string, mt mountTable) (storage.VolumeStatus, error
 
 // ObserveSnapshots implements storage.Backend.
 func (b *Backend) ObserveSnapshots(ctx context.Context, key string) (map[string]storage.SnapshotStatus, error) {
-	mt, err := b.readMounts()
-	if err != nil {
-		return nil, err
-	}
-	v, err := b.viewExisting(key, mt)
+	m := statMounts{b}
+	v, err := b.viewExisting(key, m)
 	if err != nil || v == nil {
 		return map[string]storage.SnapshotStatus{}, err
 	}
@@ -153,20 +192,15 @@ func (b *Backend) ObserveSnapshots(ctx context.Context, key string) (map[string]
 		if err != nil {
 			return nil, err
 		}
-		e, ok := mt[b.SnapshotMountPath(key, n)]
 		out[n] = storage.SnapshotStatus{Exists: true, ExclusiveBytes: x,
-			Mounted: ok && e.Source == v.dev && e.Root == "/snapshots/"+n}
+			Mounted: m.shows(v, key, b.SnapshotMountPath(key, n), "snapshots/"+n)}
 	}
 	return out, nil
 }
 
 // Usage implements storage.Backend.
 func (b *Backend) Usage(ctx context.Context, key string) (storage.Usage, error) {
-	mt, err := b.readMounts()
-	if err != nil {
-		return storage.Usage{}, err
-	}
-	v, err := b.viewExisting(key, mt)
+	v, err := b.viewExisting(key, statMounts{b})
 	if err != nil {
 		return storage.Usage{}, err
 	}
@@ -192,11 +226,11 @@ func (b *Backend) Usage(ctx context.Context, key string) (storage.Usage, error) 
 
 // viewExisting is view for a volume that must be open if it exists: nil, nil if
 // it has no image.
-func (b *Backend) viewExisting(key string, mt mountTable) (*volume, error) {
+func (b *Backend) viewExisting(key string, m mounts) (*volume, error) {
 	if _, err := os.Stat(b.imagePath(key)); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	v := b.view(key, mt)
+	v := b.view(key, m)
 	if v == nil {
 		return nil, fmt.Errorf("volume %s is not open (its filesystem is not mounted on %s)", key, b.fsPath(key))
 	}
@@ -248,11 +282,7 @@ func subvolID(path string) (uint64, error) {
 // what api.Capacity asks of the backend, inside a store transaction. It is not part
 // of storage.Backend (Usage is).
 func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {
-	mt, err := b.readMounts()
-	if err != nil {
-		return 0, err
-	}
-	v, err := b.viewExisting(key, mt)
+	v, err := b.viewExisting(key, statMounts{b})
 	if err != nil {
 		return 0, err
 	}

@@ -56,3 +56,15 @@ func TestDeleteLinkThatVanishes(t *testing.T) {
 		t.Fatal("link still present")
 	}
 }
+
+func TestMtabEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"/d/mounts/v1": "/d/mounts/v1",
+		"/a b/m":       `/a\040b/m`,
+		"/a\tb\nc\\d":  `/a\011b\012c\134d`,
+	} {
+		if got := mtabEscape(in); got != want {
+			t.Errorf("mtabEscape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -94,6 +94,20 @@ func TestSandboxSupervisesRealDaemons(t *testing.T) {
 	if !served() {
 		t.Fatal("export not served after Export")
 	}
+	// Ganesha's mount table is Basin's file: the sandbox's own mounts and the
+	// exported path, nothing else of the volumes'.
+	mtab := func() string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(m.sandboxes["bsx"].dir, "etc", "mtab"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	if got := mtab(); !strings.Contains(got, "basin "+vol+" tmpfs rw 0 0\n") || !strings.Contains(got, " / tmpfs ") ||
+		!strings.Contains(got, " "+mounts+" ") {
+		t.Fatalf("mtab after the export:\n%s", got)
+	}
 
 	// Capabilities: Ganesha's bounding set has no sys_admin, and no new privileges.
 	pid := m.GaneshaPID("bsx")
@@ -137,6 +151,9 @@ func TestSandboxSupervisesRealDaemons(t *testing.T) {
 	t.Logf("ganesha now %d", m.GaneshaPID("bsx"))
 	if err := m.Unexport(ctx, "bsx", addr, ex.ID); err != nil {
 		t.Fatal(err)
+	}
+	if got := mtab(); strings.Contains(got, vol) {
+		t.Fatalf("mtab still lists %s after the unexport:\n%s", vol, got)
 	}
 	if v, err := m.View(ctx, "bsx"); err != nil || v.Exported(netip.Addr{}, ex) || v.HasAddr(addr) {
 		t.Fatalf("after Unexport: %v", err)

@@ -354,7 +354,9 @@ func (c *Controller) schedule(ctx context.Context) {
 func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation) (finished bool) {
 	log := c.log.With("operation", op.ID, "kind", op.Kind, "target", op.Target)
 	log.Debug("run operation")
+	start := time.Now()
 	err := h.run(ctx, op)
+	log.Debug("operation ran", "took", time.Since(start), "err", err)
 	if ctx.Err() != nil {
 		// Shutting down: leave the operation unfinished; the next start resumes it.
 		log.Info("operation interrupted; will resume", "err", err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/storage"
@@ -22,6 +24,7 @@ import (
 // observed once per pass, a converged volume costs no command and no store write,
 // and usage changes are written in one transaction at the end.
 func (c *Controller) resync(ctx context.Context, collect bool) error {
+	start := time.Now()
 	var vols []*model.Volume
 	err := c.st.View(ctx, func(tx store.Tx) (err error) {
 		vols, err = store.List[model.Volume](tx, store.KindVolume, "")
@@ -36,11 +39,12 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	}
 	views := &viewCache{c: c, views: map[string]ExportView{}}
 	var (
-		mu      sync.Mutex
-		errs    []error
-		updates []usageUpdate
-		wg      sync.WaitGroup
-		sem     = make(chan struct{}, c.opts.Workers)
+		mu       sync.Mutex
+		errs     []error
+		updates  []usageUpdate
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, c.opts.Workers)
+		repaired atomic.Int64
 	)
 	for _, v := range vols {
 		if v.State.Busy() {
@@ -58,7 +62,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 				<-sem
 				wg.Done()
 			}()
-			u, err := c.resyncVolume(ctx, v.Name(), observed, views)
+			u, err := c.resyncVolume(ctx, v.Name(), observed, views, &repaired)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -75,6 +79,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	if collect {
 		errs = append(errs, c.collectOrphans(ctx))
 	}
+	c.log.Debug("resync pass", "volumes", len(vols), "repaired", repaired.Load(), "took", time.Since(start))
 	return errors.Join(errs...)
 }
 
@@ -108,7 +113,7 @@ type usageUpdate struct {
 
 // resyncVolume repairs one volume (which the caller has locked) and reports its
 // usage where it differs from the records.
-func (c *Controller) resyncVolume(ctx context.Context, name string, observed map[string]storage.VolumeStatus, views *viewCache) (*usageUpdate, error) {
+func (c *Controller) resyncVolume(ctx context.Context, name string, observed map[string]storage.VolumeStatus, views *viewCache, repaired *atomic.Int64) (*usageUpdate, error) {
 	var v *model.Volume
 	var snaps []*model.Snapshot
 	err := c.st.View(ctx, func(tx store.Tx) (err error) {
@@ -136,6 +141,7 @@ func (c *Controller) resyncVolume(ctx context.Context, name string, observed map
 	}
 	if steps := PlanVolume(c.wantOf(v, nil), obs); len(steps) > 0 {
 		c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)
+		repaired.Add(1)
 		if err := c.runSteps(ctx, nil, v, steps); err != nil {
 			return nil, err
 		}

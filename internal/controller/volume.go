@@ -200,6 +200,7 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 			}
 		}
 		var err error
+		start := time.Now()
 		for attempt := range c.opts.StepAttempts {
 			if err = c.step(ctx, op, v, s); err == nil || ctx.Err() != nil {
 				break
@@ -213,6 +214,7 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 		if err != nil {
 			return &stepError{step: s, err: err}
 		}
+		c.log.Debug("step done", "volume", v.Name(), "step", s.Op, "took", time.Since(start))
 	}
 	return nil
 }

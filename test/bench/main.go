@@ -70,6 +70,7 @@ func main() {
 	withScale := flag.Bool("scale", true, "also take a server of its own to many volumes, restart it, and one volume to its snapshot limit")
 	scaleVols := flag.Int("scale-volumes", 1000, "volumes of 1 GiB the scale section creates")
 	scaleSnaps := flag.Int("scale-snapshots", 255, "snapshots the scale section takes of one volume")
+	scaleLog := flag.String("scale-log-level", "warn", "the scale server's --log-level (debug logs each operation's steps and their durations)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fatalf("bench needs root (loop devices, mounts, btrfs)")
@@ -157,7 +158,7 @@ func main() {
 		// The first server and its volumes go first: the scale server's thousand
 		// filesystems should not share the machine with them.
 		runCleanups()
-		sc := runScale(*basin, *scaleVols, *scaleSnaps)
+		sc := runScale(*basin, *scaleVols, *scaleSnaps, *scaleLog)
 		rep.Scale = &sc
 	}
 	data, _ := json.MarshalIndent(rep, "", "  ")

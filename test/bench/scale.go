@@ -47,7 +47,7 @@ const (
 // (each served over NFSv3 with a file in it), lists them, restarts the server and
 // times until every export serves its file again, then takes nSnaps snapshots of
 // one volume whose snapshot directory is exported.
-func runScale(basin string, nVols, nSnaps int) scaleResult {
+func runScale(basin string, nVols, nSnaps int, logLevel string) scaleResult {
 	res := scaleResult{Volumes: nVols, Snapshots: nSnaps}
 	dataDir, err := os.MkdirTemp("", "basin-scale-")
 	if err != nil {
@@ -57,7 +57,7 @@ func runScale(basin string, nVols, nSnaps int) scaleResult {
 	addr := freeAddr()
 	var cmd *exec.Cmd
 	start := func() time.Time {
-		cmd = exec.Command(basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "64G", "--log-level", "warn",
+		cmd = exec.Command(basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "64G", "--log-level", logLevel,
 			"--overcommit-ratio", "10000", "--network", "default="+scaleBridge+","+scaleCIDR)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		t := time.Now()

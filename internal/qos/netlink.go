@@ -28,7 +28,7 @@ import (
 //	    filters, u32 prio 1, each direction a hash table of 256 buckets on the
 //	    address's last octet, one filter per address and direction:
 //	      100: ip src (reads)   101: ip dst (writes)
-//	    class 1:2       the default class (unclassified traffic), 10 Gbit/s, pfifo 2:
+//	    class 1:2       the default class (unclassified traffic), 100 Gbit/s, pfifo 2:
 //	    class 1:<minor> the tree's classes (minor ≥ 0x10), leaves with pfifo <minor>:
 //
 // A packet costs one hash lookup per direction table, whatever the number of
@@ -41,9 +41,9 @@ const (
 	lastMinor    = 0xfff0
 	hashTable    = 0x100 // u32 hash table id of direction 0; direction 1 uses 0x101 (u32 shares tables per qdisc, and clsact is one qdisc)
 	filterPrio   = 1
-	ifbQueueLen  = 1000 // also the pfifo leaves' limit: pfifo without options takes the device's txqueuelen
-	defaultRate  = 1250000000
-	offSrc       = 12 // offset of the IPv4 source address
+	ifbQueueLen  = 1000        // also the pfifo leaves' limit: pfifo without options takes the device's txqueuelen
+	defaultRate  = 12500000000 // 100 Gbit/s: unclassified traffic is not shaped (10 Gbit/s would cap a veth that moves ~2 GB/s)
+	offSrc       = 12          // offset of the IPv4 source address
 	offDst       = 16
 )
 

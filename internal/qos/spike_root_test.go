@@ -19,8 +19,9 @@ import (
 // (in a third namespace, standing for the host), iperf3 -t 5 between them, reads
 // (-R) and writes, with no shaping and with the driver's tree (1,000 leaves,
 // limits far above demand) at the sandbox's eth0 or at its bridge port; rounds
-// alternate the arrangements, and each reports the median of the rounds and the
-// average packet size HTB saw.
+// alternate the arrangements, and each reports the median of the rounds, the
+// average packet size HTB counted (GSO segments) and the average skb the IFB (or,
+// with no IFB, eth0) transmitted. BASIN_QOS_SPIKE=gro adds runs with GRO on the veths.
 func TestRootSpikeDataPathCost(t *testing.T) {
 	if os.Getenv("BASIN_QOS_SPIKE") == "" {
 		t.Skip("set BASIN_QOS_SPIKE=1 to run the data path spike")
@@ -50,7 +51,7 @@ func TestRootSpikeDataPathCost(t *testing.T) {
 
 	tree := Tree{Classes: []Class{{Key: "project", Rate: 10000 << 20, Ceil: 10000 << 20}}}
 	for i := range 1000 {
-		a := netip.AddrFrom4([4]byte{10, 99, byte(200 + i/250), byte(11 + i%240)})
+		a := netip.AddrFrom4([4]byte{10, 99, byte(200 + i/240), byte(11 + i%240)})
 		tree.Classes = append(tree.Classes, Class{Key: fmt.Sprintf("volume/%d", i), Parent: "project",
 			Rate: 10 << 20, Ceil: 10000 << 20, Addrs: []netip.Addr{a}})
 	}
@@ -65,26 +66,53 @@ func TestRootSpikeDataPathCost(t *testing.T) {
 		run(t, "ip", "netns", "exec", cliNS, "ethtool", "-K", "eth1", "gro", on)
 	}
 	type arrangement struct {
-		name string
-		link *Link
-		gro  string
+		name   string
+		link   *Link
+		gro    string
+		htbDev bool // a bare HTB (default class only) on eth0's egress: HTB without the IFB, reads only
 	}
 	arrs := []arrangement{
-		{"off", nil, "off"},
-		{"IFB at sandbox eth0", &eth0, "off"},
-		{"IFB at bridge port", &port, "off"},
-		{"off, veth GRO on", nil, "on"},
-		{"IFB at sandbox eth0, veth GRO on", &eth0, "on"},
+		{name: "off", gro: "off"},
+		{name: "IFB at sandbox eth0", link: &eth0, gro: "off"},
+		{name: "IFB at bridge port", link: &port, gro: "off"},
+		{name: "HTB on eth0 egress, no IFB (reads only)", gro: "off", htbDev: true},
 	}
-	type result struct{ mibps, pkt []float64 }
+	if os.Getenv("BASIN_QOS_SPIKE") == "gro" {
+		arrs = append(arrs, arrangement{name: "off, veth GRO on", gro: "on"},
+			arrangement{name: "IFB at sandbox eth0, veth GRO on", link: &eth0, gro: "on"})
+	}
+	htbDev := func(on bool) {
+		exec.Command("tc", "-n", srvNS, "qdisc", "del", "dev", srvDev, "root").Run()
+		if on {
+			run(t, "tc", "-n", srvNS, "qdisc", "add", "dev", srvDev, "root", "handle", "1:", "htb", "default", "2")
+			run(t, "tc", "-n", srvNS, "class", "add", "dev", srvDev, "parent", "1:", "classid", "1:2", "htb",
+				"rate", "100gbit", "burst", "125000000", "cburst", "125000000", "quantum", "200000")
+		}
+	}
+	// skbs counts what a device transmitted: bytes and packets as skbs (a GSO packet
+	// is one), unlike HTB's counters, which count GSO segments.
+	skbs := func(ns, dev string) (uint64, uint64) {
+		h, err := handle(Link{Netns: ns})
+		if err != nil {
+			return 0, 0
+		}
+		defer h.Close()
+		l, err := h.LinkByName(dev)
+		if err != nil || l.Attrs().Statistics == nil {
+			return 0, 0
+		}
+		return l.Attrs().Statistics.TxBytes, l.Attrs().Statistics.TxPackets
+	}
+	type result struct{ mibps, pkt, skb []float64 }
 	res := map[string]*result{}
-	rounds := 3
+	rounds := 5
 	for round := range rounds {
 		for _, a := range arrs {
 			waitQuiet(t)
 			d.Remove(ctx, eth0)
 			d.Remove(ctx, port)
 			gro(a.gro)
+			htbDev(a.htbDev)
 			if a.link != nil {
 				if err := d.Apply(ctx, *a.link, tree); err != nil {
 					t.Fatal(err)
@@ -95,9 +123,16 @@ func TestRootSpikeDataPathCost(t *testing.T) {
 				}
 			}
 			for _, dir := range []string{"read", "write"} {
+				if a.htbDev && dir == "write" {
+					continue
+				}
 				var c0 map[string]Counters
+				var b0, p0 uint64
 				if a.link != nil {
 					c0, _ = d.Counters(ctx, *a.link)
+					b0, p0 = skbs(a.link.Netns, ifbName(a.link.Dev))
+				} else if dir == "read" {
+					b0, p0 = skbs(srvNS, srvDev)
 				}
 				args := []string{"netns", "exec", cliNS, "iperf3", "-c", "10.99.200.11", "-t", "5", "-J"}
 				if dir == "read" {
@@ -122,10 +157,17 @@ func TestRootSpikeDataPathCost(t *testing.T) {
 					res[k] = &result{}
 				}
 				res[k].mibps = append(res[k].mibps, j.End.SumReceived.BitsPerSecond/8/(1<<20))
+				var b1, p1 uint64
 				if a.link != nil {
 					c1, _ := d.Counters(ctx, *a.link)
 					b, p := c1["volume/0"].Bytes-c0["volume/0"].Bytes, c1["volume/0"].Packets-c0["volume/0"].Packets
 					res[k].pkt = append(res[k].pkt, float64(b)/float64(max(p, 1)))
+					b1, p1 = skbs(a.link.Netns, ifbName(a.link.Dev))
+				} else if dir == "read" {
+					b1, p1 = skbs(srvNS, srvDev)
+				}
+				if p1 > p0 {
+					res[k].skb = append(res[k].skb, float64(b1-b0)/float64(p1-p0))
 				}
 			}
 		}
@@ -133,7 +175,10 @@ func TestRootSpikeDataPathCost(t *testing.T) {
 	for _, a := range arrs {
 		for _, dir := range []string{"read", "write"} {
 			r := res[a.name+" / "+dir]
-			t.Logf("| %s | %s | %.0f (runs %s) | %s |", a.name, dir, median(r.mibps), fmtRuns(r.mibps), fmtPkt(r.pkt))
+			if r == nil {
+				continue
+			}
+			t.Logf("| %s | %s | %.0f (runs %s) | %s | %s |", a.name, dir, median(r.mibps), fmtRuns(r.mibps), fmtPkt(r.pkt), fmtPkt(r.skb))
 		}
 	}
 }

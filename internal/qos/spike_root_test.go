@@ -108,7 +108,6 @@ func TestRootSpikeDataPathCost(t *testing.T) {
 	rounds := 5
 	for round := range rounds {
 		for _, a := range arrs {
-			waitQuiet(t)
 			d.Remove(ctx, eth0)
 			d.Remove(ctx, port)
 			gro(a.gro)

@@ -51,7 +51,6 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompound$$' -fuzztime $(FUZZTIME) ./test/nfsraw
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNetwork$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/secret
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAddrs$$' -fuzztime $(FUZZTIME) ./internal/dataplane
 
 ## e2e: drive a real basin serve with the official Python client.
 e2e: build

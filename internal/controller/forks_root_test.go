@@ -37,8 +37,8 @@ func (f *forkCounter) count() int {
 
 // A reconcile pass over 200 real volumes (each its own btrfs on a loop device) with
 // a snapshot each, served with their snapshot directories, forks no process in the
-// backend and observes the network once (a real View runs exactly one process,
-// whatever the number of exports: dataplane's TestViewRunsOneProcess).
+// backend and observes the network once (a real View runs no process and lists
+// addresses once, whatever the number of exports: dataplane's TestViewListsOnce).
 func TestReconcilePassForksNothingPerVolume(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (loop devices, mounts)")

@@ -40,6 +40,7 @@ type sandbox struct {
 	timeout time.Duration
 	ganesha Ganesha
 
+	addrT  addrTable // endpoint addresses on eth0
 	holder *exec.Cmd
 	dead   chan struct{} // closed when the holder exits
 	sup    *supervisor   // nil until the daemons are started
@@ -156,6 +157,9 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 		if _, err := m.run.Run(ctx, argv[0], argv[1:]...); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", n.Name, err)
 		}
+	}
+	if sb.addrT, err = openNetlinkAddrs(sb.ns, "eth0"); err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", n.Name, err)
 	}
 	if err := sb.startHolder(); err != nil {
 		return nil, err
@@ -537,6 +541,9 @@ func (sb *sandbox) stop() {
 	}
 	if c, ok := sb.bus.(io.Closer); ok {
 		c.Close()
+	}
+	if sb.addrT != nil {
+		sb.addrT.Close()
 	}
 }
 

@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
 	"syscall"
 
 	"github.com/basin-nas/basin/internal/mountinfo"
 	"github.com/basin-nas/basin/internal/nfs"
-	"github.com/basin-nas/basin/internal/runner"
 )
 
 // View is one observation of a network's sandbox, for a reconcile pass over all of
 // its volumes: the endpoint addresses on the sandbox's interface and the exports
 // that are served as Basin loaded them. It is taken at once — one address listing
-// (one process), one read of the mount table, one export listing from Ganesha —
+// (netlink, no process), one read of the mount table, one export listing from Ganesha —
 // whatever the number of exports, and does not change afterwards.
 type View struct {
 	addrs   map[netip.Addr]bool
@@ -119,35 +117,19 @@ func (sb *sandbox) view(ctx context.Context) (*View, error) {
 }
 
 // addrs lists the endpoint addresses on the sandbox's interface (those of the
-// network's prefix length): one `ip` run.
+// network's prefix length).
 func (sb *sandbox) addrs(ctx context.Context) ([]netip.Addr, error) {
-	out, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "-o", "-4", "addr", "show", "dev", "eth0")
+	ps, err := sb.addrT.List()
 	if err != nil {
 		return nil, err
 	}
-	return parseAddrs(string(out), sb.net.Prefix.Bits()), nil
-}
-
-// parseAddrs reads `ip -o -4 addr show` output: the IPv4 addresses of prefix length
-// bits.
-func parseAddrs(out string, bits int) []netip.Addr {
-	var addrs []netip.Addr
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		for i := range f {
-			if f[i] != "inet" || i+1 >= len(f) {
-				continue
-			}
-			if p, err := netip.ParsePrefix(f[i+1]); err == nil && p.Addr().Is4() && p.Bits() == bits {
-				addrs = append(addrs, p.Addr())
-			}
+	var out []netip.Addr
+	for _, p := range ps {
+		if p.Bits() == sb.net.Prefix.Bits() {
+			out = append(out, p.Addr())
 		}
 	}
-	return addrs
-}
-
-func (sb *sandbox) cidr(addr netip.Addr) string {
-	return netip.PrefixFrom(addr, sb.net.Prefix.Bits()).String()
+	return out, nil
 }
 
 // addAddr puts addr on the sandbox's interface; already there is success.
@@ -155,20 +137,10 @@ func (sb *sandbox) addAddr(ctx context.Context, addr netip.Addr) error {
 	if !sb.net.Prefix.Contains(addr) {
 		return fmt.Errorf("endpoint %s is outside network %s (%s)", addr, sb.net.Name, sb.net.Prefix)
 	}
-	_, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "addr", "add", sb.cidr(addr), "dev", "eth0")
-	// Older kernels say "File exists", newer ones (extended acks) "Address
-	// already assigned".
-	if err != nil && (runner.StderrContains(err, "File exists") || runner.StderrContains(err, "already assigned")) {
-		return nil
-	}
-	return err
+	return sb.addrT.Add(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
 }
 
 // delAddr takes addr off the sandbox's interface; already gone is success.
 func (sb *sandbox) delAddr(ctx context.Context, addr netip.Addr) error {
-	_, err := sb.run.Run(ctx, "ip", "-n", sb.ns, "addr", "del", sb.cidr(addr), "dev", "eth0")
-	if err != nil && (runner.StderrContains(err, "Cannot assign requested address") || runner.StderrContains(err, "Address not found")) {
-		return nil
-	}
-	return err
+	return sb.addrT.Del(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
 }

@@ -58,6 +58,9 @@ type Options struct {
 	// Directory joins and leaves Active Directories; nil = nothing to do (the
 	// policy is only recorded).
 	Directory Directory
+	// QoS holds volumes to their service levels with traffic control; nil = no
+	// enforcement.
+	QoS *QoS
 	// StepDelay pauses before every step. It is fault injection for crash tests
 	// (a window in which to kill the process mid-operation); zero in production.
 	StepDelay time.Duration
@@ -120,6 +123,8 @@ type Controller struct {
 	running  map[string]bool // operations on a worker, by name
 	ready    chan struct{}
 	wg       sync.WaitGroup
+	qos      qosState
+	qosApply sync.Mutex // one ApplyQoS at a time
 }
 
 // New returns a Controller; Run starts it.
@@ -149,7 +154,7 @@ func New(opts Options) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{opts: opts, st: opts.Store, be: opts.Backend, dp: opts.DataPlane, log: log,
+	c := &Controller{opts: opts, st: opts.Store, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
 		locks: newLockTable(), wake: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
 		running: map[string]bool{}, ready: make(chan struct{})}
 	c.handlers = map[model.OpKind]handler{}
@@ -212,11 +217,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.resumeAll(ctx)
 	close(c.ready)
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
 		c.resyncLoop(ctx)
 	}()
+	go func() {
+		defer c.wg.Done()
+		c.qosLoop(ctx)
+	}()
+	c.KickQoS()
 	for {
 		c.schedule(ctx)
 		select {
@@ -370,5 +380,6 @@ func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation
 		}
 	}
 	c.notify(op.Name())
+	c.KickQoS() // what it changed may change a network's tree
 	return true
 }

@@ -74,7 +74,8 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 		}()
 	}
 	wg.Wait()
-	c.Wake() // operations that waited for a volume resync held
+	c.Wake()    // operations that waited for a volume resync held
+	c.KickQoS() // a rebuilt sandbox has lost its tree
 	errs = append(errs, c.writeUsage(ctx, updates), c.expireOperations(ctx), c.expireAudit(ctx))
 	if collect {
 		errs = append(errs, c.collectOrphans(ctx))

@@ -2,14 +2,18 @@ package model
 
 // Limits are the configurable bounds the API validates against (API.md §10).
 type Limits struct {
-	MinVolumeGib         int64 // default 1
-	MaxVolumeGib         int64 // default 100 TiB
-	MinPoolGib           int64 // default 1
-	MaxPoolGib           int64 // default 10 PiB
-	MaxSnapshotsPerVol   int   // default 255
-	MaxExportRules       int   // default 64
-	FlexMaxThroughput    float64
-	MaxVolumeThroughput  float64 // per-volume cap for AUTO levels, MiB/s; default 4500
+	MinVolumeGib        int64 // default 1
+	MaxVolumeGib        int64 // default 100 TiB
+	MinPoolGib          int64 // default 1
+	MaxPoolGib          int64 // default 10 PiB
+	MaxSnapshotsPerVol  int   // default 255
+	MaxExportRules      int   // default 64
+	FlexMaxThroughput   float64
+	MaxVolumeThroughput float64 // per-volume cap for AUTO levels, MiB/s; default 4500
+	// MinVolumeThroughput is the floor of an AUTO volume's ceiling, MiB/s
+	// (default 4), so that small volumes stay usable: capacity × level alone
+	// gives a 1 GiB Standard volume 16 KiB/s.
+	MinVolumeThroughput  float64
 	MinManualThroughput  float64 // default 1
 	MaxManualThroughput  float64 // default 4500
 	FlexCustomMinThrough int64   // default 64
@@ -27,6 +31,7 @@ func DefaultLimits() Limits {
 		MaxExportRules:       64,
 		FlexMaxThroughput:    1638,
 		MaxVolumeThroughput:  4500,
+		MinVolumeThroughput:  4,
 		MinManualThroughput:  1,
 		MaxManualThroughput:  4500,
 		FlexCustomMinThrough: 64,
@@ -60,9 +65,9 @@ func PoolBudgetMibps(p *Pool, lim Limits) float64 {
 	return b
 }
 
-// VolumeThroughputMibps is the ceiling a volume gets: capacity × rate for AUTO pools
-// (capped per volume), the pool's shared budget for Flex, the assigned value for
-// MANUAL pools.
+// VolumeThroughputMibps is the ceiling a volume gets, and what traffic control
+// holds it to: capacity × rate for AUTO pools (between the floor and the cap per
+// volume), the pool's shared budget for Flex, the assigned value for MANUAL pools.
 func VolumeThroughputMibps(v *Volume, p *Pool, lim Limits) float64 {
 	if p.QosType == QosManual {
 		return v.ThroughputMibps
@@ -71,6 +76,9 @@ func VolumeThroughputMibps(v *Volume, p *Pool, lim Limits) float64 {
 		return PoolBudgetMibps(p, lim)
 	}
 	t := float64(v.CapacityGib) / 1024 * RateMibpsPerTiB(p.ServiceLevel)
+	if t < lim.MinVolumeThroughput {
+		t = lim.MinVolumeThroughput
+	}
 	if lim.MaxVolumeThroughput > 0 && t > lim.MaxVolumeThroughput {
 		t = lim.MaxVolumeThroughput
 	}

@@ -177,6 +177,12 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 	if err := CheckMeta(&v.Meta); err != nil {
 		return err
 	}
+	// A move out of a MANUAL QoS pool into an AUTO one leaves the throughput
+	// assigned there behind: in the new pool it follows capacity × service level.
+	// (A value the update itself changed is still refused below.)
+	if prev != nil && prev.PoolName() != v.PoolName() && pool.QosType != model.QosManual && v.ThroughputMibps == prev.ThroughputMibps {
+		v.ThroughputMibps = 0
+	}
 	if err := s.checkVolumeFits(tx, pool, v, prev); err != nil {
 		return err
 	}
@@ -197,7 +203,9 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 // Σ throughput ≤ the pool's budget.
 //
 // The sums come from the store's index of the pool's volumes, less what prev (the
-// volume before an update) held of this pool.
+// volume before an update) held of this pool. A volume moving in from another pool
+// (storagePool in the update) is not in this pool's index yet, so it counts in
+// full; writing it re-keys its index entries, so the pool it left stops counting it.
 func (s *Service) checkVolumeFits(tx store.Tx, pool *model.Pool, v, prev *model.Volume) error {
 	use, err := store.UsageOfPool(tx, pool.Name())
 	if err != nil {

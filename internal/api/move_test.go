@@ -192,3 +192,36 @@ func TestVolumeMoveManualQoS(t *testing.T) {
 		t.Errorf("throughput set into an AUTO pool: field %q", f)
 	}
 }
+
+// A volume read, changed and sent back whole (PATCH without updateMask) moves too:
+// the throughputMibps it shows in an AUTO pool is its ceiling, not a setting.
+func TestVolumeMoveRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	e.pool("prem", 100, nil)
+	e.pool("ext", 100, map[string]any{"serviceLevel": "EXTREME"})
+	e.pool("man", 1024, map[string]any{"serviceLevel": "EXTREME", "qosType": "MANUAL"})
+	e.volume("vol1", "prem", 10, nil)
+	body := e.ok("GET", loc+"/volumes/vol1", nil)
+	if body["throughputMibps"] != 0.625 {
+		t.Fatalf("shown: %v", body["throughputMibps"])
+	}
+	body["storagePool"], body["description"] = "ext", "moved"
+	moved := e.run("PATCH", loc+"/volumes/vol1", body)
+	if moved["storagePool"] != "ext" || moved["throughputMibps"] != 1.25 || moved["description"] != "moved" {
+		t.Fatalf("moved: %v", moved)
+	}
+	// Into a MANUAL pool the shown value is taken as the assignment.
+	body = e.ok("GET", loc+"/volumes/vol1", nil)
+	body["storagePool"] = "man"
+	in := e.run("PATCH", loc+"/volumes/vol1", body)
+	if in["throughputMibps"] != 1.25 || e.volumeRecord("vol1").ThroughputMibps != 1.25 {
+		t.Fatalf("into man: %v", in)
+	}
+	// A value other than the ceiling is still refused in an AUTO pool.
+	body = e.ok("GET", loc+"/volumes/vol1", nil)
+	body["storagePool"], body["throughputMibps"] = "prem", 3
+	r := e.fails("PATCH", loc+"/volumes/vol1", body, 400, "INVALID_ARGUMENT")
+	if f := fieldViolation(r); f != "throughputMibps" {
+		t.Errorf("field %q, want throughputMibps", f)
+	}
+}

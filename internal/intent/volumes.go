@@ -177,11 +177,10 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 	if err := CheckMeta(&v.Meta); err != nil {
 		return err
 	}
-	// A move out of a MANUAL QoS pool into an AUTO one leaves the throughput
-	// assigned there behind: in the new pool it follows capacity × service level.
-	// (A value the update itself changed is still refused below.)
-	if prev != nil && prev.PoolName() != v.PoolName() && pool.QosType != model.QosManual && v.ThroughputMibps == prev.ThroughputMibps {
-		v.ThroughputMibps = 0
+	if prev != nil && pool.QosType != model.QosManual && v.ThroughputMibps != 0 {
+		if err := s.dropDerivedThroughput(tx, v, prev); err != nil {
+			return err
+		}
 	}
 	if err := s.checkVolumeFits(tx, pool, v, prev); err != nil {
 		return err
@@ -195,6 +194,30 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 		if o != v.Name() {
 			return model.Errorf(model.ErrAlreadyExists, "shareName %q is already used by volume %s", v.ShareName, lastSegment(o))
 		}
+	}
+	return nil
+}
+
+// dropDerivedThroughput clears the throughputMibps an update into a pool that is
+// not MANUAL QoS carries over without asking for it: the value assigned in the
+// MANUAL pool the volume leaves, or the ceiling the volume showed before (a body
+// read, changed and sent back whole). There the ceiling follows capacity ×
+// service level; any other value is refused by checkVolumeFits.
+func (s *Service) dropDerivedThroughput(tx store.Tx, v, prev *model.Volume) error {
+	if v.ThroughputMibps == prev.ThroughputMibps && prev.PoolName() != v.PoolName() {
+		v.ThroughputMibps = 0
+		return nil
+	}
+	prevPool, err := store.Get[model.Pool](tx, store.KindPool, prev.PoolName())
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The API shows the ceiling rounded to 1/1000 MiB/s.
+	if shown := model.VolumeThroughputMibps(prev, prevPool, s.opts.Limits); math.Abs(v.ThroughputMibps-shown) <= 0.0005+1e-9 {
+		v.ThroughputMibps = 0
 	}
 	return nil
 }

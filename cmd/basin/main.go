@@ -124,6 +124,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.IntVar(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "requests per minute per principal (0: unlimited); over it, 429 with Retry-After")
 	fs.Float64Var(&cfg.OvercommitRatio, "overcommit-ratio", cfg.OvercommitRatio, "the capacity of all pools together may reach this many times the store's size")
 	fs.Int64Var(&cfg.StoreReserveGib, "store-reserve-gib", cfg.StoreReserveGib, "refuse volume creates and growths, clones and snapshots while the store has less than this many GiB free (0: no reserve)")
+	fs.Float64Var(&cfg.ProjectThroughputCapMibps, "project-throughput-cap-mibps", cfg.ProjectThroughputCapMibps, "throughput cap in MiB/s each project's volumes in a location share, where the project's settings set none (0: no cap)")
 	fs.IntVar(&cfg.FailedAuthLimit, "failed-auth-limit", cfg.FailedAuthLimit, "requests with missing or invalid credentials per minute per client address (0: unlimited); over it, 429 with Retry-After")
 	fs.DurationVar(&cfg.HTTP.ReadHeaderTimeout, "http-read-header-timeout", cfg.HTTP.ReadHeaderTimeout, "time a client has to send a request's headers")
 	fs.DurationVar(&cfg.HTTP.ReadTimeout, "http-read-timeout", cfg.HTTP.ReadTimeout, "time a client has to send a whole request, body included")

@@ -151,3 +151,9 @@ func TestGoldenErrors(t *testing.T) {
 		golden(t, name, v)
 	}
 }
+
+func TestGoldenSettings(t *testing.T) {
+	set := &model.Settings{Project: "p1", Location: "us-east4", ThroughputCapMibps: 312.5, UpdateTime: t0}
+	golden(t, "settings", settingsToWire(set))
+	golden(t, "settings_default", settingsToWire(&model.Settings{Project: "p1", Location: "us-east4"}))
+}

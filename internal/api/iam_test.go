@@ -165,6 +165,8 @@ var v1Methods = []struct {
 	{"iam.serviceAccounts.create", "POST", "/v1/projects/p1/serviceAccounts", map[string]any{"accountId": "made-by-matrix"}},
 	{"resourcemanager.projects.getIamPolicy", "POST", "/v1/projects/p1:getIamPolicy", map[string]any{}},
 	{"basin.auditLogs.list", "GET", "/v1/projects/p1/auditLogs", nil},
+	{"basin.settings.get", "GET", loc + "/settings", nil},
+	{"basin.settings.update", "PATCH", loc + "/settings?updateMask=throughputCapMibps", map[string]any{"throughputCapMibps": 100}},
 }
 
 func TestRoleMethodMatrix(t *testing.T) {

@@ -21,6 +21,7 @@ func (s *Server) intents() *intent.Service {
 			Networks: s.opts.Networks, Limits: s.opts.Limits, Capacity: capacity,
 			OvercommitRatio: s.opts.OvercommitRatio, StoreReserveBytes: s.opts.StoreReserveBytes,
 			Secrets: s.opts.Secrets, Now: s.now, Logger: s.log,
+			DefaultThroughputCapMibps: s.opts.DefaultThroughputCapMibps, OnSettingsChanged: s.opts.OnSettingsChanged,
 		})
 	})
 	return s.intent

@@ -23,6 +23,7 @@ const (
 	patAD         = patADs + "/{activeDirectory}"
 	patOperations = patLocation + "/operations"
 	patOperation  = patOperations + "/{operation}"
+	patSettings   = patLocation + "/settings"
 	patAccounts   = patProject + "/serviceAccounts"
 	patAccount    = patAccounts + "/{serviceAccount}"
 	patKeys       = patAccount + "/keys"
@@ -166,6 +167,12 @@ var apiRoutes = []Route{
 		Handle: func(s *Server, rq *request, v pathVars) { s.deleteOperation(rq, v.parent(), v["operation"]) }},
 	{Method: http.MethodPost, Pattern: patOperation + ":cancel", Perm: np("operations", "cancel"),
 		Handle: func(s *Server, rq *request, v pathVars) { s.cancelOperation(rq, v.parent(), v["operation"]) }},
+
+	// Project settings (Basin-only: the project's throughput cap in a location).
+	{Method: http.MethodGet, Pattern: patSettings, Perm: iam.PermSettingsGet,
+		Handle: func(s *Server, rq *request, v pathVars) { s.getSettings(rq, v.parent()) }},
+	{Method: http.MethodPatch, Pattern: patSettings, Perm: iam.PermSettingsUpdate,
+		Handle: func(s *Server, rq *request, v pathVars) { s.updateSettings(rq, v.parent()) }},
 
 	// Collections of the v1 API that Basin does not implement (yet).
 	{Method: anyMethod, Pattern: patLocation + "/backupVaults/**", Public: notBuilt, Handle: unimplementedRoute},

@@ -51,6 +51,7 @@ func routingPaths() []string {
 		"/replications", "/replications/r:x", "/quotaRules/q"} {
 		paths = append(paths, loc+"/volumes/nope"+s, loc+"/volumes/BAD!"+s)
 	}
+	paths = append(paths, loc+"/settings", loc+"/settings:x", loc+"/settings/x", p+"/locations/-/settings", p+"/locations/mars/settings")
 	return append(paths, loc+"/operations/nope:cancel", loc+"/operations/nope:x")
 }
 

@@ -91,7 +91,7 @@ func storeState(t *testing.T, st store.Store) string {
 	var b strings.Builder
 	err := st.View(context.Background(), func(tx store.Tx) error {
 		for _, kind := range []string{store.KindPool, store.KindVolume, store.KindSnapshot, store.KindActiveDirectory, store.KindOperation,
-			store.KindServiceAccount, store.KindKey, store.KindIAMPolicy, store.KindExportID, store.KindExportIDCursor} {
+			store.KindServiceAccount, store.KindKey, store.KindIAMPolicy, store.KindExportID, store.KindExportIDCursor, store.KindSettings} {
 			docs, err := store.List[json.RawMessage](tx, kind, "")
 			if err != nil {
 				return err

@@ -10,7 +10,8 @@
 // the permission and the project and location a path names, and refuses at New a
 // table with a route that says nothing about permissions. The handlers live with
 // their resources (pools.go, volumes.go, snapshots.go, ads.go, operations.go,
-// iamapi.go, locations.go); audit.go and limits.go record and limit calls.
+// iamapi.go, locations.go, and settings.go for the Basin-only project settings);
+// audit.go and limits.go record and limit calls.
 //
 // It depends on model, apiv1, store, iam and secret (to seal secrets before they are
 // stored), on the controller only through the small Operations interface and on the
@@ -112,6 +113,11 @@ type Options struct {
 	// StoreReserveBytes: volume creates and growths, clones and snapshots are
 	// refused while the store has less than this free; 0 = 1 GiB, negative = none.
 	StoreReserveBytes int64
+	// DefaultThroughputCapMibps is a project's throughput cap (MiB/s, per project
+	// and location) where its settings set none; 0 = no cap.
+	DefaultThroughputCapMibps float64
+	// OnSettingsChanged, if set, is called after a project's settings changed.
+	OnSettingsChanged func(project, location string)
 }
 
 // Server is the HTTP handler.

@@ -1,6 +1,7 @@
 // Package cli implements Basin's command-line client: `basin pools|volumes|snapshots|
-// operations|locations …`. It talks to a Basin server only through the REST API
-// (package client), authenticating with a service-account key file.
+// operations|locations|settings|iam|audit …`. It talks to a Basin server only
+// through the REST API (package client), authenticating with a service-account key
+// file.
 //
 // Flags may be written --flag=value or --flag value and may come before, between or
 // after positional arguments.

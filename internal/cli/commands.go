@@ -23,7 +23,7 @@ var metaFlags = []flagSpec{
 }
 
 func commands() []*command {
-	return append(append(append(v1Commands(), iamCommands()...), perfCommands()...), benchCommands()...)
+	return append(append(append(append(v1Commands(), settingsCommands()...), iamCommands()...), perfCommands()...), benchCommands()...)
 }
 
 func v1Commands() []*command {

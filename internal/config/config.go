@@ -55,6 +55,10 @@ type Config struct {
 	// StoreReserveGib: volume creates and growths, clones and snapshots are refused
 	// while the store has less than this many GiB free (default 1; 0 = no reserve).
 	StoreReserveGib int64
+	// ProjectThroughputCapMibps is the throughput cap (MiB/s, read + write, client
+	// payload) a project's volumes in a location share where the project's
+	// settings set none (default 0: no cap). At most model.MaxThroughputCapMibps.
+	ProjectThroughputCapMibps float64
 	// HTTP bounds the API's HTTP server.
 	HTTP HTTPLimits
 	// FaultStepDelay pauses the controller before every storage step; for crash
@@ -164,6 +168,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StoreReserveGib < 0 {
 		return fmt.Errorf("--store-reserve-gib must be 0 or more, got %d", c.StoreReserveGib)
+	}
+	if v := c.ProjectThroughputCapMibps; !(v >= 0 && v <= model.MaxThroughputCapMibps) {
+		return fmt.Errorf("--project-throughput-cap-mibps must be between 0 (no cap) and %d, got %g", model.MaxThroughputCapMibps, v)
 	}
 	h := c.HTTP
 	for _, d := range []struct {

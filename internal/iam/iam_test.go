@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,35 @@ func TestExpiredKeyIsRefused(t *testing.T) {
 	f.now = f.now.Add(2 * time.Minute)
 	if _, err := f.auth.Authenticate(context.Background(), "Bearer "+f.token(nil)); !errors.Is(err, model.ErrUnauthenticated) {
 		t.Fatalf("after expiry: %v", err)
+	}
+}
+
+// The project settings go with the netapp.* roles: the admin reads and changes
+// them, the viewer only reads them; both are in the catalogue.
+func TestSettingsPermissions(t *testing.T) {
+	for _, tc := range []struct {
+		name, role, perm string
+		want             bool
+	}{
+		{"owner get", RoleOwner, PermSettingsGet, true},
+		{"owner update", RoleOwner, PermSettingsUpdate, true},
+		{"admin get", RoleNetappAdmin, PermSettingsGet, true},
+		{"admin update", RoleNetappAdmin, PermSettingsUpdate, true},
+		{"viewer get", RoleNetappViewer, PermSettingsGet, true},
+		{"viewer update", RoleNetappViewer, PermSettingsUpdate, false},
+		{"admin audit log", RoleNetappAdmin, PermAuditList, false},
+		{"viewer volumes", RoleNetappViewer, "netapp.volumes.get", true},
+		{"no role", "", PermSettingsGet, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RoleGrants(tc.role, tc.perm); got != tc.want {
+				t.Errorf("RoleGrants(%s, %s) = %v, want %v", tc.role, tc.perm, got, tc.want)
+			}
+		})
+	}
+	for _, p := range []string{PermSettingsGet, PermSettingsUpdate} {
+		if !slices.Contains(Permissions(), p) {
+			t.Errorf("%s is not in Permissions()", p)
+		}
 	}
 }

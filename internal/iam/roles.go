@@ -42,6 +42,8 @@ const (
 	PermKeyGet          = "iam.serviceAccountKeys.get"
 	PermKeyList         = "iam.serviceAccountKeys.list"
 	PermKeyDelete       = "iam.serviceAccountKeys.delete"
+	PermSettingsGet     = "basin.settings.get"
+	PermSettingsUpdate  = "basin.settings.update"
 	netappPrefix        = "netapp."
 	netappGet, netappLs = ".get", ".list"
 )
@@ -49,7 +51,7 @@ const (
 // Permissions returns every permission Basin knows, sorted.
 func Permissions() []string {
 	out := []string{PermGetIamPolicy, PermSetIamPolicy, PermAuditList, PermSACreate, PermSAGet, PermSAList, PermSADelete,
-		PermSADisable, PermSAEnable, PermKeyCreate, PermKeyGet, PermKeyList, PermKeyDelete}
+		PermSADisable, PermSAEnable, PermKeyCreate, PermKeyGet, PermKeyList, PermKeyDelete, PermSettingsGet, PermSettingsUpdate}
 	for res, verbs := range netappResources {
 		for _, v := range verbs {
 			out = append(out, netappPrefix+res+"."+v)
@@ -67,15 +69,19 @@ func NetappPermission(collection, verb string) string {
 	return ""
 }
 
-// RoleGrants reports whether role includes perm.
+// RoleGrants reports whether role includes perm. The project settings (a
+// Basin-only resource, the project's throughput cap) go with the netapp.* family:
+// roles/netapp.admin may read and change them, roles/netapp.viewer read them. The
+// audit log and IAM stay roles/owner's.
 func RoleGrants(role, perm string) bool {
 	switch role {
 	case RoleOwner:
 		return true
 	case RoleNetappAdmin:
-		return strings.HasPrefix(perm, netappPrefix)
+		return strings.HasPrefix(perm, netappPrefix) || perm == PermSettingsGet || perm == PermSettingsUpdate
 	case RoleNetappViewer:
-		return strings.HasPrefix(perm, netappPrefix) && (strings.HasSuffix(perm, netappGet) || strings.HasSuffix(perm, netappLs))
+		return strings.HasPrefix(perm, netappPrefix) && (strings.HasSuffix(perm, netappGet) || strings.HasSuffix(perm, netappLs)) ||
+			perm == PermSettingsGet
 	}
 	return false
 }

@@ -2,7 +2,10 @@
 // or delete of a storage pool, volume, snapshot or Active Directory policy,
 // allocates what the new resource needs (storage key, endpoint address, operation
 // ID), and writes the desired state and its operation in one store transaction.
-// The controller then converges. The REST API is one caller; a snapshot scheduler,
+// The controller then converges. A project's settings (settings.go: its
+// throughput cap) are the exception: nothing slow follows a change, so it is
+// written at once, with no operation, and OnSettingsChanged wakes the controller.
+// The REST API is one caller; a snapshot scheduler,
 // the console or a test are others, and get the same model errors (naming the
 // field) for the same input. Nothing here knows HTTP or the wire format.
 //
@@ -56,6 +59,12 @@ type Options struct {
 	StoreReserveBytes int64
 	// Secrets seals the Active Directory join password before it is stored.
 	Secrets Sealer
+	// DefaultThroughputCapMibps is the project throughput cap (MiB/s, per project
+	// and location) where a project's settings set none; 0 = no cap.
+	DefaultThroughputCapMibps float64
+	// OnSettingsChanged, if set, is called after a project's settings changed (so
+	// that the controller applies them).
+	OnSettingsChanged func(project, location string)
 	// Now returns the current time; nil = time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -76,6 +85,9 @@ func New(opts Options) *Service {
 	}
 	if opts.OvercommitRatio <= 0 || math.IsNaN(opts.OvercommitRatio) {
 		opts.OvercommitRatio = 1
+	}
+	if !(opts.DefaultThroughputCapMibps > 0) || math.IsInf(opts.DefaultThroughputCapMibps, 1) {
+		opts.DefaultThroughputCapMibps = 0
 	}
 	if opts.StoreReserveBytes == 0 {
 		opts.StoreReserveBytes = 1 << 30

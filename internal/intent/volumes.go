@@ -177,6 +177,11 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 	if err := CheckMeta(&v.Meta); err != nil {
 		return err
 	}
+	if prev != nil && pool.QosType != model.QosManual && v.ThroughputMibps != 0 {
+		if err := s.dropDerivedThroughput(tx, v, prev); err != nil {
+			return err
+		}
+	}
 	if err := s.checkVolumeFits(tx, pool, v, prev); err != nil {
 		return err
 	}
@@ -193,11 +198,37 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 	return nil
 }
 
+// dropDerivedThroughput clears the throughputMibps an update into a pool that is
+// not MANUAL QoS carries over without asking for it: the value assigned in the
+// MANUAL pool the volume leaves, or the ceiling the volume showed before (a body
+// read, changed and sent back whole). There the ceiling follows capacity ×
+// service level; any other value is refused by checkVolumeFits.
+func (s *Service) dropDerivedThroughput(tx store.Tx, v, prev *model.Volume) error {
+	if v.ThroughputMibps == prev.ThroughputMibps && prev.PoolName() != v.PoolName() {
+		v.ThroughputMibps = 0
+		return nil
+	}
+	prevPool, err := store.Get[model.Pool](tx, store.KindPool, prev.PoolName())
+	if errors.Is(err, model.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The API shows the ceiling rounded to 1/1000 MiB/s.
+	if shown := model.VolumeThroughputMibps(prev, prevPool, s.opts.Limits); math.Abs(v.ThroughputMibps-shown) <= 0.0005+1e-9 {
+		v.ThroughputMibps = 0
+	}
+	return nil
+}
+
 // checkVolumeFits enforces Σ volume capacity ≤ pool capacity and, for manual QoS,
 // Σ throughput ≤ the pool's budget.
 //
 // The sums come from the store's index of the pool's volumes, less what prev (the
-// volume before an update) held of this pool.
+// volume before an update) held of this pool. A volume moving in from another pool
+// (storagePool in the update) is not in this pool's index yet, so it counts in
+// full; writing it re-keys its index entries, so the pool it left stops counting it.
 func (s *Service) checkVolumeFits(tx store.Tx, pool *model.Pool, v, prev *model.Volume) error {
 	use, err := store.UsageOfPool(tx, pool.Name())
 	if err != nil {

@@ -140,3 +140,47 @@ func TestMigrationIndexesExistingRows(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A volume moved to another pool (its storagePool rewritten) counts in the new
+// pool's usage and no longer in the old one's: capacity and assigned throughput.
+func TestPoolUsageFollowsAMove(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "basin.db"))
+	ctx := context.Background()
+	v := vol("a", "a", "p1", 100, "10.99.0.10")
+	v.ThroughputMibps = 12.5
+	put := func() {
+		t.Helper()
+		if err := s.Update(ctx, func(tx Tx) error { return PutVolume(tx, v) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	usage := func(pool string) PoolUsage {
+		t.Helper()
+		var u PoolUsage
+		if err := s.View(ctx, func(tx Tx) (err error) { u, err = UsageOfPool(tx, loc+"/storagePools/"+pool); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	put()
+	if u := usage("p1"); u != (PoolUsage{Volumes: 1, CapacityGib: 100, ThroughputMibps: 12.5}) {
+		t.Fatalf("p1 before: %+v", u)
+	}
+	v.StoragePool = "p2"
+	put()
+	if u := usage("p1"); u != (PoolUsage{}) {
+		t.Fatalf("p1 after the move: %+v, want nothing", u)
+	}
+	if u := usage("p2"); u != (PoolUsage{Volumes: 1, CapacityGib: 100, ThroughputMibps: 12.5}) {
+		t.Fatalf("p2 after the move: %+v", u)
+	}
+	// Into an AUTO pool: no assigned throughput left anywhere.
+	v.StoragePool, v.ThroughputMibps = "p3", 0
+	put()
+	if u := usage("p2"); u != (PoolUsage{}) {
+		t.Fatalf("p2 after the second move: %+v", u)
+	}
+	if u := usage("p3"); u != (PoolUsage{Volumes: 1, CapacityGib: 100}) {
+		t.Fatalf("p3: %+v", u)
+	}
+}

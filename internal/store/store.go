@@ -31,6 +31,9 @@ const (
 	KindKey             = "serviceAccountKey"
 	KindIAMPolicy       = "iamPolicy"
 	KindAudit           = "auditEntry"
+	// KindSettings documents are projects' Basin-only settings, one per project and
+	// location, named projects/{p}/locations/{l}/settings.
+	KindSettings = "settings"
 	// KindExportID documents are NFS export IDs in use, named by the ID in decimal;
 	// KindExportIDCursor holds the last ID handed out (document "last").
 	KindExportID       = "exportId"
@@ -119,6 +122,11 @@ func PutSnapshot(tx Tx, s *model.Snapshot) error {
 // PutAD stores an Active Directory policy.
 func PutAD(tx Tx, a *model.ActiveDirectory) error {
 	return tx.Put(KindActiveDirectory, a.Name(), model.LocationName(a.Project, a.Location), a)
+}
+
+// PutSettings stores a project's settings in a location.
+func PutSettings(tx Tx, s *model.Settings) error {
+	return tx.Put(KindSettings, s.Name(), model.LocationName(s.Project, s.Location), s)
 }
 
 // PutOperation stores an operation.

@@ -18,11 +18,30 @@ func (e *env) poolUse(id string) (capGib string, count float64, avail any) {
 	return c, n, p["availableThroughputMibps"]
 }
 
+// noThroughputFloor serves capacity × level exactly, however small the volume.
+func noThroughputFloor(o *Options) {
+	o.Limits = model.DefaultLimits()
+	o.Limits.MinVolumeThroughput = 0
+}
+
+// A small AUTO volume's ceiling is the floor, not capacity × level.
+func TestThroughputFloor(t *testing.T) {
+	e := newEnv(t)
+	e.pool("prem", 100, nil)
+	e.pool("ext", 2048, map[string]any{"serviceLevel": "EXTREME"})
+	if v := e.volume("small", "prem", 10, nil); v["throughputMibps"] != 4.0 { // 10 GiB × 64 MiB/s per TiB = 0.625
+		t.Errorf("a 10 GiB PREMIUM volume shows %v MiB/s, want the floor, 4", v["throughputMibps"])
+	}
+	if v := e.volume("large", "ext", 1024, nil); v["throughputMibps"] != 128.0 {
+		t.Errorf("a 1 TiB EXTREME volume shows %v MiB/s, want 128", v["throughputMibps"])
+	}
+}
+
 // Moving a volume to another pool (updateMask=storagePool) is an update in place:
 // the volume keeps its storage, endpoint and export, the pools' usage moves with it,
 // and its throughput ceiling follows the new pool's service level.
 func TestVolumeMoveBetweenPools(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, noThroughputFloor)
 	e.pool("prem", 100, nil)
 	e.pool("ext", 100, map[string]any{"serviceLevel": "EXTREME"})
 	v := e.volume("vol1", "prem", 10, map[string]any{"exportPolicy": map[string]any{"rules": []any{
@@ -196,7 +215,7 @@ func TestVolumeMoveManualQoS(t *testing.T) {
 // A volume read, changed and sent back whole (PATCH without updateMask) moves too:
 // the throughputMibps it shows in an AUTO pool is its ceiling, not a setting.
 func TestVolumeMoveRoundTrip(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, noThroughputFloor)
 	e.pool("prem", 100, nil)
 	e.pool("ext", 100, map[string]any{"serviceLevel": "EXTREME"})
 	e.pool("man", 1024, map[string]any{"serviceLevel": "EXTREME", "qosType": "MANUAL"})

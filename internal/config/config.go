@@ -59,6 +59,12 @@ type Config struct {
 	// payload) a project's volumes in a location share where the project's
 	// settings set none (default 0: no cap). At most model.MaxThroughputCapMibps.
 	ProjectThroughputCapMibps float64
+	// QoS holds every volume to its service level with traffic control on its
+	// network's sandbox (DESIGN.md §6); off, nothing is shaped.
+	QoS bool
+	// QoSWireOverhead is the wire bytes traffic control allows per byte of
+	// client payload (headers and acks: ~4.5 % at MTU 1500, DATAPLANE.md §5).
+	QoSWireOverhead float64
 	// HTTP bounds the API's HTTP server.
 	HTTP HTTPLimits
 	// FaultStepDelay pauses the controller before every storage step; for crash
@@ -89,16 +95,18 @@ type HTTPLimits struct {
 // Default returns the embedded defaults.
 func Default() Config {
 	return Config{
-		DataDir:       "/var/lib/basin",
-		Listen:        "127.0.0.1:8780",
-		Locations:     []string{"local"},
-		Networks:      []Network{DefaultNetwork},
-		StoreSize:     64 << 30,
-		GaneshaPrefix: DefaultGaneshaPrefix,
-		Limits:        model.DefaultLimits(),
-		LogLevel:      "info",
-		SyncWait:      2 * time.Second,
-		RateLimit:     1200,
+		DataDir:         "/var/lib/basin",
+		Listen:          "127.0.0.1:8780",
+		Locations:       []string{"local"},
+		Networks:        []Network{DefaultNetwork},
+		StoreSize:       64 << 30,
+		GaneshaPrefix:   DefaultGaneshaPrefix,
+		Limits:          model.DefaultLimits(),
+		QoS:             true,
+		QoSWireOverhead: 1.04,
+		LogLevel:        "info",
+		SyncWait:        2 * time.Second,
+		RateLimit:       1200,
 
 		FailedAuthLimit: 60,
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
@@ -168,6 +176,12 @@ func (c *Config) Validate() error {
 	}
 	if c.StoreReserveGib < 0 {
 		return fmt.Errorf("--store-reserve-gib must be 0 or more, got %d", c.StoreReserveGib)
+	}
+	if v := c.QoSWireOverhead; !(v >= 1 && v <= 2) {
+		return fmt.Errorf("--qos-wire-overhead %v must be between 1 and 2", v)
+	}
+	if v := c.Limits.MinVolumeThroughput; !(v >= 0 && v <= c.Limits.MaxVolumeThroughput) {
+		return fmt.Errorf("--qos-floor-mibps %v must be between 0 and the largest volume ceiling (%v)", v, c.Limits.MaxVolumeThroughput)
 	}
 	if v := c.ProjectThroughputCapMibps; !(v >= 0 && v <= model.MaxThroughputCapMibps) {
 		return fmt.Errorf("--project-throughput-cap-mibps must be between 0 (no cap) and %d, got %g", model.MaxThroughputCapMibps, v)

@@ -138,5 +138,12 @@ func (c *Controller) ApplyQoS(ctx context.Context) error {
 // projectCaps sets the cap of every project and location that has settings of
 // its own.
 func (c *Controller) projectCaps(tx store.Tx, caps map[string]float64) error {
+	settings, err := store.List[model.Settings](tx, store.KindSettings, "")
+	if err != nil {
+		return err
+	}
+	for _, s := range settings {
+		caps[model.LocationName(s.Project, s.Location)] = s.EffectiveThroughputCapMibps(c.opts.QoS.DefaultCapMibps)
+	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
 )
@@ -102,7 +103,20 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// TODO(smb-ad): the AD join needs the clear password: give the controller
 	// state.secrets (a *secret.Box) and have it call
 	// Open(a.PasswordSealed, a.PasswordAAD()) when it joins.
-	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"), StepDelay: cfg.FaultStepDelay})
+	var shaping *controller.QoS
+	if cfg.QoS {
+		names := make([]string, len(cfg.Networks))
+		for i, n := range cfg.Networks {
+			names[i] = n.Name
+		}
+		shaping = &controller.QoS{Driver: qos.New(log.With("component", "qos")), Link: dp.QoSLink,
+			Networks: func() []string { return names }, Overhead: cfg.QoSWireOverhead,
+			DefaultCapMibps: cfg.ProjectThroughputCapMibps, Limits: cfg.Limits}
+	} else {
+		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
+	}
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
+		StepDelay: cfg.FaultStepDelay, QoS: shaping})
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait
 	if syncWait == 0 {
@@ -126,7 +140,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit,
-		Secrets: state.secrets})
+		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
+		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }})
 
 	ln, err := listen(cfg)
 	if err != nil {

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
 )
 
@@ -357,6 +358,18 @@ func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr,
 		return nil
 	}
 	return sb.delAddr(ctx, addr)
+}
+
+// QoSLink returns the link all of a network's traffic crosses — its sandbox's
+// eth0, inside the sandbox's namespace — while the sandbox runs.
+func (m *Manager) QoSLink(network string) (qos.Link, bool) {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil || !sb.alive() {
+		return qos.Link{}, false
+	}
+	return qos.Link{Netns: sb.ns, Dev: "eth0"}, true
 }
 
 // Sandboxes lists the networks whose sandbox is running.

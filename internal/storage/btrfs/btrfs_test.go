@@ -692,6 +692,23 @@ func TestToolsDoNotSeeVolumeMounts(t *testing.T) {
 	if string(after) != string(host) {
 		t.Errorf("the host's mount table changed:\nbefore:\n%s\nafter:\n%s", host, after)
 	}
+	// The thread survives, back in the process's namespace and directory: had it
+	// died, every child it ever forked with Pdeathsig (a sandbox's holder and
+	// daemons) would have been killed with it.
+	var tid int
+	if err := runHidden(ctx, []string{b.mounts, b.fsDir}, func() error { tid = unix.Gettid(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	task := fmt.Sprintf("/proc/self/task/%d", tid)
+	for _, link := range []string{"ns/mnt", "cwd", "root"} {
+		got, err := os.Readlink(filepath.Join(task, link))
+		if err != nil {
+			t.Fatalf("the tool thread %d is gone: %v", tid, err)
+		}
+		if want, _ := os.Readlink(filepath.Join("/proc/self", link)); got != want {
+			t.Errorf("the tool thread's %s is %s, the process's %s", link, got, want)
+		}
+	}
 	// A second volume's mkfs still finds its image there.
 	mkVolume(t, b, "v2", 256<<20, nil)
 }

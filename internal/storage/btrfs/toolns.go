@@ -15,7 +15,8 @@ import (
 // copy of the host's with everything at and below each of hide detached, so a
 // process f starts (the fork happens on the calling thread) sees a mount table
 // that does not grow with the number of volumes. The namespace lives as long as
-// f and what it started: nothing of the host stays pinned by it.
+// f and what it started: nothing of the host stays pinned by it, and the thread
+// goes back to the process's namespace afterwards.
 //
 // mkfs.btrfs needs it: to check that its target is not in use it reads the whole
 // mount table and resolves every loop device in it, which made it four times
@@ -38,9 +39,15 @@ func runHidden(ctx context.Context, hide []string, f func() error) error {
 
 var errNoNamespace = errors.New("no private mount namespace")
 
-// hiddenThread takes an OS thread, never the process's main thread (what
-// /proc/self shows, to Basin and to every tool, is the main thread's
-// namespace), and leaves it to die with the goroutine once unshared.
+// hiddenThread runs f on a locked OS thread, never the process's main thread
+// (what /proc/self shows, to Basin and to every tool, is the main thread's
+// namespace), in a mount namespace of its own, then puts the thread back into
+// the process's namespace and current directory and returns it to the pool.
+//
+// The thread must not die: a child started with Pdeathsig (a sandbox's holder,
+// its daemons) is killed when the thread that forked it exits, and any thread
+// may have forked one. Only if it cannot go back does it stay locked and end
+// with the goroutine (logged by the caller through the error).
 func hiddenThread(hide []string, f func() error, errc chan<- error) {
 	runtime.LockOSThread()
 	if unix.Gettid() == unix.Getpid() {
@@ -54,18 +61,43 @@ func hiddenThread(hide []string, f func() error, errc chan<- error) {
 		runtime.UnlockOSThread()
 		return
 	}
+	home, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		runtime.UnlockOSThread()
+		errc <- f()
+		return
+	}
+	defer unix.Close(home)
+	cwd, err := unix.Open(".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		runtime.UnlockOSThread()
+		errc <- f()
+		return
+	}
+	defer unix.Close(cwd)
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		runtime.UnlockOSThread() // unchanged: the thread may go back to the pool
 		errc <- f()
 		return
 	}
-	// From here on the thread stays locked and exits with this goroutine: its
-	// namespace is not the process's. Nothing done here reaches the host.
+	var ferr error
 	if err := hideMounts(hide); err != nil {
-		errc <- fmt.Errorf("%w: %v", errNoNamespace, err)
+		ferr = fmt.Errorf("%w: %v", errNoNamespace, err)
+	} else {
+		ferr = f()
+	}
+	// Back home: the process's namespace (setns also moves the thread's root and
+	// directory to that namespace's root), then the directory it had.
+	if err := unix.Setns(home, unix.CLONE_NEWNS); err != nil {
+		errc <- errors.Join(ferr, fmt.Errorf("tool thread left in its namespace: %w", err))
+		return // stays locked: the thread ends with this goroutine
+	}
+	if err := unix.Fchdir(cwd); err != nil {
+		errc <- errors.Join(ferr, fmt.Errorf("tool thread's directory: %w", err))
 		return
 	}
-	errc <- f()
+	runtime.UnlockOSThread()
+	errc <- ferr
 }
 
 func hideMounts(hide []string) error {

@@ -64,6 +64,11 @@ type ganeshaBus interface {
 
 var _ ganeshaBus = (*nfs.DBus)(nil)
 
+// mtabLine is the export's path's line in the sandbox's mtab.
+func (le loadedExport) mtabLine() string {
+	return "basin " + mtabEscape(le.ex.Path) + " " + le.fsType + " rw 0 0\n"
+}
+
 type loadedExport struct {
 	ex       nfs.Export
 	rendered string // ex.Render()
@@ -299,22 +304,15 @@ func (sb *sandbox) writeMtab(add *loadedExport) error {
 		b.WriteString(line)
 		b.WriteByte('\n')
 	}
-	seen := map[string]bool{}
-	var lines []string
-	emit := func(le loadedExport) {
-		if !seen[le.ex.Path] {
-			seen[le.ex.Path] = true
-			lines = append(lines, fmt.Sprintf("basin %s %s rw 0 0\n", mtabEscape(le.ex.Path), le.fsType))
-		}
-	}
+	lines := make([]string, 0, len(sb.loaded)+1)
 	for _, le := range sb.loaded {
-		emit(le)
+		lines = append(lines, le.mtabLine())
 	}
 	if add != nil {
-		emit(*add)
+		lines = append(lines, add.mtabLine())
 	}
 	slices.Sort(lines)
-	for _, l := range lines {
+	for _, l := range slices.Compact(lines) {
 		b.WriteString(l)
 	}
 	etc := filepath.Join(sb.dir, "etc")
@@ -605,11 +603,17 @@ func (sb *sandbox) export(ctx context.Context, ex nfs.Export) error {
 	if err := ex.Validate(); err != nil {
 		return err
 	}
+	t0 := time.Now()
 	sb.exportMu.Lock()
 	defer sb.exportMu.Unlock()
+	t1 := time.Now()
 	if err := sb.waitReady(ctx); err != nil {
 		return err
 	}
+	t2 := time.Now()
+	defer func() {
+		sb.log.Debug("export loaded", "export", ex.ID, "lock", t1.Sub(t0), "ready", t2.Sub(t1), "load", time.Since(t2))
+	}()
 	dev, fsType, err := mountDev(ex.Path)
 	if err != nil {
 		return fmt.Errorf("refusing to export %s: %w", ex.Pseudo, err)
@@ -632,10 +636,12 @@ func (sb *sandbox) export(ctx context.Context, ex nfs.Export) error {
 		os.Remove(staging)
 		return err
 	}
+	t3 := time.Now()
 	if err := sb.bus.AddExport(ctx, staging, ex.ID); err != nil {
 		os.Remove(staging)
 		return errors.Join(err, sb.writeMtab(nil))
 	}
+	sb.log.Debug("ganesha added an export", "export", ex.ID, "took", time.Since(t3))
 	if err := os.Rename(staging, sb.exportFile(ex.ID)); err != nil {
 		return err
 	}

@@ -323,9 +323,12 @@ func (d *DBus) Close() error {
 	return err
 }
 
-// Ping reports whether Ganesha answers on the bus.
+// Ping checks that Ganesha answers on the bus: org.freedesktop.DBus.Peer.Ping,
+// which its bus library answers on the thread that serves the export manager.
+// It costs the same whatever Ganesha holds (ShowExports, which this was, returned
+// every export: 920 KB at 1,000, before every export loaded).
 func (d *DBus) Ping(ctx context.Context) error {
-	_, err := d.call(ctx, "ShowExports")
+	_, err := d.callIface(ctx, "org.freedesktop.DBus.Peer", "Ping")
 	return err
 }
 

@@ -43,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -308,10 +309,10 @@ func (b *Backend) attach(ctx context.Context, img string, directIO bool) (string
 	if dev, err := b.loopOf(ctx, img); err != nil || dev != "" {
 		return dev, err
 	}
-	var out []byte
+	var dev string
 	var err error
 	if directIO {
-		out, err = b.run.Run(ctx, "losetup", "--find", "--show", "--direct-io=on", img)
+		dev, err = attachLoop(img, true)
 		if err != nil {
 			b.log.Warn("no direct I/O for a volume image; attaching it buffered", "image", img, "err", err)
 		}
@@ -320,12 +321,11 @@ func (b *Backend) attach(ctx context.Context, img string, directIO bool) (string
 		if dev, lerr := b.loopOf(ctx, img); lerr == nil && dev != "" {
 			return dev, nil // attached after all, without direct I/O
 		}
-		out, err = b.run.Run(ctx, "losetup", "--find", "--show", img)
+		dev, err = attachLoop(img, false)
 	}
 	if err != nil {
 		return "", err
 	}
-	dev := strings.TrimSpace(string(out))
 	b.setLoop(img, dev)
 	return dev, nil
 }
@@ -456,7 +456,17 @@ func (b *Backend) Stop(ctx context.Context) error {
 	each(imgs, func(img string) error { return b.detach(ctx, img) })
 	b.vols = map[string]*volume{}
 	if b.loop != "" {
-		if err := b.unmountPath(ctx, b.top); err != nil {
+		// A volume's loop device lets go of its image (a file in the store) once
+		// the last reference to it is dropped, which the kernel may finish just
+		// after its detach returned: the store can be busy for a moment.
+		var err error
+		for range 40 {
+			if err = b.unmountPath(ctx, b.top); err == nil || !runner.StderrContains(err, "busy") {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		} else if _, err := b.run.Run(ctx, "losetup", "-d", b.loop); err != nil {
 			errs = append(errs, fmt.Errorf("detach %s: %w", b.loop, err))
@@ -545,7 +555,7 @@ func (b *Backend) mountWhole(ctx context.Context, img, dir string) (*volume, err
 		}
 	}
 	if !mounted {
-		if _, err := b.run.Run(ctx, "mount", "-t", "btrfs", "-o", "noatime,nosuid,nodev,noexec,subvolid=5", dev, dir); err != nil {
+		if err := mountBtrfs(dev, dir, "noatime,nosuid,nodev,noexec,subvolid=5"); err != nil {
 			return nil, fmt.Errorf("mount %s: %w", img, err)
 		}
 	}
@@ -840,8 +850,8 @@ func (b *Backend) mountSubvol(ctx context.Context, key string, v *volume, mp, su
 	if err := os.MkdirAll(mp, 0o755); err != nil {
 		return err
 	}
-	if _, err := b.run.Run(ctx, "mount", "-t", "btrfs", "-o", opts+",subvol="+sub, v.dev, mp); err != nil {
-		return fmt.Errorf("mount %s: %w", mp, err)
+	if err := mountBtrfs(v.dev, mp, opts+",subvol="+sub); err != nil {
+		return err
 	}
 	shows, err := showsSubvolume(mp, inner)
 	if err != nil {

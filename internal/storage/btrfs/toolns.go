@@ -37,8 +37,6 @@ func runHidden(ctx context.Context, hide []string, f func() error) error {
 	}
 }
 
-var errNoNamespace = errors.New("no private mount namespace")
-
 // hiddenThread runs f on a locked OS thread, never the process's main thread
 // (what /proc/self shows, to Basin and to every tool, is the main thread's
 // namespace), in a mount namespace of its own, then puts the thread back into
@@ -80,10 +78,9 @@ func hiddenThread(hide []string, f func() error, errc chan<- error) {
 		errc <- f()
 		return
 	}
+	hidden := hideMounts(hide) == nil
 	var ferr error
-	if err := hideMounts(hide); err != nil {
-		ferr = fmt.Errorf("%w: %v", errNoNamespace, err)
-	} else {
+	if hidden {
 		ferr = f()
 	}
 	// Back home: the process's namespace (setns also moves the thread's root and
@@ -97,6 +94,9 @@ func hiddenThread(hide []string, f func() error, errc chan<- error) {
 		return
 	}
 	runtime.UnlockOSThread()
+	if !hidden {
+		ferr = f() // half hidden is no place to run it: here, in the host's
+	}
 	errc <- ferr
 }
 

@@ -49,6 +49,7 @@ type result struct {
 	SMB          []patternResult      `json:"smb,omitempty"`
 	Calibration  []calJob             `json:"calibration,omitempty"`
 	Scale        *scaleResult         `json:"scale,omitempty"`
+	QoS          *qosResult           `json:"qos,omitempty"`
 }
 
 func main() {
@@ -71,6 +72,8 @@ func main() {
 	scaleVols := flag.Int("scale-volumes", 1000, "volumes of 1 GiB the scale section creates")
 	scaleSnaps := flag.Int("scale-snapshots", 255, "snapshots the scale section takes of one volume")
 	scaleLog := flag.String("scale-log-level", "warn", "the scale server's --log-level (debug logs each operation's steps and their durations)")
+	withQoS := flag.Bool("qos", true, "also measure service levels on two servers of their own: achieved / limit at three limits, and the data path with QoS on vs off")
+	withCP := flag.Bool("controlplane", true, "measure volume and snapshot create latencies (false: skip them, to run other sections alone)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fatalf("bench needs root (loop devices, mounts, btrfs)")
@@ -84,9 +87,11 @@ func main() {
 	addr := freeAddr()
 	// The pool promises far more than the 48 GiB store (volumes are sparse): allow it.
 	// The store must still hold what the benchmarks write (a full store would fail
-	// the volumes' writes), 10 GiB or so.
+	// the volumes' writes), 10 GiB or so. Service levels are not enforced here: the
+	// NFS tables measure Basin's data path against a bare Ganesha, and the QoS
+	// section measures what shaping costs, on servers of its own.
 	cmd := exec.Command(*basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "48G", "--log-level", "warn",
-		"--overcommit-ratio", "10000", "--network", "default=bbench0,10.99.251.0/24")
+		"--overcommit-ratio", "10000", "--network", "default="+benchBridge+","+benchCIDR, "--qos=false")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		fatalf("%v", err)
@@ -105,6 +110,60 @@ func main() {
 		"network": "projects/bench/global/networks/default"}))
 
 	res := map[string][]float64{}
+	if *withCP {
+		controlPlane(ctx, c, dataDir, *rounds, *perRound, res)
+	}
+	med := map[string]float64{}
+	for k, v := range res {
+		med[k] = median(v)
+	}
+	rep := result{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: *rounds, PerRound: *perRound, Millis: med, RoundMedians: res}
+	if *withNFS {
+		rep.NFS = runNFS(ctx, c, dataDir, benchHost, *rounds, *nfsSecs)
+	}
+	if *withSMB {
+		rep.SMB = runSMB(ctx, c, dataDir, *rounds, *nfsSecs)
+	}
+	if *withCal {
+		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
+	}
+	if *withQoS {
+		// Servers of its own, with the first one gone.
+		runCleanups()
+		q := runQoS(ctx, *basin, *rounds, *nfsSecs)
+		rep.QoS = &q
+	}
+	if *withScale {
+		// The first server and its volumes go first: the scale server's thousand
+		// filesystems should not share the machine with them.
+		runCleanups()
+		sc := runScale(*basin, *scaleVols, *scaleSnaps, *scaleLog)
+		rep.Scale = &sc
+	}
+	data, _ := json.MarshalIndent(rep, "", "  ")
+	os.MkdirAll(filepath.Dir(*out), 0o755)
+	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
+		fatalf("%v", err)
+	}
+	if err := updateDoc(*doc, rep); err != nil {
+		fatalf("%v", err)
+	}
+	if *withCP {
+		fmt.Printf("volume create %.1f ms; snapshot empty %.1f ms, 1 GiB %.1f ms (ratio %.2f)\n",
+			med["volumeCreate"], med["snapshotEmpty"], med["snapshot1GiB"], med["snapshot1GiB"]/med["snapshotEmpty"])
+	}
+}
+
+// The first server's network: the host is .1 on the bridge, endpoints .10 to .127;
+// the bare Ganesha of the NFS section sits at .200 on the same bridge.
+const (
+	benchBridge = "bbench0"
+	benchCIDR   = "10.99.251.0/24"
+	benchHost   = "10.99.251.1"
+)
+
+// controlPlane times volume creates and snapshots (empty and 1 GiB) in rounds.
+func controlPlane(ctx context.Context, c *client.Client, dataDir string, rounds, perRound int, res map[string][]float64) {
 	// Two volumes to snapshot: one empty, one holding 1 GiB of incompressible data.
 	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=empty", volBody("empty")))
 	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=full", volBody("full")))
@@ -113,9 +172,9 @@ func main() {
 		fatalf("%v", err)
 	}
 	seq := 0
-	for r := range *rounds {
+	for r := range rounds {
 		var create, snapEmpty, snapFull, rawEmpty, rawFull []float64
-		for range *perRound {
+		for range perRound {
 			seq++
 			id := fmt.Sprintf("v%d", seq)
 			create = append(create, timed(func() error { return mutate(ctx, c, "POST", loc+"/volumes?volumeId="+id, volBody(id)) }))
@@ -135,42 +194,11 @@ func main() {
 		}
 		log.Printf("round %d: create %.1f ms, snapshot empty %.1f ms, snapshot 1 GiB %.1f ms", r+1, median(create), median(snapEmpty), median(snapFull))
 		// Keep the volumes below the snapshot limit for the next round.
-		for i := seq - *perRound + 1; i <= seq; i++ {
+		for i := seq - perRound + 1; i <= seq; i++ {
 			must(mutate(ctx, c, "DELETE", fmt.Sprintf("%s/volumes/empty/snapshots/s%d", loc, i), nil))
 			must(mutate(ctx, c, "DELETE", fmt.Sprintf("%s/volumes/full/snapshots/s%d", loc, i), nil))
 		}
 	}
-	med := map[string]float64{}
-	for k, v := range res {
-		med[k] = median(v)
-	}
-	rep := result{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: *rounds, PerRound: *perRound, Millis: med, RoundMedians: res}
-	if *withNFS {
-		rep.NFS = runNFS(ctx, c, dataDir, "10.99.251.1", *rounds, *nfsSecs)
-	}
-	if *withSMB {
-		rep.SMB = runSMB(ctx, c, dataDir, *rounds, *nfsSecs)
-	}
-	if *withCal {
-		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
-	}
-	if *withScale {
-		// The first server and its volumes go first: the scale server's thousand
-		// filesystems should not share the machine with them.
-		runCleanups()
-		sc := runScale(*basin, *scaleVols, *scaleSnaps, *scaleLog)
-		rep.Scale = &sc
-	}
-	data, _ := json.MarshalIndent(rep, "", "  ")
-	os.MkdirAll(filepath.Dir(*out), 0o755)
-	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
-		fatalf("%v", err)
-	}
-	if err := updateDoc(*doc, rep); err != nil {
-		fatalf("%v", err)
-	}
-	fmt.Printf("volume create %.1f ms; snapshot empty %.1f ms, 1 GiB %.1f ms (ratio %.2f)\n",
-		med["volumeCreate"], med["snapshotEmpty"], med["snapshot1GiB"], med["snapshot1GiB"]/med["snapshotEmpty"])
 }
 
 func volBody(id string) map[string]any {
@@ -301,9 +329,11 @@ func updateDoc(path string, r result) error {
 	fmt.Fprintf(&b, "| snapshot of a volume holding 1 GiB | %.1f ms |\n", m["snapshot1GiB"])
 	fmt.Fprintf(&b, "| **ratio 1 GiB / empty** | **%.2f** |\n", m["snapshot1GiB"]/m["snapshotEmpty"])
 	fmt.Fprintf(&b, "| for reference: bare `btrfs subvolume snapshot -r` in the volume's filesystem, empty / 1 GiB | %.1f / %.1f ms |\n", m["btrfsSnapshotEmpty"], m["btrfsSnapshot1GiB"])
-	doc, err := replaceSection(string(data), "bench", b.String())
-	if err != nil {
-		return err
+	doc := string(data)
+	if len(m) > 0 {
+		if doc, err = replaceSection(doc, "bench", b.String()); err != nil {
+			return err
+		}
 	}
 	if len(r.NFS) > 0 {
 		var n strings.Builder
@@ -350,6 +380,11 @@ func updateDoc(path string, r result) error {
 			fmt.Fprintf(&c, "| %s | %.0f IOPS | %.0f IOPS | %.2f |\n", j.Name, j.Fio, j.Basin, j.Basin/j.Fio)
 		}
 		if doc, err = replaceSection(doc, "calibrate", c.String()); err != nil {
+			return err
+		}
+	}
+	if r.QoS != nil {
+		if doc, err = replaceSection(doc, "qosbench", r.QoS.markdown(r.Date)); err != nil {
 			return err
 		}
 	}

@@ -56,7 +56,8 @@ func (r patternResult) headline() (unit string, per map[string]float64) {
 const fileSize = 1 << 30
 
 // runNFS measures NFSv3 through a Basin volume, through a bare Ganesha exporting the
-// same directory on loopback, and fio on that directory, side by side.
+// same directory from a namespace on the same bridge, and fio on that directory,
+// side by side.
 func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, runs int, secs float64) []patternResult {
 	bench := buildNFSBench()
 	open := map[string]any{"rules": []any{map[string]any{"allowedClients": bridgeHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
@@ -82,10 +83,10 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 			return nfsBench(bench, fmt.Sprintf("nfs://%s/nfsbench/%s?version=3", ep, file), p, secs)
 		}},
 		{"bare", func(p pattern, file string) (float64, float64) {
-			return nfsBench(bench, fmt.Sprintf("nfs://127.0.0.1/bare/%s?version=3&nfsport=12049&mountport=12048", file), p, secs)
+			return nfsBench(bench, fmt.Sprintf("nfs://%s/bare/%s?version=3&nfsport=12049&mountport=12048", bareAddr, file), p, secs)
 		}},
 		{"legacy", func(p pattern, file string) (float64, float64) {
-			return nfsBench(bench, fmt.Sprintf("nfs://127.0.0.1/legacy/%s?version=3&nfsport=12049&mountport=12048", file), p, secs)
+			return nfsBench(bench, fmt.Sprintf("nfs://%s/legacy/%s?version=3&nfsport=12049&mountport=12048", bareAddr, file), p, secs)
 		}},
 		{"local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(mount, file), p, secs) }},
 		{"legacy-local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(legacy, file), p, secs) }},
@@ -249,11 +250,40 @@ func legacyVolume(dataDir string) string {
 	return mp
 }
 
+// The bare Ganesha's network: a namespace behind a veth on the first server's
+// bridge, the path a Basin sandbox has (not loopback), so that "Basin / bare"
+// measures Basin's own cost.
+const (
+	bareNetns = "bqebare"
+	bareVeth  = "bqebare0"
+	bareAddr  = "10.99.251.200"
+)
+
+// bareNetwork makes the bare Ganesha's namespace; it goes at exit.
+func bareNetwork() {
+	exec.Command("ip", "netns", "del", bareNetns).Run() // a previous run's, killed
+	for _, argv := range [][]string{
+		{"ip", "netns", "add", bareNetns},
+		{"ip", "link", "add", bareVeth, "type", "veth", "peer", "name", "eth0", "netns", bareNetns},
+		{"ip", "link", "set", bareVeth, "master", benchBridge, "up"},
+		{"ip", "-n", bareNetns, "link", "set", "lo", "up"},
+		{"ip", "-n", bareNetns, "addr", "add", bareAddr + "/24", "dev", "eth0"},
+		{"ip", "-n", bareNetns, "link", "set", "eth0", "up"},
+	} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			exec.Command("ip", "netns", "del", bareNetns).Run()
+			fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	atExit(func() { exec.Command("ip", "netns", "del", bareNetns).Run() })
+}
+
 // startBareGanesha runs a second, stock (Debian's) Ganesha, as a user would by hand:
-// host network namespace, loopback, exports without access rules of the Basin
-// volume's directory (/bare) and of the previous layout's subvolume (/legacy), its
-// own /run (so its rpcbind does not clash) and no DBus.
+// exports without access rules of the Basin volume's directory (/bare) and of the
+// previous layout's subvolume (/legacy), its own /run (so its rpcbind does not
+// clash) and no DBus, in a namespace on the bridge (bareNetwork).
 func startBareGanesha(dataDir, path, legacy string) (stop func()) {
+	bareNetwork()
 	dir := filepath.Join(dataDir, "bare-ganesha")
 	os.MkdirAll(filepath.Join(dir, "recov"), 0o700)
 	conf := fmt.Sprintf(`NFS_CORE_PARAM { Protocols = 3; NFS_Port = 12049; MNT_Port = 12048; NLM_Port = 12047; Rquota_Port = 12046;
@@ -266,14 +296,14 @@ EXPORT { Export_Id = 2; Path = %q; Pseudo = /legacy; Protocols = 3; Access_Type 
 	os.WriteFile(filepath.Join(dir, "ganesha.conf"), []byte(conf), 0o600)
 	script := fmt.Sprintf(`mount -t tmpfs tmpfs /run && mkdir -p /run/ganesha && (rpcbind -f -w &) && sleep 0.2 &&
 exec env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent /usr/bin/ganesha.nfsd -F -f %s/ganesha.conf -L %s/ganesha.log -p %s/ganesha.pid -N NIV_EVENT`, dir, dir, dir)
-	cmd := exec.Command("unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script)
+	cmd := exec.Command("ip", "netns", "exec", bareNetns, "unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		fatalf("%v", err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if out, err := exec.Command("nfs-ls", "nfs://127.0.0.1/bare?version=3&nfsport=12049&mountport=12048").CombinedOutput(); err == nil {
+		if out, err := exec.Command("nfs-ls", "nfs://"+bareAddr+"/bare?version=3&nfsport=12049&mountport=12048").CombinedOutput(); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			fatalf("bare ganesha did not start: %s", out)

@@ -103,7 +103,7 @@ func Default() Config {
 		GaneshaPrefix:   DefaultGaneshaPrefix,
 		Limits:          model.DefaultLimits(),
 		QoS:             true,
-		QoSWireOverhead: 1.04,
+		QoSWireOverhead: 1.025,
 		LogLevel:        "info",
 		SyncWait:        2 * time.Second,
 		RateLimit:       1200,

@@ -23,7 +23,7 @@ type QoS struct {
 	Link func(network string) (qos.Link, bool)
 	// Networks lists the configured networks.
 	Networks func() []string
-	// Overhead is wire bytes per payload byte (QoSInput.Overhead); default 1.04.
+	// Overhead is wire bytes per payload byte (QoSInput.Overhead); default 1.025.
 	Overhead float64
 	// DefaultCapMibps is the cap of a project with no settings of its own
 	// (0: none).
@@ -119,7 +119,7 @@ func (c *Controller) ApplyQoS(ctx context.Context) error {
 	}
 	overhead := q.Overhead
 	if overhead == 0 {
-		overhead = 1.04
+		overhead = 1.025
 	}
 	var errs []error
 	for _, network := range q.Networks() {

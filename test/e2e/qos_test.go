@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/controller"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/qos"
@@ -476,7 +477,7 @@ func (s *server) desiredTree(t *testing.T) qos.Tree {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	in := controller.QoSInput{Pools: map[string]*model.Pool{}, Caps: map[string]float64{}, Limits: model.DefaultLimits(), Overhead: 1.04}
+	in := controller.QoSInput{Pools: map[string]*model.Pool{}, Caps: map[string]float64{}, Limits: model.DefaultLimits(), Overhead: config.Default().QoSWireOverhead}
 	err = st.View(context.Background(), func(tx store.Tx) error {
 		vols, err := store.List[model.Volume](tx, store.KindVolume, "")
 		if err != nil {

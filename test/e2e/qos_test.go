@@ -3,7 +3,7 @@ package e2e
 // Service levels end to end (issue 11): real Ganesha, real tc, client payload
 // measured with `basin bench --engine nfs` from client hosts, wire rates read from
 // the sandbox's HTB classes. Each test runs its server with Basin's real
-// throughput floor (4 MiB/s) and wire overhead (1.04).
+// throughput floor (4 MiB/s) and wire overhead (config.Default().QoSWireOverhead).
 
 import (
 	"context"
@@ -294,7 +294,7 @@ func TestQoSSharing(t *testing.T) {
 	// class's ceiling.
 	waitTree(t, s, func(live qos.Tree) bool {
 		for _, cl := range live.Classes {
-			if cl.Parent == "" && cl.Ceil == uint64(math.Floor(capMibps*(1<<20)*1.04)) {
+			if cl.Parent == "" && cl.Ceil == uint64(math.Floor(capMibps*(1<<20)*config.Default().QoSWireOverhead)) {
 				return true
 			}
 		}

@@ -90,21 +90,8 @@ func main() {
 	// the volumes' writes), 10 GiB or so. Service levels are not enforced here: the
 	// NFS tables measure Basin's data path against a bare Ganesha, and the QoS
 	// section measures what shaping costs, on servers of its own.
-	cmd := exec.Command(*basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "48G", "--log-level", "warn",
+	c := serveBasin(*basin, dataDir, addr, "--store-size", "48G", "--log-level", "warn",
 		"--overcommit-ratio", "10000", "--network", "default="+benchBridge+","+benchCIDR, "--qos=false")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		fatalf("%v", err)
-	}
-	atExit(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
-	waitReady(addr)
-	c, err := client.New("http://"+addr, filepath.Join(dataDir, "owner-key.json"))
-	if err != nil {
-		fatalf("%v", err)
-	}
 	ctx := context.Background()
 	must(mutate(ctx, c, "POST", loc+"/storagePools?storagePoolId=pool", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100000,
 		"network": "projects/bench/global/networks/default"}))
@@ -203,6 +190,26 @@ func controlPlane(ctx context.Context, c *client.Client, dataDir string, rounds,
 
 func volBody(id string) map[string]any {
 	return map[string]any{"shareName": id, "storagePool": "pool", "capacityGib": 4, "protocols": []string{"NFSV3"}}
+}
+
+// serveBasin starts `basin serve` on dataDir, listening on addr, with more
+// flags; stops it (SIGTERM) at exit; and returns a client once it is ready.
+func serveBasin(basin, dataDir, addr string, flags ...string) *client.Client {
+	cmd := exec.Command(basin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr}, flags...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		fatalf("%v", err)
+	}
+	atExit(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	waitReady(addr)
+	c, err := client.New("http://"+addr, filepath.Join(dataDir, "owner-key.json"))
+	if err != nil {
+		fatalf("%v", err)
+	}
+	return c
 }
 
 func mutate(ctx context.Context, c *client.Client, method, path string, body any) error {

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/basin-nas/basin/internal/bench"
@@ -52,23 +50,8 @@ func startQoSServer(basin, bridge string, subnet int, extra ...string) *qosServe
 		fatalf("%v", err)
 	}
 	atExit(func() { os.RemoveAll(dataDir) })
-	addr := freeAddr()
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "16G", "--log-level", "warn",
-		"--overcommit-ratio", "100000", "--location", "local", "--network", fmt.Sprintf("default=%s,10.99.%d.0/24", bridge, subnet)}, extra...)
-	cmd := exec.Command(basin, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		fatalf("%v", err)
-	}
-	atExit(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
-	waitReady(addr)
-	c, err := client.New("http://"+addr, filepath.Join(dataDir, "owner-key.json"))
-	if err != nil {
-		fatalf("%v", err)
-	}
+	c := serveBasin(basin, dataDir, freeAddr(), append([]string{"--store-size", "16G", "--log-level", "warn",
+		"--overcommit-ratio", "100000", "--location", "local", "--network", fmt.Sprintf("default=%s,10.99.%d.0/24", bridge, subnet)}, extra...)...)
 	return &qosServer{c: c, dataDir: dataDir, host: fmt.Sprintf("10.99.%d.1", subnet)}
 }
 

@@ -62,7 +62,7 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 	bench := buildNFSBench()
 	open := map[string]any{"rules": []any{map[string]any{"allowedClients": bridgeHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
 	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=nfsbench", map[string]any{"shareName": "nfsbench", "storagePool": "pool",
-		"capacityGib": 8, "protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": open}))
+		"capacityGib": 32, "protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": open}))
 	var v client.Object
 	must(c.Do(ctx, "GET", loc+"/volumes/nfsbench", nil, nil, &v))
 	ep := v["mountOptions"].([]any)[0].(map[string]any)["ipAddress"].(string)
@@ -103,19 +103,31 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 	for _, p := range patterns {
 		r := patternResult{Pattern: p.Name}
 		samples := map[string][][2]float64{}
-		for range runs {
-			for _, t := range targets { // interleaved, so noise hits every target alike
-				file := t.name + ".dat"
-				m, i := t.run(p, file)
-				samples[t.name] = append(samples[t.name], [2]float64{m, i})
-			}
-		}
+		interleave(runs, len(targets), func(k int) {
+			t := targets[k]
+			m, i := t.run(p, t.name+".dat")
+			samples[t.name] = append(samples[t.name], [2]float64{m, i})
+		})
 		r.MiBps, r.IOPS = medians(samples)
 		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, previous layout %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS, basin bench %.0f MiB/s %.0f IOPS", p.Name,
 			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["legacy"], r.IOPS["legacy"], r.MiBps["local"], r.IOPS["local"], r.MiBps["bbench"], r.IOPS["bbench"])
 		out = append(out, r)
 	}
 	return out
+}
+
+// interleave makes rounds of runs of n targets: each round runs every target once,
+// starting one target further than the round before, so that noise hits every
+// target alike and no target always runs after the same one. Every run starts
+// with the machine's dirty data written back (sync), so no run pays for the
+// writeback of the run before it.
+func interleave(rounds, n int, run func(target int)) {
+	for r := range rounds {
+		for i := range n {
+			syscall.Sync()
+			run((r + i) % n)
+		}
+	}
 }
 
 // medians takes per-target samples of (MiB/s, IOPS) to per-target medians.

@@ -165,7 +165,7 @@ func runQoSCost(ctx context.Context, basin string, on *qosServer, rounds int, se
 	for name, s := range map[string]*qosServer{"on": on, "off": off} {
 		must(mutate(ctx, s.c, "POST", qosLoc+"/storagePools?storagePoolId=big", map[string]any{"serviceLevel": "EXTREME",
 			"capacityGib": 36 * 1024, "qosType": "MANUAL", "network": "projects/qos/global/networks/default"}))
-		ep, _ := s.volume(ctx, "cost", "big", 8, map[string]any{"throughputMibps": 4500})
+		ep, _ := s.volume(ctx, "cost", "big", 32, map[string]any{"throughputMibps": 4500})
 		urls[name] = fmt.Sprintf("nfs://%s/cost/f.dat?version=3", ep)
 	}
 	var v client.Object
@@ -178,12 +178,11 @@ func runQoSCost(ctx context.Context, basin string, on *qosServer, rounds int, se
 	var out []patternResult
 	for _, p := range patterns {
 		samples := map[string][][2]float64{}
-		for range rounds {
-			for _, name := range []string{"on", "off"} { // alternating, so noise hits both alike
-				m, i := nfsBench(nb, urls[name], p, secs)
-				samples[name] = append(samples[name], [2]float64{m, i})
-			}
-		}
+		names := []string{"on", "off"}
+		interleave(rounds, len(names), func(k int) {
+			m, i := nfsBench(nb, urls[names[k]], p, secs)
+			samples[names[k]] = append(samples[names[k]], [2]float64{m, i})
+		})
 		r := patternResult{Pattern: p.Name}
 		r.MiBps, r.IOPS = medians(samples)
 		log.Printf("qos cost %s: on %.0f MiB/s %.0f IOPS, off %.0f MiB/s %.0f IOPS", p.Name, r.MiBps["on"], r.IOPS["on"], r.MiBps["off"], r.IOPS["off"])

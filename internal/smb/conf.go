@@ -81,8 +81,10 @@ func (o GlobalOptions) Keytab() string { return filepath.Join(o.Dirs().Private, 
 
 // Environ is the environment every Samba tool and daemon of the sandbox needs
 // besides PATH: the sandbox's keytab (never the host's /etc/krb5.keytab) and a
-// Kerberos configuration of its own (Samba's own krb5.conf in the lock dir is
-// written by winbindd; MIT finds KDCs through DNS when the file is empty).
+// Kerberos configuration path of its own, so a host /etc/krb5.conf never applies.
+// That file may be absent: MIT krb5 then runs on defaults and finds KDCs through
+// DNS, as the spike did; net and winbindd point KRB5_CONFIG at the krb5.conf they
+// write under the lock directory once they know a DC.
 func (o GlobalOptions) Environ() []string {
 	return []string{
 		"KRB5_KTNAME=FILE:" + o.Keytab(),

@@ -164,7 +164,10 @@ func CheckJoinArgs(conf string) ([]string, error) {
 
 // WorkgroupArgs asks a DC for the domain's NetBIOS name by a CLDAP ping (no
 // credentials): net ads workgroup -s <conf> [-S <dc>], with conf from
-// RenderDiscovery. ParseWorkgroup reads the answer.
+// RenderDiscovery. ParseWorkgroup reads the answer. With server "" net finds a DC
+// of the conf's realm through the sandbox's resolv.conf (the path the spike used
+// for `net ads lookup`); with -S it pings that DC only and sends no realm (net's
+// own behaviour with -S).
 func WorkgroupArgs(conf, server string) ([]string, error) {
 	if err := validateConfPath(conf); err != nil {
 		return nil, err

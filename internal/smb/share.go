@@ -99,7 +99,10 @@ type ShareSpec struct {
 //     NFS clients of a dual-protocol volume;
 //   - OPLOCKS: `oplocks` and `level2 oplocks` yes (leases follow the global
 //     `smb2 leases`); without it both no;
-//   - CHANGE_NOTIFY: `change notify = yes`; without it no.
+//   - CHANGE_NOTIFY: nothing. `change notify` is a global parameter in Samba 4.17
+//     (`net conf setparm` refuses it in a share: "Global parameter 'change notify'
+//     not allowed in service definition"), on in every share; the flag is
+//     accepted, and its absence cannot switch notifications off for one share.
 func ShareParams(v ShareSpec) (map[string]string, error) {
 	if err := ValidateShareName(v.Name); err != nil {
 		return nil, err
@@ -135,7 +138,6 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 		"oplocks":     yesNo(has[Oplocks]),
 		// level2 oplocks needs oplocks; it is what lets several clients cache reads.
 		"level2 oplocks": yesNo(has[Oplocks]),
-		"change notify":  yesNo(has[ChangeNotify]),
 	}
 	if v.Comment != "" {
 		p["comment"] = v.Comment

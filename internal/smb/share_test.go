@@ -25,13 +25,13 @@ func TestShareParams(t *testing.T) {
 	}
 	shadow := []string{"vfs objects", "shadow_copy2 acl_xattr", "shadow:snapdir", testSnap, "shadow:basedir", testPath,
 		"shadow:format", DefaultSnapshotFormat, "shadow:sort", "desc", "shadow:localtime", "no"}
-	plain := []string{"browseable", "yes", "oplocks", "no", "level2 oplocks", "no", "change notify", "no"}
+	plain := []string{"browseable", "yes", "oplocks", "no", "level2 oplocks", "no"}
 	for _, tc := range []struct {
 		name     string
 		settings []Setting
 		want     map[string]string
 	}{
-		{"defaults", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes", "change notify", "yes")},
+		{"defaults", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes")},
 		{"browsable only", []Setting{Browsable}, with(plain...)},
 		{"non browsable", []Setting{NonBrowsable}, with(append(slices.Clone(plain), "browseable", "no")...)},
 		{"encrypt", []Setting{EncryptData}, with(append(slices.Clone(plain), "server smb encrypt", "required")...)},
@@ -40,8 +40,9 @@ func TestShareParams(t *testing.T) {
 		{"show snapshot", []Setting{ShowSnapshot}, with(append(slices.Clone(plain), shadow...)...)},
 		{"continuously available", []Setting{ContinuouslyAvailable}, with(append(slices.Clone(plain),
 			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no")...)},
-		{"oplocks", []Setting{Oplocks}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes", "change notify", "no")},
-		{"change notify", []Setting{ChangeNotify}, with("browseable", "yes", "oplocks", "no", "level2 oplocks", "no", "change notify", "yes")},
+		{"oplocks", []Setting{Oplocks}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes")},
+		// change notify is global in Samba 4.17: the flag changes nothing per share.
+		{"change notify", []Setting{ChangeNotify}, with(plain...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ShareParams(ShareSpec{Name: "vol1", Path: testPath, Settings: tc.settings, SnapshotDir: testSnap})

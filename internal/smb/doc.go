@@ -12,9 +12,10 @@
 //   - [WorkgroupArgs] and [ParseWorkgroup]: the domain's NetBIOS name from a CLDAP
 //     ping by `net ads workgroup`, run against [RenderDiscovery]'s configuration.
 //   - [RenderGlobal]: the sandbox's smb.conf [global] section.
-//   - [OUPath], [JoinArgs], [EnctypesArgs], [DNSRegisterArgs]: joining; the
-//     password never appears in argv (see [JoinArgs]). [ClassifyJoinError] turns
-//     net's output into plain errors.
+//   - [OUPath], [JoinArgs], [EnctypesArgs], [DNSRegisterArgs], [CheckJoinArgs]:
+//     joining. The password never appears in argv or the environment: net reads
+//     it from a pipe ([PasswordPipe], [PasswordEnv], [PasswordFD]).
+//     [ClassifyJoinError] turns net's output into plain errors.
 //   - [ShareParams], [ShareDiff]: a volume's registry share (`net conf setparm`).
 //   - [MountOptions]: what a client runs to mount the share.
 //   - [DNSUnregisterArgs], [LeaveArgs]: leaving, in that order.

@@ -17,6 +17,8 @@ command -v ganesha.nfsd >/dev/null || need_pkgs+=(nfs-ganesha nfs-ganesha-vfs)
 command -v rpcbind >/dev/null || need_pkgs+=(rpcbind)
 command -v dbus-daemon >/dev/null || need_pkgs+=(dbus)
 command -v nsenter >/dev/null || need_pkgs+=(util-linux)
+# Samba's net joins AD and loads registry shares (internal/smb builds its argv).
+command -v net >/dev/null || need_pkgs+=(samba-common-bin)
 # Build dependencies of Basin's patched Ganesha (scripts/ganesha/build.sh).
 for p in $(scripts/ganesha/build.sh --print-deps); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")

@@ -1,0 +1,242 @@
+package smb
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+)
+
+// Fixed identity mapping (SMB-AD.md §13.5, pitfall 13): the domain's users and
+// groups map by RID, uid/gid = DomainIDMin + RID, the same in every sandbox and
+// after every rebuild, so ownership on volumes never moves. Never change these on
+// a directory that has volumes.
+const (
+	DefaultIDMin = 3000 // idmap config * (tdb): BUILTIN and well-known SIDs
+	DefaultIDMax = 7999
+	DomainIDMin  = 100000 // idmap config <DOMAIN> (rid)
+	DomainIDMax  = 2099999999
+)
+
+// WinbinddSocketDir is the directory libwbclient and nss_winbind have compiled in
+// (they ignore `winbindd socket directory`, SMB-AD.md pitfall 3): every sandbox
+// needs its own /run/samba (a private /run) so each winbindd's socket is its own.
+const WinbinddSocketDir = "/run/samba/winbindd"
+
+// GlobalOptions is one sandbox's Samba identity and layout.
+type GlobalOptions struct {
+	// Realm is the AD domain's DNS name ("basin.test"); rendered upper case.
+	Realm string
+	// Workgroup is the domain's NetBIOS name ("BASIN"), as `net ads workgroup`
+	// reports it from a CLDAP ping (WorkgroupArgs, ParseWorkgroup). It is not
+	// derived from the realm: an AD's NetBIOS name may differ from its first label.
+	Workgroup string
+	// MachineName is the SMB server's NetBIOS name (MachineName's result).
+	MachineName string
+	// StateDir holds every Samba directory of the sandbox (absolute): private/,
+	// lock/, state/, cache/, run/ (pid, ncalrpc) and log/ (see Dirs).
+	StateDir string
+	// Addresses are the endpoint addresses smbd listens on (`bind interfaces
+	// only`), besides 127.0.0.1, the sandbox's own loopback (always bound, so smbd
+	// has a socket before the first volume and probes from inside the sandbox work).
+	Addresses []netip.Addr
+	// AESOnly restricts Kerberos to AES (`kerberos encryption types = strong`); the
+	// AD connection's aesEncryption. The join ignores it (pitfall 12): run
+	// EnctypesArgs after joining too.
+	AESOnly bool
+	// LDAPSigning is the AD connection's ldapSigning. Samba 4.17 already signs and
+	// seals its LDAP to the DC by default (`client ldap sasl wrapping = seal`);
+	// Basin pins seal in every case, which satisfies "require signed LDAP" and never
+	// weakens it (`sign` would drop the sealing).
+	LDAPSigning bool
+	// LogLevel is Samba's `log level` (0-10); 0 renders 1.
+	LogLevel int
+}
+
+// Dirs are the directories a GlobalOptions' smb.conf names; the sandbox creates
+// them (0700 for Private) before starting anything.
+type Dirs struct {
+	Private, Lock, State, Cache, Run, NCALRPC, Log string
+}
+
+// Dirs returns the directories under o.StateDir.
+func (o GlobalOptions) Dirs() Dirs {
+	d := o.StateDir
+	return Dirs{
+		Private: filepath.Join(d, "private"),
+		Lock:    filepath.Join(d, "lock"),
+		State:   filepath.Join(d, "state"),
+		Cache:   filepath.Join(d, "cache"),
+		Run:     filepath.Join(d, "run"),
+		NCALRPC: filepath.Join(d, "run", "ncalrpc"),
+		Log:     filepath.Join(d, "log"),
+	}
+}
+
+// Keytab is the sandbox's Kerberos keytab. `kerberos method = secrets and keytab`
+// makes Samba keep the *default* keytab, which is /etc/krb5.keytab unless
+// KRB5_KTNAME says otherwise: every Samba process of the sandbox (net, winbindd,
+// smbd, samba-dcerpcd) must run with Environ's variables.
+func (o GlobalOptions) Keytab() string { return filepath.Join(o.Dirs().Private, "krb5.keytab") }
+
+// Environ is the environment every Samba tool and daemon of the sandbox needs
+// besides PATH: the sandbox's keytab (never the host's /etc/krb5.keytab) and a
+// Kerberos configuration path of its own, so a host /etc/krb5.conf never applies.
+// That file may be absent: MIT krb5 then runs on defaults and finds KDCs through
+// DNS, as the spike did; net and winbindd point KRB5_CONFIG at the krb5.conf they
+// write under the lock directory once they know a DC.
+func (o GlobalOptions) Environ() []string {
+	return []string{
+		"KRB5_KTNAME=FILE:" + o.Keytab(),
+		"KRB5_CONFIG=" + filepath.Join(o.StateDir, "krb5.conf"),
+	}
+}
+
+// Validate checks every value RenderGlobal inserts; errors name the field.
+func (o GlobalOptions) Validate() error {
+	if err := validateRealm("domain", o.Realm); err != nil {
+		return err
+	}
+	if err := validateWorkgroup("workgroup", o.Workgroup); err != nil {
+		return err
+	}
+	if err := validateMachineName("machineName", o.MachineName); err != nil {
+		return err
+	}
+	if err := validateDir("stateDir", o.StateDir); err != nil {
+		return err
+	}
+	for _, a := range o.Addresses {
+		if !a.IsValid() || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
+			return invalid("addresses", "%q is not a unicast address without zone", a)
+		}
+	}
+	if o.LogLevel < 0 || o.LogLevel > 10 {
+		return invalid("logLevel", "must be 0-10")
+	}
+	return nil
+}
+
+// validateDir checks an absolute, clean directory path that goes into smb.conf.
+func validateDir(field, p string) error {
+	if err := checkValue(field, p, 512); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+		return invalid(field, "must be a clean absolute path below /")
+	}
+	if strings.ContainsAny(p, `"\`) {
+		return invalid(field, `must not contain '"' or '\'`)
+	}
+	return nil
+}
+
+// RenderGlobal renders the sandbox's smb.conf: a [global] section only, shares
+// live in the registry (`registry shares = yes`, ShareParams). Values are checked
+// first (Validate). Settings and why:
+//
+//   - security = ads, member server, no NetBIOS, port 445 only, no printing;
+//   - every directory under StateDir, `winbindd socket directory` the compiled-in
+//     path (pitfall 3), no `dns forwarder` (a DC setting: pitfall 2 is a DC's);
+//   - `rpc start on demand helpers = no`: samba-dcerpcd runs under the supervisor
+//     (pitfall 6);
+//   - `kerberos method = secrets and keytab` (see Keytab and Environ);
+//   - idmap rid for the domain with fixed ranges (pitfall 13);
+//   - `server multi channel support = yes` (the 4.17 default, pinned);
+//   - acl_xattr and `map acl inherit` so NT ACLs live in security.NTACL.
+func RenderGlobal(o GlobalOptions) (string, error) {
+	if err := o.Validate(); err != nil {
+		return "", err
+	}
+	d := o.Dirs()
+	realm := strings.ToUpper(o.Realm)
+	wg := strings.ToUpper(o.Workgroup)
+	ifaces := []string{"127.0.0.1"}
+	for _, a := range o.Addresses {
+		ifaces = append(ifaces, a.String())
+	}
+	level := o.LogLevel
+	if level == 0 {
+		level = 1
+	}
+	encTypes := "all"
+	if o.AESOnly {
+		encTypes = "strong"
+	}
+	var b strings.Builder
+	p := func(k, v string) { fmt.Fprintf(&b, "\t%s = %s\n", k, v) }
+	b.WriteString("# Rendered by Basin (internal/smb); do not edit: shares live in the registry.\n[global]\n")
+	p("netbios name", o.MachineName)
+	p("workgroup", wg)
+	p("realm", realm)
+	p("security", "ads")
+	p("server role", "member server")
+	p("interfaces", strings.Join(ifaces, " "))
+	p("bind interfaces only", "yes")
+	p("disable netbios", "yes")
+	p("smb ports", "445")
+	p("server min protocol", "SMB2_02")
+	p("server multi channel support", "yes")
+	p("private dir", d.Private)
+	p("lock directory", d.Lock)
+	p("state directory", d.State)
+	p("cache directory", d.Cache)
+	p("pid directory", d.Run)
+	p("ncalrpc dir", d.NCALRPC)
+	p("winbindd socket directory", WinbinddSocketDir)
+	p("log file", filepath.Join(d.Log, "log.%m"))
+	p("max log size", "10000")
+	p("log level", fmt.Sprint(level))
+	p("rpc start on demand helpers", "no")
+	p("registry shares", "yes")
+	p("usershare max shares", "0")
+	p("load printers", "no")
+	p("printing", "bsd")
+	p("printcap name", "/dev/null")
+	p("disable spoolss", "yes")
+	p("kerberos method", "secrets and keytab")
+	p("kerberos encryption types", encTypes)
+	p("client ldap sasl wrapping", "seal")
+	p("winbind refresh tickets", "yes")
+	p("winbind use default domain", "no")
+	p("allow trusted domains", "no")
+	p("restrict anonymous", "2")
+	p("idmap config * : backend", "tdb")
+	p("idmap config * : range", fmt.Sprintf("%d-%d", DefaultIDMin, DefaultIDMax))
+	p("idmap config "+wg+" : backend", "rid")
+	p("idmap config "+wg+" : range", fmt.Sprintf("%d-%d", DomainIDMin, DomainIDMax))
+	p("template shell", "/bin/false")
+	p("template homedir", "/nonexistent")
+	p("vfs objects", "acl_xattr")
+	p("map acl inherit", "yes")
+	p("store dos attributes", "yes")
+	return b.String(), nil
+}
+
+// RenderDiscovery renders the smallest configuration `net ads workgroup` and `net
+// ads lookup` need before the domain's NetBIOS name is known: the realm, ADS
+// security and the sandbox's directories (so nothing touches /var/lib/samba).
+func RenderDiscovery(realm, stateDir string) (string, error) {
+	if err := validateRealm("domain", realm); err != nil {
+		return "", err
+	}
+	if err := validateDir("stateDir", stateDir); err != nil {
+		return "", err
+	}
+	d := GlobalOptions{StateDir: stateDir}.Dirs()
+	var b strings.Builder
+	p := func(k, v string) { fmt.Fprintf(&b, "\t%s = %s\n", k, v) }
+	b.WriteString("# Rendered by Basin (internal/smb) for `net ads workgroup`.\n[global]\n")
+	p("realm", strings.ToUpper(realm))
+	p("security", "ads")
+	p("disable netbios", "yes")
+	p("private dir", d.Private)
+	p("lock directory", d.Lock)
+	p("state directory", d.State)
+	p("cache directory", d.Cache)
+	p("pid directory", d.Run)
+	p("ncalrpc dir", d.NCALRPC)
+	p("log file", filepath.Join(d.Log, "log.%m"))
+	p("client ldap sasl wrapping", "seal")
+	return b.String(), nil
+}

@@ -1,0 +1,238 @@
+package smb
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Setting is an SMB share flag, numbered as the v1 API's SMBSettings enum
+// (API.md §4.9-4.10), so the controller converts with Setting(n).
+type Setting int32
+
+// The API's SMB settings.
+const (
+	EncryptData            Setting = 1
+	Browsable              Setting = 2
+	ChangeNotify           Setting = 3
+	NonBrowsable           Setting = 4
+	Oplocks                Setting = 5
+	ShowSnapshot           Setting = 6
+	ShowPreviousVersions   Setting = 7
+	AccessBasedEnumeration Setting = 8
+	ContinuouslyAvailable  Setting = 9
+)
+
+// DefaultSettings apply when a volume names none (API.md §4.10).
+var DefaultSettings = []Setting{Browsable, ChangeNotify, Oplocks}
+
+// DefaultSnapshotFormat is shadow_copy2's default name layout, in UTC: each entry
+// of a share's snapshot directory must be named by its creation time in this
+// layout (e.g. "@GMT-2026.11.22-22.36.56"), SMB-AD.md §8.
+const DefaultSnapshotFormat = "@GMT-%Y.%m.%d-%H.%M.%S"
+
+// MaxShareName is the v1 API's limit (and Windows' NNLEN).
+const MaxShareName = 80
+
+var (
+	// shareNameRE is the v1 API's shareName rule (internal/intent); it already
+	// excludes every character Samba or Windows treat specially in a share name
+	// (/\[]:|<>+=;,*?" and controls) and '$' (hidden and IPC shares).
+	shareNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$`)
+	// reservedShares are section names smb.conf gives a meaning of their own.
+	reservedShares = []string{"global", "homes", "printers", "print$", "ipc$"}
+	// formatRE is a strftime layout for shadow:format: conversions and safe text.
+	formatRE = regexp.MustCompile(`^[A-Za-z0-9@._:+-]*(%[YmdHMSjy][A-Za-z0-9@._:+-]*)+$`)
+)
+
+// ValidateShareName checks a share name: the v1 API's rule (1-80 letters, digits,
+// '_' or '-', starting with a letter or digit) and none of the names smb.conf
+// reserves (global, homes, printers, print$, ipc$; case-insensitive).
+func ValidateShareName(name string) error {
+	if !shareNameRE.MatchString(name) {
+		return invalid("shareName", "must be 1-%d letters, digits, '_' or '-', starting with a letter or digit", MaxShareName)
+	}
+	for _, r := range reservedShares {
+		if strings.EqualFold(name, r) {
+			return invalid("shareName", "%q is reserved by Samba", name)
+		}
+	}
+	return nil
+}
+
+// ShareSpec is one volume's SMB share.
+type ShareSpec struct {
+	Name string // shareName
+	Path string // the volume's mount point as smbd sees it (absolute)
+	// Settings are the volume's smbSettings; empty means DefaultSettings.
+	Settings []Setting
+	// SnapshotDir is the directory whose entries are the volume's read-only
+	// snapshots, named by their UTC creation time in SnapshotFormat (absolute;
+	// outside Path). Required with ShowSnapshot or ShowPreviousVersions.
+	SnapshotDir string
+	// SnapshotFormat is shadow:format; "" means DefaultSnapshotFormat.
+	SnapshotFormat string
+	// Comment is the share's description ("" = none).
+	Comment string
+}
+
+// ShareParams returns the registry parameters of a share (`net conf setparm
+// <share> <key> <value>` each), keyed by Samba's canonical parameter names (what
+// `net conf list` reads back). The settings map as follows:
+//
+//   - always: path, `read only = no`, `guest ok = no`, `vfs objects` with
+//     acl_xattr (NT ACLs in security.NTACL xattrs);
+//   - ENCRYPT_DATA: `server smb encrypt = required` (SMB3 clients only);
+//   - BROWSABLE / NON_BROWSABLE: `browseable = yes / no` (both is an error);
+//     neither: yes;
+//   - ACCESS_BASED_ENUMERATION: `access based share enum = yes` (shares) and
+//     `hide unreadable = yes` (files and folders);
+//   - SHOW_SNAPSHOT, SHOW_PREVIOUS_VERSIONS: shadow_copy2 before acl_xattr, with
+//     shadow:snapdir/basedir/format/sort, `shadow:localtime = no`: snapshots show
+//     in the Previous Versions tab (clients ask by TWrp, SMB-AD.md §8);
+//   - CONTINUOUSLY_AVAILABLE: durable handles with `kernel oplocks`, `kernel
+//     share modes` and `posix locking` off (Samba grants durable handles only
+//     then). Samba 4.17 has no persistent handles and no CA share capability:
+//     handles survive a network drop of up to 60 s, not an smbd restart
+//     (SMB-AD.md §9). `posix locking = no` also hides SMB byte-range locks from
+//     NFS clients of a dual-protocol volume;
+//   - OPLOCKS: `oplocks` and `level2 oplocks` yes (leases follow the global
+//     `smb2 leases`); without it both no;
+//   - CHANGE_NOTIFY: nothing. `change notify` is a global parameter in Samba 4.17
+//     (`net conf setparm` refuses it in a share: "Global parameter 'change notify'
+//     not allowed in service definition"), on in every share; the flag is
+//     accepted, and its absence cannot switch notifications off for one share.
+func ShareParams(v ShareSpec) (map[string]string, error) {
+	if err := ValidateShareName(v.Name); err != nil {
+		return nil, err
+	}
+	if err := validateDir("path", v.Path); err != nil {
+		return nil, err
+	}
+	if v.Comment != "" {
+		if err := checkValue("description", v.Comment, 256); err != nil {
+			return nil, err
+		}
+	}
+	settings := v.Settings
+	if len(settings) == 0 {
+		settings = DefaultSettings
+	}
+	has := map[Setting]bool{}
+	for _, s := range settings {
+		if s < EncryptData || s > ContinuouslyAvailable {
+			return nil, invalid("smbSettings", "unknown setting %d", s)
+		}
+		has[s] = true
+	}
+	if has[Browsable] && has[NonBrowsable] {
+		return nil, invalid("smbSettings", "BROWSABLE and NON_BROWSABLE exclude each other")
+	}
+	p := map[string]string{
+		"path":        v.Path,
+		"read only":   "no",
+		"guest ok":    "no",
+		"vfs objects": "acl_xattr",
+		"browseable":  yesNo(!has[NonBrowsable]),
+		"oplocks":     yesNo(has[Oplocks]),
+		// level2 oplocks needs oplocks; it is what lets several clients cache reads.
+		"level2 oplocks": yesNo(has[Oplocks]),
+	}
+	if v.Comment != "" {
+		p["comment"] = v.Comment
+	}
+	if has[EncryptData] {
+		p["server smb encrypt"] = "required"
+	}
+	if has[AccessBasedEnumeration] {
+		p["access based share enum"] = "yes"
+		p["hide unreadable"] = "yes"
+	}
+	if has[ShowSnapshot] || has[ShowPreviousVersions] {
+		if err := validateDir("snapshotDirectory", v.SnapshotDir); err != nil {
+			return nil, err
+		}
+		if v.SnapshotDir == v.Path || strings.HasPrefix(v.SnapshotDir, v.Path+"/") {
+			return nil, invalid("snapshotDirectory", "must be outside the share's path")
+		}
+		format := v.SnapshotFormat
+		if format == "" {
+			format = DefaultSnapshotFormat
+		}
+		if len(format) > 64 || !formatRE.MatchString(format) {
+			return nil, invalid("snapshotFormat", "must be a strftime layout of %%Y %%m %%d %%H %%M %%S %%j %%y and letters, digits or @._:+-")
+		}
+		p["vfs objects"] = "shadow_copy2 acl_xattr"
+		p["shadow:snapdir"] = v.SnapshotDir
+		p["shadow:basedir"] = v.Path
+		p["shadow:format"] = format
+		p["shadow:sort"] = "desc"
+		p["shadow:localtime"] = "no"
+	}
+	if has[ContinuouslyAvailable] {
+		p["durable handles"] = "yes"
+		p["kernel oplocks"] = "no"
+		p["kernel share modes"] = "no"
+		p["posix locking"] = "no"
+	}
+	return p, nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// Op is a registry change: set a parameter or delete it.
+type Op string
+
+// Registry operations.
+const (
+	SetParm Op = "setparm"
+	DelParm Op = "delparm"
+)
+
+// Step is one `net conf` change of a share.
+type Step struct {
+	Op    Op
+	Key   string
+	Value string // SetParm only
+}
+
+// Args is the step's argv for share in the registry of the smb.conf at conf:
+// net -s <conf> conf setparm <share> <key> <value> (or delparm without value).
+func (s Step) Args(conf, share string) []string {
+	a := []string{NetBinary, "-s", conf, "conf", string(s.Op), share, s.Key}
+	if s.Op == SetParm {
+		a = append(a, s.Value)
+	}
+	return a
+}
+
+// ShareDiff returns the steps that turn a share's parameters old into new: a
+// setparm for each key new adds or changes, then a delparm for each key only old
+// has; each group in key order. `net conf setparm` creates a missing share, so the
+// diff from nil creates one. Changes reach new connections without a reload
+// (`vfs objects` only on new tree connects).
+func ShareDiff(old, new map[string]string) []Step {
+	var steps []Step
+	for _, k := range slices.Sorted(maps.Keys(new)) {
+		if ov, ok := old[k]; !ok || ov != new[k] {
+			steps = append(steps, Step{Op: SetParm, Key: k, Value: new[k]})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(old)) {
+		if _, ok := new[k]; !ok {
+			steps = append(steps, Step{Op: DelParm, Key: k})
+		}
+	}
+	return steps
+}
+
+// DelShareArgs is the argv that removes a share from the registry.
+func DelShareArgs(conf, share string) []string {
+	return []string{NetBinary, "-s", conf, "conf", "delshare", share}
+}

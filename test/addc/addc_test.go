@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +42,7 @@ func TestParseDN(t *testing.T) {
 	}
 }
 
-// Host files the DC must not touch.
+// Host files the DC must not touch (and below, directories it must not add to).
 var hostFiles = []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/samba/smb.conf", "/etc/krb5.conf"}
 
 func hashHostFiles() map[string][32]byte {
@@ -51,6 +53,15 @@ func hashHostFiles() map[string][32]byte {
 			b = []byte("missing")
 		}
 		m[f] = sha256.Sum256(b)
+	}
+	// The host's Samba state and log directories: what files they hold.
+	for _, dir := range []string{"/var/lib/samba", "/var/log/samba"} {
+		var names []string
+		filepath.WalkDir(dir, func(p string, _ fs.DirEntry, _ error) error { //nolint:errcheck // missing is a state too
+			names = append(names, p)
+			return nil
+		})
+		m[dir] = sha256.Sum256([]byte(strings.Join(names, "\n")))
 	}
 	return m
 }
@@ -196,8 +207,10 @@ func TestDC(t *testing.T) {
 			t.Errorf("BADTEST2 exists outside the OU")
 		}
 		// Nor another class in the OU.
-		if out, err := d.ExecAs(ctx, del, "samba-tool", "user", "create", "mallory", "--random-password", "--userou=OU=Basin", "-H", ldap); err == nil {
-			t.Errorf("delegated user created a user in the OU: %s", out)
+		d.ExecAs(ctx, del, "samba-tool", "group", "add", "badgroup", "--groupou=OU=Basin", "-H", ldap) //nolint:errcheck // the search below decides
+		out, err := d.Exec(ctx, "ldbsearch", "-H", d.path("state", "private", "sam.ldb"), "-b", d.BaseDN, "(sAMAccountName=badgroup)", "dn")
+		if err != nil || strings.Contains(string(out), "dn: ") {
+			t.Errorf("delegated user created a group in the OU (%v): %s", err, out)
 		}
 		// The administrator can create outside it: the refusals above are about rights.
 		admin := User{d.AdminUser, d.AdminPassword}
@@ -205,6 +218,52 @@ func TestDC(t *testing.T) {
 			t.Errorf("admin create in CN=Computers: %v %s", err, out)
 		} else if ou, ok, _ := d.ComputerExists(ctx, "BADTEST3"); !ok || ou != "CN=Computers,"+d.BaseDN {
 			t.Errorf("BADTEST3 in %q (%v)", ou, ok)
+		}
+	})
+
+	// What a Basin member does with the delegated user: net ads join into the OU and
+	// net ads leave. It runs in the DC's namespaces (its resolver and krb5.conf)
+	// with a member smb.conf and state of its own.
+	t.Run("join and leave as delegated", func(t *testing.T) {
+		m := d.path("member")
+		for _, sub := range []string{"private", "lock", "state", "cache", "run"} {
+			if err := os.MkdirAll(m+"/"+sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conf := m + "/smb.conf"
+		err := os.WriteFile(conf, []byte(`[global]
+netbios name = BADMEMBER
+workgroup = BASIN
+realm = BASIN.TEST
+security = ads
+server role = member server
+private dir = `+m+`/private
+lock directory = `+m+`/lock
+state directory = `+m+`/state
+cache directory = `+m+`/cache
+pid directory = `+m+`/run
+ncalrpc dir = `+m+`/run/ncalrpc
+log file = `+m+`/log.%m
+`), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		del := User{d.Domain + `\` + d.Delegated.Name, d.Delegated.Password}
+		if out, err := d.ExecAs(ctx, del, "net", "ads", "join", "-s", conf, "createcomputer=Basin", "--no-dns-updates"); err != nil {
+			t.Fatalf("net ads join: %v %s", err, out)
+		}
+		if ou, ok, err := d.ComputerExists(ctx, "BADMEMBER"); err != nil || !ok || ou != d.OU {
+			t.Fatalf("BADMEMBER after join: %q %v %v", ou, ok, err)
+		}
+		if out, err := d.Exec(ctx, "net", "ads", "testjoin", "-s", conf); err != nil {
+			t.Errorf("net ads testjoin: %v %s", err, out)
+		}
+		if out, err := d.ExecAs(ctx, del, "net", "ads", "leave", "-s", conf); err != nil {
+			t.Fatalf("net ads leave: %v %s", err, out)
+		}
+		if _, ok, err := d.ComputerExists(ctx, "BADMEMBER"); ok || err != nil {
+			t.Errorf("BADMEMBER still there after leave (%v)", err)
 		}
 	})
 
@@ -235,7 +294,7 @@ func TestDC(t *testing.T) {
 			t.Errorf("mounts left:\n%s", mi)
 		}
 		after := hashHostFiles()
-		for _, f := range hostFiles {
+		for f := range before {
 			if before[f] != after[f] {
 				t.Errorf("host file %s changed", f)
 			}

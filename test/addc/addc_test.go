@@ -129,6 +129,27 @@ func srv(t *testing.T, name string) ([]*dns.SRV, int) {
 	return out, r.Rcode
 }
 
+// A start that fails half-way (no such bridge, after the namespace and veth were
+// made) leaves nothing behind.
+func TestStartFailsCleanly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := Check(); err != nil {
+		t.Skip(err)
+	}
+	_, err := Start(context.Background(), Options{Name: "badx", Dir: t.TempDir(), Bridge: "badnone0", Addr: "10.99.71.10/24"})
+	if err == nil {
+		t.Fatal("Start on a missing bridge succeeded")
+	}
+	if _, serr := os.Stat("/run/netns/badx-dc"); serr == nil {
+		t.Errorf("netns badx-dc left after %v", err)
+	}
+	if _, ierr := net.InterfaceByName("vbadx-dc"); ierr == nil {
+		t.Errorf("veth vbadx-dc left after %v", err)
+	}
+}
+
 func TestDC(t *testing.T) {
 	makeBridge(t)
 	before := hashHostFiles()
@@ -299,5 +320,22 @@ log file = `+m+`/log.%m
 				t.Errorf("host file %s changed", f)
 			}
 		}
+	})
+}
+
+// FuzzParentDN: the parent is always a proper suffix of the DN, after a comma.
+func FuzzParentDN(f *testing.F) {
+	f.Add("CN=BADTEST1,OU=Basin,DC=basin,DC=test")
+	f.Add(`CN=a\,b,DC=x`)
+	f.Add(`CN=a\`)
+	f.Fuzz(func(t *testing.T, dn string) {
+		p := parentDN(dn)
+		if p == "" {
+			return
+		}
+		if !strings.HasSuffix(dn, ","+p) {
+			t.Fatalf("parentDN(%q) = %q: not a suffix after a comma", dn, p)
+		}
+		_ = parseDN("dn: " + dn + "\n")
 	})
 }

@@ -222,6 +222,9 @@ func StartT(t testing.TB, o Options) *DC {
 		t.Fatalf("addc: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("addc: %s", d.sambaLog())
+		}
 		if err := d.Close(); err != nil {
 			t.Errorf("addc: close: %v", err)
 		}

@@ -314,6 +314,24 @@ log file = `+m+`/log.%m
 		if strings.Contains(string(mi), dir) || strings.Contains(string(mi), d.Netns) {
 			t.Errorf("mounts left:\n%s", mi)
 		}
+		// No password in the DC's logs.
+		logs := 0
+		filepath.WalkDir(d.path("logs"), func(p string, e fs.DirEntry, err error) error { //nolint:errcheck // walked for reading
+			if err != nil || e.IsDir() {
+				return nil
+			}
+			logs++
+			b, _ := os.ReadFile(p)
+			for _, pw := range []string{d.AdminPassword, d.Delegated.Password, d.Users[0].Password, d.Users[1].Password} {
+				if bytes.Contains(b, []byte(pw)) {
+					t.Errorf("a password is in %s", p)
+				}
+			}
+			return nil
+		})
+		if logs < 1 {
+			t.Errorf("%d log files: expected samba.out at least", logs)
+		}
 		after := hashHostFiles()
 		for f := range before {
 			if before[f] != after[f] {

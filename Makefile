@@ -51,6 +51,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompound$$' -fuzztime $(FUZZTIME) ./test/nfsraw
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNetwork$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/secret
+	$(GO) test -run '^$$' -fuzz '^FuzzParentDN$$' -fuzztime $(FUZZTIME) ./test/addc
 
 ## e2e: drive a real basin serve with the official Python client.
 e2e: build

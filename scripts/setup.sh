@@ -31,6 +31,12 @@ if [[ "${1:-}" == "--test" ]]; then
   command -v fio >/dev/null || need_pkgs+=(fio)
   command -v smbd >/dev/null || need_pkgs+=(samba)
   command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
+  # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's
+  # provisioning data and modules, winbind (samba execs it), client tools
+  # (smbclient, ldbsearch) and smbtorture. Not krb5-user: it would write /etc/krb5.conf.
+  for p in samba-ad-provision samba-dsdb-modules samba-vfs-modules winbind libnss-winbind smbclient ldb-tools samba-testsuite; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+  done
 fi
 if ((${#need_pkgs[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
@@ -45,7 +51,14 @@ if ((${#need_pkgs[@]})); then
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
   fi
+  # libnss-winbind's postinst adds winbind to the host's /etc/nsswitch.conf. The
+  # host needs none of it (a sandbox that does binds its own file, SMB-AD.md §13):
+  # put the host's back.
+  nss_saved=$(mktemp)
+  [[ -f /etc/nsswitch.conf ]] && cp -p /etc/nsswitch.conf "$nss_saved"
   apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  if [[ -s $nss_saved ]] && ! cmp -s "$nss_saved" /etc/nsswitch.conf; then cp -p "$nss_saved" /etc/nsswitch.conf; fi
+  rm -f "$nss_saved"
   if [[ -n $made_policy ]]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 fi
 command -v go >/dev/null || { echo "setup: Go 1.26 or newer is required (https://go.dev/dl/)" >&2; exit 1; }

@@ -339,3 +339,56 @@ func TestRootAccuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestRootPureACKsPassBy moves data each way through a shaped address and checks
+// that every payload byte went through the volume's class while the pure ACKs
+// coming back did not go through the IFB at all: the IFB moved clearly fewer
+// packets than the link did.
+func TestRootPureACKsPassBy(t *testing.T) {
+	l := pair(t, "10.99.200.11")
+	ctx := context.Background()
+	d := New(nil)
+	t.Cleanup(func() { d.Remove(ctx, l) })
+	tree := Tree{Classes: []Class{{Key: "volume/a", Rate: 10000 << 20, Ceil: 10000 << 20, Addrs: addrs("10.99.200.11")}}}
+	if err := d.Apply(ctx, l, tree); err != nil {
+		t.Fatal(err)
+	}
+	packets := func(dev string) uint64 {
+		h, err := handle(Link{Netns: srvNS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		link, err := h.LinkByName(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := link.Attrs().Statistics
+		if dev == srvDev {
+			return s.RxPackets + s.TxPackets
+		}
+		return s.TxPackets
+	}
+	for _, read := range []bool{true, false} {
+		name := map[bool]string{true: "read", false: "write"}[read]
+		c0, err := d.Counters(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev0, ifb0 := packets(srvDev), packets(ifbName(srvDev))
+		const n = 256 << 20
+		if got := transfer(t, "10.99.200.11", n, read, 60*time.Second); got != n {
+			t.Fatalf("%s: moved %d bytes of %d", name, got, n)
+		}
+		c1, _ := d.Counters(ctx, l)
+		dev, ifb := packets(srvDev)-dev0, packets(ifbName(srvDev))-ifb0
+		class := c1["volume/a"].Bytes - c0["volume/a"].Bytes
+		t.Logf("%s: link %d packets, IFB %d (%.2f), class %d bytes for %d of payload", name, dev, ifb, float64(ifb)/float64(dev), class, n)
+		if class < n {
+			t.Errorf("%s: the class counted %d bytes, less than the %d bytes of payload: data passed it by", name, class, n)
+		}
+		if float64(ifb) > 0.8*float64(dev) {
+			t.Errorf("%s: the IFB moved %d of the link's %d packets: the pure ACKs went through it", name, ifb, dev)
+		}
+	}
+}

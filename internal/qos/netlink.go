@@ -50,8 +50,8 @@ const (
 	lastMinor    = 0xfff0
 	hashTable    = 0x100 // u32 hash table id of direction 0; direction 1 uses 0x101 (u32 shares tables per qdisc, and clsact is one qdisc)
 	filterPrio   = 1
-	ackPrio      = 1 // clsact: pure TCP ACKs pass by the IFB
-	redirectPrio = 2 // clsact: everything else goes to the IFB
+	ackPrio      = 1           // clsact: pure TCP ACKs pass by the IFB
+	redirectPrio = 2           // clsact: everything else goes to the IFB
 	ifbQueueLen  = 1000        // also the pfifo leaves' limit: pfifo without options takes the device's txqueuelen
 	defaultRate  = 12500000000 // 100 Gbit/s: unclassified traffic is not shaped (10 Gbit/s would cap a veth that moves ~2 GB/s)
 	offSrc       = 12          // offset of the IPv4 source address
@@ -288,7 +288,7 @@ func (s *session) setup(name string) error {
 func pureACK(doff uint32) []nl.TcU32Key {
 	return []nl.TcU32Key{
 		{Off: 0, Mask: 0x0f00ffff, Val: 5<<24 | (20 + 4*doff)}, // IHL 5, total length
-		{Off: 4, Mask: 0x00003fff, Val: 0},                      // no more fragments, offset 0
+		{Off: 4, Mask: 0x00003fff, Val: 0},                     // no more fragments, offset 0
 		{Off: 8, Mask: 0x00ff0000, Val: unix.IPPROTO_TCP << 16},
 		{Off: 32, Mask: 0xf0000000, Val: doff << 28}, // TCP data offset
 	}

@@ -52,6 +52,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNetwork$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/secret
 	$(GO) test -run '^$$' -fuzz '^FuzzParentDN$$' -fuzztime $(FUZZTIME) ./test/addc
+	$(GO) test -run '^$$' -fuzz '^FuzzOUPath$$' -fuzztime $(FUZZTIME) ./internal/smb
+	$(GO) test -run '^$$' -fuzz '^FuzzClassifyJoinError$$' -fuzztime $(FUZZTIME) ./internal/smb
+	$(GO) test -run '^$$' -fuzz '^FuzzParseWorkgroup$$' -fuzztime $(FUZZTIME) ./internal/smb
+	$(GO) test -run '^$$' -fuzz '^FuzzShareDiff$$' -fuzztime $(FUZZTIME) ./internal/smb
 
 ## e2e: drive a real basin serve with the official Python client.
 e2e: build

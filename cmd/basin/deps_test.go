@@ -11,7 +11,7 @@ import (
 )
 
 // TestImportRules enforces the dependency direction of ../shared/STYLE.md: drivers
-// (storage, dataplane, nfs, qos, runner, mountinfo) never see the model, store, API or
+// (storage, dataplane, nfs, smb, qos, runner, mountinfo) never see the model, store, API or
 // configuration; configuration is pure data and imports no driver; the API never
 // touches drivers; clients never import server packages.
 func TestImportRules(t *testing.T) {
@@ -24,6 +24,7 @@ func TestImportRules(t *testing.T) {
 		"storage":    {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "dataplane"},
 		"dataplane":  {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage"},
 		"nfs":        {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage", "dataplane"},
+		"smb":        {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage", "dataplane", "nfs"},
 		"qos":        {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage", "dataplane", "nfs"},
 		"mountinfo":  {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "intent", "config", "storage", "dataplane"},
 		"config":     {"dataplane", "storage", "nfs", "runner", "controller", "api", "store", "iam", "daemon", "intent"},

@@ -100,16 +100,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if cfg.FaultStepDelay > 0 {
 		log.Warn("fault injection: pausing before every storage step", "delay", cfg.FaultStepDelay)
 	}
-	// TODO(smb-ad): the AD join needs the clear password: give the controller
-	// state.secrets (a *secret.Box) and have it call
-	// Open(a.PasswordSealed, a.PasswordAAD()) when it joins.
 	var shaping *controller.QoS
 	if cfg.QoS {
 		names := make([]string, len(cfg.Networks))
 		for i, n := range cfg.Networks {
 			names[i] = n.Name
 		}
-		shaping = &controller.QoS{Driver: qos.New(log.With("component", "qos")), Link: dp.QoSLink,
+		driver := qos.New(log.With("component", "qos"))
+		if cfg.QoSShapeACKs {
+			driver = qos.NewShapingACKs(log.With("component", "qos"))
+		}
+		shaping = &controller.QoS{Driver: driver, Link: dp.QoSLink,
 			Networks: func() []string { return names }, Overhead: cfg.QoSWireOverhead,
 			DefaultCapMibps: cfg.ProjectThroughputCapMibps, Limits: cfg.Limits}
 	} else {

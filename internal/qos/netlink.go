@@ -38,8 +38,8 @@ import (
 // addresses. Pure ACKs carry no payload, and limits are on payload (the wire
 // overhead of the data's own headers is provisioned, see Overhead in the
 // controller): they pass the IFB by, which halves the packets it moves (about one
-// ACK per data skb with GRO; TestRootPureACKsPassBy) and makes 1 MiB NFS writes
-// cost ~2 % instead of ~12 % (docs/benchmarks.md). A packet with payload always
+// ACK per data skb with GRO; TestRootPureACKsPassBy; its effect on NFS throughput
+// is measured side by side with NewShapingACKs in docs/benchmarks.md). A packet with payload always
 // goes through the IFB, however small: a client cannot slip data past its class
 // in tiny segments. (Classifying once on clsact with skbedit priority would spare HTB its
 // filter, but act_skbedit is not built into the kernels Basin runs on.)
@@ -71,10 +71,21 @@ func New(log *slog.Logger) Driver {
 	return &netlinkDriver{log: log, links: map[Link]*linkState{}}
 }
 
+// NewShapingACKs returns the netlink driver without the pure-ACK bypass: every
+// packet goes through the IFB, as before the bypass existed. It costs CPU for
+// nothing a limit counts; it is there to measure the bypass against
+// (docs/benchmarks.md) and for operators who want ACKs in the classes' counters.
+func NewShapingACKs(log *slog.Logger) Driver {
+	d := New(log).(*netlinkDriver)
+	d.shapeACKs = true
+	return d
+}
+
 type netlinkDriver struct {
-	log   *slog.Logger
-	mu    sync.Mutex // one operation at a time; guards links
-	links map[Link]*linkState
+	log       *slog.Logger
+	shapeACKs bool       // no pure-ACK bypass (NewShapingACKs)
+	mu        sync.Mutex // one operation at a time; guards links
+	links     map[Link]*linkState
 }
 
 // linkState is what the driver made on one link.
@@ -200,7 +211,7 @@ func (d *netlinkDriver) Apply(ctx context.Context, l Link, t Tree) error {
 		if err := s.teardown(); err != nil {
 			return fmt.Errorf("qos %s: reset: %w", l, err)
 		}
-		if err := s.setup(ifbName(l.Dev)); err != nil {
+		if err := s.setup(ifbName(l.Dev), !d.shapeACKs); err != nil {
 			delete(d.links, l)
 			return fmt.Errorf("qos %s: set up: %w", l, err)
 		}
@@ -224,7 +235,7 @@ func (d *netlinkDriver) Apply(ctx context.Context, l Link, t Tree) error {
 
 // setup builds the IFB, its root HTB with the default class, and the redirection of
 // both directions of dev into the IFB.
-func (s *session) setup(name string) error {
+func (s *session) setup(name string, passACKs bool) error {
 	ifb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: name, TxQLen: ifbQueueLen}}
 	if err := s.h.LinkAdd(ifb); err != nil {
 		return fmt.Errorf("add ifb %s: %w", name, err)
@@ -251,7 +262,7 @@ func (s *session) setup(name string) error {
 		return fmt.Errorf("clsact: %w", err)
 	}
 	for _, parent := range []uint32{netlink.HANDLE_MIN_EGRESS, netlink.HANDLE_MIN_INGRESS} {
-		for doff := uint32(5); doff <= 15; doff++ {
+		for doff := uint32(5); passACKs && doff <= 15; doff++ {
 			ack := &netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: s.dev.Attrs().Index, Parent: parent,
 				Priority: ackPrio, Protocol: unix.ETH_P_IP}, Sel: &nl.TcU32Sel{Flags: nl.TC_U32_TERMINAL, Keys: pureACK(doff)},
 				// No action (act_gact is not built into every kernel): a match

@@ -347,8 +347,21 @@ func TestRootAccuracy(t *testing.T) {
 func TestRootPureACKsPassBy(t *testing.T) {
 	l := pair(t, "10.99.200.11")
 	ctx := context.Background()
-	d := New(nil)
-	t.Cleanup(func() { d.Remove(ctx, l) })
+	for _, shape := range []bool{false, true} {
+		d := New(nil)
+		if shape {
+			d = NewShapingACKs(nil)
+		}
+		ackBypass(t, ctx, l, d, shape)
+		if err := d.Remove(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ackBypass checks one driver: with shape (NewShapingACKs) every packet goes
+// through the IFB.
+func ackBypass(t *testing.T, ctx context.Context, l Link, d Driver, shape bool) {
 	tree := Tree{Classes: []Class{{Key: "volume/a", Rate: 10000 << 20, Ceil: 10000 << 20, Addrs: addrs("10.99.200.11")}}}
 	if err := d.Apply(ctx, l, tree); err != nil {
 		t.Fatal(err)
@@ -383,12 +396,15 @@ func TestRootPureACKsPassBy(t *testing.T) {
 		c1, _ := d.Counters(ctx, l)
 		dev, ifb := packets(srvDev)-dev0, packets(ifbName(srvDev))-ifb0
 		class := c1["volume/a"].Bytes - c0["volume/a"].Bytes
-		t.Logf("%s: link %d packets, IFB %d (%.2f), class %d bytes for %d of payload", name, dev, ifb, float64(ifb)/float64(dev), class, n)
+		t.Logf("%s (ACKs shaped: %v): link %d packets, IFB %d (%.2f), class %d bytes for %d of payload", name, shape, dev, ifb, float64(ifb)/float64(dev), class, n)
 		if class < n {
 			t.Errorf("%s: the class counted %d bytes, less than the %d bytes of payload: data passed it by", name, class, n)
 		}
-		if float64(ifb) > 0.8*float64(dev) {
+		if !shape && float64(ifb) > 0.8*float64(dev) {
 			t.Errorf("%s: the IFB moved %d of the link's %d packets: the pure ACKs went through it", name, ifb, dev)
+		}
+		if shape && float64(ifb) < 0.98*float64(dev) {
+			t.Errorf("%s, ACKs shaped: the IFB moved %d of the link's %d packets, want all", name, ifb, dev)
 		}
 	}
 }

@@ -20,18 +20,21 @@
 //   - view.go observes a network at once for the controller: View runs one
 //     `ip addr show`, reads the mount table once and lists Ganesha's exports in one
 //     DBus call, whatever the number of volumes.
-//
-// Samba's smbd and winbindd are to join the network's sandbox as Services of their
-// own. A sandbox is per network, so its winbindd is joined to one Active Directory:
-// the API refuses two pools with different Active Directories on one network.
+//   - smb.go and smbinstance.go run Samba as instances, one per (network, AD
+//     connection): samba-dcerpcd, winbindd and smbd joined to that AD as one
+//     machine, under a supervisor of their own, in the sandbox's network namespace
+//     but a mount namespace of their own (a private /run/samba, their own /etc and
+//     /var), listening only on their own endpoint addresses. Their joined state
+//     lives in <sandbox>/smb/<id>/ and survives Basin restarts and sandbox
+//     rebuilds, which bring joined instances back without credentials.
 //
 // Daemons die with Basin (parent-death signal); Start removes whatever a killed Basin
 // left behind and sandboxes are rebuilt on demand; Stop removes everything Start and
 // the sandboxes made: processes, namespaces, veths, and bridges and addresses Basin
 // created.
 //
-// Imported by the daemon and controller packages; it imports nfs, runner and
-// mountinfo only.
+// Imported by the daemon and controller packages; it imports nfs, smb, qos,
+// runner and mountinfo only.
 package dataplane
 
 import (
@@ -47,6 +50,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/basin-nas/basin/internal/nfs"
@@ -63,6 +67,24 @@ type Network struct {
 	Prefix netip.Prefix
 	// FirstEndpoint and LastEndpoint bound the endpoint range, both included.
 	FirstEndpoint, LastEndpoint netip.Addr
+	// ServiceAddr is the sandbox's own address for the connections it opens
+	// itself: its Samba instances' to the AD's DNS servers and domain controllers,
+	// which they need before any volume has an endpoint. It is on the sandbox's
+	// eth0 while an instance is joined. The zero Addr is the subnet's last host
+	// address (10.99.0.254 in 10.99.0.0/24).
+	ServiceAddr netip.Addr
+}
+
+// serviceAddr is ServiceAddr or its default.
+func (n Network) serviceAddr() netip.Addr {
+	if n.ServiceAddr.IsValid() {
+		return n.ServiceAddr
+	}
+	p := n.Prefix.Masked()
+	a := p.Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1 // the broadcast's host part
+	v := (uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])) + host - 1
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // HostAddr is the host's address on the bridge: the subnet's first address.
@@ -135,6 +157,13 @@ type Manager struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+
+	// smbMu guards smbLocks: one lock per Samba instance ("network/id").
+	smbMu    sync.Mutex
+	smbLocks map[string]*sync.Mutex
+	// smbJoins counts the domain joins this Manager ran (tests: a restart must
+	// not join again).
+	smbJoins atomic.Int64
 }
 
 // New returns a Manager; Start must be called first.
@@ -324,6 +353,9 @@ func (m *Manager) sandboxFor(ctx context.Context, network string) (*sandbox, err
 		return nil, err
 	}
 	m.sandboxes[network] = sb
+	// Joined Samba instances come back with their sandbox (a Basin restart, a
+	// rebuild after the holder died).
+	m.startInstances(ctx, sb)
 	return sb, nil
 }
 

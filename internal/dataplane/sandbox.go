@@ -49,6 +49,9 @@ type sandbox struct {
 	// sandbox's Ganesha holds, with the device its path was mounted from then.
 	exportMu sync.Mutex
 	loaded   map[uint64]loadedExport
+	// smb are the running Samba instances (smb.go), guarded by smbMu.
+	smbMu sync.Mutex
+	smb   map[string]*smbInstance
 	// baseMounts are the lines of the sandbox's own mounts (its root, /usr, /etc…,
 	// not the volumes'), read once when it starts; see writeMtab.
 	baseMounts []string
@@ -106,7 +109,7 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	dir := m.sandboxDir(n.Name)
 	sb := &sandbox{net: n, dataDir: m.opts.DataDir, dir: dir, ns: nsName(n), run: m.run, log: m.log.With("network", n.Name),
 		timeout: m.opts.ReadyTimeout, dead: make(chan struct{}), ganesha: m.opts.Ganesha,
-		loaded: map[uint64]loadedExport{}}
+		loaded: map[uint64]loadedExport{}, smb: map[string]*smbInstance{}}
 	sb.bus = &nfs.DBus{Address: sb.busAddress()}
 	defer func() {
 		if err != nil {
@@ -116,6 +119,7 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	}()
 	// Nothing of an earlier run is loaded: export files left behind are stale (and
 	// so is the export list of Basins before exports were loaded only onto mounts).
+	// smb/ (the Samba instances' joined state) is kept.
 	for _, d := range []string{"exports", "etc", "exports.conf"} {
 		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
 			return nil, err
@@ -530,6 +534,7 @@ func (sb *sandbox) pid(name string) int {
 // stop ends the daemons (Ganesha first, so it unregisters from rpcbind), then the
 // holder, and drops the bus connection.
 func (sb *sandbox) stop() {
+	sb.stopInstances()
 	if sb.sup != nil {
 		sb.sup.stop()
 	}

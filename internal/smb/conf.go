@@ -40,6 +40,11 @@ type GlobalOptions struct {
 	// only`), besides 127.0.0.1, the sandbox's own loopback (always bound, so smbd
 	// has a socket before the first volume and probes from inside the sandbox work).
 	Addresses []netip.Addr
+	// Loopback is the loopback address smbd also listens on; the zero Addr is
+	// 127.0.0.1. Several Samba instances share one network namespace (one per AD
+	// connection of a sandbox) and each needs a loopback address of its own, or
+	// their smbds would compete for 127.0.0.1:445.
+	Loopback netip.Addr
 	// AESOnly restricts Kerberos to AES (`kerberos encryption types = strong`); the
 	// AD connection's aesEncryption. The join ignores it (pitfall 12): run
 	// EnctypesArgs after joining too.
@@ -111,6 +116,9 @@ func (o GlobalOptions) Validate() error {
 			return invalid("addresses", "%q is not a unicast address without zone", a)
 		}
 	}
+	if o.Loopback.IsValid() && (!o.Loopback.Is4() || !o.Loopback.IsLoopback()) {
+		return invalid("loopback", "%q is not an IPv4 loopback address", o.Loopback)
+	}
 	if o.LogLevel < 0 || o.LogLevel > 10 {
 		return invalid("logLevel", "must be 0-10")
 	}
@@ -151,7 +159,11 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	d := o.Dirs()
 	realm := strings.ToUpper(o.Realm)
 	wg := strings.ToUpper(o.Workgroup)
-	ifaces := []string{"127.0.0.1"}
+	lo := "127.0.0.1"
+	if o.Loopback.IsValid() {
+		lo = o.Loopback.String()
+	}
+	ifaces := []string{lo}
 	for _, a := range o.Addresses {
 		ifaces = append(ifaces, a.String())
 	}

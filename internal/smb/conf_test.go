@@ -1,6 +1,7 @@
 package smb
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -214,6 +215,24 @@ func mkdirs(t *testing.T, o GlobalOptions) {
 	for _, p := range []string{d.Private, d.Lock, d.State, d.Cache, d.Run, d.NCALRPC, d.Log} {
 		if err := os.MkdirAll(p, 0o700); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+func TestRenderGlobalLoopback(t *testing.T) {
+	o := testGlobal()
+	o.Loopback = netip.MustParseAddr("127.3.4.5")
+	s, err := RenderGlobal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s, "\tinterfaces = 127.3.4.5 10.99.72.21 10.99.72.22\n") {
+		t.Errorf("interfaces with a loopback of its own:\n%s", s)
+	}
+	for _, bad := range []string{"10.0.0.1", "::1"} {
+		o.Loopback = netip.MustParseAddr(bad)
+		if _, err := RenderGlobal(o); !errors.Is(err, ErrInvalid) {
+			t.Errorf("loopback %s: %v", bad, err)
 		}
 	}
 }

@@ -1,0 +1,743 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/basin-nas/basin/internal/smb"
+)
+
+// SMBMembership is what an instance is joined as.
+type SMBMembership struct {
+	AD          string       // the AD connection's resource name (instance key with the network)
+	Realm       string       // "BASIN.TEST"
+	Workgroup   string       // NetBIOS domain; "" = discover (net ads workgroup) at join
+	MachineName string       // "BASIN-1A2B" (smb.MachineName), chosen by the caller, kept across restarts
+	DNS         []netip.Addr // the connection's DNS servers
+	Site        string
+	OUPath      string // smb.OUPath result; "" = default Computers container
+	AESOnly     bool
+	LDAPSigning bool
+	KDC         netip.Addr // optional (kdcIp); with KDCHostname
+	KDCHostname string
+}
+
+// SMBCredentials are an AD user's, for joining and leaving. They are never
+// logged and never put in argv, the environment or a file: net reads the
+// password from a pipe.
+type SMBCredentials struct {
+	Username string
+	Password []byte
+}
+
+func (c SMBCredentials) zero() bool { return c.Username == "" && len(c.Password) == 0 }
+
+// validate checks the membership before anything runs.
+func (mb SMBMembership) validate() error {
+	if mb.AD == "" {
+		return fmt.Errorf("smb membership: the AD connection's name is required")
+	}
+	if len(mb.DNS) == 0 {
+		return fmt.Errorf("smb membership: at least one DNS server is required")
+	}
+	o := smb.GlobalOptions{Realm: mb.Realm, Workgroup: mb.Workgroup, MachineName: mb.MachineName, StateDir: "/x"}
+	if o.Workgroup == "" {
+		o.Workgroup = "X"
+	}
+	return o.Validate()
+}
+
+// sameMachine reports whether rec (what an instance is joined as) is the machine
+// mb asks for: same machine name in the same realm.
+func sameMachine(rec, mb SMBMembership) bool {
+	return strings.EqualFold(rec.MachineName, mb.MachineName) && strings.EqualFold(rec.Realm, mb.Realm)
+}
+
+// joinPlan is what JoinDomain does for an instance, decided from what is on disk.
+type joinPlan int
+
+const (
+	planJoin     joinPlan = iota // nothing recorded: join afresh (credentials needed)
+	planResume                   // joined as asked: re-render, check, (re)start
+	planConflict                 // joined as another machine: leave first
+)
+
+func planFor(rec SMBMembership, recorded bool, mb SMBMembership) joinPlan {
+	switch {
+	case !recorded:
+		return planJoin
+	case sameMachine(rec, mb):
+		return planResume
+	default:
+		return planConflict
+	}
+}
+
+// instanceLock serialises the operations on one instance (join, leave, shares).
+func (m *Manager) instanceLock(network, id string) *sync.Mutex {
+	m.smbMu.Lock()
+	defer m.smbMu.Unlock()
+	if m.smbLocks == nil {
+		m.smbLocks = map[string]*sync.Mutex{}
+	}
+	k := network + "/" + id
+	if m.smbLocks[k] == nil {
+		m.smbLocks[k] = &sync.Mutex{}
+	}
+	return m.smbLocks[k]
+}
+
+func (m *Manager) instanceDir(network, id string) string {
+	return filepath.Join(m.sandboxDir(network), "smb", id)
+}
+
+// instance returns the instance's running namespace (holder), starting it if
+// needed; the daemons are started by the caller.
+func (sb *sandbox) instance(id, ad string) (*smbInstance, error) {
+	sb.smbMu.Lock()
+	defer sb.smbMu.Unlock()
+	if in := sb.smb[id]; in != nil {
+		if in.alive() {
+			return in, nil
+		}
+		in.stop()
+		delete(sb.smb, id)
+	}
+	in := &smbInstance{id: id, ad: ad, dir: filepath.Join(sb.dir, "smb", id), sb: sb,
+		log: sb.log.With("smb", id, "ad", ad)}
+	if _, err := os.Stat(in.dir); err != nil {
+		return nil, fmt.Errorf("samba instance %s: %w", id, err)
+	}
+	if err := in.startHolder(); err != nil {
+		return nil, err
+	}
+	sb.smb[id] = in
+	return in, nil
+}
+
+// dropInstance stops an instance and forgets it.
+func (sb *sandbox) dropInstance(id string) {
+	sb.smbMu.Lock()
+	in := sb.smb[id]
+	delete(sb.smb, id)
+	sb.smbMu.Unlock()
+	if in != nil {
+		in.stop()
+	}
+}
+
+// stopInstances stops every instance of the sandbox (state kept).
+func (sb *sandbox) stopInstances() {
+	sb.smbMu.Lock()
+	ins := sb.smb
+	sb.smb = map[string]*smbInstance{}
+	sb.smbMu.Unlock()
+	for _, in := range ins {
+		in.stop()
+	}
+}
+
+// bringUp makes a recorded instance run: files and config rendered from its
+// record, namespace and daemons started. It is what a rebuilt sandbox does for
+// every joined instance, and what JoinDomain does for one already joined.
+func (m *Manager) bringUp(ctx context.Context, sb *sandbox, id string, rec SMBMembership) (*smbInstance, error) {
+	dir := m.instanceDir(sb.net.Name, id)
+	addrs, err := readAddrs(filepath.Join(dir, "addrs.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err := sb.addAddr(ctx, sb.net.serviceAddr()); err != nil {
+		return nil, err
+	}
+	if err := sb.loopback(smbLoopback(id), true); err != nil {
+		return nil, err
+	}
+	in, err := sb.instance(id, rec.AD)
+	if err != nil {
+		return nil, err
+	}
+	list := addrList(addrs)
+	for _, a := range list {
+		if err := sb.addAddr(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	if err := in.prepareDirs(rec, list); err != nil {
+		return nil, err
+	}
+	if err := in.renderConf(rec, list); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := in.startDaemons(ctx, m.opts.Starter, m.opts.ReadyTimeout); err != nil {
+		return nil, fmt.Errorf("samba instance %s: %w", id, err)
+	}
+	in.log.Info("samba instance running", "machine", rec.MachineName, "start", time.Since(t0))
+	return in, nil
+}
+
+// startInstances brings back every joined instance of a freshly built sandbox
+// (after a Basin restart or a rebuild); failures are logged, JoinDomain reports
+// them.
+func (m *Manager) startInstances(ctx context.Context, sb *sandbox) {
+	ents, _ := os.ReadDir(filepath.Join(sb.dir, "smb"))
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		rec, ok, err := readMembership(filepath.Join(sb.dir, "smb", e.Name(), "membership.json"))
+		if err != nil || !ok {
+			if err != nil {
+				m.log.Warn("samba instance record", "network", sb.net.Name, "smb", e.Name(), "err", err)
+			}
+			continue
+		}
+		lock := m.instanceLock(sb.net.Name, e.Name())
+		lock.Lock()
+		if _, err := m.bringUp(ctx, sb, e.Name(), rec); err != nil {
+			m.log.Warn("samba instance not started", "network", sb.net.Name, "smb", e.Name(), "err", err)
+		}
+		lock.Unlock()
+	}
+}
+
+// JoinDomain makes (network, mb.AD) a joined, running instance: discovery,
+// config, `net ads join` as cred (password on the pipe), enctypes when AESOnly,
+// daemons started and answering. Idempotent: an instance already joined as
+// mb.MachineName to mb.Realm (testjoin passes) only re-renders its config and
+// (re)starts daemons, without credentials being needed (cred may be zero then). A
+// failed join leaves no state behind (no instance dir, no daemons; and if the
+// computer object was created but a later step failed: leave). Errors from the
+// domain are *smb.JoinError (plain words).
+func (m *Manager) JoinDomain(ctx context.Context, network string, mb SMBMembership, cred SMBCredentials) error {
+	if err := mb.validate(); err != nil {
+		return err
+	}
+	// The sandbox first: building it brings its joined instances up, each under
+	// its instance lock.
+	sb, err := m.sandboxFor(ctx, network)
+	if err != nil {
+		return err
+	}
+	id := smbInstanceID(mb.AD)
+	lock := m.instanceLock(network, id)
+	lock.Lock()
+	defer lock.Unlock()
+	dir := m.instanceDir(network, id)
+	rec, recorded, err := readMembership(filepath.Join(dir, "membership.json"))
+	if err != nil {
+		return err
+	}
+	switch planFor(rec, recorded, mb) {
+	case planConflict:
+		return fmt.Errorf("samba instance of %s on %s is joined as %s to %s: leave the domain first", mb.AD, network, rec.MachineName, rec.Realm)
+	case planResume:
+		if mb.Workgroup == "" {
+			mb.Workgroup = rec.Workgroup
+		}
+		if err := writeJSON(filepath.Join(dir, "membership.json"), mb); err != nil {
+			return err
+		}
+		in, err := m.bringUp(ctx, sb, id, mb)
+		if err != nil {
+			return err
+		}
+		args, err := smb.CheckJoinArgs(in.conf())
+		if err != nil {
+			return err
+		}
+		out, err := in.run(ctx, nil, args...)
+		if err == nil {
+			return nil
+		}
+		if cred.zero() {
+			return &smb.JoinError{Kind: smb.ErrJoinFailed, Reason: "the server's machine account does not work any more; join again with credentials",
+				Detail: firstLine(out)}
+		}
+		// The machine account is gone or broken: join again under the same name.
+		m.log.Warn("samba instance's testjoin failed; joining again", "network", network, "smb", id, "out", firstLine(out))
+		sb.dropInstance(id)
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if cred.zero() {
+		return &smb.JoinError{Kind: smb.ErrBadCredentials, Reason: "joining the domain needs the AD user's name and password"}
+	}
+	return m.join(ctx, sb, id, mb, cred)
+}
+
+// join joins a fresh instance; on failure it leaves nothing behind.
+func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMembership, cred SMBCredentials) (err error) {
+	dir := m.instanceDir(sb.net.Name, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	joined := false
+	var in *smbInstance
+	defer func() {
+		if err == nil {
+			return
+		}
+		if joined && in != nil {
+			if args, aerr := smb.LeaveArgs(in.conf(), cred.Username, ""); aerr == nil {
+				if out, lerr := in.run(context.Background(), cred.Password, args...); lerr != nil {
+					m.log.Warn("leave after a failed join", "network", sb.net.Name, "smb", id, "out", firstLine(out))
+				}
+			}
+		}
+		sb.dropInstance(id)
+		sb.loopback(smbLoopback(id), false) //nolint:errcheck // best effort after a failed join
+		os.RemoveAll(dir)
+	}()
+	// The config for discovery, then the joined one.
+	probe := mb
+	if probe.Workgroup == "" {
+		probe.Workgroup = "BASIN"
+	}
+	in = &smbInstance{id: id, ad: mb.AD, dir: dir, sb: sb}
+	if err := in.prepareDirs(probe, nil); err != nil {
+		return err
+	}
+	// The instance's connections to the domain leave from the sandbox's own
+	// address (no endpoint may exist yet).
+	if err := sb.addAddr(ctx, sb.net.serviceAddr()); err != nil {
+		return err
+	}
+	if err := sb.loopback(smbLoopback(id), true); err != nil {
+		return err
+	}
+	if in, err = sb.instance(id, mb.AD); err != nil {
+		return err
+	}
+	if mb.Workgroup == "" {
+		disc, err := smb.RenderDiscovery(mb.Realm, dir)
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(dir, "discovery.conf"), []byte(disc), 0o644); err != nil {
+			return err
+		}
+		args, err := smb.WorkgroupArgs(filepath.Join(dir, "discovery.conf"), "")
+		if err != nil {
+			return err
+		}
+		out, err := in.run(ctx, nil, args...)
+		if err != nil {
+			if jerr := smb.ClassifyJoinError(out); jerr != nil {
+				return jerr
+			}
+			return err
+		}
+		if mb.Workgroup, err = smb.ParseWorkgroup(out); err != nil {
+			return &smb.JoinError{Kind: smb.ErrDCUnreachable, Reason: "the domain's NetBIOS name could not be found", Detail: firstLine(out)}
+		}
+	}
+	if err := in.writeFiles(mb, nil); err != nil {
+		return err
+	}
+	if err := in.renderConf(mb, nil); err != nil {
+		return err
+	}
+	args, err := smb.JoinArgs(smb.JoinOptions{Conf: in.conf(), Username: cred.Username, OUPath: mb.OUPath})
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	out, runErr := in.run(ctx, cred.Password, args...)
+	if jerr := smb.ClassifyJoinError(out); jerr != nil || runErr != nil {
+		if jerr == nil {
+			jerr = &smb.JoinError{Kind: smb.ErrJoinFailed, Reason: smb.ErrJoinFailed.Error(), Detail: firstLine(out)}
+		}
+		return jerr
+	}
+	joined = true
+	m.smbJoins.Add(1)
+	in.log.Info("joined the domain", "machine", mb.MachineName, "realm", mb.Realm, "took", time.Since(t0))
+	if mb.AESOnly {
+		args, err := smb.EnctypesArgs(in.conf(), cred.Username, mb.MachineName, true)
+		if err != nil {
+			return err
+		}
+		if out, err := in.run(ctx, cred.Password, args...); err != nil {
+			return &smb.JoinError{Kind: smb.ErrJoinFailed, Reason: "the machine account could not be restricted to AES", Detail: firstLine(out)}
+		}
+	}
+	if err := writeJSON(filepath.Join(dir, "membership.json"), mb); err != nil {
+		return err
+	}
+	if _, err := m.bringUp(ctx, sb, id, mb); err != nil {
+		return err
+	}
+	return nil
+}
+
+// SMBJoined reports whether (network, ad) has a joined instance recorded on disk
+// (after a Basin restart too) and as what.
+func (m *Manager) SMBJoined(network, ad string) (SMBMembership, bool) {
+	rec, ok, err := readMembership(filepath.Join(m.instanceDir(network, smbInstanceID(ad)), "membership.json"))
+	if err != nil || !ok {
+		return SMBMembership{}, false
+	}
+	return rec, true
+}
+
+// LeaveDomain stops the instance, removes its shares, unregisters its DNS name,
+// leaves the domain as cred, and removes its state. Idempotent (nothing there:
+// nil). A computer object already gone from the domain is no error; any other
+// failure to leave keeps the (stopped) instance's state so the leave can be
+// retried.
+func (m *Manager) LeaveDomain(ctx context.Context, network, ad string, cred SMBCredentials) error {
+	id := smbInstanceID(ad)
+	dir := m.instanceDir(network, id)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	sb, err := m.sandboxFor(ctx, network)
+	if err != nil {
+		return err
+	}
+	lock := m.instanceLock(network, id)
+	lock.Lock()
+	defer lock.Unlock()
+	rec, recorded, err := readMembership(filepath.Join(dir, "membership.json"))
+	if err != nil {
+		return err
+	}
+	if !recorded { // a join that never finished: nothing in the domain
+		sb.dropInstance(id)
+		return os.RemoveAll(dir)
+	}
+	if err := sb.addAddr(ctx, sb.net.serviceAddr()); err != nil {
+		return err
+	}
+	in, err := sb.instance(id, ad)
+	if err != nil {
+		return err
+	}
+	in.stopDaemons()
+	if args, err := smb.DNSUnregisterArgs(in.conf(), fqdn(rec)); err == nil {
+		if out, err := in.run(ctx, nil, args...); err != nil {
+			m.log.Warn("unregister the machine's DNS name", "network", network, "smb", id, "out", firstLine(out))
+		}
+	}
+	args, err := smb.LeaveArgs(in.conf(), cred.Username, "")
+	if err != nil {
+		return err
+	}
+	out, err := in.run(ctx, cred.Password, args...)
+	if err != nil && !leaveGone(out) {
+		jerr := smb.ClassifyJoinError(out)
+		if jerr == nil {
+			jerr = &smb.JoinError{Kind: smb.ErrJoinFailed, Reason: "leaving the domain failed", Detail: firstLine(out)}
+		}
+		return jerr
+	}
+	addrs, _ := readAddrs(in.addrsFile())
+	sb.dropInstance(id)
+	if err := sb.loopback(smbLoopback(id), false); err != nil {
+		m.log.Warn("remove an instance's loopback address", "err", err)
+	}
+	for _, a := range addrList(addrs) {
+		if err := sb.delAddr(ctx, a); err != nil {
+			m.log.Warn("remove an SMB endpoint", "addr", a, "err", err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if ents, _ := os.ReadDir(filepath.Join(sb.dir, "smb")); len(ents) == 0 {
+		return sb.delAddr(ctx, sb.net.serviceAddr())
+	}
+	return nil
+}
+
+// leaveGone reports whether net ads leave failed because the machine account is
+// already gone.
+func leaveGone(out string) bool {
+	l := strings.ToLower(out)
+	return strings.Contains(l, "no such object") || strings.Contains(l, "not found") && strings.Contains(l, "account")
+}
+
+// runningInstance returns the instance of a joined (network, ad), brought up if
+// it is not running.
+// Callers hold the instance lock (and got sb before taking it).
+func (m *Manager) runningInstance(ctx context.Context, sb *sandbox, id string) (*smbInstance, SMBMembership, error) {
+	dir := m.instanceDir(sb.net.Name, id)
+	rec, ok, err := readMembership(filepath.Join(dir, "membership.json"))
+	if err != nil {
+		return nil, rec, err
+	}
+	if !ok {
+		return nil, rec, fmt.Errorf("no samba instance of this AD connection is joined on network %s", sb.net.Name)
+	}
+	sb.smbMu.Lock()
+	in := sb.smb[id]
+	sb.smbMu.Unlock()
+	if in != nil && in.alive() && in.sup != nil {
+		return in, rec, nil
+	}
+	in, err = m.bringUp(ctx, sb, id, rec)
+	return in, rec, err
+}
+
+// SMBShare adds or changes a registry share served by the instance on endpoint
+// addr (smb.ShareParams / ShareDiff, live, no reload); adds addr to the
+// instance's listening addresses (and to the sandbox's eth0, as Export does for
+// NFS) and registers the machine's FQDN → the instance's endpoint addresses in
+// AD DNS (best effort, a logged warning if it fails). A share is reachable only
+// through the endpoints of its own instance: each instance's smbd binds its own
+// addresses only.
+func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.Addr, spec smb.ShareSpec) error {
+	params, err := smb.ShareParams(spec)
+	if err != nil {
+		return err
+	}
+	sb, err := m.sandboxFor(ctx, network)
+	if err != nil {
+		return err
+	}
+	id := smbInstanceID(ad)
+	lock := m.instanceLock(network, id)
+	lock.Lock()
+	defer lock.Unlock()
+	in, rec, err := m.runningInstance(ctx, sb, id)
+	if err != nil {
+		return err
+	}
+	if err := in.sb.addAddr(ctx, addr); err != nil {
+		return err
+	}
+	addrs, err := readAddrs(in.addrsFile())
+	if err != nil {
+		return err
+	}
+	before := addrList(addrs)
+	addrs[spec.Name] = addr
+	after := addrList(addrs)
+	if err := writeJSON(in.addrsFile(), addrs); err != nil {
+		return err
+	}
+	if !slices.Equal(before, after) {
+		if err := m.applyAddrs(ctx, in, rec, after); err != nil {
+			return err
+		}
+	}
+	cur, err := in.shares(ctx)
+	if err != nil {
+		return err
+	}
+	for _, st := range smb.ShareDiff(cur[spec.Name], params) {
+		if out, err := in.run(ctx, nil, st.Args(in.conf(), spec.Name)...); err != nil {
+			return fmt.Errorf("share %s: %s: %w", spec.Name, firstLine(out), err)
+		}
+	}
+	if !slices.Equal(before, after) {
+		m.registerDNS(ctx, in, rec, after)
+	}
+	return nil
+}
+
+// registerDNS registers the machine's FQDN with the addresses in AD DNS with the
+// machine account (best effort).
+func (m *Manager) registerDNS(ctx context.Context, in *smbInstance, rec SMBMembership, addrs []netip.Addr) {
+	var args []string
+	var err error
+	if len(addrs) == 0 {
+		args, err = smb.DNSUnregisterArgs(in.conf(), fqdn(rec))
+	} else {
+		args, err = smb.DNSRegisterArgs(in.conf(), fqdn(rec), addrs)
+	}
+	if err != nil {
+		in.log.Warn("DNS registration", "err", err)
+		return
+	}
+	if out, err := in.run(ctx, nil, args...); err != nil {
+		in.log.Warn("DNS registration of the machine name failed", "fqdn", fqdn(rec), "out", firstLine(out), "err", err)
+	}
+}
+
+// applyAddrs renders the instance's config with addrs and restarts smbd, which
+// opens its listening sockets only as it starts (a reload does not bind new
+// interfaces); established sessions of the instance reconnect.
+func (m *Manager) applyAddrs(ctx context.Context, in *smbInstance, rec SMBMembership, addrs []netip.Addr) error {
+	if err := in.writeFiles(rec, addrs); err != nil {
+		return err
+	}
+	if err := in.renderConf(rec, addrs); err != nil {
+		return err
+	}
+	return in.restartSMBD(ctx, m.opts.ReadyTimeout)
+}
+
+// shares reads the instance's registry shares.
+func (in *smbInstance) shares(ctx context.Context) (map[string]map[string]string, error) {
+	out, err := in.run(ctx, nil, smb.NetBinary, "-s", in.conf(), "conf", "list")
+	if err != nil {
+		return nil, fmt.Errorf("net conf list: %w", err)
+	}
+	return parseConfList(out), nil
+}
+
+// SMBUnshare removes the share, cutting open sessions (smbcontrol close-share),
+// and drops addr from the instance's listening addresses when no share uses it
+// any more. Idempotent. The address stays on the sandbox's eth0 (it may serve
+// NFS too): ReleaseAddr takes it off.
+func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip.Addr, share string) error {
+	if err := smb.ValidateShareName(share); err != nil {
+		return err
+	}
+	if _, ok := m.SMBJoined(network, ad); !ok {
+		return nil
+	}
+	sb, err := m.sandboxFor(ctx, network)
+	if err != nil {
+		return err
+	}
+	id := smbInstanceID(ad)
+	lock := m.instanceLock(network, id)
+	lock.Lock()
+	defer lock.Unlock()
+	in, rec, err := m.runningInstance(ctx, sb, id)
+	if err != nil {
+		return err
+	}
+	cur, err := in.shares(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := cur[share]; ok {
+		if out, err := in.run(ctx, nil, smb.DelShareArgs(in.conf(), share)...); err != nil {
+			return fmt.Errorf("delete share %s: %s: %w", share, firstLine(out), err)
+		}
+	}
+	// Sessions on the share end now, not at their next reconnect.
+	if out, err := in.run(ctx, nil, "smbcontrol", "-s", in.conf(), "smbd", "close-share", share); err != nil {
+		in.log.Warn("close-share", "share", share, "out", firstLine(out), "err", err)
+	}
+	addrs, err := readAddrs(in.addrsFile())
+	if err != nil {
+		return err
+	}
+	before := addrList(addrs)
+	delete(addrs, share)
+	after := addrList(addrs)
+	if err := writeJSON(in.addrsFile(), addrs); err != nil {
+		return err
+	}
+	if !slices.Equal(before, after) {
+		if err := m.applyAddrs(ctx, in, rec, after); err != nil {
+			return err
+		}
+		m.registerDNS(ctx, in, rec, after)
+	}
+	return nil
+}
+
+// ReleaseAddr takes an endpoint address off the network's sandbox interface (what
+// Unexport does for NFS with a valid addr): for an SMB-only volume after
+// SMBUnshare. Absent is fine.
+func (m *Manager) ReleaseAddr(ctx context.Context, network string, addr netip.Addr) error {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil || !sb.alive() {
+		return nil
+	}
+	return sb.delAddr(ctx, addr)
+}
+
+// SMBShares lists the instance's registry shares (name → params) for resync.
+func (m *Manager) SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error) {
+	sb, err := m.sandboxFor(ctx, network)
+	if err != nil {
+		return nil, err
+	}
+	id := smbInstanceID(ad)
+	lock := m.instanceLock(network, id)
+	lock.Lock()
+	defer lock.Unlock()
+	in, _, err := m.runningInstance(ctx, sb, id)
+	if err != nil {
+		return nil, err
+	}
+	return in.shares(ctx)
+}
+
+// SMBPID returns the pid of an instance daemon ("smbd", "winbindd",
+// "samba-dcerpcd"), 0 if none (tests).
+func (m *Manager) SMBPID(network, ad, daemon string) int {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil {
+		return 0
+	}
+	sb.smbMu.Lock()
+	in := sb.smb[smbInstanceID(ad)]
+	sb.smbMu.Unlock()
+	if in == nil {
+		return 0
+	}
+	return in.pid(daemon)
+}
+
+// restartSMBD ends smbd (the supervisor starts it again with the current config)
+// and waits until the new one is ready.
+func (in *smbInstance) restartSMBD(ctx context.Context, timeout time.Duration) error {
+	if in.sup == nil {
+		return nil
+	}
+	old := in.sup.pid("smbd")
+	in.sup.signal("smbd", 15)
+	err := waitFor(ctx, timeout+5*time.Second, func() bool {
+		p := in.sup.pid("smbd")
+		return p != 0 && p != old && in.sup.isReady("smbd")
+	})
+	if err != nil {
+		return fmt.Errorf("smbd of samba instance %s did not come back: %w", in.id, err)
+	}
+	return nil
+}
+
+// isReady reports whether the service is ready.
+func (s *supervisor) isReady(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state[name]
+	return st != nil && st.ready
+}
+
+func firstLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) > 300 {
+				l = l[:300] + "…"
+			}
+			return l
+		}
+	}
+	return ""
+}
+
+// loopback puts an instance's loopback address on the sandbox's lo (add) or
+// takes it off: smbd binds only addresses an interface has.
+func (sb *sandbox) loopback(a netip.Addr, add bool) error {
+	lo, err := openNetlinkAddrs(sb.ns, "lo")
+	if err != nil {
+		return err
+	}
+	defer lo.Close()
+	if add {
+		return lo.Add(netip.PrefixFrom(a, 32))
+	}
+	return lo.Del(netip.PrefixFrom(a, 32))
+}

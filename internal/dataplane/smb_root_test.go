@@ -1,0 +1,450 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/runner"
+	"github.com/basin-nas/basin/internal/smb"
+	"github.com/basin-nas/basin/test/addc"
+)
+
+// Names of the SMB root test (prefix bss, subnet 10.99.73.0/24): the bridge, the
+// DC's and the client's namespaces.
+const (
+	bssBridge = "bss0"
+	bssCli    = "bss-cli"
+	bssCliIP  = "10.99.73.200"
+)
+
+// bssNetwork makes the test's bridge and the client namespace, removed at cleanup.
+func bssNetwork(t *testing.T) {
+	t.Helper()
+	run := func(argv ...string) {
+		t.Helper()
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	exec.Command("ip", "netns", "del", bssCli).Run()    //nolint:errcheck // a leftover of a killed run
+	exec.Command("ip", "link", "del", "vbss-cli").Run() //nolint:errcheck
+	exec.Command("ip", "link", "del", bssBridge).Run()  //nolint:errcheck
+	run("ip", "link", "add", bssBridge, "type", "bridge")
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", bssBridge).CombinedOutput(); err != nil {
+			t.Errorf("delete bridge: %v %s", err, out)
+		}
+	})
+	run("ip", "addr", "add", "10.99.73.1/24", "dev", bssBridge)
+	run("ip", "link", "set", bssBridge, "up")
+	run("ip", "netns", "add", bssCli)
+	t.Cleanup(func() {
+		for _, pid := range addc.PidsInNetns("/run/netns/" + bssCli) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if out, err := exec.Command("ip", "netns", "del", bssCli).CombinedOutput(); err != nil {
+			t.Errorf("delete netns: %v %s", err, out)
+		}
+		exec.Command("ip", "link", "del", "vbss-cli").Run() //nolint:errcheck // gone with the namespace
+	})
+	run("ip", "link", "add", "vbss-cli", "type", "veth", "peer", "name", "eth0", "netns", bssCli)
+	run("ip", "link", "set", "vbss-cli", "master", bssBridge, "up")
+	run("ip", "-n", bssCli, "addr", "add", bssCliIP+"/24", "dev", "eth0")
+	run("ip", "-n", bssCli, "link", "set", "eth0", "up")
+	run("ip", "-n", bssCli, "link", "set", "lo", "up")
+}
+
+// smbClient runs smbclient in the client namespace as user (password on
+// PASSWD_FD) with a client config whose every directory is under dir.
+type smbClient struct {
+	conf, krb5 string
+}
+
+func newSMBClient(t *testing.T, krb5 string) smbClient {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "smb.conf")
+	content := "[global]\n\tlock directory = " + dir + "\n\tstate directory = " + dir + "\n\tcache directory = " + dir +
+		"\n\tprivate dir = " + dir + "\n\tlog file = " + dir + "/log.%m\n\tclient min protocol = SMB2_02\n"
+	if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return smbClient{conf: conf, krb5: krb5}
+}
+
+func (c smbClient) run(ctx context.Context, user, password string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	argv := append([]string{"netns", "exec", bssCli, "smbclient", "-s", c.conf, "-U", user}, args...)
+	cmd := exec.CommandContext(ctx, "ip", argv...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	go func() { w.WriteString(password + "\n"); w.Close() }() //nolint:errcheck // a short read fails the logon
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.Env = append(os.Environ(), "PASSWD_FD=3", "KRB5_CONFIG="+c.krb5)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+// instanceProcs lists the processes whose command line names dir (the instance's
+// daemons all take -s <dir>/smb.conf).
+func instanceProcs(dir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmd, []byte(dir)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func capBnd(t *testing.T, pid int) uint64 {
+	t.Helper()
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:\t"); ok {
+			b, _ := strconv.ParseUint(v, 16, 64)
+			return b
+		}
+	}
+	t.Fatalf("no CapBnd for %d", pid)
+	return 0
+}
+
+// A real Samba instance in a real sandbox, joined to a real AD DC: join (a wrong
+// password leaves nothing), serve a share to a domain user over NTLM and Kerberos,
+// survive its daemons' deaths and a Basin restart without a re-join, keep another
+// AD connection's instance from serving its share, and leave without a trace.
+func TestSMBInstanceRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (namespaces, mounts, Samba)")
+	}
+	if err := (Ganesha{}).Check(); err != nil {
+		t.Skipf("needs Basin's Ganesha: %v", err)
+	}
+	for _, b := range []string{"smbd", "winbindd", "smbclient", "net", dcerpcdBinary} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("needs Samba: %v", err)
+		}
+	}
+	ctx := context.Background()
+	bssNetwork(t)
+	dc := addc.StartT(t, addc.Options{Name: "bss", Dir: t.TempDir(), Bridge: bssBridge, Addr: "10.99.73.5/24", Gateway: "10.99.73.1"})
+	t.Logf("dc up in %v", dc.Startup)
+	alice := dc.Users[0]
+	if alice.Name != "alice" {
+		t.Fatalf("fixture users: %v", dc.Users[0].Name)
+	}
+
+	n := Network{Name: "bss", Bridge: bssBridge, Prefix: netip.MustParsePrefix("10.99.73.0/24"),
+		FirstEndpoint: netip.MustParseAddr("10.99.73.10"), LastEndpoint: netip.MustParseAddr("10.99.73.127")}
+	dataDir := t.TempDir()
+	mounts := filepath.Join(dataDir, "mounts")
+	if err := ShareMounts(ctx, runner.Exec{}, mounts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := UnshareMounts(context.Background(), runner.Exec{}, mounts); err != nil {
+			t.Error(err)
+		}
+	})
+	// Two volumes on tmpfs (security.* and user.* xattrs: NT ACLs, DOS attributes).
+	vols := map[string]string{}
+	for _, v := range []string{"v1", "v2"} {
+		p := filepath.Join(mounts, v)
+		os.MkdirAll(p, 0o755)
+		if err := syscall.Mount("tmpfs", p, "tmpfs", 0, "size=8m,mode=0777"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Unmount(p, syscall.MNT_DETACH) })
+		vols[v] = p
+	}
+
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	newManager := func() *Manager {
+		m := New(Options{DataDir: dataDir, Networks: []Network{n}, Logger: logger})
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := newManager()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			if err := m.Stop(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	ou, err := smb.OUPath(dc.OU, dc.Realm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns := []netip.Addr{netip.MustParseAddr(dc.Addr)}
+	mb := SMBMembership{AD: "projects/p1/locations/l/activeDirectories/ad1", Realm: dc.Realm, MachineName: "BSS-1A2B",
+		DNS: dns, OUPath: ou}
+	cred := SMBCredentials{Username: dc.Delegated.Name, Password: []byte(dc.Delegated.Password)}
+	instDir := m.instanceDir("bss", smbInstanceID(mb.AD))
+
+	// A wrong password: a plain JoinError, nothing left.
+	err = m.JoinDomain(ctx, "bss", mb, SMBCredentials{Username: dc.Delegated.Name, Password: []byte("Wrong-passw0rd")})
+	var jerr *smb.JoinError
+	if !errors.As(err, &jerr) || !errors.Is(err, smb.ErrBadCredentials) {
+		t.Fatalf("join with a wrong password: %v", err)
+	}
+	if strings.Contains(err.Error(), "Wrong-passw0rd") {
+		t.Fatal("the error repeats the password")
+	}
+	if _, err := os.Stat(instDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("instance dir after a failed join: %v", err)
+	}
+	if _, ok := m.SMBJoined("bss", mb.AD); ok {
+		t.Fatal("SMBJoined after a failed join")
+	}
+
+	t0 := time.Now()
+	if err := m.JoinDomain(ctx, "bss", mb, cred); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("JoinDomain (workgroup discovery, join, daemons ready): %v", time.Since(t0))
+	rec, ok := m.SMBJoined("bss", mb.AD)
+	if !ok || rec.Workgroup != dc.Domain || rec.MachineName != mb.MachineName {
+		t.Fatalf("SMBJoined = %+v, %v", rec, ok)
+	}
+	if parent, ok, err := dc.ComputerExists(ctx, mb.MachineName); err != nil || !ok || !strings.EqualFold(parent, dc.OU) {
+		t.Fatalf("computer object: %q %v %v", parent, ok, err)
+	}
+	guid := func() string {
+		t.Helper()
+		out, err := dc.Exec(ctx, "ldbsearch", "-H", filepath.Join(dc.Dir, "state", "private", "sam.ldb"), "-b", dc.BaseDN,
+			"(sAMAccountName="+mb.MachineName+"$)", "objectGUID")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(l, "objectGUID: "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	account := guid()
+	if account == "" {
+		t.Fatal("no objectGUID")
+	}
+	// Capabilities: no daemon has sys_admin; each keeps no new privileges.
+	for _, d := range smbDaemons {
+		pid := m.SMBPID("bss", mb.AD, d)
+		if pid == 0 {
+			t.Fatalf("%s not running", d)
+		}
+		const capSysAdmin, capNetAdmin, capSysPtrace = 21, 12, 19
+		if b := capBnd(t, pid); b&(1<<capSysAdmin|1<<capNetAdmin|1<<capSysPtrace) != 0 {
+			t.Errorf("%s CapBnd %x", d, b)
+		}
+	}
+
+	ep1 := netip.MustParseAddr("10.99.73.20")
+	if err := m.SMBShare(ctx, "bss", mb.AD, ep1, smb.ShareSpec{Name: "vol1", Path: vols["v1"]}); err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent.
+	if err := m.SMBShare(ctx, "bss", mb.AD, ep1, smb.ShareSpec{Name: "vol1", Path: vols["v1"]}); err != nil {
+		t.Fatal(err)
+	}
+	shares, err := m.SMBShares(ctx, "bss", mb.AD)
+	if err != nil || shares["vol1"]["path"] != vols["v1"] {
+		t.Fatalf("SMBShares = %v, %v", shares, err)
+	}
+
+	cli := newSMBClient(t, dc.Krb5Conf)
+	payload := make([]byte, 300_000)
+	for i := range payload {
+		payload[i] = byte(i*7 + i/1000)
+	}
+	src := filepath.Join(t.TempDir(), "src.bin")
+	os.WriteFile(src, payload, 0o644)
+	ntlm := `BASIN\alice`
+	serves := func(what, unc, remote string, extra ...string) {
+		t.Helper()
+		back := filepath.Join(t.TempDir(), "back.bin")
+		args := append([]string{unc}, extra...)
+		args = append(args, "-c", "put "+src+" "+remote+"; get "+remote+" "+back)
+		user := ntlm
+		if len(extra) > 0 {
+			user = "alice@" + dc.Realm
+		}
+		out, err := cli.run(ctx, user, alice.Password, args...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, out)
+		}
+		got, err := os.ReadFile(back)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("%s: read back %d bytes (%v), want %d identical", what, len(got), err, len(payload))
+		}
+	}
+	waitServes := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out, err := cli.run(ctx, ntlm, alice.Password, "//"+ep1.String()+"/vol1", "-c", "ls")
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not served again: %v\n%s", what, err, out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	serves("NTLM", "//"+ep1.String()+"/vol1", "a.bin")
+	if st, err := os.Stat(filepath.Join(vols["v1"], "a.bin")); err != nil {
+		t.Fatal(err)
+	} else if uid := st.Sys().(*syscall.Stat_t).Uid; uid < smb.DomainIDMin {
+		t.Errorf("a.bin owned by %d, want alice's rid-mapped uid", uid)
+	}
+	host := strings.ToLower(mb.MachineName) + "." + dc.DNSDomain
+	serves("Kerberos", "//"+host+"/vol1", "k.bin", "-I", ep1.String(), "--use-kerberos=required")
+	if out, err := cli.run(ctx, ntlm, "Wrong-passw0rd", "//"+ep1.String()+"/vol1", "-c", "ls"); err == nil ||
+		!strings.Contains(out, "LOGON_FAILURE") {
+		t.Fatalf("a wrong password was not refused: %v\n%s", err, out)
+	}
+	// The machine's name resolves through the DC's DNS to the endpoint.
+	if err := waitFor(ctx, 10*time.Second, func() bool {
+		a, _ := dc.LookupA(ctx, host)
+		return len(a) == 1 && a[0] == ep1.String()
+	}); err != nil {
+		a, err := dc.LookupA(ctx, host)
+		t.Fatalf("%s A = %v (%v), want %s", host, a, err, ep1)
+	}
+
+	// Daemons die: back without a re-join (same machine account, no join run).
+	joins := m.smbJoins.Load()
+	oldSmbd, oldWb := m.SMBPID("bss", mb.AD, "smbd"), m.SMBPID("bss", mb.AD, "winbindd")
+	t1 := time.Now()
+	syscall.Kill(oldSmbd, syscall.SIGKILL)
+	syscall.Kill(oldWb, syscall.SIGKILL)
+	if err := waitFor(ctx, 20*time.Second, func() bool {
+		s, w := m.SMBPID("bss", mb.AD, "smbd"), m.SMBPID("bss", mb.AD, "winbindd")
+		return s != 0 && w != 0 && s != oldSmbd && w != oldWb
+	}); err != nil {
+		t.Fatal("smbd and winbindd not restarted")
+	}
+	waitServes("after SIGKILL of smbd and winbindd")
+	t.Logf("served again %v after smbd and winbindd were killed", time.Since(t1))
+	if m.smbJoins.Load() != joins || guid() != account {
+		t.Fatal("the restart joined again")
+	}
+
+	// Another AD connection's instance on the same network does not serve vol1.
+	mb2 := SMBMembership{AD: "projects/p2/locations/l/activeDirectories/ad2", Realm: dc.Realm, MachineName: "BSS-2B3C",
+		DNS: dns, OUPath: ou}
+	if err := m.JoinDomain(ctx, "bss", mb2, cred); err != nil {
+		t.Fatal(err)
+	}
+	ep2 := netip.MustParseAddr("10.99.73.21")
+	if err := m.SMBShare(ctx, "bss", mb2.AD, ep2, smb.ShareSpec{Name: "vol2", Path: vols["v2"]}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli.run(ctx, ntlm, alice.Password, "//"+ep2.String()+"/vol2", "-c", "ls"); err != nil {
+		t.Fatalf("vol2 on its own endpoint: %v\n%s", err, out)
+	}
+	for _, c := range []struct{ ep, share string }{{ep2.String(), "vol1"}, {ep1.String(), "vol2"}} {
+		out, err := cli.run(ctx, ntlm, alice.Password, "//"+c.ep+"/"+c.share, "-c", "ls")
+		if err == nil || !strings.Contains(out, "BAD_NETWORK_NAME") {
+			t.Fatalf("%s served through %s: %v\n%s", c.share, c.ep, err, out)
+		}
+	}
+	waitServes("vol1 after the second instance started")
+
+	// Basin restarts: a new Manager, JoinDomain without credentials.
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := instanceProcs(instDir); len(p) != 0 {
+		t.Fatalf("processes of the instance after Stop: %v", p)
+	}
+	m = newManager()
+	t2 := time.Now()
+	if err := m.JoinDomain(ctx, "bss", mb, SMBCredentials{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("JoinDomain without credentials after a restart: %v", time.Since(t2))
+	if m.smbJoins.Load() != 0 || guid() != account {
+		t.Fatal("the restart joined again")
+	}
+	waitServes("after a Basin restart")
+
+	// Unshare: vol1 is gone from its endpoint.
+	if err := m.SMBUnshare(ctx, "bss", mb.AD, ep1, "vol1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SMBUnshare(ctx, "bss", mb.AD, ep1, "vol1"); err != nil {
+		t.Fatal(err)
+	}
+	if shares, err := m.SMBShares(ctx, "bss", mb.AD); err != nil || len(shares) != 0 {
+		t.Fatalf("SMBShares after unshare = %v, %v", shares, err)
+	}
+
+	// Leave: no computer object, no DNS name, no process, no directory.
+	for _, x := range []SMBMembership{mb, mb2} {
+		dir := m.instanceDir("bss", smbInstanceID(x.AD))
+		if err := m.LeaveDomain(ctx, "bss", x.AD, cred); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := dc.ComputerExists(ctx, x.MachineName); err != nil || ok {
+			t.Fatalf("computer %s after leave: %v %v", x.MachineName, ok, err)
+		}
+		h := strings.ToLower(x.MachineName) + "." + dc.DNSDomain
+		if a, _ := dc.LookupA(ctx, h); len(a) != 0 {
+			t.Fatalf("%s still resolves to %v", h, a)
+		}
+		if p := instanceProcs(dir); len(p) != 0 {
+			t.Fatalf("processes left: %v", p)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("instance dir after leave: %v", err)
+		}
+		if err := m.LeaveDomain(ctx, "bss", x.AD, cred); err != nil {
+			t.Fatalf("second leave: %v", err)
+		}
+	}
+	stopped = true
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

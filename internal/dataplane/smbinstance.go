@@ -1,0 +1,550 @@
+package dataplane
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/basin-nas/basin/internal/runner"
+	"github.com/basin-nas/basin/internal/smb"
+)
+
+// A Samba instance is one (network, AD connection) pair: samba-dcerpcd, winbindd
+// and smbd joined to that AD as one machine, in the sandbox's network namespace
+// but in a mount namespace of its own (a slave of the sandbox's), where its own
+// tmpfs covers /run/samba (libwbclient's compiled-in socket directory) and its own
+// files cover /etc (resolver, hosts, nsswitch with winbind) and /var (Samba's
+// compiled-in log and state paths). Everything it keeps lives in
+// <sandbox>/smb/<id>/, which survives Basin restarts and sandbox rebuilds:
+//
+//	membership.json  what it is joined as (written once the join succeeded)
+//	addrs.json       share name → endpoint address
+//	smb.conf         smb.RenderGlobal's output; shares are in the registry
+//	krb5.conf        KRB5_CONFIG of every process of the instance
+//	etc/ var/        bound over /etc and /var inside its mount namespace
+//	private/ lock/ state/ cache/ run/ log/   Samba's directories (smb.Dirs)
+
+// smbInstanceID names an AD connection's instance: "s" and the first 8 hex digits
+// of the SHA-256 of the AD connection's resource name.
+func smbInstanceID(ad string) string {
+	h := sha256.Sum256([]byte(ad))
+	return "s" + hex.EncodeToString(h[:4])
+}
+
+// smbLoopback is the instance's own loopback address (127.x.y.z from its id), so
+// that several smbds in one network namespace never bind the same address.
+func smbLoopback(id string) netip.Addr {
+	h := sha256.Sum256([]byte("basin-smb-loopback " + id))
+	z := h[2]
+	if z == 0 || z == 255 {
+		z = 1
+	}
+	return netip.AddrFrom4([4]byte{127, 1 + h[0]%254, h[1], z})
+}
+
+// Capability bounding sets of the instance's daemons (setpriv syntax), each the
+// smallest set the root test's scenario works with. Every one lacks sys_admin,
+// sys_ptrace, net_admin and sys_module.
+const (
+	// smbd becomes each user (setuid/setgid; its children keep root as their
+	// saved id), binds 445, creates files for any owner with their NT ACLs in
+	// security.* xattrs (chown, fowner, fsetid, dac_override, dac_read_search),
+	// raises its descriptor limit (sys_resource) and signals its children (kill).
+	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+kill,+net_bind_service,+sys_resource"
+	// winbindd keeps its privileged pipe directory's group (chown) and talks to
+	// the DC as root; dac_override for its tdbs and sockets.
+	winbinddCaps = "-all,+chown,+dac_override,+fowner,+setuid,+setgid,+kill,+sys_resource"
+	// samba-dcerpcd and its rpcd_* workers answer the named pipes smbd forwards,
+	// as the connected user for some calls.
+	dcerpcdCaps = "-all,+chown,+dac_override,+fowner,+setuid,+setgid,+kill,+sys_resource"
+)
+
+// smbDaemons are the names SMBPID knows.
+var smbDaemons = []string{"samba-dcerpcd", "winbindd", "smbd"}
+
+// dcerpcdBinary is Debian's path of samba-dcerpcd.
+const dcerpcdBinary = "/usr/libexec/samba/samba-dcerpcd"
+
+// smbInstance is one running (or starting) instance.
+type smbInstance struct {
+	id, ad string
+	dir    string // <sandbox>/smb/<id>
+	sb     *sandbox
+	log    *slog.Logger
+
+	holder *exec.Cmd
+	dead   chan struct{} // closed when the holder exits
+	sup    *supervisor   // nil until the daemons run
+	cancel context.CancelFunc
+}
+
+func (in *smbInstance) conf() string           { return filepath.Join(in.dir, "smb.conf") }
+func (in *smbInstance) membershipFile() string { return filepath.Join(in.dir, "membership.json") }
+func (in *smbInstance) addrsFile() string      { return filepath.Join(in.dir, "addrs.json") }
+
+// globalOptions is what the instance's smb.conf is rendered from.
+func (in *smbInstance) globalOptions(mb SMBMembership, addrs []netip.Addr) smb.GlobalOptions {
+	return smb.GlobalOptions{Realm: mb.Realm, Workgroup: mb.Workgroup, MachineName: mb.MachineName, StateDir: in.dir,
+		Addresses: addrs, Loopback: smbLoopback(in.id), AESOnly: mb.AESOnly, LDAPSigning: mb.LDAPSigning}
+}
+
+// environ is every instance process's environment besides Basin's own.
+func (in *smbInstance) environ() []string {
+	return smb.GlobalOptions{StateDir: in.dir}.Environ()
+}
+
+func (in *smbInstance) alive() bool {
+	if in.holder == nil {
+		return false
+	}
+	select {
+	case <-in.dead:
+		return false
+	default:
+		return in.sb.alive()
+	}
+}
+
+// fqdn is the instance's machine name in DNS.
+func fqdn(mb SMBMembership) string {
+	return strings.ToLower(mb.MachineName) + "." + strings.ToLower(mb.Realm)
+}
+
+// prepareDirs makes the instance's directories and writes its files: Samba's
+// directories, etc/ (the sandbox's /etc with the instance's resolver, hosts and
+// nsswitch.conf), var/ and krb5.conf. Directories bound into the mount namespace
+// are created once and never replaced (SMB-AD.md pitfall 4); files are rewritten
+// in place of themselves, which the bind of the whole directory sees.
+func (in *smbInstance) prepareDirs(mb SMBMembership, addrs []netip.Addr) error {
+	d := smb.GlobalOptions{StateDir: in.dir}.Dirs()
+	for _, p := range []string{in.dir, d.Private, d.Lock, d.State, d.Cache, d.Run, d.NCALRPC, d.Log,
+		filepath.Join(in.dir, "etc"), filepath.Join(in.dir, "var", "log", "samba"), filepath.Join(in.dir, "var", "lib", "samba"),
+		filepath.Join(in.dir, "var", "cache", "samba")} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return err
+		}
+	}
+	// Read by every daemon whatever user it switched to.
+	for _, p := range []string{in.dir, filepath.Join(in.dir, "etc"), filepath.Join(in.dir, "var")} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(in.dir, "var", "run")); errors.Is(err, os.ErrNotExist) {
+		if err := os.Symlink("../run", filepath.Join(in.dir, "var", "run")); err != nil {
+			return err
+		}
+	}
+	return in.writeFiles(mb, addrs)
+}
+
+// writeFiles writes etc/ and krb5.conf from the membership.
+func (in *smbInstance) writeFiles(mb SMBMembership, addrs []netip.Addr) error {
+	etc := filepath.Join(in.dir, "etc")
+	ents, err := os.ReadDir(filepath.Join(in.sb.dir, "etc"))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(in.sb.dir, "etc", e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(etc, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	for name, content := range instanceEtc(mb, addrs, smbLoopback(in.id)) {
+		if err := writeFileAtomic(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return writeFileAtomic(filepath.Join(in.dir, "krb5.conf"), []byte(renderKrb5(mb)), 0o644)
+}
+
+// instanceEtc are the instance's own files in its /etc: its resolver is the AD
+// connection's DNS servers, its hosts file names its machine (and the KDC when
+// one is given), and nsswitch.conf asks winbind for users and groups (smbd needs
+// getpwnam of domain users, SMB-AD.md §5).
+func instanceEtc(mb SMBMembership, addrs []netip.Addr, loopback netip.Addr) map[string]string {
+	var resolv strings.Builder
+	for _, a := range mb.DNS {
+		fmt.Fprintf(&resolv, "nameserver %s\n", a)
+	}
+	fmt.Fprintf(&resolv, "search %s\n", strings.ToLower(mb.Realm))
+	var hosts strings.Builder
+	hosts.WriteString("127.0.0.1 localhost\n::1 localhost\n")
+	self := loopback
+	if len(addrs) > 0 {
+		self = addrs[0]
+	}
+	fmt.Fprintf(&hosts, "%s %s %s\n", self, fqdn(mb), strings.ToLower(mb.MachineName))
+	if mb.KDC.IsValid() && mb.KDCHostname != "" {
+		fmt.Fprintf(&hosts, "%s %s\n", mb.KDC, strings.ToLower(mb.KDCHostname))
+	}
+	return map[string]string{
+		"resolv.conf":   resolv.String(),
+		"hosts":         hosts.String(),
+		"nsswitch.conf": "passwd: files winbind\ngroup: files winbind\nshadow: files\nhosts: files dns\nservices: files\nrpc: files\nnetgroup: files\n",
+	}
+}
+
+// renderKrb5 is the instance's krb5.conf: the realm, KDCs found through DNS
+// unless the AD connection names one.
+func renderKrb5(mb SMBMembership) string {
+	realm := strings.ToUpper(mb.Realm)
+	var b strings.Builder
+	fmt.Fprintf(&b, "[libdefaults]\n\tdefault_realm = %s\n\tdns_lookup_realm = false\n", realm)
+	if mb.AESOnly {
+		b.WriteString("\tdefault_tgs_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n")
+		b.WriteString("\tdefault_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n")
+		b.WriteString("\tpermitted_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n")
+	}
+	if mb.KDC.IsValid() {
+		kdc := mb.KDC.String()
+		if mb.KDCHostname != "" {
+			kdc = strings.ToLower(mb.KDCHostname)
+		}
+		fmt.Fprintf(&b, "\tdns_lookup_kdc = false\n[realms]\n\t%s = {\n\t\tkdc = %s\n\t\tadmin_server = %s\n\t}\n", realm, kdc, kdc)
+	} else {
+		b.WriteString("\tdns_lookup_kdc = true\n")
+	}
+	return b.String()
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// renderConf writes smb.conf for the membership and addresses.
+func (in *smbInstance) renderConf(mb SMBMembership, addrs []netip.Addr) error {
+	conf, err := smb.RenderGlobal(in.globalOptions(mb, addrs))
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(in.conf(), []byte(conf), 0o644)
+}
+
+// instanceHolderScript builds the instance's mount namespace inside the
+// sandbox's: a private tmpfs at /run/samba and the instance's etc/ and var/ over
+// /etc and /var, then sleeps.
+const instanceHolderScript = `set -eu
+inst="$1"
+mkdir -p /run/samba
+mount -t tmpfs -o mode=0755,nosuid,nodev,noexec tmpfs /run/samba
+mount --bind "$inst/etc" /etc
+mount -o remount,bind,ro,nosuid,nodev /etc
+mount --bind "$inst/var" /var
+echo ready
+exec sleep infinity`
+
+// startHolder starts the process owning the instance's mount namespace: it
+// enters the sandbox holder's namespaces and unshares a mount namespace whose
+// mounts follow the sandbox's (volumes mounted later appear).
+func (in *smbInstance) startHolder() error {
+	cmd := exec.Command("nsenter", "-t", strconv.Itoa(in.sb.holder.Process.Pid), "-m", "-n", "--",
+		"unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", instanceHolderScript, "smb-holder", in.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("samba instance holder: %w", err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "ready" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("samba instance holder did not start: %s", strings.TrimSpace(stderr.String()))
+	}
+	in.holder = cmd
+	in.dead = make(chan struct{})
+	dead := in.dead
+	go func() { cmd.Wait(); close(dead) }()
+	return nil
+}
+
+// run runs argv inside the instance's namespaces with its environment, and
+// password (if not empty) on the pipe net reads (smb.PasswordPipe): never in argv
+// or the environment. It returns standard output and error together.
+func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string) (string, error) {
+	if in.holder == nil {
+		return "", errors.New("samba instance not started")
+	}
+	args := append([]string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "--"}, argv...)
+	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	cmd.Env = append(os.Environ(), in.environ()...)
+	// No controlling terminal: net cannot prompt for what it was not given.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if len(password) > 0 {
+		r, err := smb.PasswordPipe(string(password))
+		if err != nil {
+			return "", err
+		}
+		defer r.Close()
+		cmd.ExtraFiles = []*os.File{r}
+		cmd.Env = append(cmd.Env, smb.PasswordEnv)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		code := -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		msg := out.String()
+		if len(msg) > 2000 {
+			msg = "…" + msg[len(msg)-2000:]
+		}
+		return out.String(), &runner.Error{Argv: argv, ExitCode: code, Stderr: msg, Err: err}
+	}
+	return out.String(), nil
+}
+
+// services are the instance's daemons (SMB-AD.md §13.1): samba-dcerpcd with its
+// rpcd_* workers as children (no on-demand helpers that would escape the
+// supervisor), winbindd and smbd, each in the foreground, in no process group of
+// their own, and restarted independently: winbindd as eagerly as smbd, since no
+// logon works without it; neither needs a re-join (secrets.tdb is kept).
+func (in *smbInstance) services() []Service {
+	root := filepath.Join("/proc", strconv.Itoa(in.holder.Process.Pid), "root")
+	conf := in.conf()
+	fg := []string{"-s", conf, "--foreground", "--no-process-group"}
+	lo := smbLoopback(in.id)
+	return []Service{
+		{Name: "samba-dcerpcd", Argv: append([]string{dcerpcdBinary, "--libexec-rpcds"}, fg...), Env: in.environ(), Caps: dcerpcdCaps,
+			Ready: dialReady(filepath.Join(smb.GlobalOptions{StateDir: in.dir}.Dirs().NCALRPC, "np", "winreg"))},
+		{Name: "winbindd", Argv: append([]string{"winbindd"}, fg...), Env: in.environ(), Caps: winbinddCaps,
+			Ready: dialReady(filepath.Join(root, smb.WinbinddSocketDir, "pipe"))},
+		{Name: "smbd", Argv: append([]string{"smbd"}, fg...), Env: in.environ(), Caps: smbdCaps,
+			Ready: func(ctx context.Context) error {
+				c, err := dialInNetns(ctx, in.sb.ns, "tcp", netip.AddrPortFrom(lo, 445).String())
+				if err != nil {
+					return err
+				}
+				return c.Close()
+			}},
+	}
+}
+
+// command runs a daemon in the instance's namespaces, with only its bounding set.
+func (in *smbInstance) command(s Service) runner.Command {
+	args := []string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "--",
+		"setpriv", "--bounding-set", s.Caps, "--inh-caps", "-all", "--no-new-privs", "--"}
+	return runner.Command{Name: "nsenter", Args: append(args, s.Argv...), Env: s.Env}
+}
+
+func (in *smbInstance) output(name string) io.WriteCloser {
+	f, err := os.OpenFile(filepath.Join(in.dir, "log", name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		in.log.Warn("daemon output", "daemon", name, "err", err)
+		return nopCloser{io.Discard}
+	}
+	return f
+}
+
+// startDaemons starts the supervisor and waits until every daemon is ready.
+func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter, timeout time.Duration) error {
+	if in.sup != nil {
+		return in.sup.waitReadyTimeout(ctx, timeout)
+	}
+	sup, err := newSupervisor(supervisorOptions{Starter: starter, Command: in.command, Output: in.output,
+		Log: in.log, ReadyTimeout: timeout}, in.services())
+	if err != nil {
+		return err
+	}
+	life, cancel := context.WithCancel(context.Background())
+	dead, sbDead := in.dead, in.sb.dead
+	go func() {
+		select {
+		case <-dead:
+		case <-sbDead:
+		case <-life.Done():
+		}
+		cancel()
+	}()
+	in.sup, in.cancel = sup, cancel
+	sup.start(life)
+	return sup.waitReadyTimeout(ctx, timeout)
+}
+
+// waitReadyTimeout is waitReady bounded by timeout (and ctx).
+func (s *supervisor) waitReadyTimeout(ctx context.Context, timeout time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
+	defer cancel()
+	return s.waitReady(rctx)
+}
+
+// stopDaemons stops the daemons; the namespace stays.
+func (in *smbInstance) stopDaemons() {
+	if in.sup != nil {
+		in.sup.stop()
+		in.sup = nil
+	}
+	if in.cancel != nil {
+		in.cancel()
+		in.cancel = nil
+	}
+}
+
+// stop stops the daemons and the holder (ending the mount namespace). Processes
+// a daemon left behind die with the sandbox's namespace at the latest.
+func (in *smbInstance) stop() {
+	in.stopDaemons()
+	if in.holder != nil && in.holder.Process != nil {
+		syscall.Kill(-in.holder.Process.Pid, syscall.SIGKILL)
+		<-in.dead
+	}
+}
+
+func (in *smbInstance) pid(daemon string) int {
+	if in.sup == nil {
+		return 0
+	}
+	return in.sup.pid(daemon)
+}
+
+// readMembership reads the recorded membership; ok is false when there is none.
+func readMembership(path string) (SMBMembership, bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return SMBMembership{}, false, nil
+	}
+	if err != nil {
+		return SMBMembership{}, false, err
+	}
+	var mb SMBMembership
+	if err := json.Unmarshal(data, &mb); err != nil {
+		return SMBMembership{}, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return mb, true, nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+// readAddrs reads share name → endpoint address (empty when absent).
+func readAddrs(path string) (map[string]netip.Addr, error) {
+	m := map[string]netip.Addr{}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// addrList is the sorted set of the map's addresses.
+func addrList(m map[string]netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range m {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b netip.Addr) int { return a.Compare(b) })
+	return out
+}
+
+// parseConfList parses `net conf list` (smb.conf syntax: "[share]" headers and
+// "\tkey = value" lines) into share → parameters, leaving out [global].
+func parseConfList(out string) map[string]map[string]string {
+	shares := map[string]map[string]string{}
+	var cur map[string]string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			name := line[1 : len(line)-1]
+			if strings.EqualFold(name, "global") {
+				cur = nil
+				continue
+			}
+			cur = map[string]string{}
+			shares[name] = cur
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || cur == nil {
+			continue
+		}
+		cur[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	return shares
+}
+
+// dialInNetns connects from inside the named network namespace.
+func dialInNetns(ctx context.Context, nsName, network, address string) (net.Conn, error) {
+	target, err := netns.GetFromName(nsName)
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: %w", nsName, err)
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer orig.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, network, address)
+	if serr := netns.Set(orig); serr != nil {
+		// This thread stays in the wrong namespace: keep it locked so it dies
+		// with the goroutine.
+		if c != nil {
+			c.Close()
+		}
+		return nil, fmt.Errorf("restore netns: %w", serr)
+	}
+	runtime.UnlockOSThread()
+	return c, err
+}

@@ -127,7 +127,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.BoolVar(&cfg.QoS, "qos", cfg.QoS, "hold every volume to its service level's throughput with traffic control (false: no shaping)")
 	fs.Float64Var(&cfg.Limits.MinVolumeThroughput, "qos-floor-mibps", cfg.Limits.MinVolumeThroughput, "smallest throughput ceiling in MiB/s of a volume in an AUTO pool, however small it is")
 	fs.Float64Var(&cfg.QoSWireOverhead, "qos-wire-overhead", cfg.QoSWireOverhead, "wire bytes allowed per byte of client payload (headers and acks), so that clients get their full limit")
-	fs.BoolVar(&cfg.QoSShapeACKs, "qos-shape-acks", cfg.QoSShapeACKs, "also send payload-less TCP ACKs through the shaper (costs CPU; limits are on payload, so by default ACKs pass it by)")
+	fs.BoolVar(&cfg.QoSPassACKs, "qos-pass-acks", cfg.QoSPassACKs, "let payload-less TCP ACKs pass the shaper by (limits are on payload; halves the packets it handles, no throughput gain measured)")
 	fs.Float64Var(&cfg.ProjectThroughputCapMibps, "project-throughput-cap-mibps", cfg.ProjectThroughputCapMibps, "throughput cap in MiB/s each project's volumes in a location share, where the project's settings set none (0: no cap)")
 	fs.IntVar(&cfg.FailedAuthLimit, "failed-auth-limit", cfg.FailedAuthLimit, "requests with missing or invalid credentials per minute per client address (0: unlimited); over it, 429 with Retry-After")
 	fs.DurationVar(&cfg.HTTP.ReadHeaderTimeout, "http-read-header-timeout", cfg.HTTP.ReadHeaderTimeout, "time a client has to send a request's headers")

@@ -107,8 +107,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			names[i] = n.Name
 		}
 		driver := qos.New(log.With("component", "qos"))
-		if cfg.QoSShapeACKs {
-			driver = qos.NewShapingACKs(log.With("component", "qos"))
+		if cfg.QoSPassACKs {
+			driver = qos.NewPassingACKs(log.With("component", "qos"))
 		}
 		shaping = &controller.QoS{Driver: driver, Link: dp.QoSLink,
 			Networks: func() []string { return names }, Overhead: cfg.QoSWireOverhead,

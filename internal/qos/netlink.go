@@ -23,8 +23,9 @@ import (
 //
 //	dev (e.g. the sandbox's eth0)
 //	  qdisc clsact, ingress and egress:
-//	    prio 1: u32, pure TCP ACKs (IPv4, no options, not a fragment, total
-//	            length = the headers' length): no action, the packet goes its way
+//	    prio 1 (NewPassingACKs only): u32, pure TCP ACKs (IPv4, no options, not
+//	            a fragment, total length = the headers' length): no action, the
+//	            packet goes its way
 //	    prio 2: u32 match-all, mirred redirect → IFB
 //	IFB (ifb<hash of dev>, txqueuelen 1000)
 //	  qdisc htb 1: r2q 100 default 2
@@ -35,13 +36,12 @@ import (
 //	    class 1:<minor> the tree's classes (minor ≥ 0x10), leaves with pfifo <minor>:
 //
 // A packet costs one hash lookup per direction table, whatever the number of
-// addresses. Pure ACKs carry no payload, and limits are on payload (the wire
-// overhead of the data's own headers is provisioned, see Overhead in the
-// controller): they pass the IFB by, which halves the packets it moves (about one
-// ACK per data skb with GRO; TestRootPureACKsPassBy; its effect on NFS throughput
-// is measured side by side with NewShapingACKs in docs/benchmarks.md). A packet with payload always
-// goes through the IFB, however small: a client cannot slip data past its class
-// in tiny segments. (Classifying once on clsact with skbedit priority would spare HTB its
+// addresses. With NewPassingACKs, pure ACKs, which carry no payload (limits are
+// on payload), pass the IFB by: it moves about half the packets (about one ACK
+// per data skb with GRO; TestRootPureACKsPassBy), but NFS throughput gained
+// nothing measurable (docs/benchmarks.md). A packet with payload always goes
+// through the IFB, however small: a client cannot slip data past its class in
+// tiny segments. (Classifying once on clsact with skbedit priority would spare HTB its
 // filter, but act_skbedit is not built into the kernels Basin runs on.)
 const (
 	htbMajor     = 1
@@ -71,21 +71,21 @@ func New(log *slog.Logger) Driver {
 	return &netlinkDriver{log: log, links: map[Link]*linkState{}}
 }
 
-// NewShapingACKs returns the netlink driver without the pure-ACK bypass: every
-// packet goes through the IFB, as before the bypass existed. It costs CPU for
-// nothing a limit counts; it is there to measure the bypass against
-// (docs/benchmarks.md) and for operators who want ACKs in the classes' counters.
-func NewShapingACKs(log *slog.Logger) Driver {
+// NewPassingACKs returns the netlink driver with the pure-ACK bypass: payload-less
+// TCP ACKs pass the IFB by (limits are on payload), which halves the packets it
+// moves. Measured side by side with New on NFS (docs/benchmarks.md) it gained
+// nothing above noise, so it is not the default (--qos-pass-acks).
+func NewPassingACKs(log *slog.Logger) Driver {
 	d := New(log).(*netlinkDriver)
-	d.shapeACKs = true
+	d.passACKs = true
 	return d
 }
 
 type netlinkDriver struct {
-	log       *slog.Logger
-	shapeACKs bool       // no pure-ACK bypass (NewShapingACKs)
-	mu        sync.Mutex // one operation at a time; guards links
-	links     map[Link]*linkState
+	log      *slog.Logger
+	passACKs bool       // the pure-ACK bypass (NewPassingACKs)
+	mu       sync.Mutex // one operation at a time; guards links
+	links    map[Link]*linkState
 }
 
 // linkState is what the driver made on one link.
@@ -211,7 +211,7 @@ func (d *netlinkDriver) Apply(ctx context.Context, l Link, t Tree) error {
 		if err := s.teardown(); err != nil {
 			return fmt.Errorf("qos %s: reset: %w", l, err)
 		}
-		if err := s.setup(ifbName(l.Dev), !d.shapeACKs); err != nil {
+		if err := s.setup(ifbName(l.Dev), d.passACKs); err != nil {
 			delete(d.links, l)
 			return fmt.Errorf("qos %s: set up: %w", l, err)
 		}

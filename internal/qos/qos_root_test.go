@@ -348,9 +348,9 @@ func TestRootPureACKsPassBy(t *testing.T) {
 	l := pair(t, "10.99.200.11")
 	ctx := context.Background()
 	for _, shape := range []bool{false, true} {
-		d := New(nil)
+		d := NewPassingACKs(nil)
 		if shape {
-			d = NewShapingACKs(nil)
+			d = New(nil)
 		}
 		ackBypass(t, ctx, l, d, shape)
 		if err := d.Remove(ctx, l); err != nil {
@@ -359,8 +359,8 @@ func TestRootPureACKsPassBy(t *testing.T) {
 	}
 }
 
-// ackBypass checks one driver: with shape (NewShapingACKs) every packet goes
-// through the IFB.
+// ackBypass checks one driver: with shape (New) every packet goes through the
+// IFB, without (NewPassingACKs) the pure ACKs do not.
 func ackBypass(t *testing.T, ctx context.Context, l Link, d Driver, shape bool) {
 	tree := Tree{Classes: []Class{{Key: "volume/a", Rate: 10000 << 20, Ceil: 10000 << 20, Addrs: addrs("10.99.200.11")}}}
 	if err := d.Apply(ctx, l, tree); err != nil {

@@ -156,12 +156,12 @@ func qosLoad(ctx context.Context, url, rw string, limit, secs float64) float64 {
 
 // runQoSCost runs the NFS patterns through a volume of the QoS server whose limit
 // sits far above demand (4,500 MiB/s, the largest a volume may have, assigned in a
-// MANUAL Extreme pool), through the same on a server that shapes pure ACKs too
-// (--qos-shape-acks) and through a volume of a server with --qos=false, runs
+// MANUAL Extreme pool), through the same on a server that lets pure ACKs pass the
+// shaper by (--qos-pass-acks) and through a volume of a server with --qos=false, runs
 // rotating, with nfs-bench (libnfs, one connection).
 func runQoSCost(ctx context.Context, basin string, on *qosServer, rounds int, secs float64) []patternResult {
 	off := startQoSServer(basin, "bqeoff0", 254, "--qos=false")
-	acks := startQoSServer(basin, "bqeack0", 249, "--qos-shape-acks")
+	acks := startQoSServer(basin, "bqeack0", 249, "--qos-pass-acks")
 	nb := buildNFSBench()
 	urls := map[string]string{}
 	for name, s := range map[string]*qosServer{"on": on, "off": off, "acks": acks} {
@@ -187,7 +187,7 @@ func runQoSCost(ctx context.Context, basin string, on *qosServer, rounds int, se
 		})
 		r := patternResult{Pattern: p.Name}
 		r.MiBps, r.IOPS = medians(samples)
-		log.Printf("qos cost %s: on %.0f MiB/s %.0f IOPS, on with ACKs shaped %.0f MiB/s %.0f IOPS, off %.0f MiB/s %.0f IOPS", p.Name,
+		log.Printf("qos cost %s: on %.0f MiB/s %.0f IOPS, on with pure ACKs passing by %.0f MiB/s %.0f IOPS, off %.0f MiB/s %.0f IOPS", p.Name,
 			r.MiBps["on"], r.IOPS["on"], r.MiBps["acks"], r.IOPS["acks"], r.MiBps["off"], r.IOPS["off"])
 		out = append(out, r)
 	}
@@ -207,8 +207,8 @@ func (r qosResult) markdown(date string) string {
 		fmt.Fprintf(&b, "| %s | %.0f MiB/s | %s | %.2f MiB/s | %.3f | %s |\n", l.Volume, l.Limit, l.Dir, l.Median, l.Median/l.Limit, strings.Join(runs, " / "))
 	}
 	if len(r.Cost) > 0 {
-		b.WriteString("\nThe data path with QoS on (a volume whose limit, 4,500 MiB/s, sits far above demand; pure ACKs pass the shaper by, the default), with QoS on and ACKs shaped too (`--qos-shape-acks`, the arrangement before the bypass) and off (`--qos=false`): three servers side by side, runs rotating, NFSv3 over one connection (nfs-bench), medians:\n\n")
-		b.WriteString("| workload | QoS on | QoS on, ACKs shaped | QoS off | on / off | ACKs shaped / off |\n|---|---|---|---|---|---|\n")
+		b.WriteString("\nThe data path with QoS on (a volume whose limit, 4,500 MiB/s, sits far above demand), with QoS on and pure ACKs passing the shaper by (`--qos-pass-acks`) and off (`--qos=false`): three servers side by side, runs rotating, NFSv3 over one connection (nfs-bench), medians:\n\n")
+		b.WriteString("| workload | QoS on | QoS on, ACKs pass by | QoS off | on / off | ACKs pass by / off |\n|---|---|---|---|---|---|\n")
 		for _, x := range r.Cost {
 			unit, get := x.headline()
 			fmt.Fprintf(&b, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f |\n", x.Pattern, get["on"], unit, get["acks"], unit, get["off"], unit,

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -187,6 +190,11 @@ func mountOptions(v *model.Volume) []apiv1.MountOption {
 			vers = "vers=3,proto=tcp"
 		case model.ProtocolNFSv4:
 			vers = "vers=4.1"
+		case model.ProtocolSMB:
+			if mo, ok := smbMountOption(v); ok {
+				out = append(out, mo)
+			}
+			continue
 		default:
 			continue
 		}
@@ -198,6 +206,23 @@ func mountOptions(v *model.Volume) []apiv1.MountOption {
 		})
 	}
 	return out
+}
+
+// smbMountOption is an SMB volume's UNC path and mount commands, once it is shared
+// (its server's name is known only after its network joined the domain).
+func smbMountOption(v *model.Volume) (apiv1.MountOption, bool) {
+	machine, realm, ok := strings.Cut(v.SMBServer, ".")
+	if !ok {
+		return apiv1.MountOption{}, false
+	}
+	addr, _ := netip.ParseAddr(v.Endpoint)
+	mo, err := smb.MountOptions(smb.MountSpec{MachineName: machine, Realm: realm, Share: v.ShareName, Address: addr,
+		Encrypt: slices.Contains(v.SMBSettings, int32(smb.EncryptData))})
+	if err != nil {
+		return apiv1.MountOption{}, false
+	}
+	return apiv1.MountOption{Export: mo.Export, ExportFull: mo.ExportFull, Protocol: apiv1.Protocol(model.ProtocolSMB),
+		IPAddress: mo.IPAddress, Instructions: mo.Instructions}, true
 }
 
 func ceilGiB(b int64) int64 {

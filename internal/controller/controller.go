@@ -55,9 +55,11 @@ type Options struct {
 	ResumeWait time.Duration
 	// DataPlane serves volumes over NFS; nil = storage only.
 	DataPlane DataPlane
-	// Directory joins and leaves Active Directories; nil = nothing to do (the
-	// policy is only recorded).
-	Directory Directory
+	// SMB runs the networks' Samba instances, joined to the pools' Active
+	// Directories; nil = SMB volumes are recorded, not served.
+	SMB SMB
+	// Secrets opens the Active Directory passwords SMB joins with.
+	Secrets Secrets
 	// QoS holds volumes to their service levels with traffic control; nil = no
 	// enforcement.
 	QoS *QoS
@@ -99,15 +101,6 @@ func (a adapted[V]) View(ctx context.Context, network string) (ExportView, error
 	return a.dataPlaneOf.View(ctx, network)
 }
 
-// Directory is what the controller needs of Active Directory membership (the SMB
-// data plane).
-type Directory interface {
-	// Ensure makes the data plane a member of the directory as the policy says.
-	Ensure(ctx context.Context, ad *model.ActiveDirectory) error
-	// Remove leaves it.
-	Remove(ctx context.Context, ad *model.ActiveDirectory) error
-}
-
 // Controller runs operations on a pool of workers.
 type Controller struct {
 	opts     Options
@@ -121,6 +114,8 @@ type Controller struct {
 	mu       sync.Mutex
 	subs     map[string][]chan struct{}
 	running  map[string]bool // operations on a worker, by name
+	smbMu    sync.Mutex      // joins and leaves, one at a time
+	smb      smbState
 	ready    chan struct{}
 	wg       sync.WaitGroup
 	qos      qosState
@@ -156,7 +151,7 @@ func New(opts Options) *Controller {
 	}
 	c := &Controller{opts: opts, st: opts.Store, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
 		locks: newLockTable(), wake: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
-		running: map[string]bool{}, ready: make(chan struct{})}
+		running: map[string]bool{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}}}
 	c.handlers = map[model.OpKind]handler{}
 	for _, h := range []handler{poolHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
 		for _, k := range h.kinds() {

@@ -61,6 +61,41 @@ func TestPlanVolume(t *testing.T) {
 	}
 }
 
+// An SMB volume's share comes after its mount, is made again when its settings
+// drifted, and goes before an unmount, a revert's swap and a delete (Samba holds
+// the directory).
+func TestPlanShare(t *testing.T) {
+	want := VolumeWant{CapacityBytes: 10 << 30, Share: true}
+	full := Observation{VolumeStatus: storage.VolumeStatus{Exists: true, Mounted: true, CapacityBytes: 10 << 30}, Shared: true, ShareCurrent: true}
+	cases := []struct {
+		name string
+		obs  func(s *Observation)
+		want []StepOp
+	}{
+		{"nothing yet", func(s *Observation) { *s = Observation{} }, []StepOp{StepCreateVolume, StepMount, StepShare}},
+		{"settings drifted", func(s *Observation) { s.ShareCurrent = false }, []StepOp{StepShare}},
+		{"share lost", func(s *Observation) { s.Shared, s.ShareCurrent = false, false }, []StepOp{StepShare}},
+		{"unmounted under its share", func(s *Observation) { s.Mounted = false }, []StepOp{StepUnshare, StepMount, StepShare}},
+		{"converged", func(s *Observation) {}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := full
+			tc.obs(&obs)
+			if got := ops(PlanVolume(want, obs)); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := ops(PlanVolumeDelete(full)); !slices.Equal(got, []StepOp{StepUnexport, StepUnshare, StepDeleteVolume}) {
+		t.Fatalf("delete: %v", got)
+	}
+	got := ops(PlanRevert(false, "s1", want, full))
+	if i, j := slices.Index(got, StepUnshare), slices.Index(got, StepRevert); i < 0 || i > j || got[len(got)-1] != StepShare {
+		t.Fatalf("revert: %v: want the share taken down before the swap and made again at the end", got)
+	}
+}
+
 // A revert's plan at every point a crash can leave it: before the marker, it is
 // redone from the start (the backend's Revert is resumable, which its conformance
 // suite tests at each of its own crash points); after it, only what is left.

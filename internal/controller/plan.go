@@ -23,6 +23,8 @@ const (
 	StepDeleteVolume StepOp = "delete-volume"
 	StepExport       StepOp = "export"
 	StepUnexport     StepOp = "unexport"
+	StepShare        StepOp = "share"   // the volume's SMB share, as wanted
+	StepUnshare      StepOp = "unshare" // removes it, cutting open sessions
 )
 
 // Step is one planned action with the arguments it carries: a plan is complete
@@ -52,6 +54,7 @@ type VolumeWant struct {
 	CapacityBytes int64
 	Mode          fs.FileMode          // 0 = leave as is
 	Export        bool                 // served over NFS
+	Share         bool                 // served over SMB
 	From          *storage.SnapshotRef // created as a clone of this snapshot
 }
 
@@ -60,6 +63,9 @@ type Observation struct {
 	storage.VolumeStatus
 	// Exported: the volume's export is loaded exactly as desired and reachable.
 	Exported bool
+	// Shared: the volume has an SMB share (in its Samba instance's registry,
+	// whatever its settings); ShareCurrent: with exactly the wanted settings.
+	Shared, ShareCurrent bool
 }
 
 // PlanVolume returns the steps that bring an existing-or-not volume to want. It is
@@ -72,6 +78,11 @@ func PlanVolume(want VolumeWant, obs Observation) []Step {
 		// Ganesha holds the unmounted directory: drop the export, re-add it after.
 		steps = append(steps, Step{Op: StepUnexport})
 		obs.Exported = false
+	}
+	if remount && obs.Shared {
+		// So would Samba.
+		steps = append(steps, Step{Op: StepUnshare})
+		obs.Shared = false
 	}
 	if !obs.Exists {
 		steps = append(steps, Step{Op: StepCreateVolume, Bytes: want.CapacityBytes, From: want.From})
@@ -87,6 +98,9 @@ func PlanVolume(want VolumeWant, obs Observation) []Step {
 	if want.Export && !obs.Exported {
 		steps = append(steps, Step{Op: StepExport})
 	}
+	if want.Share && !(obs.Shared && obs.ShareCurrent) {
+		steps = append(steps, Step{Op: StepShare})
+	}
 	return steps
 }
 
@@ -99,10 +113,13 @@ func PlanRevert(reverted bool, snap string, want VolumeWant, obs Observation) []
 	if !reverted {
 		// Clients must not see the swap: unexport first; they get stale handles
 		// afterwards, never another file system's data under old handles.
-		steps = append(steps, Step{Op: StepUnexport}, Step{Op: StepUnmount},
-			Step{Op: StepRevert, Snapshot: snap}, Step{Op: StepMarkReverted})
+		steps = append(steps, Step{Op: StepUnexport})
+		if obs.Shared {
+			steps = append(steps, Step{Op: StepUnshare})
+		}
+		steps = append(steps, Step{Op: StepUnmount}, Step{Op: StepRevert, Snapshot: snap}, Step{Op: StepMarkReverted})
 		// After the swap the live data is new: it needs mounting and exporting again.
-		obs.Exists, obs.Mounted, obs.Exported = true, false, false
+		obs.Exists, obs.Mounted, obs.Exported, obs.Shared = true, false, false, false
 	}
 	steps = append(steps, Step{Op: StepDeleteNewer, Snapshot: snap})
 	want.Mode = 0 // a revert restores the snapshot's permissions too
@@ -113,6 +130,9 @@ func PlanRevert(reverted bool, snap string, want VolumeWant, obs Observation) []
 // PlanVolumeDelete returns the steps that remove a volume's export and storage.
 func PlanVolumeDelete(obs Observation) []Step {
 	steps := []Step{{Op: StepUnexport}} // idempotent; a half-made export leaves files too
+	if obs.Shared {
+		steps = append(steps, Step{Op: StepUnshare})
+	}
 	if obs.Exists || obs.Mounted || obs.CapacityBytes != 0 {
 		steps = append(steps, Step{Op: StepDeleteVolume})
 	}

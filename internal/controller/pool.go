@@ -9,8 +9,9 @@ import (
 )
 
 // poolHandler runs storage pool operations. A pool is a record (capacity, service
-// level, network); its volumes carry the data, so there is nothing to converge yet:
-// QoS will hang its classes here.
+// level, network); its volumes carry the data. A pool with an Active Directory
+// policy makes its network's Samba instance for that policy join the domain; the
+// last pool of a policy on a network to go (or to change policy) makes it leave.
 type poolHandler struct{ c *Controller }
 
 func (poolHandler) kinds() []model.OpKind {
@@ -23,8 +24,38 @@ func (poolHandler) locks(_ store.Tx, op *model.Operation) (lockSet, error) {
 }
 
 func (h poolHandler) run(ctx context.Context, op *model.Operation) error {
+	var p *model.Pool
+	err := h.c.st.View(ctx, func(tx store.Tx) (err error) {
+		p, err = store.Get[model.Pool](tx, store.KindPool, op.Target)
+		return err
+	})
 	if op.Kind == model.OpPoolDelete {
-		return h.c.finishDelete(ctx, op, store.KindPool)
+		if errors.Is(err, model.ErrNotFound) {
+			return h.c.finishDelete(ctx, op, store.KindPool)
+		}
+		if err != nil {
+			return err
+		}
+		if err := h.c.finishDelete(ctx, op, store.KindPool); err != nil {
+			return err
+		}
+		// The record is gone: its network's instances no pool uses leave. A leave
+		// that fails is tried again by the next resync.
+		if err := h.c.leaveUnused(ctx, model.NetworkName(p.Network)); err != nil {
+			h.c.log.Warn("leave the domain", "network", model.NetworkName(p.Network), "err", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if p.ActiveDirectory != "" {
+		if err := h.c.ensureMember(ctx, model.NetworkName(p.Network), p.ActiveDirectory); err != nil {
+			return err
+		}
+	}
+	if err := h.c.leaveUnused(ctx, model.NetworkName(p.Network)); err != nil {
+		return err
 	}
 	return h.c.complete(ctx, op, func(tx store.Tx) (any, error) {
 		p, err := store.Get[model.Pool](tx, store.KindPool, op.Target)
@@ -38,9 +69,9 @@ func (h poolHandler) run(ctx context.Context, op *model.Operation) error {
 
 func (poolHandler) undo(context.Context, *model.Operation) error { return nil }
 
-// adHandler runs Active Directory policy operations: joining and leaving happen
-// through the Directory (the SMB data plane), which may take a minute; only this
-// policy's operations wait for it.
+// adHandler runs Active Directory policy operations. A policy is a record until a
+// pool uses it (joins happen in pool operations); an update of a joined policy
+// applies to its Samba instances the next time they are (re)started.
 type adHandler struct{ c *Controller }
 
 func (adHandler) kinds() []model.OpKind {
@@ -66,19 +97,23 @@ func (h adHandler) run(ctx context.Context, op *model.Operation) error {
 		if err != nil {
 			return err
 		}
-		if c.opts.Directory != nil {
-			if err := c.opts.Directory.Remove(ctx, a); err != nil {
-				return err
-			}
-		}
+		_ = a // deleting a policy in use is refused by the API: no instance to leave
 		return c.finishDelete(ctx, op, store.KindActiveDirectory)
 	}
 	if err != nil {
 		return err
 	}
-	if c.opts.Directory != nil {
-		if err := c.opts.Directory.Ensure(ctx, a); err != nil {
-			return err
+	if op.Kind == model.OpADUpdate && c.opts.SMB != nil {
+		// The instances that joined with it take the new settings (DNS servers,
+		// site, AES, LDAP signing): each is joined again as itself, which
+		// re-renders its configuration and restarts its daemons.
+		for network := range a.Members {
+			c.smbMu.Lock()
+			delete(c.smb.running, memberKey(network, a.Name()))
+			c.smbMu.Unlock()
+			if err := c.ensureMember(ctx, network, a.Name()); err != nil {
+				return err
+			}
 		}
 	}
 	return c.complete(ctx, op, func(tx store.Tx) (any, error) {

@@ -37,6 +37,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	if err != nil {
 		return err
 	}
+	memberErr := c.resyncMembers(ctx)
 	views := &viewCache{c: c, views: map[string]ExportView{}}
 	var (
 		mu       sync.Mutex
@@ -76,7 +77,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	wg.Wait()
 	c.Wake()    // operations that waited for a volume resync held
 	c.KickQoS() // a rebuilt sandbox has lost its tree
-	errs = append(errs, c.writeUsage(ctx, updates), c.expireOperations(ctx), c.expireAudit(ctx))
+	errs = append(errs, memberErr, c.writeUsage(ctx, updates), c.expireOperations(ctx), c.expireAudit(ctx))
 	if collect {
 		errs = append(errs, c.collectOrphans(ctx))
 	}
@@ -139,6 +140,9 @@ func (c *Controller) resyncVolume(ctx context.Context, name string, observed map
 		if addr, err := netip.ParseAddr(v.Endpoint); err == nil && v.ExportID != 0 {
 			obs.Exported = view.Exported(addr, ex)
 		}
+	}
+	if err := c.observeShare(ctx, v, &obs); err != nil {
+		return nil, err
 	}
 	if steps := PlanVolume(c.wantOf(v, nil), obs); len(steps) > 0 {
 		c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)

@@ -83,6 +83,7 @@ func (c *Controller) wantOf(v *model.Volume, op *model.Operation) VolumeWant {
 		}
 	}
 	_, w.Export = c.exportOf(v)
+	w.Share = c.opts.SMB != nil && v.Endpoint != "" && slices.Contains(v.Protocols, model.ProtocolSMB)
 	if op != nil && op.Kind == model.OpVolumeCreate && op.Params.SourceKey != "" {
 		w.From = &storage.SnapshotRef{VolumeKey: op.Params.SourceKey, Snapshot: op.Params.SourceSnapshot}
 	}
@@ -186,6 +187,9 @@ func (c *Controller) observe(ctx context.Context, v *model.Volume) (Observation,
 		}
 		o.Exported = view.Exported(addr, ex)
 	}
+	if err := c.observeShare(ctx, v, &o); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -267,6 +271,10 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 			return err
 		}
 		return c.dp.Unexport(ctx, v.Network, addr, v.ExportID)
+	case StepShare:
+		return c.share(ctx, v)
+	case StepUnshare:
+		return c.unshare(ctx, v)
 	}
 	return fmt.Errorf("unknown step %q", s.Op)
 }

@@ -11,27 +11,6 @@ import (
 	"github.com/basin-nas/basin/internal/store"
 )
 
-// slowDirectory's Ensure blocks until released or 30 s pass: a `net ads join`
-// against a directory that answers slowly.
-type slowDirectory struct {
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (d *slowDirectory) Ensure(ctx context.Context, _ *model.ActiveDirectory) error {
-	d.once.Do(func() { close(d.entered) })
-	select {
-	case <-d.release:
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
-
-func (d *slowDirectory) Remove(context.Context, *model.ActiveDirectory) error { return nil }
-
 func (h *harness) startWith(t *testing.T, opts Options) *Controller {
 	opts.Store, opts.Backend = h.st, h.be
 	if h.dp != nil {
@@ -58,25 +37,30 @@ func (h *harness) opDone(t *testing.T, name string) *model.Operation {
 	return &op
 }
 
-// An Active Directory operation that takes its time (here: blocks for up to 30 s)
-// holds up no volume operation: 20 volume creates in other pools, created after it,
-// all finish while it is still running.
-func TestSlowDirectoryHoldsUpNoVolume(t *testing.T) {
+// A domain join that takes its time (here: blocks for up to 30 s) holds up no
+// other volume's operation: 20 volume creates in other pools, created after the
+// joining pool's, all finish while the join is still running.
+func TestSlowJoinHoldsUpNoVolume(t *testing.T) {
 	h := newHarness(t)
-	dir := &slowDirectory{entered: make(chan struct{}), release: make(chan struct{})}
-	defer close(dir.release)
-	c := h.startWith(t, Options{Directory: dir})
+	f := newFakeSMB()
+	f.block, f.entered = make(chan struct{}), make(chan struct{})
+	defer close(f.block)
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
 
-	ad := &model.ActiveDirectory{Meta: model.Meta{Project: "p", Location: "l", ID: "ad1", CreateTime: t0, State: model.StateCreating}}
-	adOp := newOp(model.OpADCreate, ad.Name(), t0)
+	ad := newAD("ad1")
+	p := newSMBPool("pool-smb", ad.Name())
+	adOp := newOp(model.OpPoolCreate, p.Name(), t0)
 	h.seed(t, func(tx store.Tx) error {
 		if err := store.PutAD(tx, ad); err != nil {
+			return err
+		}
+		if err := store.PutPool(tx, p); err != nil {
 			return err
 		}
 		return store.PutOperation(tx, adOp)
 	})
 	c.Wake()
-	<-dir.entered
+	<-f.entered
 
 	var names []string
 	h.seed(t, func(tx store.Tx) error {
@@ -100,14 +84,14 @@ func TestSlowDirectoryHoldsUpNoVolume(t *testing.T) {
 	defer cancel()
 	for _, n := range names {
 		if !c.WaitDone(ctx, n) {
-			t.Fatalf("volume create %s did not finish while the directory join blocked", n)
+			t.Fatalf("volume create %s did not finish while the domain join blocked", n)
 		}
 		if op := h.opDone(t, n); op.Error != nil {
 			t.Fatalf("%s failed: %+v", n, op.Error)
 		}
 	}
 	if op := h.opDone(t, adOp.Name()); op.Done {
-		t.Fatal("the directory operation finished early: the test proves nothing")
+		t.Fatal("the joining pool's operation finished early: the test proves nothing")
 	}
 	if got := len(h.be.State().Volumes); got != 20 {
 		t.Fatalf("%d volumes made, want 20", got)

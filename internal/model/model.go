@@ -293,6 +293,10 @@ type Volume struct {
 	// ExportID is the volume's NFS export ID (1..65535), held from its first export
 	// until it is deleted; 0 = none yet. The controller allocates it.
 	ExportID uint64 `json:"exportId,omitempty"`
+	// SMBServer is the fully qualified name of the SMB server that shares the
+	// volume (the machine account its network joined to the pool's Active
+	// Directory as, e.g. "BASIN-1A2B.basin.test"), once shared; "" = not yet.
+	SMBServer string `json:"smbServer,omitempty"`
 
 	// Key names the volume's storage (filesystem image, mount point); it never
 	// changes and is never reused, so a deleted volume's leftovers cannot collide
@@ -351,6 +355,11 @@ type ActiveDirectory struct {
 	NfsUsersWithLdap     bool     `json:"nfsUsersWithLdap,omitempty"`
 	LdapSigning          bool     `json:"ldapSigning,omitempty"`
 	EncryptDcConnections bool     `json:"encryptDcConnections,omitempty"`
+	// Members are the machine accounts Basin joined (or is joining) to the domain,
+	// one per network whose SMB service uses the policy: network name → NetBIOS
+	// machine name ("BASIN-1A2B"). A name is recorded before its join starts, so a
+	// join interrupted at any point is retried under the same name. Not on the wire.
+	Members map[string]string `json:"members,omitempty"`
 }
 
 // Name is the policy's resource name.

@@ -1,0 +1,389 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/dataplane"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/smb"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// SMB is what the controller needs of the SMB data plane (dataplane.Manager):
+// Samba instances, one per network and Active Directory policy, each joined to the
+// policy's domain under a machine name of its own, sharing that policy's volumes
+// on their endpoints.
+type SMB interface {
+	JoinDomain(ctx context.Context, network string, mb dataplane.SMBMembership, cred dataplane.SMBCredentials) error
+	SMBJoined(network, ad string) (dataplane.SMBMembership, bool)
+	LeaveDomain(ctx context.Context, network, ad string, cred dataplane.SMBCredentials) error
+	SMBShare(ctx context.Context, network, ad string, addr netip.Addr, spec smb.ShareSpec) error
+	SMBUnshare(ctx context.Context, network, ad string, addr netip.Addr, share string) error
+	SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error)
+}
+
+// Secrets opens sealed secrets (internal/secret's Box): the controller opens an
+// Active Directory password only to hand it to a join or a leave.
+type Secrets interface {
+	Open(sealed, aad string) (string, error)
+}
+
+// smbState remembers which (network, policy) instances this process has joined or
+// started, so that volume operations and resyncs call JoinDomain once, not every
+// time.
+type smbState struct {
+	running map[string]bool // network + "\x00" + policy name
+}
+
+func memberKey(network, ad string) string { return network + "\x00" + ad }
+
+// membershipOf is what network's Samba instance for policy a joins as.
+func membershipOf(a *model.ActiveDirectory, machine string) (dataplane.SMBMembership, error) {
+	mb := dataplane.SMBMembership{AD: a.Name(), Realm: strings.ToUpper(a.Domain), MachineName: machine, Site: a.Site,
+		AESOnly: a.AesEncryption, LDAPSigning: a.LdapSigning, KDCHostname: a.KdcHostname}
+	for _, d := range strings.Split(a.DNS, ",") {
+		ip, err := netip.ParseAddr(strings.TrimSpace(d))
+		if err != nil {
+			return mb, model.Invalid("dns", "%q is not an IP address", strings.TrimSpace(d))
+		}
+		mb.DNS = append(mb.DNS, ip)
+	}
+	if a.KdcIP != "" {
+		ip, err := netip.ParseAddr(a.KdcIP)
+		if err != nil {
+			return mb, model.Invalid("kdcIp", "%q is not an IP address", a.KdcIP)
+		}
+		mb.KDC = ip
+	}
+	ou, err := smb.OUPath(a.OrganizationalUnit, a.Domain)
+	if err != nil {
+		return mb, err
+	}
+	mb.OUPath = ou
+	return mb, nil
+}
+
+// credentialsOf opens policy a's join password.
+func (c *Controller) credentialsOf(a *model.ActiveDirectory) (dataplane.SMBCredentials, error) {
+	if c.opts.Secrets == nil {
+		return dataplane.SMBCredentials{}, errors.New("no secret box: cannot open the Active Directory password")
+	}
+	pw, err := c.opts.Secrets.Open(a.PasswordSealed, a.PasswordAAD())
+	if err != nil {
+		return dataplane.SMBCredentials{}, fmt.Errorf("Active Directory policy %s: its password cannot be opened", a.ID)
+	}
+	return dataplane.SMBCredentials{Username: a.Username, Password: []byte(pw)}, nil
+}
+
+// ensureMember makes network's Samba instance for policy adName joined and
+// running. The machine name is recorded on the policy before the join starts, so
+// a join interrupted at any point is retried under the same name. A join the
+// domain refuses is recorded on the policy (state ERROR, the reason in plain
+// words) and returned.
+func (c *Controller) ensureMember(ctx context.Context, network, adName string) error {
+	if c.opts.SMB == nil {
+		return nil
+	}
+	c.smbMu.Lock()
+	defer c.smbMu.Unlock()
+	if c.smb.running[memberKey(network, adName)] {
+		return nil
+	}
+	var a *model.ActiveDirectory
+	err := c.st.Update(ctx, func(tx store.Tx) (err error) {
+		if a, err = store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, adName); err != nil {
+			return err
+		}
+		machine := a.Members[network]
+		if on, ok := c.opts.SMB.SMBJoined(network, adName); ok && on.MachineName != "" {
+			machine = on.MachineName // what the domain knows wins over a lost record
+		}
+		if machine == "" {
+			if machine, err = smb.MachineName(a.NetBiosPrefix, rand.Reader); err != nil {
+				return err
+			}
+		}
+		if a.Members[network] == machine {
+			return nil
+		}
+		if a.Members == nil {
+			a.Members = map[string]string{}
+		}
+		a.Members[network] = machine
+		return store.PutAD(tx, a)
+	})
+	if err != nil {
+		return err
+	}
+	mb, err := membershipOf(a, a.Members[network])
+	if err != nil {
+		return err
+	}
+	cred, err := c.credentialsOf(a)
+	if err != nil {
+		return err
+	}
+	defer clear(cred.Password)
+	if joinErr := c.opts.SMB.JoinDomain(ctx, network, mb, cred); joinErr != nil {
+		// The domain's reasons are for the user, in plain words; anything else
+		// (commands, paths) stays in the log.
+		var je *smb.JoinError
+		if errors.As(joinErr, &je) {
+			joinErr = model.Errorf(model.ErrFailedPrecondition, "joining %s as %s (network %s): %s", a.Domain, mb.MachineName, network, je.Error())
+		} else {
+			c.log.Warn("domain join failed", "network", network, "activeDirectory", adName, "machine", mb.MachineName, "err", joinErr)
+			joinErr = fmt.Errorf("joining %s as %s (network %s): %w", a.Domain, mb.MachineName, network, joinErr)
+		}
+		c.recordJoin(ctx, adName, joinErr)
+		return joinErr
+	}
+	c.recordJoin(ctx, adName, nil)
+	c.smb.running[memberKey(network, adName)] = true
+	return nil
+}
+
+// recordJoin shows the outcome of a join on the policy: ERROR with the domain's
+// reason, or READY again after an error.
+func (c *Controller) recordJoin(ctx context.Context, adName string, joinErr error) {
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, adName)
+		if err != nil {
+			return err
+		}
+		switch {
+		case joinErr != nil:
+			a.State, a.Details = model.StateError, "joining the domain failed; the server log has the details"
+			if msg, ok := model.UserMessage(joinErr); ok {
+				a.Details = msg
+			}
+		case a.State == model.StateError:
+			a.State, a.Details = model.StateReady, ""
+		default:
+			return nil
+		}
+		return store.PutAD(tx, a)
+	})
+	if err != nil && !errors.Is(err, model.ErrNotFound) {
+		c.log.Warn("record join outcome", "activeDirectory", adName, "err", err)
+	}
+}
+
+// leaveUnused leaves the domain for every Samba instance on network whose policy
+// no pool on that network uses any more (the last SMB pool went, or moved to
+// another policy), and forgets its machine name.
+func (c *Controller) leaveUnused(ctx context.Context, network string) error {
+	if c.opts.SMB == nil {
+		return nil
+	}
+	c.smbMu.Lock()
+	defer c.smbMu.Unlock()
+	var leave []*model.ActiveDirectory
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		ads, err := store.List[model.ActiveDirectory](tx, store.KindActiveDirectory, "")
+		if err != nil {
+			return err
+		}
+		pools, err := store.PoolsOnNetwork(tx, network)
+		if err != nil {
+			return err
+		}
+		for _, a := range ads {
+			_, member := a.Members[network]
+			if _, joined := c.opts.SMB.SMBJoined(network, a.Name()); !member && !joined {
+				continue
+			}
+			if !slices.ContainsFunc(pools, func(e store.IndexEntry) bool { return e.Value == a.Name() }) {
+				leave = append(leave, a)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, a := range leave {
+		cred, err := c.credentialsOf(a)
+		if err != nil {
+			return err
+		}
+		err = c.opts.SMB.LeaveDomain(ctx, network, a.Name(), cred)
+		clear(cred.Password)
+		if err != nil {
+			return fmt.Errorf("leaving %s (network %s): %w", a.Domain, network, err)
+		}
+		delete(c.smb.running, memberKey(network, a.Name()))
+		err = c.st.Update(ctx, func(tx store.Tx) error {
+			cur, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, a.Name())
+			if err != nil {
+				return err
+			}
+			delete(cur.Members, network)
+			return store.PutAD(tx, cur)
+		})
+		if err != nil && !errors.Is(err, model.ErrNotFound) {
+			return err
+		}
+		c.log.Info("left the domain", "network", network, "activeDirectory", a.Name(), "domain", a.Domain)
+	}
+	return nil
+}
+
+// smbOf returns what volume v's SMB share is: its pool's policy and the share's
+// definition; ok is false for a volume not served over SMB.
+func (c *Controller) smbOf(ctx context.Context, v *model.Volume) (ad string, spec smb.ShareSpec, ok bool, err error) {
+	if c.opts.SMB == nil || v.Endpoint == "" || !slices.Contains(v.Protocols, model.ProtocolSMB) {
+		return "", spec, false, nil
+	}
+	err = c.st.View(ctx, func(tx store.Tx) error {
+		p, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+		if err != nil {
+			return err
+		}
+		ad = p.ActiveDirectory
+		return nil
+	})
+	if err != nil || ad == "" {
+		return "", spec, false, err
+	}
+	spec = smb.ShareSpec{Name: v.ShareName, Path: c.be.MountPath(v.Key), Comment: v.Desc}
+	for _, s := range v.SMBSettings {
+		spec.Settings = append(spec.Settings, smb.Setting(s))
+	}
+	if len(spec.Settings) == 0 {
+		spec.Settings = smb.DefaultSettings
+	}
+	return ad, spec, true, nil
+}
+
+// observeShare fills in whether volume v's SMB share exists and is as wanted.
+func (c *Controller) observeShare(ctx context.Context, v *model.Volume, o *Observation) error {
+	ad, spec, ok, err := c.smbOf(ctx, v)
+	if err != nil || !ok {
+		return err
+	}
+	shares, err := c.opts.SMB.SMBShares(ctx, v.Network, ad)
+	if err != nil {
+		return err
+	}
+	have, exists := shares[v.ShareName]
+	o.Shared = exists
+	if exists {
+		want, err := smb.ShareParams(spec)
+		if err != nil {
+			return err
+		}
+		o.ShareCurrent = len(smb.ShareDiff(have, want)) == 0 && v.SMBServer != ""
+	}
+	return nil
+}
+
+// share makes volume v's SMB share as wanted: its network's instance for the
+// pool's policy joined and running, then the share on v's endpoint. It records the
+// server's name on the volume for its mount options.
+func (c *Controller) share(ctx context.Context, v *model.Volume) error {
+	ad, spec, ok, err := c.smbOf(ctx, v)
+	if err != nil || !ok {
+		return err
+	}
+	addr, err := netip.ParseAddr(v.Endpoint)
+	if err != nil {
+		return err
+	}
+	if err := c.ensureMember(ctx, v.Network, ad); err != nil {
+		return err
+	}
+	if err := c.opts.SMB.SMBShare(ctx, v.Network, ad, addr, spec); err != nil {
+		return err
+	}
+	var server string
+	err = c.st.View(ctx, func(tx store.Tx) error {
+		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, ad)
+		if err != nil {
+			return err
+		}
+		server = a.Members[v.Network] + "." + strings.ToLower(a.Domain)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if v.SMBServer == server {
+		return nil
+	}
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return err
+		}
+		cur.SMBServer, v.SMBServer = server, server
+		return store.PutVolume(tx, cur)
+	})
+}
+
+// unshare removes volume v's SMB share (idempotent).
+func (c *Controller) unshare(ctx context.Context, v *model.Volume) error {
+	ad, _, ok, err := c.smbOf(ctx, v)
+	if err != nil || !ok {
+		return err
+	}
+	addr, err := netip.ParseAddr(v.Endpoint)
+	if err != nil {
+		return err
+	}
+	return c.opts.SMB.SMBUnshare(ctx, v.Network, ad, addr, v.ShareName)
+}
+
+// resyncMembers brings back every Samba instance a pool needs (after a restart
+// they are stopped; joined ones start without a new join) and makes instances no
+// pool needs any more leave, network by network. Pools with an operation running
+// are left to it.
+func (c *Controller) resyncMembers(ctx context.Context) error {
+	if c.opts.SMB == nil {
+		return nil
+	}
+	var pools []*model.Pool
+	networks := map[string]bool{}
+	// A policy whose last join the domain refused is not tried again here: a
+	// wrong password retried every pass could lock the account out. The next
+	// pool or policy operation tries again.
+	failed := map[string]bool{}
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		if pools, err = store.List[model.Pool](tx, store.KindPool, ""); err != nil {
+			return err
+		}
+		ads, err := store.List[model.ActiveDirectory](tx, store.KindActiveDirectory, "")
+		for _, a := range ads {
+			if a.State == model.StateError {
+				failed[a.Name()] = true
+			}
+			for network := range a.Members {
+				networks[network] = true // where a leave may be left to finish
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range pools {
+		network := model.NetworkName(p.Network)
+		networks[network] = true
+		if p.ActiveDirectory == "" || p.State.Busy() || failed[p.ActiveDirectory] {
+			continue
+		}
+		if err := c.ensureMember(ctx, network, p.ActiveDirectory); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for network := range networks {
+		errs = append(errs, c.leaveUnused(ctx, network))
+	}
+	return errors.Join(errs...)
+}

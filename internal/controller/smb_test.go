@@ -1,0 +1,302 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/dataplane"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/smb"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// fakeSMB models the SMB data plane: instances joined per (network, policy) and
+// their registry shares.
+type fakeSMB struct {
+	mu       sync.Mutex
+	joined   map[string]dataplane.SMBMembership
+	shares   map[string]map[string]map[string]string // instance → share → params
+	joins    []string                                // "network|machine|user|password" per JoinDomain
+	leaves   []string                                // "network|policy|user"
+	joinErr  error
+	block    chan struct{} // non-nil: JoinDomain waits for it
+	entered  chan struct{}
+	enterOne sync.Once
+}
+
+func newFakeSMB() *fakeSMB {
+	return &fakeSMB{joined: map[string]dataplane.SMBMembership{}, shares: map[string]map[string]map[string]string{}}
+}
+
+func (f *fakeSMB) JoinDomain(ctx context.Context, network string, mb dataplane.SMBMembership, cred dataplane.SMBCredentials) error {
+	if f.entered != nil {
+		f.enterOne.Do(func() { close(f.entered) })
+	}
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-time.After(30 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.joins = append(f.joins, strings.Join([]string{network, mb.MachineName, cred.Username, string(cred.Password)}, "|"))
+	if f.joinErr != nil {
+		return f.joinErr
+	}
+	f.joined[memberKey(network, mb.AD)] = mb
+	return nil
+}
+
+func (f *fakeSMB) SMBJoined(network, ad string) (dataplane.SMBMembership, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mb, ok := f.joined[memberKey(network, ad)]
+	return mb, ok
+}
+
+func (f *fakeSMB) LeaveDomain(ctx context.Context, network, ad string, cred dataplane.SMBCredentials) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leaves = append(f.leaves, network+"|"+ad+"|"+cred.Username)
+	delete(f.joined, memberKey(network, ad))
+	delete(f.shares, memberKey(network, ad))
+	return nil
+}
+
+func (f *fakeSMB) SMBShare(ctx context.Context, network, ad string, addr netip.Addr, spec smb.ShareSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.joined[memberKey(network, ad)]; !ok {
+		return errors.New("not joined")
+	}
+	p, err := smb.ShareParams(spec)
+	if err != nil {
+		return err
+	}
+	k := memberKey(network, ad)
+	if f.shares[k] == nil {
+		f.shares[k] = map[string]map[string]string{}
+	}
+	f.shares[k][spec.Name] = p
+	return nil
+}
+
+func (f *fakeSMB) SMBUnshare(ctx context.Context, network, ad string, addr netip.Addr, share string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.shares[memberKey(network, ad)], share)
+	return nil
+}
+
+func (f *fakeSMB) SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]map[string]string{}
+	for k, v := range f.shares[memberKey(network, ad)] {
+		out[k] = v
+	}
+	return out, nil
+}
+
+// fakeSecrets opens "sealed:<password>" sealed for the right policy.
+type fakeSecrets struct{}
+
+func (fakeSecrets) Open(sealed, aad string) (string, error) {
+	pw, ok := strings.CutPrefix(sealed, "sealed:")
+	if !ok || !strings.HasSuffix(aad, "#password") {
+		return "", errors.New("cannot open")
+	}
+	return pw, nil
+}
+
+const adPassword = "S3cret!join"
+
+func newAD(id string) *model.ActiveDirectory {
+	return &model.ActiveDirectory{Meta: model.Meta{Project: "p", Location: "l", ID: id, CreateTime: t0, State: model.StateReady},
+		Domain: "basin.test", DNS: "10.99.70.10", NetBiosPrefix: "BASIN", OrganizationalUnit: "OU=Basin",
+		Username: "basinjoin", PasswordSealed: "sealed:" + adPassword}
+}
+
+func newSMBPool(id, ad string) *model.Pool {
+	return &model.Pool{Meta: model.Meta{Project: "p", Location: "l", ID: id, CreateTime: t0, State: model.StateCreating},
+		ServiceLevel: model.LevelPremium, CapacityGib: 2048, Network: "projects/p/global/networks/default", ActiveDirectory: ad}
+}
+
+func newSMBVolume(id, pool string) *model.Volume {
+	v := newVolume(id)
+	v.StoragePool, v.Protocols, v.Endpoint, v.Network = pool, []model.Protocol{model.ProtocolSMB}, "10.99.0.20", "default"
+	v.SMBSettings = []int32{int32(smb.EncryptData), int32(smb.Browsable)}
+	return v
+}
+
+// run seeds records and their operations, wakes the controller and waits for each.
+func (h *harness) runOps(t *testing.T, c *Controller, ops ...*model.Operation) {
+	t.Helper()
+	h.seed(t, func(tx store.Tx) error {
+		for _, op := range ops {
+			if err := store.PutOperation(tx, op); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c.Wake()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, op := range ops {
+		if !c.WaitDone(ctx, op.Name()) {
+			t.Fatalf("%s did not finish", op.Name())
+		}
+	}
+}
+
+func getAD(t *testing.T, h *harness, name string) *model.ActiveDirectory {
+	t.Helper()
+	var a *model.ActiveDirectory
+	if err := h.st.View(context.Background(), func(tx store.Tx) (err error) {
+		a, err = store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, name)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// A pool with a policy joins its network's instance for that policy once, as
+// PREFIX-XXXX with the policy's user and opened password; an SMB volume in it is
+// shared with its settings and names its server; a second pool of the same policy
+// joins nothing more; deleting the volume removes its share, and deleting the last
+// pool leaves the domain and forgets the machine name.
+func TestSMBJoinShareLeave(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
+	ad := newAD("ad1")
+	p1, p2 := newSMBPool("pool", ad.Name()), newSMBPool("pool2", ad.Name())
+	h.seed(t, func(tx store.Tx) error {
+		for _, p := range []*model.Pool{p1, p2} {
+			if err := store.PutPool(tx, p); err != nil {
+				return err
+			}
+		}
+		return store.PutAD(tx, ad)
+	})
+	h.runOps(t, c, newOp(model.OpPoolCreate, p1.Name(), t0))
+	if op := h.opDone(t, newOp(model.OpPoolCreate, p1.Name(), t0).Name()); op.Error != nil {
+		t.Fatalf("pool create: %+v", op.Error)
+	}
+	if len(f.joins) != 1 {
+		t.Fatalf("joins %q, want one", f.joins)
+	}
+	parts := strings.Split(f.joins[0], "|")
+	if !regexp.MustCompile(`^BASIN-[0-9A-F]{4}$`).MatchString(parts[1]) || parts[0] != "default" || parts[2] != "basinjoin" || parts[3] != adPassword {
+		t.Fatalf("join %q: want network default, BASIN-XXXX, the policy's user and password", f.joins[0])
+	}
+	machine := parts[1]
+	if got := getAD(t, h, ad.Name()).Members["default"]; got != machine {
+		t.Fatalf("recorded member %q, want %q", got, machine)
+	}
+
+	v := newSMBVolume("docs", "pool")
+	h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
+	h.runOps(t, c, newOp(model.OpVolumeCreate, v.Name(), t0.Add(time.Second)), newOp(model.OpPoolCreate, p2.Name(), t0.Add(2*time.Second)))
+	params := f.shares[memberKey("default", ad.Name())]["docs"]
+	if params == nil || params["server smb encrypt"] != "required" || params["path"] != h.be.MountPath(v.Key) {
+		t.Fatalf("share params %v: want the volume's path with encryption required", params)
+	}
+	got, err := c.loadVolume(context.Background(), v.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SMBServer != machine+".basin.test" || got.State != model.StateReady {
+		t.Fatalf("volume server %q state %s, want %s.basin.test READY", got.SMBServer, got.State, machine)
+	}
+	if len(f.joins) != 1 {
+		t.Fatalf("joins %q: the second pool of the policy joined again", f.joins)
+	}
+
+	h.seed(t, func(tx store.Tx) error {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return err
+		}
+		cur.State = model.StateDeleting
+		return store.PutVolume(tx, cur)
+	})
+	h.runOps(t, c, newOp(model.OpVolumeDelete, v.Name(), t0.Add(3*time.Second)))
+	if _, ok := f.shares[memberKey("default", ad.Name())]["docs"]; ok {
+		t.Fatal("the deleted volume's share is still there")
+	}
+	h.runOps(t, c, newOp(model.OpPoolDelete, p1.Name(), t0.Add(4*time.Second)))
+	if len(f.leaves) != 0 {
+		t.Fatalf("left %q while pool2 still uses the policy", f.leaves)
+	}
+	h.runOps(t, c, newOp(model.OpPoolDelete, p2.Name(), t0.Add(5*time.Second)))
+	if len(f.leaves) != 1 || f.leaves[0] != "default|"+ad.Name()+"|basinjoin" {
+		t.Fatalf("leaves %q, want one for the policy on default", f.leaves)
+	}
+	if m := getAD(t, h, ad.Name()).Members; len(m) != 0 {
+		t.Fatalf("members %v after the leave", m)
+	}
+}
+
+// A join the domain refuses fails the pool operation with the domain's reason,
+// shows it on the policy (ERROR), and the password appears in neither; the machine
+// name was recorded first, so the retry joins under the same name.
+func TestSMBJoinRefused(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	f.joinErr = &smb.JoinError{Kind: smb.ErrBadCredentials, Reason: "the domain refused the user name or password"}
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}, StepAttempts: 1})
+	ad := newAD("ad1")
+	p := newSMBPool("pool", ad.Name())
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutPool(tx, p); err != nil {
+			return err
+		}
+		return store.PutAD(tx, ad)
+	})
+	op := newOp(model.OpPoolCreate, p.Name(), t0)
+	h.runOps(t, c, op)
+	done := h.opDone(t, op.Name())
+	if done.Error == nil || !strings.Contains(done.Error.Message, "refused the user name or password") {
+		t.Fatalf("operation error %+v: want the domain's reason", done.Error)
+	}
+	a := getAD(t, h, ad.Name())
+	if a.State != model.StateError || !strings.Contains(a.Details, "refused the user name or password") {
+		t.Fatalf("policy %s %q: want ERROR with the reason", a.State, a.Details)
+	}
+	for _, s := range []string{done.Error.Message, a.Details, fmt.Sprint(done)} {
+		if strings.Contains(s, adPassword) {
+			t.Fatalf("the password leaked into %q", s)
+		}
+	}
+	first := a.Members["default"]
+	f.mu.Lock()
+	f.joinErr = nil
+	f.mu.Unlock()
+	// A failed create takes its pool back: the user creates it again.
+	h.seed(t, func(tx store.Tx) error { return store.PutPool(tx, newSMBPool("pool", ad.Name())) })
+	retry := newOp(model.OpPoolCreate, p.Name(), t0.Add(time.Second))
+	retry.ID = "retry"
+	h.runOps(t, c, retry)
+	if e := h.opDone(t, retry.Name()).Error; e != nil {
+		t.Fatalf("retry: %+v", e)
+	}
+	if last := strings.Split(f.joins[len(f.joins)-1], "|")[1]; last != first || first == "" {
+		t.Fatalf("retry joined as %q, first attempt as %q: want the same name", last, first)
+	}
+	if a := getAD(t, h, ad.Name()); a.State != model.StateReady || a.Details != "" {
+		t.Fatalf("policy %s %q after a good join: want READY", a.State, a.Details)
+	}
+}

@@ -235,7 +235,7 @@ func TestSMBServices(t *testing.T) {
 			t.Errorf("%s env: %s", s.Name, env)
 		}
 		if !strings.HasPrefix(s.Caps, "-all,") || strings.Contains(s.Caps, "sys_admin") || strings.Contains(s.Caps, "sys_ptrace") ||
-			strings.Contains(s.Caps, "net_admin") {
+			strings.Contains(s.Caps, "net_admin") || strings.Contains(s.Caps, "kill") {
 			t.Errorf("%s caps %s", s.Name, s.Caps)
 		}
 		if s.Ready == nil {

@@ -62,21 +62,25 @@ func smbLoopback(id string) netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 1 + h[0]%254, h[1], z})
 }
 
-// Capability bounding sets of the instance's daemons (setpriv syntax), each the
-// smallest set the root test's scenario works with. Every one lacks sys_admin,
-// sys_ptrace, net_admin and sys_module.
+// Capability bounding sets of the instance's daemons (setpriv syntax). None has
+// sys_admin, sys_ptrace, net_admin, sys_module or kill (a daemon signals only its
+// own children, whose real or saved uid is still root). The root test's scenario
+// (join, NTLM and Kerberos logons, writes as a domain user with NT ACLs, restarts)
+// runs with these; winbindd's and samba-dcerpcd's are what remained after
+// removing setuid, setgid, fowner and kill (winbindd) and chown, fowner and kill
+// (samba-dcerpcd) from a working set.
 const (
 	// smbd becomes each user (setuid/setgid; its children keep root as their
 	// saved id), binds 445, creates files for any owner with their NT ACLs in
-	// security.* xattrs (chown, fowner, fsetid, dac_override, dac_read_search),
-	// raises its descriptor limit (sys_resource) and signals its children (kill).
-	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+kill,+net_bind_service,+sys_resource"
-	// winbindd keeps its privileged pipe directory's group (chown) and talks to
-	// the DC as root; dac_override for its tdbs and sockets.
-	winbinddCaps = "-all,+chown,+dac_override,+fowner,+setuid,+setgid,+kill,+sys_resource"
+	// security.* xattrs (chown, fowner, fsetid, dac_override, dac_read_search:
+	// the same file rights as Ganesha's) and raises its descriptor limit.
+	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+net_bind_service,+sys_resource"
+	// winbindd gives its privileged pipe directory its group (chown), opens its
+	// state as root (dac_override) and raises its descriptor limit.
+	winbinddCaps = "-all,+chown,+dac_override,+sys_resource"
 	// samba-dcerpcd and its rpcd_* workers answer the named pipes smbd forwards,
-	// as the connected user for some calls.
-	dcerpcdCaps = "-all,+chown,+dac_override,+fowner,+setuid,+setgid,+kill,+sys_resource"
+	// as the connected user for some calls (setuid/setgid).
+	dcerpcdCaps = "-all,+dac_override,+setuid,+setgid,+sys_resource"
 )
 
 // smbDaemons are the names SMBPID knows.

@@ -565,9 +565,10 @@ func (m *Manager) registerDNS(ctx context.Context, in *smbInstance, rec SMBMembe
 	}
 }
 
-// applyAddrs renders the instance's config with addrs and restarts smbd, which
-// opens its listening sockets only as it starts (a reload does not bind new
-// interfaces); established sessions of the instance reconnect.
+// applyAddrs renders the instance's config with addrs and restarts smbd, so that
+// it listens on exactly those addresses (smbd opens its listening sockets as it
+// starts; whether a reload would bind a new address and drop an old one was not
+// tested); established sessions of the instance reconnect.
 func (m *Manager) applyAddrs(ctx context.Context, in *smbInstance, rec SMBMembership, addrs []netip.Addr) error {
 	if err := in.writeFiles(rec, addrs); err != nil {
 		return err

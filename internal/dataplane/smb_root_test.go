@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -153,6 +154,13 @@ func TestSMBInstanceRoot(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
+	// A stuck step shows where: every goroutine's stack after 120 s.
+	watchdog := time.AfterFunc(120*time.Second, func() {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		os.Stderr.Write(buf[:n])
+	})
+	t.Cleanup(func() { watchdog.Stop() })
 	bssNetwork(t)
 	dc := addc.StartT(t, addc.Options{Name: "bss", Dir: t.TempDir(), Bridge: bssBridge, Addr: "10.99.73.5/24", Gateway: "10.99.73.1"})
 	t.Logf("dc up in %v", dc.Startup)
@@ -185,7 +193,7 @@ func TestSMBInstanceRoot(t *testing.T) {
 		vols[v] = p
 	}
 
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	newManager := func() *Manager {
 		m := New(Options{DataDir: dataDir, Networks: []Network{n}, Logger: logger})
 		if err := m.Start(ctx); err != nil {
@@ -203,6 +211,20 @@ func TestSMBInstanceRoot(t *testing.T) {
 		}
 	})
 
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// The instances' Samba logs, for the failure.
+		logs, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "bss", "smb", "*", "log", "*"))
+		for _, f := range logs {
+			data, _ := os.ReadFile(f)
+			if len(data) > 6000 {
+				data = data[len(data)-6000:]
+			}
+			t.Logf("%s:\n%s", f, data)
+		}
+	})
 	ou, err := smb.OUPath(dc.OU, dc.Realm)
 	if err != nil {
 		t.Fatal(err)
@@ -312,13 +334,14 @@ func TestSMBInstanceRoot(t *testing.T) {
 	}
 	waitServes := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
-			out, err := cli.run(ctx, ntlm, alice.Password, "//"+ep1.String()+"/vol1", "-c", "ls")
+			out, err := cli.run(ctx, ntlm, alice.Password, "//"+ep1.String()+"/vol1", "-t", "5", "-c", "ls")
 			if err == nil {
 				return
 			}
 			if time.Now().After(deadline) {
+				diagnose(t, m, mb.AD)
 				t.Fatalf("%s: not served again: %v\n%s", what, err, out)
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -447,4 +470,24 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// diagnose logs what the instance's daemons say about themselves.
+func diagnose(t *testing.T, m *Manager, ad string) {
+	m.mu.Lock()
+	sb := m.sandboxes["bss"]
+	m.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	sb.smbMu.Lock()
+	in := sb.smb[smbInstanceID(ad)]
+	sb.smbMu.Unlock()
+	if in == nil {
+		return
+	}
+	for _, argv := range [][]string{{"wbinfo", "-p"}, {"wbinfo", "-t"}, {"wbinfo", "--ping-dc"}, {"ss", "-ltnp"}, {"ps", "-eo", "pid,sid,args"}} {
+		out, err := in.run(context.Background(), nil, argv...)
+		t.Logf("%v: %v\n%s", argv, err, out)
+	}
 }

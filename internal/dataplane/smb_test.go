@@ -3,6 +3,7 @@ package dataplane
 import (
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -206,5 +207,42 @@ func TestPrepareDirs(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(in.dir, "etc", "hosts")); !strings.Contains(string(data), "10.99.73.20 basin-1a2b.basin.test") {
 		t.Errorf("hosts not rewritten: %s", data)
+	}
+}
+
+// Each daemon runs in the instance's namespaces, in the foreground, on the
+// instance's smb.conf and Kerberos files, with its own small bounding set.
+func TestSMBServices(t *testing.T) {
+	sb := &sandbox{dir: "/data/sandboxes/n1", ns: "basin-br0"}
+	in := &smbInstance{id: "s12345678", dir: "/data/sandboxes/n1/smb/s12345678", sb: sb,
+		holder: &exec.Cmd{Process: &os.Process{Pid: 4242}}}
+	svcs := in.services()
+	var names []string
+	for _, s := range svcs {
+		names = append(names, s.Name)
+		c := in.command(s)
+		argv := strings.Join(c.Argv(), " ")
+		want := "nsenter -t 4242 -m -n -- setsid setpriv --bounding-set " + s.Caps + " --inh-caps -all --no-new-privs -- "
+		if !strings.HasPrefix(argv, want) {
+			t.Errorf("%s: %s", s.Name, argv)
+		}
+		if !strings.Contains(argv, " -s /data/sandboxes/n1/smb/s12345678/smb.conf --foreground --no-process-group") {
+			t.Errorf("%s: %s", s.Name, argv)
+		}
+		env := strings.Join(c.Env, " ")
+		if !strings.Contains(env, "KRB5_CONFIG=/data/sandboxes/n1/smb/s12345678/krb5.conf") ||
+			!strings.Contains(env, "KRB5_KTNAME=FILE:/data/sandboxes/n1/smb/s12345678/private/krb5.keytab") {
+			t.Errorf("%s env: %s", s.Name, env)
+		}
+		if !strings.HasPrefix(s.Caps, "-all,") || strings.Contains(s.Caps, "sys_admin") || strings.Contains(s.Caps, "sys_ptrace") ||
+			strings.Contains(s.Caps, "net_admin") || strings.Contains(s.Caps, "kill") {
+			t.Errorf("%s caps %s", s.Name, s.Caps)
+		}
+		if s.Ready == nil {
+			t.Errorf("%s has no readiness probe", s.Name)
+		}
+	}
+	if strings.Join(names, ",") != strings.Join(smbDaemons, ",") {
+		t.Errorf("services %v, want %v", names, smbDaemons)
 	}
 }

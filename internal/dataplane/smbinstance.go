@@ -62,25 +62,32 @@ func smbLoopback(id string) netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 1 + h[0]%254, h[1], z})
 }
 
-// Capability bounding sets of the instance's daemons (setpriv syntax), each the
-// smallest set the root test's scenario works with. Every one lacks sys_admin,
-// sys_ptrace, net_admin and sys_module.
+// Capability bounding sets of the instance's daemons (setpriv syntax). None has
+// sys_admin, sys_ptrace, net_admin, sys_module or kill (a daemon signals only its
+// own children, whose real or saved uid is still root). The root test's scenario
+// (join, NTLM and Kerberos logons, writes as a domain user with NT ACLs, restarts)
+// runs with these; winbindd's and samba-dcerpcd's are what remained after
+// removing setuid, setgid, fowner and kill (winbindd) and chown, fowner and kill
+// (samba-dcerpcd) from a working set.
 const (
 	// smbd becomes each user (setuid/setgid; its children keep root as their
 	// saved id), binds 445, creates files for any owner with their NT ACLs in
-	// security.* xattrs (chown, fowner, fsetid, dac_override, dac_read_search),
-	// raises its descriptor limit (sys_resource) and signals its children (kill).
-	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+kill,+net_bind_service,+sys_resource"
-	// winbindd keeps its privileged pipe directory's group (chown) and talks to
-	// the DC as root; dac_override for its tdbs and sockets.
-	winbinddCaps = "-all,+chown,+dac_override,+fowner,+setuid,+setgid,+kill,+sys_resource"
+	// security.* xattrs (chown, fowner, fsetid, dac_override, dac_read_search:
+	// the same file rights as Ganesha's) and raises its descriptor limit.
+	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+net_bind_service,+sys_resource"
+	// winbindd gives its privileged pipe directory its group (chown), opens its
+	// state as root (dac_override) and raises its descriptor limit.
+	winbinddCaps = "-all,+chown,+dac_override,+sys_resource"
 	// samba-dcerpcd and its rpcd_* workers answer the named pipes smbd forwards,
-	// as the connected user for some calls.
-	dcerpcdCaps = "-all,+chown,+dac_override,+fowner,+setuid,+setgid,+kill,+sys_resource"
+	// as the connected user for some calls (setuid/setgid).
+	dcerpcdCaps = "-all,+dac_override,+setuid,+setgid,+sys_resource"
 )
 
 // smbDaemons are the names SMBPID knows.
 var smbDaemons = []string{"samba-dcerpcd", "winbindd", "smbd"}
+
+// toolTimeout bounds one run of a Samba tool (net, smbcontrol).
+const toolTimeout = 90 * time.Second
 
 // dcerpcdBinary is Debian's path of samba-dcerpcd.
 const dcerpcdBinary = "/usr/libexec/samba/samba-dcerpcd"
@@ -144,8 +151,9 @@ func (in *smbInstance) prepareDirs(mb SMBMembership, addrs []netip.Addr) error {
 			return err
 		}
 	}
-	// Read by every daemon whatever user it switched to.
-	for _, p := range []string{in.dir, filepath.Join(in.dir, "etc"), filepath.Join(in.dir, "var")} {
+	// Read by every daemon whatever user it switched to; Samba insists on 0755
+	// for the ncalrpc directory.
+	for _, p := range []string{in.dir, filepath.Join(in.dir, "etc"), filepath.Join(in.dir, "var"), d.Run, d.NCALRPC} {
 		if err := os.Chmod(p, 0o755); err != nil {
 			return err
 		}
@@ -301,8 +309,13 @@ func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string)
 	if in.holder == nil {
 		return "", errors.New("samba instance not started")
 	}
+	// No Samba tool may hang an operation: net's own network timeouts are
+	// shorter than this.
+	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
+	defer cancel()
 	args := append([]string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), in.environ()...)
 	// No controlling terminal: net cannot prompt for what it was not given.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
@@ -317,7 +330,9 @@ func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
 	err := cmd.Run()
+	in.log.Debug("samba tool", "argv", argv, "took", time.Since(t0), "err", err)
 	if err != nil {
 		code := -1
 		var ee *exec.ExitError
@@ -343,7 +358,7 @@ func (in *smbInstance) services() []Service {
 	conf := in.conf()
 	fg := []string{"-s", conf, "--foreground", "--no-process-group"}
 	lo := smbLoopback(in.id)
-	return []Service{
+	svcs := []Service{
 		{Name: "samba-dcerpcd", Argv: append([]string{dcerpcdBinary, "--libexec-rpcds"}, fg...), Env: in.environ(), Caps: dcerpcdCaps,
 			Ready: dialReady(filepath.Join(smb.GlobalOptions{StateDir: in.dir}.Dirs().NCALRPC, "np", "winreg"))},
 		{Name: "winbindd", Argv: append([]string{"winbindd"}, fg...), Env: in.environ(), Caps: winbinddCaps,
@@ -357,11 +372,66 @@ func (in *smbInstance) services() []Service {
 				return c.Close()
 			}},
 	}
+	for i := range svcs {
+		svcs[i].AfterExit = killSession
+	}
+	return svcs
 }
 
-// command runs a daemon in the instance's namespaces, with only its bounding set.
+// killSession ends every process left in the session sid (a daemon started by
+// setsid leads its own, and its children stay in it: a killed smbd's children
+// would keep its listening sockets, accepting connections nobody serves), and
+// waits, bounded, until they are gone.
+func killSession(sid int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := sessionPids(sid)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sessionPids lists the live (not zombie) processes whose session id is sid.
+func sessionPids(sid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...; comm may hold spaces or ')'.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 4 || f[0] == "Z" {
+			continue
+		}
+		if s, err := strconv.Atoi(f[3]); err == nil && s == sid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// command runs a daemon in the instance's namespaces, with only its bounding
+// set, in a session of its own: with --no-process-group a Samba daemon stays in
+// its parent's process group, and smbd ending on SIGTERM signals its whole group,
+// which would be Basin's. setsid(1) does not fork here (the daemon is no group
+// leader), so the supervisor's pid is the daemon's.
 func (in *smbInstance) command(s Service) runner.Command {
-	args := []string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "--",
+	args := []string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "--", "setsid",
 		"setpriv", "--bounding-set", s.Caps, "--inh-caps", "-all", "--no-new-privs", "--"}
 	return runner.Command{Name: "nsenter", Args: append(args, s.Argv...), Env: s.Env}
 }

@@ -34,6 +34,10 @@ type Service struct {
 	// the daemon is not ready and its dependents wait. A daemon not ready within the
 	// supervisor's ReadyTimeout is killed and started again.
 	Ready func(ctx context.Context) error
+	// AfterExit, if set, runs once the daemon's process has exited (a crash, a
+	// restart or stop), before it is started again: it ends what the daemon left
+	// behind (Samba's children keep its listening sockets).
+	AfterExit func(pid int)
 	// Reapply, if set, runs after every restart (not the first start), once Ready
 	// passed and before the daemon counts as ready: it gives a daemon that starts
 	// empty its state again (Ganesha's exports). ctx ends when the process does.
@@ -216,6 +220,9 @@ func (s *supervisor) loop(svc Service) {
 			go s.settle(pctx, svc, proc, restart, log)
 			err = proc.Wait()
 			cancel()
+			if svc.AfterExit != nil {
+				svc.AfterExit(proc.Pid())
+			}
 		}
 		s.mu.Lock()
 		if proc != nil {

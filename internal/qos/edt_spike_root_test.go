@@ -272,8 +272,10 @@ func edtSkip(t *testing.T) {
 
 // TestRootSpikeEDTCost: iperf3 -t 5, 5 rounds, arrangements alternating: off,
 // the driver (IFB at the sandbox's eth0, 1,000 leaves far above demand), EDT
-// stamps without fq (the program's cost alone) and the EDT policer (1,000
-// entries far above demand). Medians, MiB/s.
+// stamps without fq (the program's cost alone), the EDT policer (1,000 entries
+// far above demand) and stamps with a pfifo root on both devices (a lower bound
+// for stamps + fq). Medians, MiB/s, and the median of each round's ratio to off
+// in the same round (the machine's speed drifts between rounds).
 func TestRootSpikeEDTCost(t *testing.T) {
 	edtSkip(t)
 	edtNet(t)
@@ -296,6 +298,8 @@ func TestRootSpikeEDTCost(t *testing.T) {
 		d.Remove(ctx, eth0)
 		edtDetach(edtSrv, "eth0")
 		edtDetach(edtHost, edtPort)
+		exec.Command("tc", "-n", edtSrv, "qdisc", "del", "dev", "eth0", "root").Run()
+		exec.Command("tc", "-n", edtHost, "qdisc", "del", "dev", edtPort, "root").Run()
 	}
 	t.Cleanup(func() { clear(); stamp.Close(); police.Close() })
 	type arr struct {
@@ -314,6 +318,14 @@ func TestRootSpikeEDTCost(t *testing.T) {
 		}},
 		{"EDT stamp, no fq (1,000 entries)", bpf(stamp)},
 		{"EDT police (1,000 entries)", bpf(police)},
+		// fq is not built: a pfifo root on both devices stands for the cost of
+		// having a qdisc there at all (fq's flow hashing and time-ordered
+		// queues come on top), a lower bound for stamps + fq.
+		{"EDT stamp + pfifo root on both (lower bound for fq)", func() {
+			bpf(stamp)()
+			run(t, "tc", "-n", edtSrv, "qdisc", "add", "dev", "eth0", "root", "pfifo", "limit", "1000")
+			run(t, "tc", "-n", edtHost, "qdisc", "add", "dev", edtPort, "root", "pfifo", "limit", "1000")
+		}},
 	}
 	res := map[string][]float64{}
 	for range 5 {
@@ -335,7 +347,12 @@ func TestRootSpikeEDTCost(t *testing.T) {
 	for _, a := range arrs {
 		for _, dir := range []string{"read", "write"} {
 			r := res[a.name+" | "+dir]
-			t.Logf("| %s | %s | %.0f (runs %s) |", a.name, dir, median(r), fmtRuns(r))
+			off := res["off | "+dir]
+			var ratio []float64
+			for i := range r {
+				ratio = append(ratio, r[i]/off[i])
+			}
+			t.Logf("| %s | %s | %.0f (runs %s) | %.3f × off |", a.name, dir, median(r), fmtRuns(r), median(ratio))
 		}
 	}
 }
@@ -353,7 +370,9 @@ func TestRootSpikeEDTAccuracy(t *testing.T) {
 	const limit = 20 << 20
 	d := New(nil)
 	t.Cleanup(func() { d.Remove(ctx, eth0); edtDetach(edtSrv, "eth0"); edtDetach(edtHost, edtPort) })
-	measure := func(name string, bytes func() uint64, drops func() uint64) {
+	// measure logs one row per mode; with a policer of horizon ≤ 200 ms it also
+	// checks that the bytes let through stay within 1.1 × the limit.
+	measure := func(name string, bytes func() uint64, drops func() uint64, check bool) {
 		for _, mode := range []string{"read", "write", "both"} {
 			var b0, x0 uint64
 			if bytes != nil {
@@ -373,7 +392,11 @@ func TestRootSpikeEDTAccuracy(t *testing.T) {
 			line := fmt.Sprintf("| %s | %s | read %.2f | write %.2f | sum %.2f MiB/s = %.3f × limit |", name, mode, rd, wr, rd+wr, (rd+wr)*(1<<20)/limit)
 			if bytes != nil {
 				b1, x1 := bytes(), drops()
-				line += fmt.Sprintf(" passed %.2f MiB/s (frames) | drops %d |", float64(b1-b0)/el/(1<<20), x1-x0)
+				passed := float64(b1-b0) / el
+				line += fmt.Sprintf(" passed %.2f MiB/s (frames) | drops %d |", passed/(1<<20), x1-x0)
+				if check && (passed > 1.1*limit || x1 == x0) {
+					t.Errorf("%s %s: passed %.2f MiB/s with %d drops, want at most 1.1 × the limit, with drops", name, mode, passed/(1<<20), x1-x0)
+				}
 			}
 			t.Log(line)
 		}
@@ -382,7 +405,7 @@ func TestRootSpikeEDTAccuracy(t *testing.T) {
 	if err := d.Apply(ctx, eth0, tree); err != nil {
 		t.Fatal(err)
 	}
-	measure("driver", nil, nil)
+	measure("driver", nil, nil, false)
 	d.Remove(ctx, eth0)
 	for _, c := range []struct {
 		police  bool
@@ -396,7 +419,8 @@ func TestRootSpikeEDTAccuracy(t *testing.T) {
 		if c.police {
 			name = fmt.Sprintf("EDT police, horizon %v", c.horizon)
 		}
-		measure(name, func() uint64 { return e.value(t).Bytes }, func() uint64 { return e.value(t).Drops })
+		measure(name, func() uint64 { return e.value(t).Bytes }, func() uint64 { return e.value(t).Drops },
+			c.police && c.horizon <= 200*time.Millisecond)
 		edtDetach(edtSrv, "eth0")
 		edtDetach(edtHost, edtPort)
 		e.Close()

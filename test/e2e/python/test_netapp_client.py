@@ -162,15 +162,23 @@ def test_operation_polling_strict_parsers(basin_polled):
 
 def test_active_directory_password_never_returned(basin):
     client = basin.client()
+    # A DNS server inside the test range that nobody answers: the pool's join
+    # finds no domain controller.
     ad = client.create_active_directory(parent=PARENT, active_directory_id="ad1", active_directory=netapp_v1.ActiveDirectory(
-        domain="corp.example.com", dns="10.0.0.2", net_bios_prefix="nas", username="admin", password="Sup3rSecret!")).result(timeout=60)
+        domain="corp.example.com", dns="10.99.255.254", net_bios_prefix="nas", username="admin", password="Sup3rSecret!")).result(timeout=60)
     assert ad.domain == "corp.example.com" and ad.password == ""
     assert client.get_active_directory(name=ad.name).password == ""
     assert "Sup3rSecret!" not in basin.log()
-    make_pool(client, "adpool", 10, active_directory=ad.name)
-    with pytest.raises(exceptions.BadRequest) as e:
-        client.delete_active_directory(name=ad.name)
-    assert status_of(e.value) == "FAILED_PRECONDITION"
+    # A pool with the policy joins the domain: refused in plain words, shown on the
+    # policy, and the password still nowhere.
+    with pytest.raises(exceptions.FailedPrecondition) as e:  # the operation's error, code 9
+        make_pool(client, "adpool", 10, active_directory=ad.name)
+    assert "domain controller" in str(e.value)
+    failed = client.get_active_directory(name=ad.name)
+    assert failed.state == netapp_v1.ActiveDirectory.State.ERROR and "domain controller" in failed.state_details
+    assert "Sup3rSecret!" not in basin.log() and "Sup3rSecret!" not in str(e.value)
+    # The failed create took its pool back: the policy is in no use and goes.
+    client.delete_active_directory(name=ad.name).result(timeout=60)
 
 
 @pytest.mark.parametrize("call,exc,http,code", [

@@ -106,7 +106,8 @@ func (h adHandler) run(ctx context.Context, op *model.Operation) error {
 	if op.Kind == model.OpADUpdate && c.opts.SMB != nil {
 		// The instances that joined with it take the new settings (DNS servers,
 		// site, AES, LDAP signing): each is joined again as itself, which
-		// re-renders its configuration and restarts its daemons.
+		// re-renders its configuration (running daemons read it when they next
+		// start: the data plane does not reload them yet).
 		for network := range a.Members {
 			c.smbMu.Lock()
 			delete(c.smb.running, memberKey(network, a.Name()))

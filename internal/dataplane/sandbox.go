@@ -407,6 +407,18 @@ func (sb *sandbox) startHolder() error {
 	rpcUID, _ := rpcUser()
 	cmd := exec.Command("ip", "netns", "exec", sb.ns, "unshare", "--mount", "--propagation", "slave", "--",
 		"sh", "-c", holderScript, "holder", sb.dataDir, sb.dir, rpcUID)
+	if err := startHolderProcess(cmd, "sandbox holder"); err != nil {
+		return err
+	}
+	sb.holder = cmd
+	go func() { cmd.Wait(); close(sb.dead) }()
+	return nil
+}
+
+// startHolderProcess starts a holder (a process that owns namespaces and sleeps),
+// killed with Basin and in a process group of its own, and waits for the "ready"
+// line its script prints once its namespaces are built.
+func startHolderProcess(cmd *exec.Cmd, what string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -415,16 +427,14 @@ func (sb *sandbox) startHolder() error {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("sandbox holder: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	if strings.TrimSpace(line) != "ready" {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return fmt.Errorf("sandbox holder did not start: %s", strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("%s did not start: %s", what, strings.TrimSpace(stderr.String()))
 	}
-	sb.holder = cmd
-	go func() { cmd.Wait(); close(sb.dead) }()
 	return nil
 }
 

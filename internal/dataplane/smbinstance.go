@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -279,21 +278,8 @@ exec sleep infinity`
 func (in *smbInstance) startHolder() error {
 	cmd := exec.Command("nsenter", "-t", strconv.Itoa(in.sb.holder.Process.Pid), "-m", "-n", "--",
 		"unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", instanceHolderScript, "smb-holder", in.dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	if err := startHolderProcess(cmd, "samba instance holder"); err != nil {
 		return err
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("samba instance holder: %w", err)
-	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	if strings.TrimSpace(line) != "ready" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return fmt.Errorf("samba instance holder did not start: %s", strings.TrimSpace(stderr.String()))
 	}
 	in.holder = cmd
 	in.dead = make(chan struct{})

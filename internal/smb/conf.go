@@ -65,6 +65,16 @@ type Dirs struct {
 }
 
 // Dirs returns the directories under o.StateDir.
+// render writes Samba's directory parameters, in the order [global] lists them.
+func (d Dirs) render(p func(k, v string)) {
+	p("private dir", d.Private)
+	p("lock directory", d.Lock)
+	p("state directory", d.State)
+	p("cache directory", d.Cache)
+	p("pid directory", d.Run)
+	p("ncalrpc dir", d.NCALRPC)
+}
+
 func (o GlobalOptions) Dirs() Dirs {
 	d := o.StateDir
 	return Dirs{
@@ -189,12 +199,7 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	p("smb ports", "445")
 	p("server min protocol", "SMB2_02")
 	p("server multi channel support", "yes")
-	p("private dir", d.Private)
-	p("lock directory", d.Lock)
-	p("state directory", d.State)
-	p("cache directory", d.Cache)
-	p("pid directory", d.Run)
-	p("ncalrpc dir", d.NCALRPC)
+	d.render(p)
 	p("winbindd socket directory", WinbinddSocketDir)
 	p("log file", filepath.Join(d.Log, "log.%m"))
 	p("max log size", "10000")
@@ -242,12 +247,7 @@ func RenderDiscovery(realm, stateDir string) (string, error) {
 	p("realm", strings.ToUpper(realm))
 	p("security", "ads")
 	p("disable netbios", "yes")
-	p("private dir", d.Private)
-	p("lock directory", d.Lock)
-	p("state directory", d.State)
-	p("cache directory", d.Cache)
-	p("pid directory", d.Run)
-	p("ncalrpc dir", d.NCALRPC)
+	d.render(p)
 	p("log file", filepath.Join(d.Log, "log.%m"))
 	p("client ldap sasl wrapping", "seal")
 	return b.String(), nil

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	smb2 "github.com/cloudsoda/go-smb2"
+	krb5client "github.com/jcmturner/gokrb5/v8/client"
+	"github.com/jcmturner/gokrb5/v8/config"
+
+	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/test/addc"
+	"github.com/basin-nas/basin/test/clienthost"
+)
+
+// smbLab is a Basin server, a real Samba AD DC on the server's network bridge, an
+// Active Directory policy "ad1" made through the v1 API with the DC's delegated
+// user, an SMB pool "smb" using it, and a client host at .150. SMB tests build on
+// it; each test gets its own (the DC takes about 5 s).
+type smbLab struct {
+	t     *testing.T
+	s     *server
+	c     *client.Client
+	dc    *addc.DC
+	realm string // lower case: the DNS domain
+	ad    string // the policy's resource name
+	h     *clienthost.Host
+}
+
+// smbShare is an SMB volume as its mount options give it.
+type smbShare struct {
+	ID, Share string
+	UNC       string     // \\basin-xxxx.realm\share
+	Server    string     // basin-xxxx.realm (lower case)
+	Machine   string     // BASIN-XXXX
+	Endpoint  netip.Addr // where its server answers
+}
+
+var smbLabSeq int
+
+// newSMBLab starts the lab; adExtra adds fields to the policy's body (e.g.
+// "administrators"), adOverride replaces fields.
+func newSMBLab(t *testing.T, adExtra map[string]any) *smbLab {
+	t.Helper()
+	if err := addc.Check(); err != nil {
+		t.Skipf("no Samba AD DC here: %v", err)
+	}
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	// The network's bridge comes with its sandbox: an NFS volume brings it up, and
+	// the DC joins the bridge before any SMB pool exists.
+	nfsPool(t, c)
+	s.openVolume(c, "first")
+	smbLabSeq++
+	dc := addc.StartT(t, addc.Options{Name: fmt.Sprintf("sl%d", smbLabSeq), Dir: t.TempDir(), Bridge: s.bridge, Addr: s.addrN(200) + "/24"})
+	l := &smbLab{t: t, s: s, c: c, dc: dc, realm: strings.ToLower(dc.Realm), ad: strings.TrimPrefix(loc, "/v1/") + "/activeDirectories/ad1"}
+	body := map[string]any{"domain": l.realm, "dns": dc.Addr, "netBiosPrefix": "BASIN", "organizationalUnit": dc.OU,
+		"username": dc.Delegated.Name, "password": dc.Delegated.Password}
+	for k, v := range adExtra {
+		body[k] = v
+	}
+	mutate(t, c, "POST", loc+"/activeDirectories?activeDirectoryId=ad1", body)
+	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=smb", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 2048,
+		"network": "projects/p1/global/networks/default", "activeDirectory": l.ad})
+	l.h = s.host(150)
+	return l
+}
+
+// volume creates an SMB volume id with share name id in pool "smb"; extra adds or
+// replaces body fields (smbSettings, unixPermissions…).
+func (l *smbLab) volume(id string, extra map[string]any) smbShare {
+	l.t.Helper()
+	body := map[string]any{"shareName": id, "storagePool": "smb", "capacityGib": 100, "protocols": []string{"SMB"}}
+	for k, v := range extra {
+		body[k] = v
+	}
+	mutate(l.t, l.c, "POST", loc+"/volumes?volumeId="+id, body)
+	return l.share(id)
+}
+
+// share reads volume id's SMB mount option.
+func (l *smbLab) share(id string) smbShare {
+	l.t.Helper()
+	var v client.Object
+	if err := l.c.Do(context.Background(), "GET", loc+"/volumes/"+id, nil, nil, &v); err != nil {
+		l.t.Fatal(err)
+	}
+	mos, _ := v["mountOptions"].([]any)
+	if len(mos) != 1 {
+		l.t.Fatalf("volume %s: mountOptions %v: want one SMB entry", id, v["mountOptions"])
+	}
+	mo := mos[0].(map[string]any)
+	unc, _ := mo["exportFull"].(string)
+	ep, err := netip.ParseAddr(fmt.Sprint(mo["ipAddress"]))
+	share, _ := v["shareName"].(string)
+	m := regexp.MustCompile(`^\\\\((basin-[0-9a-f]{4})\.` + regexp.QuoteMeta(l.realm) + `)\\` + regexp.QuoteMeta(share) + `$`).FindStringSubmatch(unc)
+	if m == nil || err != nil {
+		l.t.Fatalf("volume %s: mount option %v: want \\\\basin-xxxx.%s\\%s and the endpoint", id, mo, l.realm, share)
+	}
+	return smbShare{ID: id, Share: share, UNC: unc, Server: m[1], Machine: strings.ToUpper(m[2]), Endpoint: ep}
+}
+
+// user returns the DC's user by name (alice, bob, or the delegated user).
+func (l *smbLab) user(name string) addc.User {
+	for _, u := range append(l.dc.Users, l.dc.Delegated) {
+		if u.Name == name {
+			return u
+		}
+	}
+	l.t.Fatalf("no user %s in the DC fixture", name)
+	return addc.User{}
+}
+
+// smbclient runs smbclient on the client host against the share as user (NTLM,
+// by address) with args (e.g. "-m", "SMB3", "-c", "ls").
+func (l *smbLab) smbclient(ctx context.Context, sh smbShare, u addc.User, args ...string) (string, error) {
+	argv := append([]string{"//" + sh.Endpoint.String() + "/" + sh.Share, "-U", l.dc.Domain + `\` + u.Name + "%" + u.Password}, args...)
+	return l.h.Run(ctx, "smbclient", argv...)
+}
+
+// smbclientKrb5 runs smbclient with Kerberos only, naming the server by its DNS
+// name (the ticket is for cifs/<name>) and connecting to the endpoint.
+func (l *smbLab) smbclientKrb5(ctx context.Context, sh smbShare, u addc.User, args ...string) (string, error) {
+	argv := append([]string{"//" + sh.Server + "/" + sh.Share, "-I", sh.Endpoint.String(),
+		"--use-kerberos=required", "-U", u.Name + "@" + l.dc.Realm + "%" + u.Password}, args...)
+	cmd := l.h.Command(ctx, "smbclient", argv...)
+	cmd.Env = append(os.Environ(), "KRB5_CONFIG="+l.dc.Krb5Conf, "KRB5CCNAME=MEMORY:e2e")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// dialNTLM opens a go-smb2 session from the client host as u with NTLM.
+func (l *smbLab) dialNTLM(ctx context.Context, sh smbShare, u addc.User) (*smb2.Session, error) {
+	d := &smb2.Dialer{Initiator: &smb2.NTLMInitiator{User: u.Name, Password: u.Password, Domain: l.dc.Domain}}
+	return l.dial(ctx, sh, d)
+}
+
+// dialKrb5 opens a go-smb2 session from the client host as u with Kerberos
+// (gokrb5 against the DC's KDC, a ticket for cifs/<server name>).
+func (l *smbLab) dialKrb5(ctx context.Context, sh smbShare, u addc.User) (*smb2.Session, error) {
+	cfg, err := config.NewFromString(fmt.Sprintf("[libdefaults]\n default_realm = %[1]s\n dns_lookup_kdc = false\n"+
+		" default_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
+		" default_tgs_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
+		"[realms]\n %[1]s = {\n  kdc = %[2]s:88\n }\n", l.dc.Realm, l.dc.Addr))
+	if err != nil {
+		return nil, err
+	}
+	var sess *smb2.Session
+	// The KDC is reached from the client host: logon and the service ticket (during
+	// session setup) both open their sockets inside it.
+	err = l.h.Within(func() error {
+		cl := krb5client.NewWithPassword(u.Name, l.dc.Realm, u.Password, cfg, krb5client.DisablePAFXFAST(true))
+		if err := cl.Login(); err != nil {
+			return fmt.Errorf("kerberos logon as %s: %w", u.Name, err)
+		}
+		d := &smb2.Dialer{Initiator: &smb2.Krb5Initiator{Client: cl, TargetSPN: "cifs/" + sh.Server}}
+		var err error
+		sess, err = l.dialIn(ctx, sh, d)
+		return err
+	})
+	return sess, err
+}
+
+func (l *smbLab) dial(ctx context.Context, sh smbShare, d *smb2.Dialer) (*smb2.Session, error) {
+	var sess *smb2.Session
+	err := l.h.Within(func() (err error) {
+		sess, err = l.dialIn(ctx, sh, d)
+		return err
+	})
+	return sess, err
+}
+
+// dialIn dials on the calling thread (inside the client host).
+func (l *smbLab) dialIn(ctx context.Context, sh smbShare, d *smb2.Dialer) (*smb2.Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(sh.Endpoint.String(), "445"))
+	if err != nil {
+		return nil, err
+	}
+	sess, err := d.DialConn(ctx, conn, net.JoinHostPort(sh.Endpoint.String(), "445"))
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return sess, nil
+}

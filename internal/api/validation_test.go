@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -53,8 +54,8 @@ func TestADFieldLimits(t *testing.T) {
 	long := func(n int) string { return strings.Repeat("a", n) }
 	many := func(n int) []string {
 		var out []string
-		for range n {
-			out = append(out, "CORP\\user")
+		for i := range n {
+			out = append(out, fmt.Sprintf("CORP\\user%d", i))
 		}
 		return out
 	}
@@ -80,6 +81,11 @@ func TestADFieldLimits(t *testing.T) {
 		{"long administrator", "administrators", []string{long(257)}},
 		{"empty backup operator", "backupOperators", []string{""}},
 		{"security operator with a comma", "securityOperators", []string{"a,b"}},
+		{"administrator listed twice", "administrators", []string{"CORP\\alice", "corp\\ALICE"}},
+		{"administrator like an option", "administrators", []string{"-Uroot"}},
+		{"backup operator with two domains", "backupOperators", []string{`A\B\c`}},
+		{"administrator with a percent", "administrators", []string{"%u"}},
+		{"encrypted DC connections", "encryptDcConnections", true},
 	} {
 		r := e.fails("POST", loc+"/activeDirectories?activeDirectoryId=ad1", base(tc.field, tc.value), 400, "INVALID_ARGUMENT")
 		if !strings.Contains(r.raw, `"field":"`+tc.field+`"`) {

@@ -3,6 +3,7 @@ package intent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -112,6 +114,22 @@ func validateAD(a *model.ActiveDirectory, password string) error {
 				return err
 			}
 		}
+	}
+	// What Samba will be asked: names net sam can take as they are.
+	if err := smb.ValidateLocalGroups(smb.LocalGroups{Administrators: a.Administrators, BackupOperators: a.BackupOperators,
+		SecurityOperators: a.SecurityOperators}); err != nil {
+		var fe *smb.FieldError
+		if errors.As(err, &fe) {
+			return model.Invalid(fe.Field, "%s", fe.Msg)
+		}
+		return err
+	}
+	if a.EncryptDcConnections {
+		// Samba 4.17 has no setting that verifiably encrypts a member server's
+		// SMB traffic to its DCs (SMB-AD.md §0: `client smb encrypt = required`
+		// had no visible effect). Its DC RPC pipes are sealed and its LDAP is
+		// signed and sealed anyway; refusing beats a flag silently ignored.
+		return model.Invalid("encryptDcConnections", "is not supported: Basin's SMB servers cannot encrypt their SMB connections to domain controllers (their RPC to the DCs is sealed regardless)")
 	}
 	return CheckMeta(&a.Meta)
 }

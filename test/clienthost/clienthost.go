@@ -124,9 +124,18 @@ func (h *Host) Attach(bridge string) error {
 func (h *Host) Within(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is never unlocked: it ends with this goroutine instead of going
-		// back to the pool in the wrong namespace.
+		// The thread goes back to the pool only once it is back in its own
+		// namespace; if it cannot get back it ends with this goroutine. Ending a
+		// thread is not free: a child another goroutine started from it with
+		// Pdeathsig (the AD DC fixture's samba) is killed with it, so the thread
+		// is kept whenever it can be.
 		runtime.LockOSThread()
+		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
 		f, err := os.Open(filepath.Join("/run/netns", h.ns))
 		if err != nil {
 			errc <- err
@@ -137,7 +146,11 @@ func (h *Host) Within(fn func() error) error {
 			errc <- fmt.Errorf("enter %s: %w", h.ns, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }
@@ -308,3 +321,6 @@ func (h *Held) Close() {
 	h.cmd.Process.Kill()
 	h.cmd.Wait()
 }
+
+// Name is the host's network namespace.
+func (h *Host) Name() string { return h.ns }

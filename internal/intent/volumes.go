@@ -64,6 +64,12 @@ func (s *Service) CreateVolume(ctx context.Context, st store.Store, req VolumeCr
 	v.CreateTime, v.State, v.Key = s.opts.Now().UTC(), model.StateCreating, "v"+newID(8)
 	if v.UnixPermissions == "" {
 		v.UnixPermissions = "0770"
+		if len(v.Protocols) > 0 && !slices.ContainsFunc(v.Protocols, func(p model.Protocol) bool { return p != model.ProtocolSMB }) {
+			// An SMB-only volume's root starts open to every domain user (what
+			// Windows calls Everyone: Full control, the services' default); its
+			// administrators narrow it with Windows ACLs.
+			v.UnixPermissions = "0777"
+		}
 	}
 	loc := model.LocationName(v.Project, v.Location)
 	op := s.newOperation(v.Project, v.Location, model.OpVolumeCreate, v.Name())

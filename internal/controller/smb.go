@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,6 +27,10 @@ type SMB interface {
 	SMBShare(ctx context.Context, network, ad string, addr netip.Addr, spec smb.ShareSpec) error
 	SMBUnshare(ctx context.Context, network, ad string, addr netip.Addr, share string) error
 	SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error)
+	// SMBSnapshotDir is where a share's snapshot entries live; SMBSnapshotLinks
+	// reads them (entry name → the directory it leads to).
+	SMBSnapshotDir(network, ad, share string) string
+	SMBSnapshotLinks(network, ad, share string) (map[string]string, error)
 }
 
 // Secrets opens sealed secrets (internal/secret's Box): the controller opens an
@@ -46,7 +51,8 @@ func memberKey(network, ad string) string { return network + "\x00" + ad }
 // membershipOf is what network's Samba instance for policy a joins as.
 func membershipOf(a *model.ActiveDirectory, machine string) (dataplane.SMBMembership, error) {
 	mb := dataplane.SMBMembership{AD: a.Name(), Realm: strings.ToUpper(a.Domain), MachineName: machine, Site: a.Site,
-		AESOnly: a.AesEncryption, LDAPSigning: a.LdapSigning, KDCHostname: a.KdcHostname}
+		AESOnly: a.AesEncryption, LDAPSigning: a.LdapSigning, KDCHostname: a.KdcHostname,
+		Local: smb.LocalGroups{Administrators: a.Administrators, BackupOperators: a.BackupOperators, SecurityOperators: a.SecurityOperators}}
 	for _, d := range strings.Split(a.DNS, ",") {
 		ip, err := netip.ParseAddr(strings.TrimSpace(d))
 		if err != nil {
@@ -235,18 +241,24 @@ func (c *Controller) leaveUnused(ctx context.Context, network string) error {
 }
 
 // smbOf returns what volume v's SMB share is: its pool's policy and the share's
-// definition; ok is false for a volume not served over SMB.
-func (c *Controller) smbOf(ctx context.Context, v *model.Volume) (ad string, spec smb.ShareSpec, ok bool, err error) {
+// definition; ok is false for a volume not served over SMB. A share that shows
+// previous versions lists the snapshots include accepts (nil: the READY ones),
+// each by its creation time; of two made in the same second, the first.
+func (c *Controller) smbOf(ctx context.Context, v *model.Volume, include func(*model.Snapshot) bool) (ad string, spec smb.ShareSpec, ok bool, err error) {
 	if c.opts.SMB == nil || v.Endpoint == "" || !slices.Contains(v.Protocols, model.ProtocolSMB) {
 		return "", spec, false, nil
 	}
+	var snaps []*model.Snapshot
 	err = c.st.View(ctx, func(tx store.Tx) error {
 		p, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
 		if err != nil {
 			return err
 		}
 		ad = p.ActiveDirectory
-		return nil
+		if smbShowsSnapshots(v) {
+			snaps, err = store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
+		}
+		return err
 	})
 	if err != nil || ad == "" {
 		return "", spec, false, err
@@ -258,12 +270,35 @@ func (c *Controller) smbOf(ctx context.Context, v *model.Volume) (ad string, spe
 	if len(spec.Settings) == 0 {
 		spec.Settings = smb.DefaultSettings
 	}
+	if smbShowsSnapshots(v) {
+		if include == nil {
+			include = func(s *model.Snapshot) bool { return s.State == model.StateReady }
+		}
+		spec.SnapshotDir = c.opts.SMB.SMBSnapshotDir(v.Network, ad, v.ShareName)
+		spec.Snapshots = map[string]string{}
+		slices.SortFunc(snaps, func(a, b *model.Snapshot) int { return a.CreateTime.Compare(b.CreateTime) })
+		for _, s := range snaps {
+			name := smb.SnapshotName(s.CreateTime)
+			if _, dup := spec.Snapshots[name]; dup || !include(s) {
+				continue
+			}
+			spec.Snapshots[name] = c.be.SnapshotMountPath(v.Key, s.ID)
+		}
+	}
 	return ad, spec, true, nil
+}
+
+// smbShowsSnapshots reports whether v's SMB share shows its snapshots as
+// previous versions (SHOW_SNAPSHOT or SHOW_PREVIOUS_VERSIONS).
+func smbShowsSnapshots(v *model.Volume) bool {
+	return slices.ContainsFunc(v.SMBSettings, func(s int32) bool {
+		return smb.Setting(s) == smb.ShowSnapshot || smb.Setting(s) == smb.ShowPreviousVersions
+	}) && slices.Contains(v.Protocols, model.ProtocolSMB)
 }
 
 // observeShare fills in whether volume v's SMB share exists and is as wanted.
 func (c *Controller) observeShare(ctx context.Context, v *model.Volume, o *Observation) error {
-	ad, spec, ok, err := c.smbOf(ctx, v)
+	ad, spec, ok, err := c.smbOf(ctx, v, nil)
 	if err != nil || !ok {
 		return err
 	}
@@ -279,6 +314,13 @@ func (c *Controller) observeShare(ctx context.Context, v *model.Volume, o *Obser
 			return err
 		}
 		o.ShareCurrent = len(smb.ShareDiff(have, want)) == 0 && v.SMBServer != ""
+		if o.ShareCurrent && spec.SnapshotDir != "" {
+			links, err := c.opts.SMB.SMBSnapshotLinks(v.Network, ad, v.ShareName)
+			if err != nil {
+				return err
+			}
+			o.ShareCurrent = maps.Equal(links, spec.Snapshots) || len(links) == 0 && len(spec.Snapshots) == 0
+		}
 	}
 	return nil
 }
@@ -287,7 +329,14 @@ func (c *Controller) observeShare(ctx context.Context, v *model.Volume, o *Obser
 // pool's policy joined and running, then the share on v's endpoint. It records the
 // server's name on the volume for its mount options.
 func (c *Controller) share(ctx context.Context, v *model.Volume) error {
-	ad, spec, ok, err := c.smbOf(ctx, v)
+	return c.shareWith(ctx, v, nil)
+}
+
+// shareWith is share listing the snapshots include accepts (nil: the READY
+// ones): a snapshot operation shows its snapshot before it is READY, or hides it
+// before it goes.
+func (c *Controller) shareWith(ctx context.Context, v *model.Volume, include func(*model.Snapshot) bool) error {
+	ad, spec, ok, err := c.smbOf(ctx, v, include)
 	if err != nil || !ok {
 		return err
 	}
@@ -328,7 +377,7 @@ func (c *Controller) share(ctx context.Context, v *model.Volume) error {
 
 // unshare removes volume v's SMB share (idempotent).
 func (c *Controller) unshare(ctx context.Context, v *model.Volume) error {
-	ad, _, ok, err := c.smbOf(ctx, v)
+	ad, _, ok, err := c.smbOf(ctx, v, nil)
 	if err != nil || !ok {
 		return err
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ type fakeSMB struct {
 	mu       sync.Mutex
 	joined   map[string]dataplane.SMBMembership
 	shares   map[string]map[string]map[string]string // instance → share → params
+	links    map[string]map[string]string            // snapshot dir → entry → target
 	joins    []string                                // "network|machine|user|password" per JoinDomain
 	leaves   []string                                // "network|policy|user"
 	joinErr  error
@@ -32,7 +34,18 @@ type fakeSMB struct {
 }
 
 func newFakeSMB() *fakeSMB {
-	return &fakeSMB{joined: map[string]dataplane.SMBMembership{}, shares: map[string]map[string]map[string]string{}}
+	return &fakeSMB{joined: map[string]dataplane.SMBMembership{}, shares: map[string]map[string]map[string]string{},
+		links: map[string]map[string]string{}}
+}
+
+func (f *fakeSMB) SMBSnapshotDir(network, ad, share string) string {
+	return "/fake/" + strings.NewReplacer("/", "_", "\x00", "_").Replace(memberKey(network, ad)) + "/snapshots/" + share
+}
+
+func (f *fakeSMB) SMBSnapshotLinks(network, ad, share string) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.links[f.SMBSnapshotDir(network, ad, share)]), nil
 }
 
 func (f *fakeSMB) JoinDomain(ctx context.Context, network string, mb dataplane.SMBMembership, cred dataplane.SMBCredentials) error {
@@ -82,6 +95,9 @@ func (f *fakeSMB) SMBShare(ctx context.Context, network, ad string, addr netip.A
 	p, err := smb.ShareParams(spec)
 	if err != nil {
 		return err
+	}
+	if spec.SnapshotDir != "" {
+		f.links[spec.SnapshotDir] = maps.Clone(spec.Snapshots)
 	}
 	k := memberKey(network, ad)
 	if f.shares[k] == nil {
@@ -298,5 +314,81 @@ func TestSMBJoinRefused(t *testing.T) {
 	}
 	if a := getAD(t, h, ad.Name()); a.State != model.StateReady || a.Details != "" {
 		t.Fatalf("policy %s %q after a good join: want READY", a.State, a.Details)
+	}
+}
+
+// A share showing previous versions lists each READY snapshot by its UTC creation
+// time, leading to the snapshot's read-only mount (mounted for it, though the
+// volume has no NFS .snapshot); a deleted snapshot leaves the list and is
+// unmounted; a share without the setting has no snapshot directory.
+func TestSMBPreviousVersions(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
+	ad := newAD("ad1")
+	p := newSMBPool("pool", ad.Name())
+	v := newSMBVolume("docs", "pool")
+	v.SMBSettings = []int32{int32(smb.ShowPreviousVersions)}
+	plain := newSMBVolume("plain", "pool")
+	plain.Endpoint = "10.99.0.21"
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutPool(tx, p); err != nil {
+			return err
+		}
+		return store.PutAD(tx, ad)
+	})
+	h.runOps(t, c, newOp(model.OpPoolCreate, p.Name(), t0))
+	for i, vol := range []*model.Volume{v, plain} {
+		if op := h.run(t, c, newOp(model.OpVolumeCreate, vol.Name(), t0.Add(time.Duration(i+1)*time.Second)),
+			func(tx store.Tx) error { return store.PutVolume(tx, vol) }); op.Error != nil {
+			t.Fatalf("create %s: %+v", vol.ID, op.Error)
+		}
+	}
+	dir := f.SMBSnapshotDir("default", ad.Name(), "docs")
+	if params := f.shares[memberKey("default", ad.Name())]["docs"]; params["shadow:snapdir"] != dir || !strings.Contains(params["vfs objects"], "shadow_copy2") {
+		t.Fatalf("share params %v: want shadow_copy2 over %s", params, dir)
+	}
+	times := []time.Time{time.Date(2026, 11, 23, 8, 1, 2, 300, time.FixedZone("X", 3600)), time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+	snaps := map[string]*model.Snapshot{}
+	for i, at := range times {
+		for _, vol := range []*model.Volume{v, plain} {
+			sn := &model.Snapshot{Meta: model.Meta{Project: vol.Project, Location: vol.Location, ID: fmt.Sprintf("s%d", i), CreateTime: at, State: model.StateCreating}, Volume: vol.ID}
+			if op := h.run(t, c, newOp(model.OpSnapshotCreate, sn.Name(), at), func(tx store.Tx) error { return store.PutSnapshot(tx, sn) }); op.Error != nil {
+				t.Fatalf("snapshot: %+v", op.Error)
+			}
+			snaps[vol.ID+"/"+sn.ID] = sn
+		}
+	}
+	want := map[string]string{"@GMT-2026.11.23-07.01.02": h.be.SnapshotMountPath(v.Key, "s0"), "@GMT-2026.11.23-09.00.00": h.be.SnapshotMountPath(v.Key, "s1")}
+	if links, _ := f.SMBSnapshotLinks("default", ad.Name(), "docs"); !maps.Equal(links, want) {
+		t.Fatalf("previous versions %v, want %v", links, want)
+	}
+	obs, err := h.be.ObserveSnapshots(context.Background(), v.Key)
+	if err != nil || !obs["s0"].Mounted || !obs["s1"].Mounted {
+		t.Fatalf("snapshots %+v (%v): want both mounted for the share", obs, err)
+	}
+	if links, _ := f.SMBSnapshotLinks("default", ad.Name(), "plain"); len(links) != 0 {
+		t.Fatalf("a share without previous versions lists %v", links)
+	}
+	if obs, _ := h.be.ObserveSnapshots(context.Background(), plain.Key); obs["s0"].Mounted {
+		t.Fatal("a snapshot of a volume that shows none is mounted")
+	}
+
+	del := snaps["docs/s0"]
+	h.seed(t, func(tx store.Tx) error {
+		cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, del.Name())
+		if err != nil {
+			return err
+		}
+		cur.State = model.StateDeleting
+		return store.PutSnapshot(tx, cur)
+	})
+	h.runOps(t, c, newOp(model.OpSnapshotDelete, del.Name(), t0.Add(time.Hour)))
+	delete(want, "@GMT-2026.11.23-07.01.02")
+	if links, _ := f.SMBSnapshotLinks("default", ad.Name(), "docs"); !maps.Equal(links, want) {
+		t.Fatalf("after a delete: previous versions %v, want %v", links, want)
+	}
+	if obs, _ := h.be.ObserveSnapshots(context.Background(), v.Key); obs["s0"].Exists || !obs["s1"].Mounted {
+		t.Fatalf("after a delete: %+v", obs)
 	}
 }

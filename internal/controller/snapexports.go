@@ -41,7 +41,7 @@ func (c *Controller) snapshotExport(v *model.Volume, volEx nfs.Export, s *model.
 // include nil means "the READY snapshots". view (nil = observe now) is what the
 // data plane holds; an export it shows as loaded is left alone.
 func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, snaps []*model.Snapshot, include func(*model.Snapshot) bool, view ExportView) error {
-	if c.dp == nil {
+	if c.dp == nil && c.opts.SMB == nil {
 		return nil
 	}
 	if include == nil {
@@ -57,7 +57,7 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, s
 	addr, _ := netip.ParseAddr(v.Endpoint)
 	var errs []error
 	for _, s := range snaps {
-		if _, v3 := c.snapshotExport(v, volEx, s); served && v3 && v.SnapshotDirectory && include(s) {
+		if _, v3 := c.snapshotExport(v, volEx, s); c.dp != nil && served && v3 && v.SnapshotDirectory && include(s) {
 			if s.ExportID != 0 { // without an ID it cannot be exported yet
 				if view == nil {
 					var err error
@@ -81,9 +81,18 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, s
 			errs = append(errs, c.dp.Export(ctx, v.Network, addr, ex))
 			continue
 		}
+		// An SMB share showing previous versions needs the snapshot mounted too
+		// (its entry in the share's snapshot directory leads to the mount).
+		smbWants := c.opts.SMB != nil && smbShowsSnapshots(v) && include(s)
 		if s.ExportID == 0 {
 			// Never put up, or already taken down: an ID is held from before the
 			// mount until after the unmount.
+			switch {
+			case smbWants:
+				errs = append(errs, c.be.MountSnapshot(ctx, v.Key, s.ID))
+			case !include(s) && smbShowsSnapshots(v):
+				errs = append(errs, c.be.UnmountSnapshot(ctx, v.Key, s.ID))
+			}
 			continue
 		}
 		// Taken down in the order it was put up: export, mount, then its ID, so the
@@ -92,9 +101,11 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, s
 			errs = append(errs, err)
 			continue
 		}
-		if err := c.be.UnmountSnapshot(ctx, v.Key, s.ID); err != nil {
-			errs = append(errs, err)
-			continue
+		if !smbWants {
+			if err := c.be.UnmountSnapshot(ctx, v.Key, s.ID); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		errs = append(errs, c.releaseSnapshotExportID(ctx, s))
 	}

@@ -47,10 +47,33 @@ func (h snapshotHandler) undo(ctx context.Context, op *model.Operation) error {
 	if err != nil {
 		return err
 	}
+	c.snapshotsToShare(ctx, v, readyBut(s))
 	if err := c.syncSnapshotExports(ctx, v, []*model.Snapshot{s}, none, nil); err != nil {
 		return err
 	}
 	return c.be.DeleteSnapshot(ctx, v.Key, s.ID)
+}
+
+// snapshotsToShare brings v's SMB share's previous versions to the snapshots
+// include accepts. A snapshot operation does not fail for the share: an SMB
+// server that cannot be reached now is brought up to date by the next resync
+// (observeShare compares the entries).
+func (c *Controller) snapshotsToShare(ctx context.Context, v *model.Volume, include func(*model.Snapshot) bool) {
+	if !smbShowsSnapshots(v) {
+		return
+	}
+	if err := c.shareWith(ctx, v, include); err != nil {
+		c.log.Warn("previous versions not updated", "volume", v.Name(), "err", err)
+	}
+}
+
+// readyOr accepts the READY snapshots and s; readyBut the READY ones but s.
+func readyOr(s *model.Snapshot) func(*model.Snapshot) bool {
+	return func(x *model.Snapshot) bool { return x.State == model.StateReady || x.Name() == s.Name() }
+}
+
+func readyBut(s *model.Snapshot) func(*model.Snapshot) bool {
+	return func(x *model.Snapshot) bool { return x.State == model.StateReady && x.Name() != s.Name() }
 }
 
 func (c *Controller) snapshotParent(ctx context.Context, op *model.Operation) (*model.Snapshot, *model.Volume, error) {
@@ -82,6 +105,8 @@ func (c *Controller) snapshotEnsure(ctx context.Context, op *model.Operation) er
 		if err := c.syncSnapshotExports(ctx, v, []*model.Snapshot{s}, all, nil); err != nil {
 			return err
 		}
+		// Shown as a previous version before the operation completes.
+		c.snapshotsToShare(ctx, v, readyOr(s))
 	}
 	// What the snapshot alone holds (a new one: its own tree root). Observation
 	// reads counters, runs nothing.
@@ -108,6 +133,8 @@ func (c *Controller) snapshotDelete(ctx context.Context, op *model.Operation) er
 	if err != nil {
 		return err
 	}
+	// Hidden from SMB clients first, then unmounted, then gone.
+	c.snapshotsToShare(ctx, v, readyBut(s))
 	if err := c.syncSnapshotExports(ctx, v, []*model.Snapshot{s}, none, nil); err != nil {
 		return err
 	}

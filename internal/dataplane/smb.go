@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -28,6 +29,9 @@ type SMBMembership struct {
 	LDAPSigning bool
 	KDC         netip.Addr // optional (kdcIp); with KDCHostname
 	KDCHostname string
+	// Local are the policy's grants on the server (BUILTIN groups, privileges),
+	// applied whenever the instance starts and changed live.
+	Local smb.LocalGroups `json:"local,omitzero"`
 }
 
 // SMBCredentials are an AD user's, for joining and leaving. They are never
@@ -181,6 +185,9 @@ func (m *Manager) bringUp(ctx context.Context, sb *sandbox, id string, rec SMBMe
 		return nil, fmt.Errorf("samba instance %s: %w", id, err)
 	}
 	in.log.Info("samba instance running", "machine", rec.MachineName, "start", time.Since(t0))
+	if err := in.applyLocalGroups(ctx, rec); err != nil {
+		return in, err
+	}
 	return in, nil
 }
 
@@ -246,9 +253,18 @@ func (m *Manager) JoinDomain(ctx context.Context, network string, mb SMBMembersh
 		if err := writeJSON(filepath.Join(dir, "membership.json"), mb); err != nil {
 			return err
 		}
+		sb.smbMu.Lock()
+		running := sb.smb[id] != nil && sb.smb[id].alive()
+		sb.smbMu.Unlock()
 		in, err := m.bringUp(ctx, sb, id, mb)
 		if err != nil {
 			return err
+		}
+		if running {
+			// Already serving under this join (a rebuilt sandbox brings its
+			// instances up by itself): no call to the domain, so neither a
+			// restart of Basin nor a resync waits on a DC that cannot be reached.
+			return nil
 		}
 		args, err := smb.CheckJoinArgs(in.conf())
 		if err != nil {
@@ -513,6 +529,22 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 	if err != nil {
 		return err
 	}
+	if spec.SnapshotDir != "" {
+		if spec.SnapshotDir != m.SMBSnapshotDir(network, ad, spec.Name) {
+			return fmt.Errorf("share %s: its snapshot directory must be %s", spec.Name, m.SMBSnapshotDir(network, ad, spec.Name))
+		}
+		if err := syncSnapshotLinks(spec.SnapshotDir, spec.Snapshots); err != nil {
+			return fmt.Errorf("share %s: %w", spec.Name, err)
+		}
+		// shadow_copy2 opens the directory as the connected user: the sandbox's
+		// directories on the way may be crossed, not listed, by anyone (inside
+		// the sandbox; the data directory itself stays 0700 on the host).
+		for d := spec.SnapshotDir; d != sb.dir && strings.HasPrefix(d, sb.dir+"/"); d = filepath.Dir(d) {
+			if err := addMode(filepath.Dir(d), 0o011); err != nil {
+				return err
+			}
+		}
+	}
 	if err := in.sb.addAddr(ctx, addr); err != nil {
 		return err
 	}
@@ -623,6 +655,9 @@ func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip
 	// Sessions on the share end now, not at their next reconnect.
 	if out, err := in.run(ctx, nil, "smbcontrol", "-s", in.conf(), "smbd", "close-share", share); err != nil {
 		in.log.Warn("close-share", "share", share, "out", firstLine(out), "err", err)
+	}
+	if err := os.RemoveAll(m.SMBSnapshotDir(network, ad, share)); err != nil {
+		return err
 	}
 	addrs, err := readAddrs(in.addrsFile())
 	if err != nil {
@@ -741,4 +776,90 @@ func (sb *sandbox) loopback(a netip.Addr, add bool) error {
 		return lo.Add(netip.PrefixFrom(a, 32))
 	}
 	return lo.Del(netip.PrefixFrom(a, 32))
+}
+
+// SMBSnapshotDir is the directory of share's snapshot entries (shadow_copy2's
+// snapdir): inside the instance's directory, which its smbd sees at the same path.
+func (m *Manager) SMBSnapshotDir(network, ad, share string) string {
+	return filepath.Join(m.instanceDir(network, smbInstanceID(ad)), "snapshots", share)
+}
+
+// SMBSnapshotLinks reads share's snapshot entries: name → the directory each
+// points at (nil if there are none). It runs no process.
+func (m *Manager) SMBSnapshotLinks(network, ad, share string) (map[string]string, error) {
+	return readSnapshotLinks(m.SMBSnapshotDir(network, ad, share))
+}
+
+func readSnapshotLinks(dir string) (map[string]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	links := map[string]string{}
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			target = "" // not a link: syncSnapshotLinks replaces it
+		}
+		links[e.Name()] = target
+	}
+	return links, nil
+}
+
+// syncSnapshotLinks makes dir hold exactly want's entries, each a symbolic link
+// named by a snapshot's creation time to its read-only mount (smbd follows them:
+// shadow_copy2 resolves a snapshot's root with realpath). Names and targets are
+// checked: no entry may lead anywhere but an absolute, clean path.
+func syncSnapshotLinks(dir string, want map[string]string) error {
+	for name, target := range want {
+		if !smb.ValidSnapshotName(name) {
+			return fmt.Errorf("snapshot entry %q is not an @GMT name", name)
+		}
+		if !filepath.IsAbs(target) || filepath.Clean(target) != target {
+			return fmt.Errorf("snapshot entry %s: target %q is not an absolute clean path", name, target)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	have, err := readSnapshotLinks(dir)
+	if err != nil {
+		return err
+	}
+	for name, target := range have {
+		if want[name] != target {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	for name, target := range want {
+		if have[name] == target {
+			continue
+		}
+		tmp := filepath.Join(dir, ".new-"+name)
+		os.Remove(tmp)
+		if err := os.Symlink(target, tmp); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addMode adds bits to dir's permissions (no change if it has them).
+func addMode(dir string, bits fs.FileMode) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&bits == bits {
+		return nil
+	}
+	return os.Chmod(dir, st.Mode().Perm()|bits)
 }

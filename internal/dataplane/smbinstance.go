@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -71,8 +72,9 @@ func smbLoopback(id string) netip.Addr {
 const (
 	// smbd becomes each user (setuid/setgid; its children keep root as their
 	// saved id), binds 445, creates files for any owner with their NT ACLs in
-	// security.* xattrs (chown, fowner, fsetid, dac_override, dac_read_search:
-	// the same file rights as Ganesha's) and raises its descriptor limit.
+	// the user.NTACL xattr (chown, fowner, fsetid, dac_override, dac_read_search:
+	// the same file rights as Ganesha's; security.* xattrs would need
+	// sys_admin, smb.NTACLName) and raises its descriptor limit.
 	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+net_bind_service,+sys_resource"
 	// winbindd gives its privileged pipe directory its group (chown), opens its
 	// state as root (dac_override) and raises its descriptor limit.
@@ -607,4 +609,39 @@ func dialInNetns(ctx context.Context, nsName, network, address string) (net.Conn
 	}
 	runtime.UnlockOSThread()
 	return c, err
+}
+
+func (in *smbInstance) localGroupsFile() string { return filepath.Join(in.dir, "localgroups.json") }
+
+// applyLocalGroups makes the instance's BUILTIN groups and privileges what rec
+// asks (smb.LocalGroupsPlan from what was applied before, recorded beside the
+// membership). It runs with the daemons up: names become SIDs through winbindd. A
+// name the domain does not know is a *smb.JoinError naming the field; what was
+// applied before it stays recorded.
+func (in *smbInstance) applyLocalGroups(ctx context.Context, rec SMBMembership) error {
+	var applied smb.LocalGroups
+	if data, err := os.ReadFile(in.localGroupsFile()); err == nil {
+		if err := json.Unmarshal(data, &applied); err != nil {
+			return fmt.Errorf("%s: %w", in.localGroupsFile(), err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	steps, err := smb.LocalGroupsPlan(in.conf(), rec.Workgroup, applied, rec.Local)
+	if err != nil || len(steps) == 0 {
+		return err
+	}
+	for _, s := range steps {
+		out, err := in.run(ctx, nil, s.Argv...)
+		if err == nil || (s.Exists != nil && s.Exists(out)) {
+			continue
+		}
+		if s.Member != "" {
+			return smb.MemberError(s.Field, s.Member, out)
+		}
+		return fmt.Errorf("%s: %s", strings.Join(s.Argv[:3], " "), firstLine(out))
+	}
+	in.log.Info("local groups applied", "administrators", len(rec.Local.Administrators),
+		"backupOperators", len(rec.Local.BackupOperators), "securityOperators", len(rec.Local.SecurityOperators))
+	return writeJSON(in.localGroupsFile(), rec.Local)
 }

@@ -161,7 +161,14 @@ func validateDir(field, p string) error {
 //   - `kerberos method = secrets and keytab` (see Keytab and Environ);
 //   - idmap rid for the domain with fixed ranges (pitfall 13);
 //   - `server multi channel support = yes` (the 4.17 default, pinned);
-//   - acl_xattr and `map acl inherit` so NT ACLs live in security.NTACL.
+//   - acl_xattr and `map acl inherit`, NT ACLs in the user.NTACL xattr
+//     (NTACLName): security.* xattrs need CAP_SYS_ADMIN to write, which smbd
+//     does not get (it would let it enter any namespace). acl_xattr hides the
+//     name from SMB clients; Basin serves NFSv3 and v4.1, neither of which
+//     reaches xattrs, and gives no shell: nothing else can rewrite it.
+// NTACLName is the xattr NT ACLs are kept in (see RenderGlobal).
+const NTACLName = "user.NTACL"
+
 func RenderGlobal(o GlobalOptions) (string, error) {
 	if err := o.Validate(); err != nil {
 		return "", err
@@ -225,6 +232,7 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	p("template shell", "/bin/false")
 	p("template homedir", "/nonexistent")
 	p("vfs objects", "acl_xattr")
+	p("acl_xattr:security_acl_name", NTACLName)
 	p("map acl inherit", "yes")
 	p("store dos attributes", "yes")
 	return b.String(), nil

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Setting is an SMB share flag, numbered as the v1 API's SMBSettings enum
@@ -26,6 +27,17 @@ const (
 
 // DefaultSettings apply when a volume names none (API.md §4.10).
 var DefaultSettings = []Setting{Browsable, ChangeNotify, Oplocks}
+
+// SnapshotName is a snapshot's entry name in a share's snapshot directory: its
+// creation time, UTC, in DefaultSnapshotFormat.
+func SnapshotName(created time.Time) string {
+	return created.UTC().Format("@GMT-2006.01.02-15.04.05")
+}
+
+var snapshotNameRE = regexp.MustCompile(`^@GMT-\d{4}\.\d{2}\.\d{2}-\d{2}\.\d{2}\.\d{2}$`)
+
+// ValidSnapshotName reports whether name is one SnapshotName makes.
+func ValidSnapshotName(name string) bool { return snapshotNameRE.MatchString(name) }
 
 // DefaultSnapshotFormat is shadow_copy2's default name layout, in UTC: each entry
 // of a share's snapshot directory must be named by its creation time in this
@@ -73,6 +85,10 @@ type ShareSpec struct {
 	SnapshotDir string
 	// SnapshotFormat is shadow:format; "" means DefaultSnapshotFormat.
 	SnapshotFormat string
+	// Snapshots are the entries SnapshotDir should hold: each snapshot's name
+	// in SnapshotFormat (its UTC creation time) and the directory its read-only
+	// tree is mounted on. The data plane keeps SnapshotDir's entries to these.
+	Snapshots map[string]string
 	// Comment is the share's description ("" = none).
 	Comment string
 }

@@ -108,13 +108,18 @@ type ShareSpec struct {
 //     shadow:snapdir/basedir/format/sort, `shadow:localtime = no`: snapshots show
 //     in the Previous Versions tab (clients ask by TWrp, SMB-AD.md §8);
 //   - CONTINUOUSLY_AVAILABLE: durable handles with `kernel oplocks`, `kernel
-//     share modes` and `posix locking` off (Samba grants durable handles only
-//     then). Samba 4.17 has no persistent handles and no CA share capability:
-//     handles survive a network drop of up to 60 s, not an smbd restart
-//     (SMB-AD.md §9). `posix locking = no` also hides SMB byte-range locks from
-//     NFS clients of a dual-protocol volume;
-//   - OPLOCKS: `oplocks` and `level2 oplocks` yes (leases follow the global
-//     `smb2 leases`); without it both no;
+//     share modes` and `posix locking` off (Samba refuses a durable handle under
+//     either kernel setting, and one that holds byte-range locks under posix
+//     locking), and oplocks as with OPLOCKS: a durable handle rides on a batch
+//     oplock or a handle lease, so a share without oplocks grants none
+//     (smbtorture smb2.durable-open.reopen1a and durable-v2-open.reopen1a fail
+//     there and pass with them; test/e2e TestSMBShareSmbtorture). Samba 4.17 has
+//     no persistent handles and no CA share capability: handles survive a
+//     network drop of up to 60 s, not an smbd restart (SMB-AD.md §9). `posix
+//     locking = no` also hides SMB byte-range locks from NFS clients of a
+//     dual-protocol volume;
+//   - OPLOCKS (or CONTINUOUSLY_AVAILABLE): `oplocks` and `level2 oplocks` yes
+//     (leases follow the global `smb2 leases`); without either, both no;
 //   - CHANGE_NOTIFY: nothing. `change notify` is a global parameter in Samba 4.17
 //     (`net conf setparm` refuses it in a share: "Global parameter 'change notify'
 //     not allowed in service definition"), on in every share; the flag is
@@ -145,15 +150,16 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 	if has[Browsable] && has[NonBrowsable] {
 		return nil, invalid("smbSettings", "BROWSABLE and NON_BROWSABLE exclude each other")
 	}
+	oplocks := has[Oplocks] || has[ContinuouslyAvailable]
 	p := map[string]string{
 		"path":        v.Path,
 		"read only":   "no",
 		"guest ok":    "no",
 		"vfs objects": "acl_xattr",
 		"browseable":  yesNo(!has[NonBrowsable]),
-		"oplocks":     yesNo(has[Oplocks]),
+		"oplocks":     yesNo(oplocks),
 		// level2 oplocks needs oplocks; it is what lets several clients cache reads.
-		"level2 oplocks": yesNo(has[Oplocks]),
+		"level2 oplocks": yesNo(oplocks),
 	}
 	if v.Comment != "" {
 		p["comment"] = v.Comment

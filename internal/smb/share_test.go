@@ -38,8 +38,9 @@ func TestShareParams(t *testing.T) {
 		{"abe", []Setting{AccessBasedEnumeration}, with(append(slices.Clone(plain), "access based share enum", "yes", "hide unreadable", "yes")...)},
 		{"previous versions", []Setting{ShowPreviousVersions}, with(append(slices.Clone(plain), shadow...)...)},
 		{"show snapshot", []Setting{ShowSnapshot}, with(append(slices.Clone(plain), shadow...)...)},
-		{"continuously available", []Setting{ContinuouslyAvailable}, with(append(slices.Clone(plain),
-			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no")...)},
+		// Durable handles need a batch oplock or a handle lease: CA brings oplocks.
+		{"continuously available", []Setting{ContinuouslyAvailable}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
+			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no")},
 		{"oplocks", []Setting{Oplocks}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes")},
 		// change notify is global in Samba 4.17: the flag changes nothing per share.
 		{"change notify", []Setting{ChangeNotify}, with(plain...)},

@@ -1,10 +1,10 @@
 package controller
 
 import (
-	"maps"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
 	"strings"

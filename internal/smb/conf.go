@@ -166,6 +166,7 @@ func validateDir(field, p string) error {
 //     does not get (it would let it enter any namespace). acl_xattr hides the
 //     name from SMB clients; Basin serves NFSv3 and v4.1, neither of which
 //     reaches xattrs, and gives no shell: nothing else can rewrite it.
+//
 // NTACLName is the xattr NT ACLs are kept in (see RenderGlobal).
 const NTACLName = "user.NTACL"
 

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,13 +27,14 @@ import (
 // user, an SMB pool "smb" using it, and a client host at .150. SMB tests build on
 // it; each test gets its own (the DC takes about 5 s).
 type smbLab struct {
-	t     *testing.T
-	s     *server
-	c     *client.Client
-	dc    *addc.DC
-	realm string // lower case: the DNS domain
-	ad    string // the policy's resource name
-	h     *clienthost.Host
+	t      *testing.T
+	s      *server
+	c      *client.Client
+	dc     *addc.DC
+	realm  string // lower case: the DNS domain
+	ad     string // the policy's resource name
+	h      *clienthost.Host
+	dcVeth string // the DC's host-side veth
 }
 
 // smbShare is an SMB volume as its mount options give it.
@@ -60,8 +63,10 @@ func newSMBLab(t *testing.T, adExtra map[string]any) *smbLab {
 	nfsPool(t, c)
 	s.openVolume(c, "first")
 	smbLabSeq++
-	dc := addc.StartT(t, addc.Options{Name: fmt.Sprintf("sl%d", smbLabSeq), Dir: t.TempDir(), Bridge: s.bridge, Addr: s.addrN(200) + "/24"})
-	l := &smbLab{t: t, s: s, c: c, dc: dc, realm: strings.ToLower(dc.Realm), ad: strings.TrimPrefix(loc, "/v1/") + "/activeDirectories/ad1"}
+	name := fmt.Sprintf("sl%d", smbLabSeq)
+	dc := addc.StartT(t, addc.Options{Name: name, Dir: t.TempDir(), Bridge: s.bridge, Addr: s.addrN(200) + "/24"})
+	l := &smbLab{t: t, s: s, c: c, dc: dc, realm: strings.ToLower(dc.Realm), ad: strings.TrimPrefix(loc, "/v1/") + "/activeDirectories/ad1",
+		dcVeth: "v" + name + "-dc"}
 	body := map[string]any{"domain": l.realm, "dns": dc.Addr, "netBiosPrefix": "BASIN", "organizationalUnit": dc.OU,
 		"username": dc.Delegated.Name, "password": dc.Delegated.Password}
 	for k, v := range adExtra {
@@ -71,7 +76,51 @@ func newSMBLab(t *testing.T, adExtra map[string]any) *smbLab {
 	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=smb", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 2048,
 		"network": "projects/p1/global/networks/default", "activeDirectory": l.ad})
 	l.h = s.host(150)
+	if hold := os.Getenv("BASIN_E2E_HOLD"); hold != "" {
+		// Debugging: a failed test waits (at most 10 minutes) for the file
+		// named by BASIN_E2E_HOLD to be removed before it tears down.
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			os.WriteFile(hold, []byte(s.dataDir+"\n"+l.h.Name()+"\n"), 0o644)
+			for end := time.Now().Add(10 * time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+				if _, err := os.Stat(hold); err != nil {
+					return
+				}
+			}
+		})
+	}
 	return l
+}
+
+// restart stops Basin cleanly and starts it again. A clean stop deletes the
+// network's bridge and the start makes it anew, without the DC's and the client
+// host's ports: they are plugged back in as soon as the bridge is there, while
+// Basin gets ready (which must not wait on the domain).
+func (l *smbLab) restart() {
+	l.t.Helper()
+	l.s.stop(syscall.SIGTERM)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := os.Stat("/sys/class/net/" + l.s.bridge); err == nil {
+				exec.Command("ip", "link", "set", l.dcVeth, "master", l.s.bridge, "up").Run()
+				l.h.Attach(l.s.bridge)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	l.s.start()
+	close(stop)
+	<-done
 }
 
 // volume creates an SMB volume id with share name id in pool "smb"; extra adds or
@@ -158,11 +207,17 @@ func (l *smbLab) dialKrb5(ctx context.Context, sh smbShare, u addc.User) (*smb2.
 	// session setup) both open their sockets inside it.
 	err = l.h.Within(func() error {
 		cl := krb5client.NewWithPassword(u.Name, l.dc.Realm, u.Password, cfg, krb5client.DisablePAFXFAST(true))
-		if err := cl.Login(); err != nil {
+		// The DC's KDC answers large replies over TCP only, and its TCP
+		// listener has been seen refusing a first connection: a few tries.
+		err := cl.Login()
+		for i := 0; err != nil && i < 10 && strings.Contains(err.Error(), "connection refused"); i++ {
+			time.Sleep(500 * time.Millisecond)
+			err = cl.Login()
+		}
+		if err != nil {
 			return fmt.Errorf("kerberos logon as %s: %w", u.Name, err)
 		}
 		d := &smb2.Dialer{Initiator: &smb2.Krb5Initiator{Client: cl, TargetSPN: "cifs/" + sh.Server}}
-		var err error
 		sess, err = l.dialIn(ctx, sh, d)
 		return err
 	})

@@ -389,13 +389,19 @@ func (b *Backend) setLoop(img, dev string) {
 	}
 }
 
+// detached reports a losetup -d that found the device already free (ENXIO): an
+// autoclear loop lets go of its file when the last reference to its filesystem
+// goes, which may be a mount namespace (a Samba instance's holder) that ended
+// just before. Nothing is left to detach.
+func detached(err error) bool { return runner.StderrContains(err, "No such device or address") }
+
 // detach detaches the loop device backing img.
 func (b *Backend) detach(ctx context.Context, img string) error {
 	dev, err := b.loopOf(ctx, img)
 	if err != nil || dev == "" {
 		return err
 	}
-	if _, err := b.run.Run(ctx, "losetup", "-d", dev); err != nil {
+	if _, err := b.run.Run(ctx, "losetup", "-d", dev); err != nil && !detached(err) {
 		return fmt.Errorf("detach %s: %w", dev, err)
 	}
 	b.setLoop(img, "")
@@ -468,7 +474,7 @@ func (b *Backend) Stop(ctx context.Context) error {
 		}
 		if err != nil {
 			errs = append(errs, err)
-		} else if _, err := b.run.Run(ctx, "losetup", "-d", b.loop); err != nil {
+		} else if _, err := b.run.Run(ctx, "losetup", "-d", b.loop); err != nil && !detached(err) {
 			errs = append(errs, fmt.Errorf("detach %s: %w", b.loop, err))
 		}
 	}

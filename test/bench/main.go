@@ -63,7 +63,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds")
 	perRound := flag.Int("n", 15, "operations per round and kind")
 	withNFS := flag.Bool("nfs", true, "also measure NFS throughput and IOPS (Basin, bare Ganesha, local)")
-	withSMB := flag.Bool("smb", true, "also measure basin bench --engine smb against a bare Samba: off, sign, encrypt")
+	withSMB := flag.Bool("smb", true, "also measure SMB through Basin SMB volumes (an AD DC, a joined Samba instance) and a bare smbd: off, sign, encrypt")
 	withCal := flag.Bool("calibrate", true, "also compare basin bench --engine local with fio")
 	calRuns := flag.Int("calibrate-runs", 5, "interleaved runs per tool and job")
 	calSecs := flag.Float64("calibrate-seconds", 5, "seconds per calibration run")
@@ -367,15 +367,7 @@ func updateDoc(path string, r result) error {
 		}
 	}
 	if len(r.SMB) > 0 {
-		var n strings.Builder
-		fmt.Fprintf(&n, "Measured %s on the same machine; SMB 3.1.1 over one TCP connection, median of %d interleaved runs per level.\n\n", r.Date, r.Rounds)
-		n.WriteString("| workload | off | sign | encrypt | sign / off | encrypt / off |\n|---|---|---|---|---|---|\n")
-		for _, x := range r.SMB {
-			unit, get := x.headline()
-			fmt.Fprintf(&n, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f |\n", x.Pattern, get["off"], unit, get["sign"], unit,
-				get["encrypt"], unit, get["sign"]/get["off"], get["encrypt"]/get["off"])
-		}
-		if doc, err = replaceSection(doc, "smbbench", n.String()); err != nil {
+		if doc, err = replaceSection(doc, "smbbench", smbMarkdown(r.Date, r.Rounds, r.SMB)); err != nil {
 			return err
 		}
 	}

@@ -125,6 +125,7 @@ func runSMB(ctx context.Context, c *client.Client, dataDir string, runs int, sec
 			samples[t.key] = append(samples[t.key], [2]float64{m, i})
 		})
 		r.MiBps, r.IOPS = medians(samples)
+		r.Samples = samples
 		unit, get := r.headline()
 		var line strings.Builder
 		for _, prot := range protections {

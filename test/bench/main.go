@@ -74,7 +74,22 @@ func main() {
 	scaleLog := flag.String("scale-log-level", "warn", "the scale server's --log-level (debug logs each operation's steps and their durations)")
 	withQoS := flag.Bool("qos", true, "also measure service levels on two servers of their own: achieved / limit at three limits, and the data path with QoS on vs off")
 	withCP := flag.Bool("controlplane", true, "measure volume and snapshot create latencies (false: skip them, to run other sections alone)")
+	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement)")
 	flag.Parse()
+	if *renderFrom != "" {
+		data, err := os.ReadFile(*renderFrom)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		var rep result
+		if err := json.Unmarshal(data, &rep); err != nil {
+			fatalf("%s: %v", *renderFrom, err)
+		}
+		if err := updateDoc(*doc, rep); err != nil {
+			fatalf("%v", err)
+		}
+		return
+	}
 	if os.Geteuid() != 0 {
 		fatalf("bench needs root (loop devices, mounts, btrfs)")
 	}

@@ -278,20 +278,42 @@ func dialIn(ns, addr string) (c net.Conn, err error) {
 }
 
 // smbMarkdown renders the section: per workload and protection level, Basin and
-// the bare smbd side by side, and what each level costs each server.
+// the bare smbd side by side, and what each level costs each server. Figures are
+// medians of the rounds; ratios are medians of each round's ratio (the two runs of
+// a ratio share a round, and so most of its noise).
 func smbMarkdown(date string, rounds int, res []patternResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on the same machine; SMB 3.1.1 over one TCP connection (`basin bench --engine smb`'s engine) from a client "+
-		"namespace on the network's bridge; Basin as the domain user alice (NTLM), the bare smbd as a local user; median of %d rounds, "+
-		"the six targets interleaved in each.\n\n", date, rounds)
+		"namespace on the network's bridge; Basin as the domain user alice (NTLM), the bare smbd as a local user; %d rounds, the six targets "+
+		"interleaved in each; figures are medians of the rounds, ratios medians of each round's ratio.\n\n", date, rounds)
 	b.WriteString("| workload | protection | Basin SMB volume | bare smbd, same directory | Basin / bare | Basin: level / off | bare: level / off |\n|---|---|---|---|---|---|---|\n")
 	for _, x := range res {
 		unit, get := x.headline()
 		for _, prot := range protections {
 			basin, bare := get["basin-"+prot], get["bare-"+prot]
-			fmt.Fprintf(&b, "| %s | %s | %.0f %s | %.0f %s | %.2f | %.2f | %.2f |\n", x.Pattern, prot, basin, unit, bare, unit, basin/bare,
-				basin/get["basin-off"], bare/get["bare-off"])
+			fmt.Fprintf(&b, "| %s | %s | %.0f %s | %.0f %s | %.2f | %.2f | %.2f |\n", x.Pattern, prot, basin, unit, bare, unit,
+				x.ratio("basin-"+prot, "bare-"+prot), x.ratio("basin-"+prot, "basin-off"), x.ratio("bare-"+prot, "bare-off"))
 		}
 	}
 	return b.String()
+}
+
+// ratio is a / b of the headline figure: the median of the rounds' ratios when the
+// samples are there (round i is sample i of every target), else the ratio of the
+// medians.
+func (r patternResult) ratio(a, b string) float64 {
+	unit, get := r.headline()
+	sa, sb := r.Samples[a], r.Samples[b]
+	if len(sa) == 0 || len(sa) != len(sb) {
+		return get[a] / get[b]
+	}
+	k := 0
+	if unit == "IOPS" {
+		k = 1
+	}
+	var q []float64
+	for i := range sa {
+		q = append(q, sa[i][k]/sb[i][k])
+	}
+	return median(q)
 }

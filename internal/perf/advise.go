@@ -116,7 +116,7 @@ func smbAdvice(o AdviseOptions, mibps, concurrency float64) []Advice {
 	var out []Advice
 	if o.OS == "windows" || mibps >= highBandwidthMiBps || concurrency > 64 {
 		a := Advice{ID: "smb-multichannel", Setting: fmt.Sprintf("SMB Multichannel, %d connections", smbChannels),
-			Why: fmt.Sprintf("one SMB connection is served by one smbd process and one CPU on each side; multichannel spreads I/O over %d connections and cores (the server has it on)", smbChannels)}
+			Why: fmt.Sprintf("one TCP connection's traffic is handled by one CPU at a time on each side; multichannel spreads a session over %d connections and so over cores (Basin's Samba has it on)", smbChannels)}
 		if o.OS == "windows" {
 			a.Setting += " with RSS"
 			a.Command = "Get-SmbClientConfiguration | Select EnableMultiChannel; Get-SmbClientNetworkInterface  # RSS capable: True"

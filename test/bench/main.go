@@ -6,9 +6,14 @@
 //     1 GiB, side by side in the same run, plus the bare `btrfs subvolume snapshot`
 //     under Basin for reference.
 //
+// Its other sections (flags -nfs, -smb, -calibrate, -qos, -scale) measure the data
+// path: NFS and SMB volumes against bare servers sharing the same directories
+// (the SMB section with a real AD DC, at three protection levels), basin bench
+// against fio, service levels, and scale.
+//
 // Each figure is the median of several rounds, each round the median of many
-// operations. Results go to a JSON file and replace the generated section of
-// docs/benchmarks.md.
+// operations. Results go to a JSON file and replace the generated sections of
+// docs/benchmarks.md (-render-from rewrites them from a results file alone).
 package main
 
 import (

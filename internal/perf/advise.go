@@ -102,18 +102,45 @@ func Advise(o AdviseOptions) ([]Advice, error) {
 		out = append(out, Advice{ID: "slot-table", Setting: fmt.Sprintf("sunrpc.tcp_max_slot_table_entries=%d", slotTable),
 			Command: fmt.Sprintf("echo 'options sunrpc tcp_max_slot_table_entries=%d' > /etc/modprobe.d/sunrpc.conf  # then reboot or reload sunrpc", slotTable), Why: why})
 	case "smb":
-		if o.OS == "windows" || mibps >= highBandwidthMiBps || concurrency > 64 {
-			out = append(out, Advice{ID: "smb-multichannel", Setting: fmt.Sprintf("SMB Multichannel with RSS, %d connections", smbChannels),
-				Command: "Get-SmbClientConfiguration | Select EnableMultiChannel; Get-SmbClientNetworkInterface  # RSS capable: True",
-				Why:     "one SMB connection is served by one CPU on each side; multichannel with RSS spreads I/O over 4 connections and cores"})
-		}
-		out = append(out, Advice{ID: "smb-signing-encryption", Setting: "signing and encryption only where needed",
-			Command: "Set-SmbClientConfiguration -RequireSecuritySignature $false  # where policy allows",
-			Why:     "measured here: signing and encryption cost 25–40 % of throughput at multi-stream read rates (CPU-bound on 2 vCPUs); per-share encryption keeps the cost where the data needs it"})
+		out = append(out, smbAdvice(o, mibps, concurrency)...)
 	}
 	out = append(out, Advice{ID: "placement", Setting: "clients near the volume",
 		Why: "latency sets the concurrency needed (Little's law): keep clients on the volume's network, in the same site, with no router or VPN between them"})
 	return out, nil
+}
+
+// smbAdvice is multichannel (for bandwidth or deep queues, and always on Windows,
+// where it costs nothing) and protection where it is needed, with each OS's own
+// commands: PowerShell on Windows, mount.cifs options on Linux.
+func smbAdvice(o AdviseOptions, mibps, concurrency float64) []Advice {
+	var out []Advice
+	if o.OS == "windows" || mibps >= highBandwidthMiBps || concurrency > 64 {
+		a := Advice{ID: "smb-multichannel", Setting: fmt.Sprintf("SMB Multichannel, %d connections", smbChannels),
+			Why: fmt.Sprintf("one TCP connection's traffic is handled by one CPU at a time on each side; multichannel spreads a session over %d connections and so over cores (Basin's Samba has it on)", smbChannels)}
+		if o.OS == "windows" {
+			a.Setting += " with RSS"
+			a.Command = "Get-SmbClientConfiguration | Select EnableMultiChannel; Get-SmbClientNetworkInterface  # RSS capable: True"
+			a.Why += "; Windows opens several connections on one network interface only when both ends report it RSS capable"
+		} else {
+			a.Command = fmt.Sprintf("mount -t cifs //SERVER/share /mnt/share -o vers=3.1.1,multichannel,max_channels=%d,username=USER,domain=DOMAIN", smbChannels)
+			if o.Kernel != "" && !kernelAtLeast(o.Kernel, 5, 8) {
+				a.Setting = "upgrade the client kernel for SMB multichannel, or use several mounts"
+				a.Command = ""
+				a.Why = fmt.Sprintf("the Linux SMB client's multichannel (mount options multichannel, max_channels) works from 5.8 on; %s lacks it: mount the share %d times (different mount points) to get %d connections",
+					o.Kernel, smbChannels, smbChannels)
+			}
+		}
+		out = append(out, a)
+	}
+	a := Advice{ID: "smb-signing-encryption", Setting: "signing and encryption only where needed",
+		Why: "signing (AES-CMAC unless both ends negotiate AES-GMAC) and encryption (AES-GCM) cost CPU on both ends, most on large I/O; docs/benchmarks.md measures both against an unprotected connection, on Basin and on a bare smbd. " +
+			"An ENCRYPT_DATA volume encrypts every connection; keep it to the shares whose data needs it"}
+	if o.OS == "windows" {
+		a.Command = "Set-SmbClientConfiguration -RequireSecuritySignature $false  # where policy allows"
+	} else {
+		a.Command = "mount -t cifs … -o vers=3.1.1  # no 'sign' where policy allows; 'seal' only for ENCRYPT_DATA volumes (their mount instructions include it)"
+	}
+	return append(out, a)
 }
 
 func nconnectAdvice(o AdviseOptions, conns int, mibps float64) []Advice {

@@ -249,6 +249,8 @@ func TestAdvice(t *testing.T) {
 		{"slot table default", AdviseOptions{Protocol: "nfsv3", Clients: 10}, "slot-table", "=128"},
 		{"slot table many clients", AdviseOptions{Protocol: "nfsv3", Clients: 31}, "slot-table", "=16"},
 		{"smb multichannel", AdviseOptions{Protocol: "smb", OS: "windows", TargetMiB: 1000}, "smb-multichannel", "4 connections"},
+		{"smb multichannel linux", AdviseOptions{Protocol: "smb", TargetMiB: 1000, Kernel: "6.1"}, "smb-multichannel", "4 connections"},
+		{"smb multichannel old kernel", AdviseOptions{Protocol: "smb", TargetMiB: 1000, Kernel: "5.4"}, "smb-multichannel", "upgrade"},
 		{"smb signing cost", AdviseOptions{Protocol: "smb"}, "smb-signing-encryption", "signing"},
 		{"placement", AdviseOptions{Protocol: "smb"}, "placement", "near"},
 	}
@@ -256,6 +258,23 @@ func TestAdvice(t *testing.T) {
 		a := get(tc.o, tc.id)
 		if !strings.Contains(a.Setting+" "+a.Why, tc.has) {
 			t.Errorf("%s: %s = %+v, want %q", tc.name, tc.id, a, tc.has)
+		}
+	}
+	// Each OS gets its own commands: PowerShell is no answer for a Linux client.
+	for _, tc := range []struct {
+		o        AdviseOptions
+		id, want string
+		not      string
+	}{
+		{AdviseOptions{Protocol: "smb", TargetMiB: 1000}, "smb-multichannel", "mount -t cifs", "SmbClient"},
+		{AdviseOptions{Protocol: "smb", TargetMiB: 1000}, "smb-multichannel", "multichannel,max_channels=4", "SmbClient"},
+		{AdviseOptions{Protocol: "smb"}, "smb-signing-encryption", "seal", "SmbClient"},
+		{AdviseOptions{Protocol: "smb", OS: "windows", TargetMiB: 1000}, "smb-multichannel", "Get-SmbClientConfiguration", "mount"},
+		{AdviseOptions{Protocol: "smb", OS: "windows"}, "smb-signing-encryption", "Set-SmbClientConfiguration", "mount"},
+	} {
+		a := get(tc.o, tc.id)
+		if !strings.Contains(a.Command, tc.want) || strings.Contains(a.Command, tc.not) {
+			t.Errorf("%+v: %s command %q: want %q, not %q", tc.o, tc.id, a.Command, tc.want, tc.not)
 		}
 	}
 	for _, bad := range []AdviseOptions{{Protocol: "iscsi"}, {Protocol: "nfsv3", OS: "plan9"}, {Protocol: "smb", TargetIOPS: 1, TargetMiB: 1}, {Protocol: "smb", TargetIOPS: -1}} {

@@ -6,9 +6,14 @@
 //     1 GiB, side by side in the same run, plus the bare `btrfs subvolume snapshot`
 //     under Basin for reference.
 //
+// Its other sections (flags -nfs, -smb, -calibrate, -qos, -scale) measure the data
+// path: NFS and SMB volumes against bare servers sharing the same directories
+// (the SMB section with a real AD DC, at three protection levels), basin bench
+// against fio, service levels, and scale.
+//
 // Each figure is the median of several rounds, each round the median of many
-// operations. Results go to a JSON file and replace the generated section of
-// docs/benchmarks.md.
+// operations. Results go to a JSON file and replace the generated sections of
+// docs/benchmarks.md (-render-from rewrites them from a results file alone).
 package main
 
 import (
@@ -63,7 +68,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds")
 	perRound := flag.Int("n", 15, "operations per round and kind")
 	withNFS := flag.Bool("nfs", true, "also measure NFS throughput and IOPS (Basin, bare Ganesha, local)")
-	withSMB := flag.Bool("smb", true, "also measure basin bench --engine smb against a bare Samba: off, sign, encrypt")
+	withSMB := flag.Bool("smb", true, "also measure SMB through Basin SMB volumes (an AD DC, a joined Samba instance) and a bare smbd: off, sign, encrypt")
 	withCal := flag.Bool("calibrate", true, "also compare basin bench --engine local with fio")
 	calRuns := flag.Int("calibrate-runs", 5, "interleaved runs per tool and job")
 	calSecs := flag.Float64("calibrate-seconds", 5, "seconds per calibration run")
@@ -74,7 +79,22 @@ func main() {
 	scaleLog := flag.String("scale-log-level", "warn", "the scale server's --log-level (debug logs each operation's steps and their durations)")
 	withQoS := flag.Bool("qos", true, "also measure service levels on two servers of their own: achieved / limit at three limits, and the data path with QoS on vs off")
 	withCP := flag.Bool("controlplane", true, "measure volume and snapshot create latencies (false: skip them, to run other sections alone)")
+	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement)")
 	flag.Parse()
+	if *renderFrom != "" {
+		data, err := os.ReadFile(*renderFrom)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		var rep result
+		if err := json.Unmarshal(data, &rep); err != nil {
+			fatalf("%s: %v", *renderFrom, err)
+		}
+		if err := updateDoc(*doc, rep); err != nil {
+			fatalf("%v", err)
+		}
+		return
+	}
 	if os.Geteuid() != 0 {
 		fatalf("bench needs root (loop devices, mounts, btrfs)")
 	}
@@ -367,15 +387,7 @@ func updateDoc(path string, r result) error {
 		}
 	}
 	if len(r.SMB) > 0 {
-		var n strings.Builder
-		fmt.Fprintf(&n, "Measured %s on the same machine; SMB 3.1.1 over one TCP connection, median of %d interleaved runs per level.\n\n", r.Date, r.Rounds)
-		n.WriteString("| workload | off | sign | encrypt | sign / off | encrypt / off |\n|---|---|---|---|---|---|\n")
-		for _, x := range r.SMB {
-			unit, get := x.headline()
-			fmt.Fprintf(&n, "| %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f |\n", x.Pattern, get["off"], unit, get["sign"], unit,
-				get["encrypt"], unit, get["sign"]/get["off"], get["encrypt"]/get["off"])
-		}
-		if doc, err = replaceSection(doc, "smbbench", n.String()); err != nil {
+		if doc, err = replaceSection(doc, "smbbench", smbMarkdown(r.Date, r.Rounds, r.SMB)); err != nil {
 			return err
 		}
 	}

@@ -42,6 +42,8 @@ type patternResult struct {
 	Pattern string             `json:"pattern"`
 	MiBps   map[string]float64 `json:"mibps"`
 	IOPS    map[string]float64 `json:"iops"`
+	// Samples are the runs behind the medians, per target: (MiB/s, IOPS) each.
+	Samples map[string][][2]float64 `json:"samples,omitempty"`
 }
 
 // headline is the figure a table shows for the pattern: IOPS for 4 KiB I/O,

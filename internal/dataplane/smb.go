@@ -485,7 +485,8 @@ func leaveGone(out string) bool {
 
 // runningInstance returns the instance of a joined (network, ad), brought up if
 // it is not running.
-// Callers hold the instance lock (and got sb before taking it).
+// Callers hold the instance lock (and got sb before taking it): see
+// lockedInstance.
 func (m *Manager) runningInstance(ctx context.Context, sb *sandbox, id string) (*smbInstance, SMBMembership, error) {
 	dir := m.instanceDir(sb.net.Name, id)
 	rec, ok, err := readMembership(filepath.Join(dir, "membership.json"))
@@ -517,18 +518,12 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 	if err != nil {
 		return err
 	}
-	sb, err := m.sandboxFor(ctx, network)
+	in, rec, unlock, err := m.lockedInstance(ctx, network, ad)
 	if err != nil {
 		return err
 	}
-	id := smbInstanceID(ad)
-	lock := m.instanceLock(network, id)
-	lock.Lock()
-	defer lock.Unlock()
-	in, rec, err := m.runningInstance(ctx, sb, id)
-	if err != nil {
-		return err
-	}
+	defer unlock()
+	sb := in.sb
 	if spec.SnapshotDir != "" {
 		if spec.SnapshotDir != m.SMBSnapshotDir(network, ad, spec.Name) {
 			return fmt.Errorf("share %s: its snapshot directory must be %s", spec.Name, m.SMBSnapshotDir(network, ad, spec.Name))
@@ -631,18 +626,11 @@ func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip
 	if _, ok := m.SMBJoined(network, ad); !ok {
 		return nil
 	}
-	sb, err := m.sandboxFor(ctx, network)
+	in, rec, unlock, err := m.lockedInstance(ctx, network, ad)
 	if err != nil {
 		return err
 	}
-	id := smbInstanceID(ad)
-	lock := m.instanceLock(network, id)
-	lock.Lock()
-	defer lock.Unlock()
-	in, rec, err := m.runningInstance(ctx, sb, id)
-	if err != nil {
-		return err
-	}
+	defer unlock()
 	cur, err := in.shares(ctx)
 	if err != nil {
 		return err
@@ -691,20 +679,31 @@ func (m *Manager) ReleaseAddr(ctx context.Context, network string, addr netip.Ad
 	return sb.delAddr(ctx, addr)
 }
 
-// SMBShares lists the instance's registry shares (name → params) for resync.
-func (m *Manager) SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error) {
+// lockedInstance returns (network, ad)'s instance running, with its record, under
+// its instance lock: the sandbox first (building it starts its instances, each
+// under its own lock), then the lock; unlock releases it (nil on error).
+func (m *Manager) lockedInstance(ctx context.Context, network, ad string) (in *smbInstance, rec SMBMembership, unlock func(), err error) {
 	sb, err := m.sandboxFor(ctx, network)
 	if err != nil {
-		return nil, err
+		return nil, rec, nil, err
 	}
-	id := smbInstanceID(ad)
-	lock := m.instanceLock(network, id)
+	lock := m.instanceLock(network, smbInstanceID(ad))
 	lock.Lock()
-	defer lock.Unlock()
-	in, _, err := m.runningInstance(ctx, sb, id)
+	in, rec, err = m.runningInstance(ctx, sb, smbInstanceID(ad))
+	if err != nil {
+		lock.Unlock()
+		return nil, rec, nil, err
+	}
+	return in, rec, lock.Unlock, nil
+}
+
+// SMBShares lists the instance's registry shares (name → params) for resync.
+func (m *Manager) SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error) {
+	in, _, unlock, err := m.lockedInstance(ctx, network, ad)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	return in.shares(ctx)
 }
 

@@ -5,18 +5,15 @@ import (
 	"fmt"
 	"log"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/basin-nas/basin/internal/bench"
 	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/test/addc"
+	"github.com/basin-nas/basin/test/clienthost"
 	"github.com/basin-nas/basin/test/sambatest"
 )
 
@@ -230,43 +227,8 @@ func nsLink(ns, veth, addr string) {
 }
 
 // withinNetns runs fn on an OS thread inside network namespace ns: sockets fn
-// opens belong to ns and keep working from any thread after it returns. The
-// thread goes back to the caller's namespace and to the pool afterwards: a thread
-// that ended instead would take with it every child it once forked with a
-// parent-death signal (the bare smbd, the DC's processes).
-func withinNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		back, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer back.Close()
-		f, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter %s: %w", ns, err)
-			return
-		}
-		err = fn()
-		// Back home, the thread may serve others; stuck in ns, it stays locked and
-		// ends with this goroutine.
-		if unix.Setns(int(back.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
+// opens belong to ns and keep working from any thread after it returns.
+func withinNetns(ns string, fn func() error) error { return clienthost.InNetns(ns, fn) }
 
 // dialIn dials addr over TCP from inside ns.
 func dialIn(ns, addr string) (c net.Conn, err error) {

@@ -121,29 +121,36 @@ func (h *Host) Attach(bridge string) error {
 // Within runs fn on an OS thread that has entered the host's network namespace:
 // sockets fn opens (an NFS client's connections) belong to the host and keep
 // working after fn returns, whatever thread uses them then.
-func (h *Host) Within(fn func() error) error {
+func (h *Host) Within(fn func() error) error { return InNetns(h.ns, fn) }
+
+// InNetns runs fn on an OS thread that has entered the named network namespace
+// (/run/netns/<ns>), as Within does for a host.
+func InNetns(ns string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		// The thread goes back to the pool only once it is back in its own
 		// namespace; if it cannot get back it ends with this goroutine. Ending a
 		// thread is not free: a child another goroutine started from it with
-		// Pdeathsig (the AD DC fixture's samba) is killed with it, so the thread
-		// is kept whenever it can be.
+		// Pdeathsig (the AD DC fixture's samba, a bare smbd) is killed with it,
+		// so the thread is kept whenever it can be.
 		runtime.LockOSThread()
-		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		orig, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
 		defer orig.Close()
-		f, err := os.Open(filepath.Join("/run/netns", h.ns))
+		f, err := os.Open(filepath.Join("/run/netns", ns))
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("enter %s: %w", h.ns, err)
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter %s: %w", ns, err)
 			return
 		}
 		err = fn()

@@ -259,34 +259,13 @@ func (l *smbLab) smbstatus(ctx context.Context, args ...string) (string, error) 
 	if err != nil || len(confs) != 1 {
 		return "", fmt.Errorf("want one Samba instance, found configurations %v (%v)", confs, err)
 	}
-	pid := smbdPid(confs[0])
-	if pid == 0 {
+	_, mains := daemonPIDs(confs[0], "smbd")
+	if len(mains) == 0 {
 		return "", fmt.Errorf("no smbd runs with %s", confs[0])
 	}
-	argv := append([]string{"-t", strconv.Itoa(pid), "-m", "-n", "--", "smbstatus", "-s", confs[0]}, args...)
+	argv := append([]string{"-t", strconv.Itoa(mains[0]), "-m", "-n", "--", "smbstatus", "-s", confs[0]}, args...)
 	out, err := exec.CommandContext(ctx, "nsenter", argv...).CombinedOutput()
 	return string(out), err
-}
-
-// smbdPid returns the lowest pid of an smbd started with conf (0 if none).
-func smbdPid(conf string) int {
-	ents, _ := os.ReadDir("/proc")
-	pid := 0
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if filepath.Base(argv[0]) == "smbd" && slices.Contains(argv, conf) && (pid == 0 || p < pid) {
-			pid = p
-		}
-	}
-	return pid
 }
 
 // tconEncryption returns the Encryption column of the share's rows in

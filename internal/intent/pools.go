@@ -147,11 +147,6 @@ func (s *Service) validatePoolSpec(tx store.Tx, pl, prev *model.Pool) error {
 			return err
 		}
 	}
-	if pl.ActiveDirectory != "" && (prev == nil || prev.ActiveDirectory != pl.ActiveDirectory || prev.Network != pl.Network) {
-		if err := oneADPerNetwork(tx, pl); err != nil {
-			return err
-		}
-	}
 	if pl.CustomPerformanceEnabled && pl.ServiceLevel != model.LevelFlex {
 		return model.Invalid("customPerformanceEnabled", "is only available for FLEX pools")
 	}
@@ -278,27 +273,6 @@ func checkADRef(tx store.Tx, pl *model.Pool, ref string) error {
 	}
 	if a.State == model.StateDeleting {
 		return model.Errorf(model.ErrFailedPrecondition, "activeDirectory: Active Directory policy %s is being deleted", a.ID)
-	}
-	return nil
-}
-
-// oneADPerNetwork refuses a pool whose Active Directory policy differs from that of
-// another pool on the same network: a network's file service (one sandbox, one
-// Samba) joins one Active Directory. Another project's policy is not named.
-func oneADPerNetwork(tx store.Tx, pl *model.Pool) error {
-	network := model.NetworkName(pl.Network)
-	others, err := store.PoolsOnNetwork(tx, network)
-	if err != nil {
-		return err
-	}
-	for _, o := range others {
-		if o.Name == pl.Name() || o.Value == "" || o.Value == pl.ActiveDirectory {
-			continue
-		}
-		if !strings.HasPrefix(o.Name, "projects/"+pl.Project+"/") {
-			return model.Invalid("activeDirectory", "pools on network %q already use another project's Active Directory policy; a network's SMB service joins one Active Directory", network)
-		}
-		return model.Invalid("activeDirectory", "pools on network %q already use Active Directory policy %s; a network's SMB service joins one Active Directory", network, o.Value)
 	}
 	return nil
 }

@@ -161,6 +161,11 @@ func validateDir(field, p string) error {
 //   - `kerberos method = secrets and keytab` (see Keytab and Environ);
 //   - idmap rid for the domain with fixed ranges (pitfall 13);
 //   - `server multi channel support = yes` (the 4.17 default, pinned);
+//   - `wide links = no` and `allow insecure wide links = no` (Samba's defaults,
+//     pinned): a symlink a tenant plants over NFS resolves only within its
+//     share. Every volume of the network is mounted in the instance's view, so
+//     this is what keeps a link to another volume (or project) out of reach;
+//     TestSMBTenantIsolation (test/e2e) shows it failing without them;
 //   - acl_xattr and `map acl inherit`, NT ACLs in the user.NTACL xattr
 //     (NTACLName): security.* xattrs need CAP_SYS_ADMIN to write, which smbd
 //     does not get (it would let it enter any namespace). acl_xattr hides the
@@ -236,6 +241,8 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	p("acl_xattr:security_acl_name", NTACLName)
 	p("map acl inherit", "yes")
 	p("store dos attributes", "yes")
+	p("wide links", "no")
+	p("allow insecure wide links", "no")
 	return b.String(), nil
 }
 

@@ -135,24 +135,39 @@ func (l *smbLab) volume(id string, extra map[string]any) smbShare {
 	return l.share(id)
 }
 
-// share reads volume id's SMB mount option.
+// share reads volume id's SMB mount option (project p1, NetBIOS prefix BASIN).
 func (l *smbLab) share(id string) smbShare {
 	l.t.Helper()
+	return l.shareIn("p1", "basin", id)
+}
+
+// shareIn reads the SMB mount option of volume id in project, whose policy's
+// NetBIOS prefix is prefix (lower case).
+func (l *smbLab) shareIn(project, prefix, id string) smbShare {
+	l.t.Helper()
 	var v client.Object
-	if err := l.c.Do(context.Background(), "GET", loc+"/volumes/"+id, nil, nil, &v); err != nil {
+	if err := l.c.Do(context.Background(), "GET", "/v1/projects/"+project+"/locations/us-east4/volumes/"+id, nil, nil, &v); err != nil {
 		l.t.Fatal(err)
 	}
+	var mo map[string]any
 	mos, _ := v["mountOptions"].([]any)
-	if len(mos) != 1 {
-		l.t.Fatalf("volume %s: mountOptions %v: want one SMB entry", id, v["mountOptions"])
+	for _, m := range mos {
+		if m, _ := m.(map[string]any); m != nil && m["protocol"] == "SMB" {
+			if mo != nil {
+				l.t.Fatalf("volume %s: mountOptions %v: two SMB entries", id, mos)
+			}
+			mo = m
+		}
 	}
-	mo := mos[0].(map[string]any)
+	if mo == nil {
+		l.t.Fatalf("volume %s: mountOptions %v: no SMB entry", id, v["mountOptions"])
+	}
 	unc, _ := mo["exportFull"].(string)
 	ep, err := netip.ParseAddr(fmt.Sprint(mo["ipAddress"]))
 	share, _ := v["shareName"].(string)
-	m := regexp.MustCompile(`^\\\\((basin-[0-9a-f]{4})\.` + regexp.QuoteMeta(l.realm) + `)\\` + regexp.QuoteMeta(share) + `$`).FindStringSubmatch(unc)
+	m := regexp.MustCompile(`^\\\\((` + regexp.QuoteMeta(prefix) + `-[0-9a-f]{4})\.` + regexp.QuoteMeta(l.realm) + `)\\` + regexp.QuoteMeta(share) + `$`).FindStringSubmatch(unc)
 	if m == nil || err != nil {
-		l.t.Fatalf("volume %s: mount option %v: want \\\\basin-xxxx.%s\\%s and the endpoint", id, mo, l.realm, share)
+		l.t.Fatalf("volume %s: mount option %v: want \\\\%s-xxxx.%s\\%s and the endpoint", id, mo, prefix, l.realm, share)
 	}
 	return smbShare{ID: id, Share: share, UNC: unc, Server: m[1], Machine: strings.ToUpper(m[2]), Endpoint: ep}
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -444,6 +445,20 @@ type IOStats struct {
 	Ops              uint64
 	Errors           uint64
 	LatencyNs        uint64 // summed over Ops
+}
+
+// ExportIO is an export's cumulative NFS counters, summed over NFSv3, v4.0, v4.1
+// and v4.2, since Since.
+type ExportIO struct {
+	Read, Write IOStats
+	// Ops counts every request on the export: NFSv3 calls and NFSv4 compounds, of
+	// which Read.Ops and Write.Ops are the reads and writes; the rest are metadata
+	// (lookups, attributes, directory listings, creates, removes, commits).
+	Ops uint64
+	// Since is when Ganesha's counters started (its statistics timestamp): a
+	// restart or a reset of its statistics changes it. Removing and adding an
+	// export back resets that export's counters without changing it.
+	Since time.Time
 }
 
 // NFSv3IO returns export id's NFSv3 read and write counters since Ganesha started.

@@ -133,3 +133,12 @@ func PutSettings(tx Tx, s *model.Settings) error {
 func PutOperation(tx Tx, o *model.Operation) error {
 	return tx.Put(KindOperation, o.Name(), model.LocationName(o.Project, o.Location), o)
 }
+
+// Rollup is one stored metrics rollup (internal/metrics): a series (a volume's
+// storage key), the Unix second its 5-minute bucket starts and the encoded
+// summary. Rollups live in a table of their own, not among the resources.
+type Rollup struct {
+	Series string
+	Start  int64
+	Data   []byte
+}

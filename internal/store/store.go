@@ -9,6 +9,10 @@
 // same however many resources are stored. Their typed helpers (PendingOperations,
 // UsageOfPool, …) are what callers use.
 //
+// Metrics rollups (rollups.go) are rows of a table of their own, not documents:
+// the metrics sampler writes one per volume every 5 minutes and deletes them after
+// their retention.
+//
 // Imported by the daemon, api, controller and iam packages.
 package store
 

@@ -20,6 +20,14 @@
 //   - agg.go: a bucket's summary (count, min, max, weighted mean per value; the
 //     mean latency is over requests, not intervals) and its encoding in the store.
 //   - sampler.go: Sampler (Run, Sample, Flush, Query).
+//   - clients.go: NetnsClients, connected clients per endpoint address from a
+//     sandbox's TCP tables (NFS and SMB ports; little-endian hosts).
+//
+// Ganesha's counters come from nfs.DBus.ExportIO through the data plane: per
+// export, the I/O of every NFS version and its request count (NFSv3 calls and
+// NFSv4 compounds), so metadata requests are requests that are neither reads
+// nor writes. Ganesha keeps no per-export latency of metadata requests, so there
+// is no metadata latency.
 //
 // Memory: a Point is 52 bytes (a uint32 time and 12 float32 values), so a
 // volume's ring holds 8,640 of them in 449,280 bytes (439 KiB) once a day old,

@@ -318,7 +318,8 @@ func TestQueryValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := h.s.Query(context.Background(), tc.q)
-			if !errors.Is(err, model.ErrInvalid) || len(err.Error()) < len(tc.field) || err.Error()[:len(tc.field)] != tc.field {
+			var fe *model.FieldError
+			if !errors.Is(err, model.ErrInvalid) || !errors.As(err, &fe) || fe.Field != tc.field {
 				t.Fatalf("error %v, want ErrInvalid naming %s", err, tc.field)
 			}
 		})

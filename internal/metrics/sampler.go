@@ -114,7 +114,11 @@ func (s *Sampler) Run(ctx context.Context) error {
 			defer cancel()
 			return s.Flush(fctx)
 		case <-t.C:
-			if err := s.Sample(ctx); err != nil && ctx.Err() == nil {
+			// A source that hangs (a stuck Ganesha) costs one interval, not the sampler.
+			sctx, cancel := context.WithTimeout(ctx, s.opts.Interval)
+			err := s.Sample(sctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				s.log.Warn("metrics sample", "err", err)
 			}
 		}
@@ -314,27 +318,27 @@ func (s *Sampler) Query(ctx context.Context, q model.MetricsQuery) ([]model.Metr
 		for _, name := range q.Metrics {
 			m, ok := metricByName(name)
 			if !ok {
-				return nil, model.Errorf(model.ErrInvalid, "metric: unknown metric %q", name)
+				return nil, model.Invalid("metric", "unknown metric %q", name)
 			}
 			ms = append(ms, m)
 		}
 	}
 	from, to := q.Start.Unix(), q.End.Unix()
 	if to <= from {
-		return nil, model.Errorf(model.ErrInvalid, "endTime: must be after startTime")
+		return nil, model.Invalid("endTime", "must be after startTime")
 	}
 	step := int64(q.Step / time.Second)
 	interval := int64(s.opts.Interval / time.Second)
 	period := int64(RollupPeriod / time.Second)
 	switch {
 	case q.Step%time.Second != 0 || step <= 0:
-		return nil, model.Errorf(model.ErrInvalid, "step: must be a positive whole number of seconds")
+		return nil, model.Invalid("step", "must be a positive whole number of seconds")
 	case step < period && step%interval != 0:
-		return nil, model.Errorf(model.ErrInvalid, "step: below %v it must be a multiple of %v", RollupPeriod, s.opts.Interval)
+		return nil, model.Invalid("step", "below %v it must be a multiple of %v", RollupPeriod, s.opts.Interval)
 	case step >= period && step%period != 0:
-		return nil, model.Errorf(model.ErrInvalid, "step: from %v up it must be a multiple of %v", RollupPeriod, RollupPeriod)
+		return nil, model.Invalid("step", "from %v up it must be a multiple of %v", RollupPeriod, RollupPeriod)
 	case (to-from)/step > MaxPoints:
-		return nil, model.Errorf(model.ErrInvalid, "step: %v over %v is more than %d points", q.Step, q.End.Sub(q.Start), MaxPoints)
+		return nil, model.Invalid("step", "%v over %v is more than %d points", q.Step, q.End.Sub(q.Start), MaxPoints)
 	}
 	from -= ((from % step) + step) % step // align buckets to the step
 

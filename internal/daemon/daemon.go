@@ -154,6 +154,24 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("listen: %w", err)
 	}
 	httpSrv := newHTTPServer(cfg, newMux(srv))
+	// Prometheus' /metrics, on an address of its own when asked for.
+	var metricsSrv *http.Server
+	metricsDone := make(chan error, 1)
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		metricsSrv = newMetricsServer(metricsRegistry(sampler), log.With("component", "metrics"))
+		go func() {
+			err := metricsSrv.Serve(mln)
+			if !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics http", "err", err) // the API goes on without it
+			}
+			metricsDone <- err
+		}()
+	}
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
 	ctrlDone := make(chan error, 1)
@@ -162,7 +180,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	go func() { samplerDone <- sampler.Run(ctrlCtx) }()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
-	log.Info("basin serving", "listen", cfg.Listen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
+	log.Info("basin serving", "listen", cfg.Listen, "metrics_listen", cfg.MetricsListen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
 
 	ctrlReady := ctrl.Ready()
 	for serving := true; serving; {
@@ -177,6 +195,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			stopCtrl()
 			<-ctrlDone
 			<-samplerDone
+			if metricsSrv != nil {
+				metricsSrv.Close()
+			}
 			return fmt.Errorf("http: %w", err)
 		}
 	}
@@ -190,6 +211,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	defer cancel()
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
+	}
+	if metricsSrv != nil {
+		if err := metricsSrv.Shutdown(shutCtx); err != nil {
+			log.Warn("metrics http shutdown", "err", err)
+		}
+		<-metricsDone
 	}
 	srv.Close() // writes the refused calls still being aggregated, before the store closes
 	stopCtrl()
@@ -213,8 +240,9 @@ func listen(cfg config.Config) (net.Listener, error) {
 	return netutil.LimitListener(ln, cfg.HTTP.MaxConns), nil
 }
 
-// newMux puts the REST API and the probes side by side; Basin's own pages (metrics,
-// console) go beside them. Anything else is the API's 404. (ServeMux answers a
+// newMux puts the REST API and the probes side by side; Basin's own pages (the
+// console) go beside them. Prometheus' /metrics is not here: it has a listener of
+// its own (--metrics-listen, newMetricsServer). Anything else is the API's 404. (ServeMux answers a
 // path that is not clean, like "//" or "/v1", with a redirect to its clean form.)
 func newMux(a *api.Server) *http.ServeMux {
 	mux := http.NewServeMux()

@@ -2,7 +2,14 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
 	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/basin-nas/basin/internal/metrics"
 	"github.com/basin-nas/basin/internal/model"
@@ -31,7 +38,7 @@ func (m metricsTargets) Volumes(ctx context.Context) ([]metrics.Volume, error) {
 			if v.Key == "" {
 				continue
 			}
-			mv := metrics.Volume{Key: v.Key, Name: v.Name(), Pool: v.StoragePool, Network: v.Network, ExportID: v.ExportID}
+			mv := metrics.Volume{Key: v.Key, Name: v.Name(), Project: v.Project, Location: v.Location, ID: v.ID, Pool: v.StoragePool, Network: v.Network, ExportID: v.ExportID}
 			mv.Endpoint, _ = netip.ParseAddr(v.Endpoint) // none yet: the zero Addr
 			if m.qos {
 				p, ok := pools[v.PoolName()]
@@ -67,4 +74,23 @@ func (b backendUsage) VolumeUsage(ctx context.Context, key string) (int64, int64
 		snap += n
 	}
 	return u.UsedBytes, snap, nil
+}
+
+// metricsRegistry holds what /metrics exposes: every volume's metrics and
+// Basin's own process (Go runtime, CPU, memory, open files).
+func metricsRegistry(s *metrics.Sampler) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// newMetricsServer serves Prometheus' /metrics, and nothing else, on a listener
+// of its own (--metrics-listen), without authentication: what it shows (volume
+// and project IDs, their load) is for a monitoring network, not for tenants.
+func newMetricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), Timeout: 10 * time.Second, MaxRequestsInFlight: 4}))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 }

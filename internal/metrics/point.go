@@ -72,11 +72,7 @@ func derive(prev, cur sample, v Volume) Point {
 		d := nfsDelta(prev.nfs, cur.nfs)
 		p.V[readOps] = float32(float64(d.Read.Ops) / dt)
 		p.V[writeOps] = float32(float64(d.Write.Ops) / dt)
-		meta := uint64(0)
-		if d.Ops > d.Read.Ops+d.Write.Ops {
-			meta = d.Ops - d.Read.Ops - d.Write.Ops
-		}
-		p.V[metaOps] = float32(float64(meta) / dt)
+		p.V[metaOps] = float32(float64(metadataOps(d)) / dt)
 		p.V[readBytes] = float32(float64(d.Read.TransferredBytes) / dt)
 		p.V[writeBytes] = float32(float64(d.Write.TransferredBytes) / dt)
 		if d.Read.Ops > 0 {
@@ -110,6 +106,14 @@ func derive(prev, cur sample, v Volume) Point {
 		p.V[clients] = float32(cur.conns)
 	}
 	return p
+}
+
+// metadataOps is how many of d's requests were neither reads nor writes.
+func metadataOps(d nfs.ExportIO) uint64 {
+	if d.Ops > d.Read.Ops+d.Write.Ops {
+		return d.Ops - d.Read.Ops - d.Write.Ops
+	}
+	return 0
 }
 
 // nfsDelta is cur − prev, or cur itself if the counters were reset in between.

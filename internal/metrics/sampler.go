@@ -63,6 +63,22 @@ type series struct {
 	ring     *ring
 	acc      *agg // the rollup in progress; nil until the first Point
 	resumed  bool // acc's bucket began before this Sampler started: merge with the stored part
+	totals   totals
+}
+
+// totals are a volume's counters since this Sampler first saw it, summed from
+// the intervals' differences, so they only grow whatever Ganesha's counters do
+// (Prometheus counters).
+type totals struct {
+	read, write    nfsTotals
+	metaOps        uint64
+	atLimitSeconds float64
+	haveIO         bool // at least one interval of I/O was counted
+}
+
+type nfsTotals struct {
+	ops, bytes uint64
+	latencyNs  uint64
 }
 
 // Sampler samples every volume once per interval, keeps each volume's recent
@@ -177,6 +193,7 @@ func (s *Sampler) Sample(ctx context.Context) error {
 			continue
 		}
 		p := derive(sr.prev, cur, v)
+		sr.totals.add(sr.prev, cur, &p)
 		sr.prev = cur
 		if last, ok := sr.ring.last(); ok && p.T <= last.T {
 			continue // the clock went back: keep the ring in time order
@@ -214,6 +231,24 @@ func (s *Sampler) Sample(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// add counts one interval.
+func (t *totals) add(prev, cur sample, p *Point) {
+	if prev.nfsOK && cur.nfsOK {
+		d := nfsDelta(prev.nfs, cur.nfs)
+		t.read.ops += d.Read.Ops
+		t.read.bytes += d.Read.TransferredBytes
+		t.read.latencyNs += d.Read.LatencyNs
+		t.write.ops += d.Write.Ops
+		t.write.bytes += d.Write.TransferredBytes
+		t.write.latencyNs += d.Write.LatencyNs
+		t.metaOps += metadataOps(d)
+		t.haveIO = true
+	}
+	if p.V[atLimit] == 1 {
+		t.atLimitSeconds += cur.at.Sub(prev.at).Seconds()
+	}
 }
 
 // read asks every source about one volume.

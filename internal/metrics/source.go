@@ -13,8 +13,10 @@ type Volume struct {
 	// it names the volume's series (a volume deleted and made again under the same
 	// name starts afresh).
 	Key string
-	// Name is the volume's resource name (projects/p/locations/l/volumes/v).
-	Name string
+	// Name is the volume's resource name (projects/p/locations/l/volumes/v);
+	// Project, Location and ID its parts (Prometheus labels).
+	Name                  string
+	Project, Location, ID string
 	// Pool is the pool's ID, Network the name of its network; Endpoint is the
 	// volume's own address there (the zero Addr: none yet).
 	Pool     string

@@ -419,7 +419,8 @@ func (m *Manager) Sandboxes() []string {
 }
 
 // GaneshaPID returns the pid of a sandbox's running ganesha.nfsd (0 if none), for
-// tests and diagnostics.
+// tests, diagnostics and the metrics sampler (which reads the sandbox's TCP tables
+// through /proc/<pid>/net).
 func (m *Manager) GaneshaPID(network string) int {
 	m.mu.Lock()
 	sb := m.sandboxes[network]

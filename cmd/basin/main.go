@@ -112,6 +112,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs = flag.NewFlagSet("basin serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the database, owner key, store image and mount points")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address of the Prometheus /metrics endpoint, unauthenticated (\"\" = none)")
 	locs = &multiFlag{vals: cfg.Locations}
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
 	nets = &multiFlag{}

@@ -123,6 +123,9 @@ var apiRoutes = []Route{
 		Handle: func(s *Server, rq *request, v pathVars) { s.deleteVolume(rq, v.parent(), v["volume"]) }},
 	{Method: http.MethodPost, Pattern: patVolume + ":revert", Perm: np("volumes", "revert"),
 		Handle: func(s *Server, rq *request, v pathVars) { s.revertVolume(rq, v.parent(), v["volume"]) }},
+	// Basin-only: the volume's performance and space metrics (internal/metrics).
+	{Method: http.MethodGet, Pattern: patVolume + "/metrics", Perm: iam.PermMetricsGet,
+		Handle: func(s *Server, rq *request, v pathVars) { s.getVolumeMetrics(rq, v.parent(), v["volume"]) }},
 	{Method: anyMethod, Pattern: patVolume + ":restore", Public: notBuilt, Handle: unimplementedRoute},
 	{Method: anyMethod, Pattern: patVolume + ":startSplit", Public: notBuilt, Handle: unimplementedRoute},
 	{Method: anyMethod, Pattern: patVolume + ":getSplitStatus", Public: notBuilt, Handle: unimplementedRoute},

@@ -269,7 +269,7 @@ func TestRouteTableFailsClosed(t *testing.T) {
 	}{
 		{"no permission", Route{Method: "GET", Pattern: "/v1/projects/{project}/metrics", Handle: h}, "neither a permission nor Public"},
 		{"both", Route{Method: "GET", Pattern: "/v1/projects/{project}/metrics", Perm: iam.PermAuditList, Public: "why", Handle: h}, "both"},
-		{"unknown permission", Route{Method: "GET", Pattern: "/v1/projects/{project}/metrics", Perm: "basin.metrics.get", Handle: h}, "unknown permission"},
+		{"unknown permission", Route{Method: "GET", Pattern: "/v1/projects/{project}/metrics", Perm: "basin.nothing.get", Handle: h}, "unknown permission"},
 		{"permission without project", Route{Method: "GET", Pattern: "/v1/metrics", Perm: iam.PermAuditList, Handle: h}, "no {project}"},
 		{"no handler", Route{Method: "GET", Pattern: "/v1/projects/{project}/metrics", Perm: iam.PermAuditList}, "no handler"},
 		{"bad pattern", Route{Method: "GET", Pattern: "/v1/projects/{project}/me{trics", Perm: iam.PermAuditList, Handle: h}, "bad segment"},

@@ -10,7 +10,8 @@
 // the permission and the project and location a path names, and refuses at New a
 // table with a route that says nothing about permissions. The handlers live with
 // their resources (pools.go, volumes.go, snapshots.go, ads.go, operations.go,
-// iamapi.go, locations.go, and settings.go for the Basin-only project settings);
+// iamapi.go, locations.go, settings.go for the Basin-only project settings and
+// metrics.go for the Basin-only volume metrics);
 // audit.go and limits.go record and limit calls.
 //
 // It depends on model, apiv1, store, iam and secret (to seal secrets before they are
@@ -118,6 +119,9 @@ type Options struct {
 	DefaultThroughputCapMibps float64
 	// OnSettingsChanged, if set, is called after a project's settings changed.
 	OnSettingsChanged func(project, location string)
+	// Metrics answers volume metrics queries; nil = none collected (the metrics
+	// route answers 501).
+	Metrics Metrics
 }
 
 // Server is the HTTP handler.

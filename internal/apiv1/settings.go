@@ -12,3 +12,31 @@ type Settings struct {
 	// server's defaults).
 	UpdateTime string `json:"updateTime,omitempty"`
 }
+
+// VolumeMetrics is the Basin-only answer of GET …/volumes/{v}/metrics: the
+// volume's metrics over [startTime, endTime), one point per step.
+type VolumeMetrics struct {
+	Volume    string         `json:"volume"`
+	StartTime string         `json:"startTime"`
+	EndTime   string         `json:"endTime"`
+	Step      string         `json:"step"`
+	Series    []MetricSeries `json:"series"`
+}
+
+// MetricSeries is one metric's points; unit is UCUM-like ("1/s", "MiB/s", "ms",
+// "KiB", "By", "1").
+type MetricSeries struct {
+	Metric string        `json:"metric"`
+	Unit   string        `json:"unit"`
+	Points []MetricPoint `json:"points"`
+}
+
+// MetricPoint summarises [time, time+step): value is its mean (null: unknown),
+// min and max the extremes of its intervals (absent when the step holds one
+// interval, or the metric is derived).
+type MetricPoint struct {
+	Time  string   `json:"time"`
+	Value *float64 `json:"value"`
+	Min   *float64 `json:"min,omitempty"`
+	Max   *float64 `json:"max,omitempty"`
+}

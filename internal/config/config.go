@@ -21,6 +21,10 @@ type Config struct {
 	DataDir string
 	// Listen is the HTTP listen address.
 	Listen string
+	// MetricsListen is the address of the Prometheus /metrics endpoint, a server of
+	// its own without authentication (keep it on loopback or a monitoring
+	// network); "" = none.
+	MetricsListen string
 	// Locations served (location IDs).
 	Locations []string
 	// Networks pools can use; each is a bridge and a subnet (default: one network
@@ -133,6 +137,14 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %q: %w", c.MetricsListen, err)
+		}
+		if c.MetricsListen == c.Listen {
+			return fmt.Errorf("--metrics-listen %q is the API's --listen address", c.MetricsListen)
+		}
 	}
 	if len(c.Locations) == 0 {
 		return errors.New("at least one --location is required")

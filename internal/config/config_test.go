@@ -22,6 +22,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"relative data dir", func(c *Config) { c.DataDir = "data" }, "--data-dir"},
 		{"bad listen", func(c *Config) { c.Listen = "8780" }, "--listen"},
+		{"bad metrics listen", func(c *Config) { c.MetricsListen = "9464" }, "--metrics-listen"},
+		{"metrics on the API's address", func(c *Config) { c.MetricsListen = c.Listen }, "--metrics-listen"},
 		{"no location", func(c *Config) { c.Locations = nil }, "--location"},
 		{"bad location", func(c *Config) { c.Locations = []string{"US East"} }, "--location"},
 		{"duplicate location", func(c *Config) { c.Locations = []string{"a", "a"} }, "twice"},

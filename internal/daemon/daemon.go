@@ -1,6 +1,6 @@
 // Package daemon is Basin's composition root: it builds the store, storage backend,
-// identity, controller and API from a config, starts them in order, and stops them
-// in reverse order. Only cmd/basin imports it.
+// identity, controller, metrics sampler and API from a config, starts them in
+// order, and stops them in reverse order. Only cmd/basin imports it.
 package daemon
 
 import (
@@ -21,6 +21,7 @@ import (
 	"github.com/basin-nas/basin/internal/controller"
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/metrics"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
@@ -118,6 +119,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
 		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets})
+	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
+	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
+		Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
+		Logger: log.With("component", "metrics")})
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait
 	if syncWait == 0 {
@@ -142,20 +147,40 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit,
 		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
-		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }})
+		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler})
 
 	ln, err := listen(cfg)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	httpSrv := newHTTPServer(cfg, newMux(srv))
+	// Prometheus' /metrics, on an address of its own when asked for.
+	var metricsSrv *http.Server
+	metricsDone := make(chan error, 1)
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		metricsSrv = newMetricsServer(metricsRegistry(sampler), log.With("component", "metrics"))
+		go func() {
+			err := metricsSrv.Serve(mln)
+			if !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics http", "err", err) // the API goes on without it
+			}
+			metricsDone <- err
+		}()
+	}
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- ctrl.Run(ctrlCtx) }()
+	samplerDone := make(chan error, 1)
+	go func() { samplerDone <- sampler.Run(ctrlCtx) }()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
-	log.Info("basin serving", "listen", cfg.Listen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
+	log.Info("basin serving", "listen", cfg.Listen, "metrics_listen", cfg.MetricsListen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
 
 	ctrlReady := ctrl.Ready()
 	for serving := true; serving; {
@@ -169,12 +194,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		case err := <-httpDone:
 			stopCtrl()
 			<-ctrlDone
+			<-samplerDone
+			if metricsSrv != nil {
+				metricsSrv.Close()
+			}
 			return fmt.Errorf("http: %w", err)
 		}
 	}
 
 	// Shutdown, in reverse order of dependence: stop taking requests, stop the
-	// controller, then (deferred) unmount storage and close the store.
+	// controller and the metrics sampler (which stores its rollups in progress),
+	// then (deferred) stop the data plane, unmount storage and close the store.
 	log.Info("shutting down")
 	ready.Store(false)
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -182,10 +212,19 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+	if metricsSrv != nil {
+		if err := metricsSrv.Shutdown(shutCtx); err != nil {
+			log.Warn("metrics http shutdown", "err", err)
+		}
+		<-metricsDone
+	}
 	srv.Close() // writes the refused calls still being aggregated, before the store closes
 	stopCtrl()
 	if err := <-ctrlDone; err != nil {
 		log.Warn("controller", "err", err)
+	}
+	if err := <-samplerDone; err != nil {
+		log.Warn("metrics", "err", err)
 	}
 	return nil
 }
@@ -201,8 +240,9 @@ func listen(cfg config.Config) (net.Listener, error) {
 	return netutil.LimitListener(ln, cfg.HTTP.MaxConns), nil
 }
 
-// newMux puts the REST API and the probes side by side; Basin's own pages (metrics,
-// console) go beside them. Anything else is the API's 404. (ServeMux answers a
+// newMux puts the REST API and the probes side by side; Basin's own pages (the
+// console) go beside them. Prometheus' /metrics is not here: it has a listener of
+// its own (--metrics-listen, newMetricsServer). Anything else is the API's 404. (ServeMux answers a
 // path that is not clean, like "//" or "/v1", with a redirect to its clean form.)
 func newMux(a *api.Server) *http.ServeMux {
 	mux := http.NewServeMux()

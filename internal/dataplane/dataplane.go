@@ -419,7 +419,8 @@ func (m *Manager) Sandboxes() []string {
 }
 
 // GaneshaPID returns the pid of a sandbox's running ganesha.nfsd (0 if none), for
-// tests and diagnostics.
+// tests, diagnostics and the metrics sampler (which reads the sandbox's TCP tables
+// through /proc/<pid>/net).
 func (m *Manager) GaneshaPID(network string) int {
 	m.mu.Lock()
 	sb := m.sandboxes[network]
@@ -428,4 +429,23 @@ func (m *Manager) GaneshaPID(network string) int {
 		return 0
 	}
 	return sb.pid("ganesha")
+}
+
+// ExportIO reads export id's cumulative NFS counters from the network's Ganesha
+// (for the metrics sampler). It never builds a sandbox: with none running there
+// is nothing to read.
+func (m *Manager) ExportIO(ctx context.Context, network string, id uint64) (nfs.ExportIO, error) {
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil || !sb.alive() {
+		return nfs.ExportIO{}, fmt.Errorf("network %q has no running sandbox", network)
+	}
+	st, ok := sb.bus.(interface {
+		ExportIO(ctx context.Context, id uint64) (nfs.ExportIO, error)
+	})
+	if !ok {
+		return nfs.ExportIO{}, fmt.Errorf("network %q: its Ganesha bus reads no statistics", network)
+	}
+	return st.ExportIO(ctx, id)
 }

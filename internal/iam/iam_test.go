@@ -231,7 +231,8 @@ func TestExpiredKeyIsRefused(t *testing.T) {
 }
 
 // The project settings go with the netapp.* roles: the admin reads and changes
-// them, the viewer only reads them; both are in the catalogue.
+// them, the viewer only reads them; both read volume metrics; all are in the
+// catalogue.
 func TestSettingsPermissions(t *testing.T) {
 	for _, tc := range []struct {
 		name, role, perm string
@@ -246,6 +247,9 @@ func TestSettingsPermissions(t *testing.T) {
 		{"admin audit log", RoleNetappAdmin, PermAuditList, false},
 		{"viewer volumes", RoleNetappViewer, "netapp.volumes.get", true},
 		{"no role", "", PermSettingsGet, false},
+		{"viewer metrics", RoleNetappViewer, PermMetricsGet, true},
+		{"admin metrics", RoleNetappAdmin, PermMetricsGet, true},
+		{"no role metrics", "", PermMetricsGet, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := RoleGrants(tc.role, tc.perm); got != tc.want {
@@ -253,7 +257,7 @@ func TestSettingsPermissions(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range []string{PermSettingsGet, PermSettingsUpdate} {
+	for _, p := range []string{PermSettingsGet, PermSettingsUpdate, PermMetricsGet} {
 		if !slices.Contains(Permissions(), p) {
 			t.Errorf("%s is not in Permissions()", p)
 		}

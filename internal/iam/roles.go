@@ -44,6 +44,7 @@ const (
 	PermKeyDelete       = "iam.serviceAccountKeys.delete"
 	PermSettingsGet     = "basin.settings.get"
 	PermSettingsUpdate  = "basin.settings.update"
+	PermMetricsGet      = "basin.metrics.get"
 	netappPrefix        = "netapp."
 	netappGet, netappLs = ".get", ".list"
 )
@@ -51,7 +52,7 @@ const (
 // Permissions returns every permission Basin knows, sorted.
 func Permissions() []string {
 	out := []string{PermGetIamPolicy, PermSetIamPolicy, PermAuditList, PermSACreate, PermSAGet, PermSAList, PermSADelete,
-		PermSADisable, PermSAEnable, PermKeyCreate, PermKeyGet, PermKeyList, PermKeyDelete, PermSettingsGet, PermSettingsUpdate}
+		PermSADisable, PermSAEnable, PermKeyCreate, PermKeyGet, PermKeyList, PermKeyDelete, PermSettingsGet, PermSettingsUpdate, PermMetricsGet}
 	for res, verbs := range netappResources {
 		for _, v := range verbs {
 			out = append(out, netappPrefix+res+"."+v)
@@ -71,17 +72,18 @@ func NetappPermission(collection, verb string) string {
 
 // RoleGrants reports whether role includes perm. The project settings (a
 // Basin-only resource, the project's throughput cap) go with the netapp.* family:
-// roles/netapp.admin may read and change them, roles/netapp.viewer read them. The
-// audit log and IAM stay roles/owner's.
+// roles/netapp.admin may read and change them, roles/netapp.viewer read them.
+// Volume metrics (Basin-only) are read by both. The audit log and IAM stay
+// roles/owner's.
 func RoleGrants(role, perm string) bool {
 	switch role {
 	case RoleOwner:
 		return true
 	case RoleNetappAdmin:
-		return strings.HasPrefix(perm, netappPrefix) || perm == PermSettingsGet || perm == PermSettingsUpdate
+		return strings.HasPrefix(perm, netappPrefix) || perm == PermSettingsGet || perm == PermSettingsUpdate || perm == PermMetricsGet
 	case RoleNetappViewer:
 		return strings.HasPrefix(perm, netappPrefix) && (strings.HasSuffix(perm, netappGet) || strings.HasSuffix(perm, netappLs)) ||
-			perm == PermSettingsGet
+			perm == PermSettingsGet || perm == PermMetricsGet
 	}
 	return false
 }

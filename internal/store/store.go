@@ -9,6 +9,10 @@
 // same however many resources are stored. Their typed helpers (PendingOperations,
 // UsageOfPool, …) are what callers use.
 //
+// Metrics rollups (rollups.go) are rows of a table of their own, not documents:
+// the metrics sampler writes one per volume every 5 minutes and deletes them after
+// their retention.
+//
 // Imported by the daemon, api, controller and iam packages.
 package store
 
@@ -132,4 +136,13 @@ func PutSettings(tx Tx, s *model.Settings) error {
 // PutOperation stores an operation.
 func PutOperation(tx Tx, o *model.Operation) error {
 	return tx.Put(KindOperation, o.Name(), model.LocationName(o.Project, o.Location), o)
+}
+
+// Rollup is one stored metrics rollup (internal/metrics): a series (a volume's
+// storage key), the Unix second its 5-minute bucket starts and the encoded
+// summary. Rollups live in a table of their own, not among the resources.
+type Rollup struct {
+	Series string
+	Start  int64
+	Data   []byte
 }

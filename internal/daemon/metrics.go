@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/basin-nas/basin/internal/metrics"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// metricsTargets lists the stored volumes for the metrics sampler, with the
+// throughput each is held to when traffic control enforces service levels.
+type metricsTargets struct {
+	st     store.Store
+	limits model.Limits
+	qos    bool // service levels are enforced: volumes have a limit
+}
+
+func (m metricsTargets) Volumes(ctx context.Context) ([]metrics.Volume, error) {
+	var out []metrics.Volume
+	err := m.st.View(ctx, func(tx store.Tx) error {
+		vols, err := store.List[model.Volume](tx, store.KindVolume, "")
+		if err != nil {
+			return err
+		}
+		pools := map[string]*model.Pool{}
+		out = make([]metrics.Volume, 0, len(vols))
+		for _, v := range vols {
+			if v.Key == "" {
+				continue
+			}
+			mv := metrics.Volume{Key: v.Key, Name: v.Name(), Project: v.Project, Location: v.Location, ID: v.ID, Pool: v.StoragePool, Network: v.Network, ExportID: v.ExportID}
+			mv.Endpoint, _ = netip.ParseAddr(v.Endpoint) // none yet: the zero Addr
+			if m.qos {
+				p, ok := pools[v.PoolName()]
+				if !ok {
+					p, err = store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+					if err != nil {
+						p = nil // a pool being deleted: no limit
+					}
+					pools[v.PoolName()] = p
+				}
+				if p != nil {
+					mv.LimitBytesPerSec = model.VolumeThroughputMibps(v, p, m.limits) * (1 << 20)
+				}
+			}
+			out = append(out, mv)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// backendUsage reads a volume's space from the storage backend: used bytes
+// (data and snapshots) and the bytes only its snapshots hold.
+type backendUsage struct{ be storage.Backend }
+
+func (b backendUsage) VolumeUsage(ctx context.Context, key string) (int64, int64, error) {
+	u, err := b.be.Usage(ctx, key)
+	if err != nil {
+		return 0, 0, err
+	}
+	var snap int64
+	for _, n := range u.SnapshotExclusive {
+		snap += n
+	}
+	return u.UsedBytes, snap, nil
+}
+
+// metricsRegistry holds what /metrics exposes: every volume's metrics and
+// Basin's own process (Go runtime, CPU, memory, open files).
+func metricsRegistry(s *metrics.Sampler) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// newMetricsServer serves Prometheus' /metrics, and nothing else, on a listener
+// of its own (--metrics-listen), without authentication: what it shows (volume
+// and project IDs, their load) is for a monitoring network, not for tenants.
+func newMetricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), Timeout: 10 * time.Second, MaxRequestsInFlight: 4}))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+}

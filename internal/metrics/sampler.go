@@ -1,0 +1,449 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultInterval  = 10 * time.Second
+	DefaultRing      = 24 * time.Hour
+	RollupPeriod     = 5 * time.Minute
+	DefaultRetention = 30 * 24 * time.Hour
+)
+
+// RollupStore keeps 5-minute rollups (store.SQLite).
+type RollupStore interface {
+	PutRollups(ctx context.Context, rows []store.Rollup) error
+	// Rollups returns series' rollups with from ≤ Start < to, by Start.
+	Rollups(ctx context.Context, series string, from, to int64) ([]store.Rollup, error)
+	// ExpireRollups deletes every rollup with Start < before.
+	ExpireRollups(ctx context.Context, before int64) (int64, error)
+}
+
+// Options configures a Sampler. Only Targets is required: a source left nil is
+// not read and its metrics stay unknown.
+type Options struct {
+	Targets  Targets
+	NFS      NFSSource
+	Capacity CapacitySource
+	Clients  ClientSource
+	QoS      QoSSource
+	// Store persists 5-minute rollups; nil = none (queries with a step of 5
+	// minutes or more then answer only the rollup in progress).
+	Store RollupStore
+	// Interval between samples; 0 = DefaultInterval.
+	Interval time.Duration
+	// Ring is how much full-resolution history each volume keeps in memory; 0 =
+	// DefaultRing.
+	Ring time.Duration
+	// Retention is how long rollups are kept; 0 = DefaultRetention.
+	Retention time.Duration
+	// Now is the clock; nil = time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// series is one volume's state.
+type series struct {
+	vol      Volume
+	prev     sample
+	havePrev bool
+	ring     *ring
+	acc      *agg // the rollup in progress; nil until the first Point
+	resumed  bool // acc's bucket began before this Sampler started: merge with the stored part
+	totals   totals
+}
+
+// totals are a volume's counters since this Sampler first saw it, summed from
+// the intervals' differences, so they only grow whatever Ganesha's counters do
+// (Prometheus counters).
+type totals struct {
+	read, write    nfsTotals
+	metaOps        uint64
+	atLimitSeconds float64
+	haveIO         bool // at least one interval of I/O was counted
+}
+
+type nfsTotals struct {
+	ops, bytes uint64
+	latencyNs  uint64
+}
+
+// Sampler samples every volume once per interval, keeps each volume's recent
+// Points in a ring and persists 5-minute rollups. It is safe for concurrent use:
+// Query may run while Sample does.
+type Sampler struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	started int64
+
+	mu         sync.Mutex
+	series     map[string]*series // by volume key
+	lastExpire int64
+}
+
+// New returns a Sampler; Run drives it, or tests call Sample.
+func New(opts Options) *Sampler {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Ring <= 0 {
+		opts.Ring = DefaultRing
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sampler{opts: opts, log: opts.Logger, now: opts.Now, started: opts.Now().Unix(), series: map[string]*series{}}
+}
+
+// ringLen is the number of Points a volume's ring holds.
+func (s *Sampler) ringLen() int { return int(s.opts.Ring / s.opts.Interval) }
+
+// Run samples every Interval until ctx ends, then persists the rollups in
+// progress (a restart merges them with what follows in the same bucket).
+func (s *Sampler) Run(ctx context.Context) error {
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return s.Flush(fctx)
+		case <-t.C:
+			// A source that hangs (a stuck Ganesha) costs one interval, not the sampler.
+			sctx, cancel := context.WithTimeout(ctx, s.opts.Interval)
+			err := s.Sample(sctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("metrics sample", "err", err)
+			}
+		}
+	}
+}
+
+// bucket is the start of the rollup bucket holding t.
+func bucket(t int64) int64 {
+	p := int64(RollupPeriod / time.Second)
+	return t - ((t%p)+p)%p
+}
+
+// Sample reads every source once for every volume, at the clock's now. A source
+// that fails leaves its metrics unknown for the interval; only a failing Targets
+// or store fails the call.
+func (s *Sampler) Sample(ctx context.Context) error {
+	vols, err := s.opts.Targets.Volumes(ctx)
+	if err != nil {
+		return fmt.Errorf("list volumes: %w", err)
+	}
+	now := s.now()
+	conns := map[string]map[netip.Addr]int{}
+	if s.opts.Clients != nil {
+		for _, v := range vols {
+			if _, done := conns[v.Network]; done || v.Network == "" {
+				continue
+			}
+			m, err := s.opts.Clients.Clients(ctx, v.Network)
+			if err != nil {
+				s.log.Debug("metrics clients", "network", v.Network, "err", err)
+			}
+			conns[v.Network] = m // nil on error: unknown
+		}
+	}
+	samples := make([]sample, len(vols))
+	for i, v := range vols {
+		samples[i] = s.read(ctx, v, now, conns)
+	}
+
+	var flush []*agg
+	var flushKeys []string
+	var resumed []bool
+	s.mu.Lock()
+	seen := make(map[string]bool, len(vols))
+	for i, v := range vols {
+		seen[v.Key] = true
+		sr := s.series[v.Key]
+		if sr == nil {
+			sr = &series{ring: newRing(s.ringLen())}
+			s.series[v.Key] = sr
+		}
+		sr.vol = v
+		cur := samples[i]
+		if !sr.havePrev {
+			sr.prev, sr.havePrev = cur, true
+			continue
+		}
+		p := derive(sr.prev, cur, v)
+		sr.totals.add(sr.prev, cur, &p)
+		sr.prev = cur
+		if last, ok := sr.ring.last(); ok && p.T <= last.T {
+			continue // the clock went back: keep the ring in time order
+		}
+		sr.ring.add(p)
+		b := bucket(int64(p.T) - 1) // a Point covers the interval before T
+		if sr.acc != nil && sr.acc.start != b {
+			flush, flushKeys, resumed = append(flush, sr.acc), append(flushKeys, v.Key), append(resumed, sr.resumed)
+			sr.acc = nil
+		}
+		if sr.acc == nil {
+			sr.acc = newAgg(b)
+			sr.resumed = b < s.started
+		}
+		sr.acc.add(&p)
+	}
+	for key, sr := range s.series {
+		if !seen[key] {
+			if sr.acc != nil {
+				flush, flushKeys, resumed = append(flush, sr.acc), append(flushKeys, key), append(resumed, sr.resumed)
+			}
+			delete(s.series, key)
+		}
+	}
+	expire := now.Unix()-s.lastExpire >= int64(RollupPeriod/time.Second)
+	if expire {
+		s.lastExpire = now.Unix()
+	}
+	s.mu.Unlock()
+
+	err = s.persist(ctx, flushKeys, flush, resumed)
+	if expire && s.opts.Store != nil {
+		if _, xerr := s.opts.Store.ExpireRollups(ctx, now.Add(-s.opts.Retention).Unix()); xerr != nil {
+			err = errors.Join(err, fmt.Errorf("expire rollups: %w", xerr))
+		}
+	}
+	return err
+}
+
+// add counts one interval.
+func (t *totals) add(prev, cur sample, p *Point) {
+	if prev.nfsOK && cur.nfsOK {
+		d := nfsDelta(prev.nfs, cur.nfs)
+		t.read.ops += d.Read.Ops
+		t.read.bytes += d.Read.TransferredBytes
+		t.read.latencyNs += d.Read.LatencyNs
+		t.write.ops += d.Write.Ops
+		t.write.bytes += d.Write.TransferredBytes
+		t.write.latencyNs += d.Write.LatencyNs
+		t.metaOps += metadataOps(d)
+		t.haveIO = true
+	}
+	if p.V[atLimit] == 1 {
+		t.atLimitSeconds += cur.at.Sub(prev.at).Seconds()
+	}
+}
+
+// read asks every source about one volume.
+func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, conns map[string]map[netip.Addr]int) sample {
+	smp := sample{at: now}
+	if s.opts.NFS != nil && v.ExportID != 0 && v.Network != "" {
+		io, err := s.opts.NFS.ExportIO(ctx, v.Network, v.ExportID)
+		if err != nil {
+			s.log.Debug("metrics nfs", "volume", v.Name, "err", err)
+		} else {
+			smp.nfs, smp.nfsOK = io, true
+		}
+	}
+	if s.opts.Capacity != nil {
+		used, snap, err := s.opts.Capacity.VolumeUsage(ctx, v.Key)
+		if err != nil {
+			s.log.Debug("metrics capacity", "volume", v.Name, "err", err)
+		} else {
+			smp.used, smp.snap, smp.capOK = used, snap, true
+		}
+	}
+	if m := conns[v.Network]; m != nil && v.Endpoint.IsValid() {
+		smp.conns, smp.connOK = m[v.Endpoint], true
+	}
+	if s.opts.QoS != nil {
+		q, err := s.opts.QoS.QoSCounters(ctx, v)
+		if err == nil {
+			smp.qos, smp.qosOK = q, true
+		}
+	}
+	return smp
+}
+
+// persist writes finished (or, on Flush, unfinished) rollups, merged with what
+// is already stored for a bucket that began before this Sampler started.
+func (s *Sampler) persist(ctx context.Context, keys []string, aggs []*agg, resumed []bool) error {
+	if s.opts.Store == nil || len(aggs) == 0 {
+		return nil
+	}
+	rows := make([]store.Rollup, 0, len(aggs))
+	for i, a := range aggs {
+		if a.empty() {
+			continue
+		}
+		if resumed[i] {
+			old, err := s.opts.Store.Rollups(ctx, keys[i], a.start, a.start+1)
+			if err != nil {
+				return fmt.Errorf("read rollup: %w", err)
+			}
+			if len(old) == 1 {
+				if prev, err := decodeAgg(a.start, old[0].Data); err == nil {
+					prev.merge(a)
+					a = prev
+				} else {
+					s.log.Warn("metrics: stored rollup replaced", "series", keys[i], "start", a.start, "err", err)
+				}
+			}
+		}
+		rows = append(rows, store.Rollup{Series: keys[i], Start: a.start, Data: a.encode()})
+	}
+	if err := s.opts.Store.PutRollups(ctx, rows); err != nil {
+		return fmt.Errorf("persist rollups: %w", err)
+	}
+	return nil
+}
+
+// Flush persists every rollup in progress; the next Sample after it starts them
+// afresh (and merges them with the stored part when their bucket ends).
+func (s *Sampler) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	var keys []string
+	var aggs []*agg
+	var resumed []bool
+	for key, sr := range s.series {
+		if sr.acc != nil {
+			keys, aggs, resumed = append(keys, key), append(aggs, sr.acc), append(resumed, sr.resumed)
+			sr.acc = nil
+		}
+	}
+	s.mu.Unlock()
+	for i := range resumed {
+		resumed[i] = true // a later Sample of the same bucket merges too
+	}
+	s.mu.Lock()
+	s.started = math.MaxInt64 // every bucket from now on may have a stored part
+	s.mu.Unlock()
+	return s.persist(ctx, keys, aggs, resumed)
+}
+
+// MaxPoints bounds the points of one series in a query.
+const MaxPoints = 11000
+
+// Query answers a metrics query about one volume (q.Series is its storage key).
+// A step shorter than RollupPeriod reads the in-memory ring and must be a
+// multiple of the sampling interval; a longer one must be a multiple of
+// RollupPeriod and reads the stored rollups and the one in progress. Invalid
+// queries are model.ErrInvalid naming the parameter.
+func (s *Sampler) Query(ctx context.Context, q model.MetricsQuery) ([]model.MetricSeries, error) {
+	ms := Metrics
+	if len(q.Metrics) > 0 {
+		ms = nil
+		for _, name := range q.Metrics {
+			m, ok := metricByName(name)
+			if !ok {
+				return nil, model.Invalid("metric", "unknown metric %q", name)
+			}
+			ms = append(ms, m)
+		}
+	}
+	from, to := q.Start.Unix(), q.End.Unix()
+	if to <= from {
+		return nil, model.Invalid("endTime", "must be after startTime")
+	}
+	step := int64(q.Step / time.Second)
+	interval := int64(s.opts.Interval / time.Second)
+	period := int64(RollupPeriod / time.Second)
+	switch {
+	case q.Step%time.Second != 0 || step <= 0:
+		return nil, model.Invalid("step", "must be a positive whole number of seconds")
+	case step < period && step%interval != 0:
+		return nil, model.Invalid("step", "below %v it must be a multiple of %v", RollupPeriod, s.opts.Interval)
+	case step >= period && step%period != 0:
+		return nil, model.Invalid("step", "from %v up it must be a multiple of %v", RollupPeriod, RollupPeriod)
+	case (to-from)/step > MaxPoints:
+		return nil, model.Invalid("step", "%v over %v is more than %d points", q.Step, q.End.Sub(q.Start), MaxPoints)
+	}
+	from -= ((from % step) + step) % step // align buckets to the step
+
+	buckets := map[int64]*agg{}
+	add := func(start int64, a *agg) {
+		b := start - ((start%step)+step)%step
+		if buckets[b] == nil {
+			buckets[b] = newAgg(b)
+		}
+		buckets[b].merge(a)
+	}
+	if step < period {
+		s.mu.Lock()
+		if sr := s.series[q.Series]; sr != nil {
+			// A Point at T covers (T−interval, T]: it belongs to the bucket of T−1.
+			sr.ring.between(from+1, to+1, func(p *Point) {
+				one := newAgg(0)
+				one.add(p)
+				add(int64(p.T)-1, one)
+			})
+		}
+		s.mu.Unlock()
+	} else {
+		if s.opts.Store != nil {
+			rows, err := s.opts.Store.Rollups(ctx, q.Series, from, to)
+			if err != nil {
+				return nil, fmt.Errorf("read rollups: %w", err)
+			}
+			for _, r := range rows {
+				a, err := decodeAgg(r.Start, r.Data)
+				if err != nil {
+					s.log.Warn("metrics: unreadable rollup", "series", q.Series, "start", r.Start, "err", err)
+					continue
+				}
+				add(r.Start, a)
+			}
+		}
+		s.mu.Lock()
+		if sr := s.series[q.Series]; sr != nil && sr.acc != nil && sr.acc.start >= from && sr.acc.start < to {
+			cp := *sr.acc
+			add(cp.start, &cp)
+		}
+		s.mu.Unlock()
+	}
+	return render(ms, buckets), nil
+}
+
+// render turns buckets into series, in time order, skipping empty buckets.
+func render(ms []Metric, buckets map[int64]*agg) []model.MetricSeries {
+	starts := make([]int64, 0, len(buckets))
+	for b, a := range buckets {
+		if !a.empty() {
+			starts = append(starts, b)
+		}
+	}
+	slices.Sort(starts)
+	out := make([]model.MetricSeries, len(ms))
+	for i, m := range ms {
+		out[i] = model.MetricSeries{Metric: m.Name, Unit: m.Unit, Points: make([]model.MetricPoint, 0, len(starts))}
+		for _, b := range starts {
+			a := buckets[b]
+			means := a.means()
+			pt := model.MetricPoint{Time: time.Unix(b, 0).UTC(), Value: m.value(&means), Min: math.NaN(), Max: math.NaN()}
+			if m.stored >= 0 && a.n[m.stored] > 1 {
+				lo, hi := [numStored]float64{}, [numStored]float64{}
+				lo[m.stored], hi[m.stored] = float64(a.min[m.stored]), float64(a.max[m.stored])
+				pt.Min, pt.Max = m.value(&lo), m.value(&hi)
+			}
+			out[i].Points = append(out[i].Points, pt)
+		}
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/basin-nas/basin/internal/nfs"
+)
+
+// Volume is what the sampler needs to know of one volume, as its Targets list it.
+type Volume struct {
+	// Key is the volume's storage key: it never changes and is never reused, so
+	// it names the volume's series (a volume deleted and made again under the same
+	// name starts afresh).
+	Key string
+	// Name is the volume's resource name (projects/p/locations/l/volumes/v);
+	// Project, Location and ID its parts (Prometheus labels).
+	Name                  string
+	Project, Location, ID string
+	// Pool is the pool's ID, Network the name of its network; Endpoint is the
+	// volume's own address there (the zero Addr: none yet).
+	Pool     string
+	Network  string
+	Endpoint netip.Addr
+	// ExportID is the volume's NFS export (0: not exported).
+	ExportID uint64
+	// LimitBytesPerSec is the throughput the volume is held to (payload bytes per
+	// second, both directions together); 0 = none.
+	LimitBytesPerSec float64
+}
+
+// Targets lists the volumes to sample, once per interval.
+type Targets interface {
+	Volumes(ctx context.Context) ([]Volume, error)
+}
+
+// NFSSource reads an export's cumulative Ganesha counters (dataplane.Manager).
+type NFSSource interface {
+	ExportIO(ctx context.Context, network string, exportID uint64) (nfs.ExportIO, error)
+}
+
+// CapacitySource reads a volume's space use now (the storage backend): bytes
+// used by its data and snapshots, and the bytes only its snapshots hold.
+type CapacitySource interface {
+	VolumeUsage(ctx context.Context, key string) (usedBytes, snapshotBytes int64, err error)
+}
+
+// ClientSource counts, for one network, the distinct client addresses connected
+// to each endpoint address (one read per network and interval, whatever the
+// number of volumes).
+type ClientSource interface {
+	Clients(ctx context.Context, network string) (map[netip.Addr]int, error)
+}
+
+// QoSCounters are a volume's traffic-control class counters (cumulative): wire
+// bytes it sent in both directions and how often the class was over its rate.
+type QoSCounters struct {
+	WireBytes  uint64
+	Overlimits uint64
+}
+
+// QoSSource reads a volume's traffic-control class counters. Nothing implements
+// it yet: until something does, "at the limit" is judged from NFS payload bytes
+// (see Point).
+type QoSSource interface {
+	QoSCounters(ctx context.Context, v Volume) (QoSCounters, error)
+}

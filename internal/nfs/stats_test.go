@@ -1,0 +1,175 @@
+package nfs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+type dbusTime struct{ Sec, Nsec uint64 }
+
+type dbusIO struct{ Requested, Transferred, Ops, Errors, Latency, Wait uint64 }
+
+type dbusTotals struct {
+	V3  string
+	N3  uint64
+	V40 string
+	N40 uint64
+	V41 string
+	N41 uint64
+	V42 string
+	N42 uint64
+}
+
+// fakeStats answers Ganesha's exportstats calls as Ganesha 4.3 does: export 7
+// has NFSv3 and v4.0 activity, none in v4.1 and v4.2 (a two-field reply); other
+// exports are unknown.
+type fakeStats struct{}
+
+var statsEpoch = dbusTime{1_790_000_000, 5}
+
+func (fakeStats) GetNFSv3IO(id uint16) (bool, string, dbusTime, dbusIO, dbusIO, *dbus.Error) {
+	if id != 7 {
+		return false, "No export available", dbusTime{}, dbusIO{}, dbusIO{}, nil
+	}
+	return true, "OK", statsEpoch, dbusIO{100, 100, 1, 0, 1000, 0}, dbusIO{200, 200, 2, 0, 4000, 0}, nil
+}
+
+func (fakeStats) GetNFSv40IO(id uint16) (bool, string, dbusTime, dbusIO, dbusIO, *dbus.Error) {
+	if id != 7 {
+		return false, "No export available", dbusTime{}, dbusIO{}, dbusIO{}, nil
+	}
+	return true, "OK", statsEpoch, dbusIO{4096, 4096, 10, 1, 20000, 0}, dbusIO{5, 5, 1, 0, 35874, 0}, nil
+}
+
+func (fakeStats) GetNFSv41IO(id uint16) (bool, string, *dbus.Error) {
+	return false, "Export does not have any NFSv4.1 activity", nil
+}
+
+func (fakeStats) GetNFSv42IO(id uint16) (bool, string, *dbus.Error) {
+	return false, "Export does not have any NFSv4.2 activity", nil
+}
+
+func (fakeStats) GetTotalOPS(id uint16) (bool, string, dbusTime, dbusTotals, *dbus.Error) {
+	if id != 7 {
+		return false, "Export does not have any activity", dbusTime{}, dbusTotals{}, nil
+	}
+	return true, "OK", statsEpoch, dbusTotals{"NFSv3", 16, "NFSv40", 30, "NFSv41", 0, "NFSv42", 0}, nil
+}
+
+// ExportIO sums every version's counters over a real bus, reading Ganesha's
+// reply shapes (including the two-field "no activity" one), and reports an
+// export Ganesha does not know as an error.
+func TestExportIOOverDBus(t *testing.T) {
+	ctx := context.Background()
+	bus := startTestBus(t)
+	g := &fakeGanesha{exports: map[uint16]string{}}
+	g.serve(t, bus.addr)
+	if err := g.conn.Export(fakeStats{}, exportMgr, statsIface); err != nil {
+		t.Fatal(err)
+	}
+	d := &DBus{Address: bus.addr}
+	t.Cleanup(func() { d.Close() })
+
+	got, err := d.ExportIO(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ExportIO{
+		Read:  IOStats{RequestedBytes: 4196, TransferredBytes: 4196, Ops: 11, Errors: 1, LatencyNs: 21000},
+		Write: IOStats{RequestedBytes: 205, TransferredBytes: 205, Ops: 3, LatencyNs: 39874},
+		Ops:   46, Since: time.Unix(1_790_000_000, 5).UTC(),
+	}
+	if got != want {
+		t.Fatalf("ExportIO(7) = %+v\nwant %+v", got, want)
+	}
+	r, w, err := d.NFSv3IO(ctx, 7)
+	if err != nil || r.Ops != 1 || w.LatencyNs != 4000 {
+		t.Fatalf("NFSv3IO(7) = %+v, %+v, %v", r, w, err)
+	}
+	if _, err := d.ExportIO(ctx, 9); err == nil {
+		t.Fatal("ExportIO of an export Ganesha does not have succeeded")
+	}
+}
+
+func TestParseStatsReplies(t *testing.T) {
+	ts := []any{uint64(1790000000), uint64(5)}
+	io := func(n ...uint64) []any {
+		out := make([]any, len(n))
+		for i, v := range n {
+			out[i] = v
+		}
+		return out
+	}
+	six := io(1, 2, 3, 4, 5, 0)
+	for _, tc := range []struct {
+		name string
+		body []any
+		want versionReply
+		bad  bool
+	}{
+		{"ok", []any{true, "OK", ts, six, io(6, 7, 8, 9, 10, 0)},
+			versionReply{IOStats{1, 2, 3, 4, 5}, IOStats{6, 7, 8, 9, 10}, time.Unix(1790000000, 5).UTC()}, false},
+		{"no activity", []any{false, "Export does not have any NFSv4.0 activity"}, versionReply{}, false},
+		{"unknown export", []any{false, "No export available"}, versionReply{}, true},
+		{"empty", nil, versionReply{}, true},
+		{"ok but short", []any{true, "OK", ts}, versionReply{}, true},
+		{"status not a bool", []any{"true", "OK", ts, six, six}, versionReply{}, true},
+		{"message not a string", []any{true, 1, ts, six, six}, versionReply{}, true},
+		{"timestamp not a pair", []any{true, "OK", io(1), six, six}, versionReply{}, true},
+		{"timestamp nanoseconds", []any{true, "OK", io(1, 2e9), six, six}, versionReply{}, true},
+		{"counter not uint64", []any{true, "OK", ts, []any{1, 2, 3, 4, 5, 6}, six}, versionReply{}, true},
+		{"counters short", []any{true, "OK", ts, io(1, 2, 3), six}, versionReply{}, true},
+		{"counters not a struct", []any{true, "OK", ts, six, "x"}, versionReply{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseVersionIO(tc.body)
+			if (err != nil) != tc.bad || (!tc.bad && got != tc.want) {
+				t.Fatalf("got %+v, %v; want %+v (error %v)", got, err, tc.want, tc.bad)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		body []any
+		want uint64
+		bad  bool
+	}{
+		{"ok", []any{true, "OK", ts, []any{"NFSv3", uint64(16), "NFSv40", uint64(4), "NFSv41", uint64(1), "NFSv42", uint64(0)}}, 21, false},
+		{"other protocols left out", []any{true, "OK", ts, []any{"NFSv3", uint64(16), "NLM4", uint64(100)}}, 16, false},
+		{"unknown export", []any{false, "Export does not have any activity"}, 0, true},
+		{"odd list", []any{true, "OK", ts, []any{"NFSv3"}}, 0, true},
+		{"count not uint64", []any{true, "OK", ts, []any{"NFSv3", int32(1)}}, 0, true},
+		{"name not a string", []any{true, "OK", ts, []any{uint64(1), uint64(1)}}, 0, true},
+		{"short", []any{true, "OK", ts}, 0, true},
+		{"empty", []any{}, 0, true},
+	} {
+		t.Run("totals "+tc.name, func(t *testing.T) {
+			got, _, err := parseTotalOps(tc.body)
+			if (err != nil) != tc.bad || got != tc.want {
+				t.Fatalf("got %d, %v; want %d (error %v)", got, err, tc.want, tc.bad)
+			}
+		})
+	}
+}
+
+// FuzzParseStats: no reply, however malformed, makes the parsers panic.
+func FuzzParseStats(f *testing.F) {
+	f.Add(true, "OK", uint64(1), uint64(2), uint64(3), "NFSv3", uint8(5))
+	f.Add(false, "Export does not have any NFSv3 activity", uint64(0), uint64(0), uint64(0), "", uint8(0))
+	f.Fuzz(func(t *testing.T, ok bool, msg string, a, b, c uint64, name string, shape uint8) {
+		ts := []any{a, b}
+		vals := []any{a, b, c, a, b, c}
+		bodies := [][]any{
+			{ok, msg, ts, vals, vals}, {ok, msg}, {ok}, {ok, msg, ts, vals[:shape%7]},
+			{ok, msg, ts, []any{name, c, name}}, {ok, msg, ts, []any{name, c}}, {msg, ok, ts, vals, vals},
+		}
+		for _, body := range bodies {
+			parseVersionIO(body)
+			parseTotalOps(body)
+		}
+	})
+}

@@ -338,3 +338,22 @@ func TestStateBytes(t *testing.T) {
 		t.Errorf("an encoded rollup is %d bytes, the package doc says 338", n)
 	}
 }
+
+// Samples fall on the wall clock's multiples of the interval, so a 10-second point
+// of the API covers [time, time+10 s) of its grid.
+func TestUntilTick(t *testing.T) {
+	base := time.Unix(1795439900, 0) // a multiple of 10 s
+	for _, tc := range []struct {
+		now  time.Time
+		want time.Duration
+	}{
+		{base, 10 * time.Second},
+		{base.Add(time.Nanosecond), 10*time.Second - time.Nanosecond},
+		{base.Add(3500 * time.Millisecond), 6500 * time.Millisecond},
+		{base.Add(10*time.Second - time.Millisecond), time.Millisecond},
+	} {
+		if got := untilTick(tc.now, 10*time.Second); got != tc.want {
+			t.Errorf("untilTick(%s) = %v, want %v", tc.now.Format("15:04:05.000000000"), got, tc.want)
+		}
+	}
+}

@@ -19,6 +19,17 @@ func TestCollector(t *testing.T) {
 	h.vols.vols = []Volume{v}
 	h.g.load(7, 5000, 5000, 5000, 4096, time.Millisecond, time.Millisecond) // before Basin looked: not counted
 	h.tick(t)
+	// From its first sample on, a volume's counters are there, at zero: a
+	// rate() whose window holds the series' start then counts its first
+	// interval (a series appearing with that count would lose it).
+	first := `
+# HELP basin_volume_read_bytes_total Bytes NFS clients read.
+# TYPE basin_volume_read_bytes_total counter
+basin_volume_read_bytes_total{location="l",pool="pool1",project="p",volume="v1"} 0
+`
+	if err := testutil.CollectAndCompare(h.s.Collector(), strings.NewReader(first), "basin_volume_read_bytes_total"); err != nil {
+		t.Fatalf("after the first sample: %v", err)
+	}
 	h.g.load(7, 1000, 10, 30, 1<<20, 2*time.Millisecond, 4*time.Millisecond) // 100 MiB/s: at the limit
 	h.tick(t)
 	h.g.restart(h.clk.t.Add(time.Second))

@@ -73,7 +73,7 @@ type totals struct {
 	read, write    nfsTotals
 	metaOps        uint64
 	atLimitSeconds float64
-	haveIO         bool // at least one interval of I/O was counted
+	haveIO         bool // the counters started: NFS was read once
 }
 
 type nfsTotals struct {
@@ -118,18 +118,19 @@ func New(opts Options) *Sampler {
 // ringLen is the number of Points a volume's ring holds.
 func (s *Sampler) ringLen() int { return int(s.opts.Ring / s.opts.Interval) }
 
-// Run samples every Interval until ctx ends, then persists the rollups in
-// progress (a restart merges them with what follows in the same bucket).
+// Run samples on every multiple of Interval (wall clock, untilTick) until ctx
+// ends, then persists the rollups in progress (a restart merges them with what
+// follows in the same bucket).
 func (s *Sampler) Run(ctx context.Context) error {
-	t := time.NewTicker(s.opts.Interval)
-	defer t.Stop()
 	for {
+		timer := time.NewTimer(untilTick(time.Now(), s.opts.Interval))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			return s.Flush(fctx)
-		case <-t.C:
+		case <-timer.C:
 			// A source that hangs (a stuck Ganesha) costs one interval, not the sampler.
 			sctx, cancel := context.WithTimeout(ctx, s.opts.Interval)
 			err := s.Sample(sctx)
@@ -139,6 +140,17 @@ func (s *Sampler) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// untilTick is the wait from now to the next multiple of interval since the Unix
+// epoch. Samples on that grid make a 10-second point of the API cover exactly
+// its [time, time+10 s), and a 5-minute rollup whole intervals.
+func untilTick(now time.Time, interval time.Duration) time.Duration {
+	d := interval - time.Duration(now.UnixNano()%int64(interval))
+	if d <= 0 {
+		d += interval
+	}
+	return d
 }
 
 // bucket is the start of the rollup bucket holding t.
@@ -190,6 +202,10 @@ func (s *Sampler) Sample(ctx context.Context) error {
 		cur := samples[i]
 		if !sr.havePrev {
 			sr.prev, sr.havePrev = cur, true
+			// Its counters start here, at zero: a series that appeared only
+			// with its first interval's count would lose that count to
+			// Prometheus' rate(), which measures from a series' first sample.
+			sr.totals.haveIO = cur.nfsOK
 			continue
 		}
 		p := derive(sr.prev, cur, v)

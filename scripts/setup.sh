@@ -29,6 +29,8 @@ if [[ "${1:-}" == "--test" ]]; then
   [[ -e /usr/include/nfsc/libnfs.h ]] || need_pkgs+=(libnfs-dev)
   command -v gcc >/dev/null || need_pkgs+=(gcc)
   command -v fio >/dev/null || need_pkgs+=(fio)
+  # A real Prometheus scrapes Basin's /metrics in the end-to-end metrics test.
+  command -v prometheus >/dev/null || need_pkgs+=(prometheus)
   command -v smbd >/dev/null || need_pkgs+=(samba)
   command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
   # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's

@@ -466,6 +466,21 @@ func TestSnapshotDirectoryAndRevert(t *testing.T) {
 	s.stop(syscall.SIGTERM)
 }
 
+// benchNFS runs `basin bench --engine nfs` on host h against ep's export /vol
+// (bounded by 2 minutes) and returns its fio-shaped JSON and its stderr.
+func benchNFS(t *testing.T, h *clienthost.Host, ep netip.Addr, vol string, args ...string) (map[string]any, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := h.Command(ctx, basinBin, append([]string{"bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/%s", ep, vol),
+		"--output-format", "json"}, args...)...)
+	res, stderr, err := runBenchJSON(t, cmd)
+	if err != nil {
+		t.Fatalf("basin bench %v: %v\n%s", args, err, stderr)
+	}
+	return res, stderr
+}
+
 // TestBenchNFS: `basin bench --engine nfs` against a real Basin export, run from a
 // client host. The bytes it reports are the bytes in the files the server holds
 // (read back with another client), and iodepth requests were on the wire at once.
@@ -477,18 +492,7 @@ func TestBenchNFS(t *testing.T) {
 	s.openVolume(c, "bench1")
 	ep := endpoint(t, c, "bench1")
 	h := s.host(203)
-	bench := func(args ...string) (map[string]any, string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := h.Command(ctx, basinBin, append([]string{"bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/bench1", ep),
-			"--output-format", "json"}, args...)...)
-		res, stderr, err := runBenchJSON(t, cmd)
-		if err != nil {
-			t.Fatalf("basin bench %v: %v\n%s", args, err, stderr)
-		}
-		return res, stderr
-	}
+	bench := func(args ...string) (map[string]any, string) { return benchNFS(t, h, ep, "bench1", args...) }
 	ioBytes := benchIOBytes
 	inFlight := func(stderr string) int { return benchInFlight(t, stderr, "nfs: at most %d calls in flight") }
 

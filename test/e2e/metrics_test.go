@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/internal/nfs3"
+)
+
+// metricSeries is one series of the metrics API's answer.
+type metricSeries struct {
+	Metric string `json:"metric"`
+	Points []struct {
+		Time  time.Time `json:"time"`
+		Value *float64  `json:"value"`
+	} `json:"points"`
+}
+
+// volumeMetrics reads metrics of volume id over [from, to) at 10 s.
+func volumeMetrics(t *testing.T, c *client.Client, id string, from, to time.Time, metrics ...string) map[string]metricSeries {
+	t.Helper()
+	q := url.Values{"metric": {strings.Join(metrics, ",")}, "startTime": {from.UTC().Format(time.RFC3339)},
+		"endTime": {to.UTC().Format(time.RFC3339)}, "step": {"10s"}}
+	var res struct {
+		Series []metricSeries `json:"series"`
+	}
+	if err := c.Do(context.Background(), "GET", loc+"/volumes/"+id+"/metrics?"+q.Encode(), nil, nil, &res); err != nil {
+		t.Fatalf("metrics of %s: %v", id, err)
+	}
+	out := map[string]metricSeries{}
+	for _, s := range res.Series {
+		out[s.Metric] = s
+	}
+	return out
+}
+
+// phase is what the metrics API says of [start, end), a load's run: the count
+// (rate × 10 s summed over the intervals touching it, so the phases are
+// separated by idle time longer than an interval) and the mean over the
+// intervals wholly inside it.
+type phase struct {
+	total  map[string]float64
+	inside map[string]float64
+	n      int // intervals wholly inside
+}
+
+func measurePhase(t *testing.T, c *client.Client, id string, start, end time.Time, metrics ...string) phase {
+	t.Helper()
+	// The interval holding end must be complete: wait for a later one.
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		s := volumeMetrics(t, c, id, start.Add(-20*time.Second), end.Add(30*time.Second), metrics[0])[metrics[0]]
+		done := false
+		for _, p := range s.Points {
+			if p.Value != nil && p.Time.After(end) {
+				done = true
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample after %s: %+v", end, s)
+		}
+		time.Sleep(time.Second)
+	}
+	ph := phase{total: map[string]float64{}, inside: map[string]float64{}}
+	for name, s := range volumeMetrics(t, c, id, start.Add(-20*time.Second), end.Add(30*time.Second), metrics...) {
+		var sum float64
+		n := 0
+		for _, p := range s.Points {
+			// A point summarises [Time, Time+10s).
+			if p.Value == nil || !p.Time.After(start.Add(-10*time.Second)) || !p.Time.Before(end) {
+				continue
+			}
+			ph.total[name] += *p.Value * 10
+			if !p.Time.Before(start) && !p.Time.Add(10*time.Second).After(end) {
+				sum += *p.Value
+				n++
+			}
+		}
+		if n > 0 {
+			ph.inside[name] = sum / float64(n)
+		}
+		ph.n = n
+	}
+	return ph
+}
+
+// near reports whether got is within frac of want.
+func near(got, want, frac float64) bool { return math.Abs(got-want) <= frac*math.Abs(want) }
+
+// benchJob is the first job's direction of basin bench's fio-shaped JSON.
+func benchJob(res map[string]any, dir string) (ios, bytes, iops, latMs, runtimeS float64) {
+	j := res["jobs"].([]any)[0].(map[string]any)[dir].(map[string]any)
+	lat, _ := j["lat_ns"].(map[string]any)
+	return j["total_ios"].(float64), j["io_bytes"].(float64), j["iops"].(float64), lat["mean"].(float64) / 1e6, j["runtime"].(float64) / 1000
+}
+
+// prometheus runs Debian's Prometheus on loopback, scraping target every second.
+type prometheus struct {
+	t    *testing.T
+	addr string
+}
+
+func startPrometheus(t *testing.T, target string) *prometheus {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("no prometheus here: run scripts/setup.sh --test")
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"+
+		"  - job_name: basin\n    static_configs:\n      - targets: ['%s']\n", target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &prometheus{t: t, addr: freeAddr(t)}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+p.addr, "--log.level=warn")
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", log.String())
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if resp, err := http.Get("http://" + p.addr + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready:\n%s", log.String())
+		}
+	}
+}
+
+// query evaluates an instant PromQL query at at and returns its one value.
+func (p *prometheus) query(q string, at time.Time) float64 {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/api/v1/query?" + url.Values{"query": {q}, "time": {fmt.Sprint(at.Unix())}}.Encode())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" || len(r.Data.Result) != 1 {
+		p.t.Fatalf("query %s: %v %s", q, err, body)
+	}
+	var v float64
+	fmt.Sscan(r.Data.Result[0].Value[1].(string), &v)
+	return v
+}
+
+// TestVolumeMetrics: known loads from `basin bench --engine nfs` on a client host
+// against a real Basin volume, then what the metrics API and a real Prometheus
+// scraping Basin's /metrics say of them. Each phase is followed by an idle
+// interval, so the sampler's 10-second intervals of one phase hold nothing of
+// another.
+func TestVolumeMetrics(t *testing.T) {
+	s := newServer(t)
+	promTarget := freeAddr(t)
+	s.start("--metrics-listen", promTarget)
+	prom := startPrometheus(t, promTarget)
+	c := s.client()
+	nfsPool(t, c)
+	s.openVolume(c, "m1")
+	ep := endpoint(t, c, "m1")
+	h := s.host(205)
+	bench := func(args ...string) map[string]any {
+		res, _ := benchNFS(t, h, ep, "m1", args...)
+		return res
+	}
+	idle := func() { time.Sleep(12 * time.Second) }
+
+	// 1. 4 KiB random reads at iodepth 16 for 30 s (the file is laid out first:
+	// writes, which this phase does not look at).
+	idle()
+	t0 := time.Now()
+	res := bench("--name", "r", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--size", "16m", "--runtime", "30s", "--time_based")
+	t1 := time.Now()
+	ios, bytes, iops, latMs, runtime := benchJob(res, "read")
+	idle()
+	rd := measurePhase(t, c, "m1", t0, t1, "readIops", "readMibps", "readBlockKib", "readLatencyMs", "concurrency")
+	t.Logf("randread: bench %.0f reads, %.0f IOPS, %.3f ms; metrics %.0f reads, %.0f IOPS over %d intervals, %.2f KiB, %.3f ms, concurrency %.2f",
+		ios, iops, latMs, rd.total["readIops"], rd.inside["readIops"], rd.n, rd.inside["readBlockKib"], rd.inside["readLatencyMs"], rd.inside["concurrency"])
+	if !near(rd.total["readIops"], ios, 0.05) {
+		t.Errorf("reads counted %.0f, bench made %.0f", rd.total["readIops"], ios)
+	}
+	if !near(rd.total["readMibps"]*(1<<20), bytes, 0.05) {
+		t.Errorf("read bytes counted %.0f, bench read %.0f", rd.total["readMibps"]*(1<<20), bytes)
+	}
+	// IOPS over the run: the API's requests over bench's run time. Each whole
+	// 10-second interval inside the run is nearer the mean than the machine's
+	// noise (2 cores shared by the load, Ganesha and Basin) allows to pin.
+	if got := rd.total["readIops"] / runtime; !near(got, iops, 0.05) {
+		t.Errorf("read IOPS over the run %.0f; bench: %.0f", got, iops)
+	}
+	if rd.n < 2 || !near(rd.inside["readIops"], iops, 0.15) {
+		t.Errorf("read IOPS %.0f over %d whole intervals; bench: %.0f", rd.inside["readIops"], rd.n, iops)
+	}
+	if !near(rd.inside["readBlockKib"], 4, 0.05) {
+		t.Errorf("read block size %.2f KiB, want 4", rd.inside["readBlockKib"])
+	}
+	// Ganesha times a read from its arrival to its reply: part of what the client
+	// waits, never more; and never more requests in flight than the client sent.
+	if l := rd.inside["readLatencyMs"]; !(l > 0 && l <= latMs*1.05) {
+		t.Errorf("read latency %.3f ms, the client saw %.3f ms", l, latMs)
+	}
+	if q := rd.inside["concurrency"]; !(q > 0 && q <= 16*1.05) {
+		t.Errorf("concurrency %.2f at iodepth 16", q)
+	}
+	// Prometheus: the read bytes' rate over a window around the run, times the
+	// window, is what the run read.
+	at := time.Now()
+	w := at.Sub(t0.Add(-5 * time.Second)).Round(time.Second)
+	promBytes := prom.query(fmt.Sprintf(`rate(basin_volume_read_bytes_total{volume="m1"}[%ds]) * %d`, int(w.Seconds()), int(w.Seconds())), at)
+	t.Logf("prometheus: rate(read bytes)[%s] × %s = %.0f; bench read %.0f", w, w, promBytes, bytes)
+	if !near(promBytes, bytes, 0.05) {
+		t.Errorf("prometheus: rate(basin_volume_read_bytes_total[%s]) × %s = %.0f, bench read %.0f", w, w, promBytes, bytes)
+		q := url.Values{"query": {fmt.Sprintf(`basin_volume_read_bytes_total{volume="m1"}[%ds]`, int(w.Seconds()))}, "time": {fmt.Sprint(at.Unix())}}
+		resp, err := http.Get("http://" + prom.addr + "/api/v1/query?" + q.Encode())
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("the samples (load %s – %s):\n%s", t0.Format(time.RFC3339Nano), t1.Format(time.RFC3339Nano), b)
+		}
+	}
+
+	// 2. 1 MiB sequential writes.
+	t0 = time.Now()
+	res = bench("--name", "w", "--rw", "write", "--bs", "1m", "--iodepth", "4", "--size", "256m")
+	t1 = time.Now()
+	wios, wbytes, _, _, _ := benchJob(res, "write")
+	idle()
+	wr := measurePhase(t, c, "m1", t0, t1, "writeIops", "writeMibps", "writeBlockKib")
+	t.Logf("write: bench %.0f writes, %.0f bytes; metrics %.0f writes, %.0f bytes, %.1f KiB", wios, wbytes,
+		wr.total["writeIops"], wr.total["writeMibps"]*(1<<20), wbytes/wr.total["writeIops"]/1024)
+	if !near(wr.total["writeMibps"]*(1<<20), wbytes, 0.05) {
+		t.Errorf("write bytes counted %.0f, bench wrote %.0f", wr.total["writeMibps"]*(1<<20), wbytes)
+	}
+	if !near(wr.total["writeIops"], wios, 0.05) {
+		t.Errorf("writes counted %.0f, bench made %.0f", wr.total["writeIops"], wios)
+	}
+	if got := wr.total["writeMibps"] * (1 << 20) / wr.total["writeIops"]; !near(got, wbytes/wios, 0.05) {
+		t.Errorf("write block size %.0f bytes, bench wrote %.0f per request", got, wbytes/wios)
+	}
+
+	// 3. Directory listings: 400 READDIRPLUS of a small directory.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var nc *nfs3.Client
+	if err := h.Within(func() (err error) {
+		nc, err = nfs3.Mount(ctx, ep.String(), "/m1", nfs3.Options{Auth: nfs3.Auth{Machine: "lister"}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	dir, err := nc.Mkdir(ctx, nc.Root, "listing", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := nc.Create(ctx, dir, fmt.Sprintf("f%d", i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle()
+	const listings = 400
+	t0 = time.Now()
+	for range listings {
+		if _, err := nc.ReadDirPlus(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t1 = time.Now()
+	idle()
+	md := measurePhase(t, c, "m1", t0, t1, "metadataIops", "readIops", "writeIops")
+	t.Logf("listing: %d READDIRPLUS; metrics %.0f metadata requests, %.0f reads, %.0f writes", listings,
+		md.total["metadataIops"], md.total["readIops"], md.total["writeIops"])
+	if m := md.total["metadataIops"]; m < listings*0.95 || m > listings*1.05 {
+		t.Errorf("metadata requests counted %.0f for %d listings", m, listings)
+	}
+	if md.total["readIops"] != 0 || md.total["writeIops"] != 0 {
+		t.Errorf("a listing counted as reads %.0f or writes %.0f", md.total["readIops"], md.total["writeIops"])
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,14 +26,20 @@ type metricSeries struct {
 	Points []struct {
 		Time  time.Time `json:"time"`
 		Value *float64  `json:"value"`
+		Max   *float64  `json:"max"`
 	} `json:"points"`
 }
 
 // volumeMetrics reads metrics of volume id over [from, to) at 10 s.
 func volumeMetrics(t *testing.T, c *client.Client, id string, from, to time.Time, metrics ...string) map[string]metricSeries {
 	t.Helper()
+	return volumeMetricsStep(t, c, id, from, to, "10s", metrics...)
+}
+
+func volumeMetricsStep(t *testing.T, c *client.Client, id string, from, to time.Time, step string, metrics ...string) map[string]metricSeries {
+	t.Helper()
 	q := url.Values{"metric": {strings.Join(metrics, ",")}, "startTime": {from.UTC().Format(time.RFC3339)},
-		"endTime": {to.UTC().Format(time.RFC3339)}, "step": {"10s"}}
+		"endTime": {to.UTC().Format(time.RFC3339)}, "step": {step}}
 	var res struct {
 		Series []metricSeries `json:"series"`
 	}
@@ -53,7 +60,8 @@ func volumeMetrics(t *testing.T, c *client.Client, id string, from, to time.Time
 type phase struct {
 	total  map[string]float64
 	inside map[string]float64
-	n      int // intervals wholly inside
+	max    map[string]float64 // the largest interval touching the run
+	n      int                // intervals wholly inside
 }
 
 func measurePhase(t *testing.T, c *client.Client, id string, start, end time.Time, metrics ...string) phase {
@@ -76,7 +84,7 @@ func measurePhase(t *testing.T, c *client.Client, id string, start, end time.Tim
 		}
 		time.Sleep(time.Second)
 	}
-	ph := phase{total: map[string]float64{}, inside: map[string]float64{}}
+	ph := phase{total: map[string]float64{}, inside: map[string]float64{}, max: map[string]float64{}}
 	for name, s := range volumeMetrics(t, c, id, start.Add(-20*time.Second), end.Add(30*time.Second), metrics...) {
 		var sum float64
 		n := 0
@@ -86,6 +94,7 @@ func measurePhase(t *testing.T, c *client.Client, id string, start, end time.Tim
 				continue
 			}
 			ph.total[name] += *p.Value * 10
+			ph.max[name] = max(ph.max[name], *p.Value)
 			if !p.Time.Before(start) && !p.Time.Add(10*time.Second).After(end) {
 				sum += *p.Value
 				n++
@@ -205,6 +214,7 @@ func TestVolumeMetrics(t *testing.T) {
 	// writes, which this phase does not look at).
 	idle()
 	t0 := time.Now()
+	readStart := t0
 	res := bench("--name", "r", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--size", "16m", "--runtime", "30s", "--time_based")
 	t1 := time.Now()
 	ios, bytes, iops, latMs, runtime := benchJob(res, "read")
@@ -312,5 +322,22 @@ func TestVolumeMetrics(t *testing.T) {
 	}
 	if md.total["readIops"] != 0 || md.total["writeIops"] != 0 {
 		t.Errorf("a listing counted as reads %.0f or writes %.0f", md.total["readIops"], md.total["writeIops"])
+	}
+
+	// 4. A clean restart: the 10-second points were in memory, the 5-minute
+	// rollups are in the store. Their busiest interval is the read phase's.
+	nc.Close()
+	s.stop(syscall.SIGTERM)
+	s.start("--metrics-listen", promTarget)
+	from := readStart.Truncate(5 * time.Minute)
+	var peak float64
+	for _, p := range volumeMetricsStep(t, c, "m1", from, time.Now().Add(5*time.Minute), "5m", "readIops")["readIops"].Points {
+		if p.Max != nil {
+			peak = max(peak, *p.Max)
+		}
+	}
+	t.Logf("after a restart: busiest 10 s of reads in the 5-minute rollups %.0f IOPS; before: %.0f", peak, rd.max["readIops"])
+	if !near(peak, rd.max["readIops"], 0.01) {
+		t.Errorf("after a restart, the rollups' busiest interval is %.0f read IOPS; it was %.0f", peak, rd.max["readIops"])
 	}
 }

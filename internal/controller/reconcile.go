@@ -38,7 +38,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 		return err
 	}
 	memberErr := c.resyncMembers(ctx)
-	views := &viewCache{c: c, views: map[string]ExportView{}}
+	views := &viewCache{c: c, views: map[string]ExportView{}, shares: map[string]map[string]map[string]string{}}
 	var (
 		mu       sync.Mutex
 		errs     []error
@@ -85,11 +85,36 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	return errors.Join(errs...)
 }
 
-// viewCache observes each network's sandbox at most once per pass.
+// viewCache observes each network's sandbox, and each of its Samba instances'
+// shares, at most once per pass.
 type viewCache struct {
-	c     *Controller
-	mu    sync.Mutex
-	views map[string]ExportView
+	c      *Controller
+	mu     sync.Mutex
+	views  map[string]ExportView
+	shares map[string]map[string]map[string]string // memberKey(network, ad) → SMBShares
+}
+
+// smbShares is SMBShares of (network, ad), read once per pass.
+func (vc *viewCache) smbShares(ctx context.Context, network, ad string) (map[string]map[string]string, error) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	k := memberKey(network, ad)
+	if s, ok := vc.shares[k]; ok {
+		return s, nil
+	}
+	s, err := vc.c.opts.SMB.SMBShares(ctx, network, ad)
+	if err != nil {
+		return nil, err
+	}
+	vc.shares[k] = s
+	return s, nil
+}
+
+// forgetShares drops (network, ad)'s listing once a volume's steps changed it.
+func (vc *viewCache) forgetShares(network, ad string) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	delete(vc.shares, memberKey(network, ad))
 }
 
 func (vc *viewCache) get(ctx context.Context, network string) (ExportView, error) {
@@ -141,12 +166,16 @@ func (c *Controller) resyncVolume(ctx context.Context, name string, observed map
 			obs.Exported = view.Exported(addr, ex)
 		}
 	}
-	if err := c.observeShare(ctx, v, &obs); err != nil {
+	ad, err := c.observeShare(ctx, v, &obs, views.smbShares)
+	if err != nil {
 		return nil, err
 	}
 	if steps := PlanVolume(c.wantOf(v, nil), obs); len(steps) > 0 {
 		c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)
 		repaired.Add(1)
+		if ad != "" {
+			views.forgetShares(v.Network, ad)
+		}
 		if err := c.runSteps(ctx, nil, v, steps); err != nil {
 			return nil, err
 		}

@@ -296,33 +296,36 @@ func smbShowsSnapshots(v *model.Volume) bool {
 	}) && slices.Contains(v.Protocols, model.ProtocolSMB)
 }
 
-// observeShare fills in whether volume v's SMB share exists and is as wanted.
-func (c *Controller) observeShare(ctx context.Context, v *model.Volume, o *Observation) error {
+// observeShare fills in whether volume v's SMB share exists and is as wanted,
+// listing its instance's shares with list (SMBShares, or a pass's cache of it).
+// It returns the volume's policy ("" if it has no share).
+func (c *Controller) observeShare(ctx context.Context, v *model.Volume, o *Observation,
+	list func(ctx context.Context, network, ad string) (map[string]map[string]string, error)) (string, error) {
 	ad, spec, ok, err := c.smbOf(ctx, v, nil)
 	if err != nil || !ok {
-		return err
+		return "", err
 	}
-	shares, err := c.opts.SMB.SMBShares(ctx, v.Network, ad)
+	shares, err := list(ctx, v.Network, ad)
 	if err != nil {
-		return err
+		return ad, err
 	}
 	have, exists := shares[v.ShareName]
 	o.Shared = exists
 	if exists {
 		want, err := smb.ShareParams(spec)
 		if err != nil {
-			return err
+			return ad, err
 		}
 		o.ShareCurrent = len(smb.ShareDiff(have, want)) == 0 && v.SMBServer != ""
 		if o.ShareCurrent && spec.SnapshotDir != "" {
 			links, err := c.opts.SMB.SMBSnapshotLinks(v.Network, ad, v.ShareName)
 			if err != nil {
-				return err
+				return ad, err
 			}
 			o.ShareCurrent = maps.Equal(links, spec.Snapshots) || len(links) == 0 && len(spec.Snapshots) == 0
 		}
 	}
-	return nil
+	return ad, nil
 }
 
 // share makes volume v's SMB share as wanted: its network's instance for the

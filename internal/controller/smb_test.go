@@ -31,6 +31,7 @@ type fakeSMB struct {
 	block    chan struct{} // non-nil: JoinDomain waits for it
 	entered  chan struct{}
 	enterOne sync.Once
+	lists    int // SMBShares calls
 }
 
 func newFakeSMB() *fakeSMB {
@@ -117,6 +118,7 @@ func (f *fakeSMB) SMBUnshare(ctx context.Context, network, ad string, addr netip
 func (f *fakeSMB) SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	out := map[string]map[string]string{}
 	for k, v := range f.shares[memberKey(network, ad)] {
 		out[k] = v
@@ -266,6 +268,66 @@ func TestSMBJoinShareLeave(t *testing.T) {
 	}
 }
 
+// seedPoolAD stores pool p and policy ad.
+func seedPoolAD(t *testing.T, h *harness, p *model.Pool, ad *model.ActiveDirectory) {
+	t.Helper()
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutPool(tx, p); err != nil {
+			return err
+		}
+		return store.PutAD(tx, ad)
+	})
+}
+
+// A resync pass lists an instance's shares once, not once per volume; a share it
+// finds missing is put back, and the next pass lists afresh.
+func TestSMBResyncListsSharesOncePerInstance(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
+	ad := newAD("ad1")
+	p := newSMBPool("pool", ad.Name())
+	seedPoolAD(t, h, p, ad)
+	h.runOps(t, c, newOp(model.OpPoolCreate, p.Name(), t0))
+	var ops []*model.Operation
+	for i, id := range []string{"a", "b", "c"} {
+		v := newSMBVolume(id, "pool")
+		h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
+		ops = append(ops, newOp(model.OpVolumeCreate, v.Name(), t0.Add(time.Duration(i+1)*time.Second)))
+	}
+	h.runOps(t, c, ops...)
+	ctx := context.Background()
+	pass := func() int {
+		t.Helper()
+		f.mu.Lock()
+		f.lists = 0
+		f.mu.Unlock()
+		if err := c.resync(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.lists
+	}
+	if n := pass(); n != 1 {
+		t.Fatalf("a pass over 3 SMB volumes of one instance listed its shares %d times, want 1", n)
+	}
+	k := memberKey("default", ad.Name())
+	f.mu.Lock()
+	delete(f.shares[k], "b")
+	f.mu.Unlock()
+	pass()
+	f.mu.Lock()
+	_, back := f.shares[k]["b"]
+	f.mu.Unlock()
+	if !back {
+		t.Fatal("the pass did not put the missing share back")
+	}
+	if n := pass(); n != 1 {
+		t.Fatalf("the next pass listed %d times, want 1", n)
+	}
+}
+
 // A join the domain refuses fails the pool operation with the domain's reason,
 // shows it on the policy (ERROR), and the password appears in neither; the machine
 // name was recorded first, so the retry joins under the same name.
@@ -276,12 +338,7 @@ func TestSMBJoinRefused(t *testing.T) {
 	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}, StepAttempts: 1})
 	ad := newAD("ad1")
 	p := newSMBPool("pool", ad.Name())
-	h.seed(t, func(tx store.Tx) error {
-		if err := store.PutPool(tx, p); err != nil {
-			return err
-		}
-		return store.PutAD(tx, ad)
-	})
+	seedPoolAD(t, h, p, ad)
 	op := newOp(model.OpPoolCreate, p.Name(), t0)
 	h.runOps(t, c, op)
 	done := h.opDone(t, op.Name())
@@ -331,12 +388,7 @@ func TestSMBPreviousVersions(t *testing.T) {
 	v.SMBSettings = []int32{int32(smb.ShowPreviousVersions)}
 	plain := newSMBVolume("plain", "pool")
 	plain.Endpoint = "10.99.0.21"
-	h.seed(t, func(tx store.Tx) error {
-		if err := store.PutPool(tx, p); err != nil {
-			return err
-		}
-		return store.PutAD(tx, ad)
-	})
+	seedPoolAD(t, h, p, ad)
 	h.runOps(t, c, newOp(model.OpPoolCreate, p.Name(), t0))
 	for i, vol := range []*model.Volume{v, plain} {
 		if op := h.run(t, c, newOp(model.OpVolumeCreate, vol.Name(), t0.Add(time.Duration(i+1)*time.Second)),

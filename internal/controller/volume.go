@@ -187,7 +187,10 @@ func (c *Controller) observe(ctx context.Context, v *model.Volume) (Observation,
 		}
 		o.Exported = view.Exported(addr, ex)
 	}
-	if err := c.observeShare(ctx, v, &o); err != nil {
+	list := func(ctx context.Context, network, ad string) (map[string]map[string]string, error) {
+		return c.opts.SMB.SMBShares(ctx, network, ad)
+	}
+	if _, err := c.observeShare(ctx, v, &o, list); err != nil {
 		return o, err
 	}
 	return o, nil

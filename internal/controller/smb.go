@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/model"
@@ -276,13 +278,23 @@ func (c *Controller) smbOf(ctx context.Context, v *model.Volume, include func(*m
 		}
 		spec.SnapshotDir = c.opts.SMB.SMBSnapshotDir(v.Network, ad, v.ShareName)
 		spec.Snapshots = map[string]string{}
-		slices.SortFunc(snaps, func(a, b *model.Snapshot) int { return a.CreateTime.Compare(b.CreateTime) })
+		slices.SortFunc(snaps, func(a, b *model.Snapshot) int {
+			return cmp.Or(a.CreateTime.Compare(b.CreateTime), cmp.Compare(a.ID, b.ID))
+		})
+		// A version is named by its creation second (shadow_copy2's format has
+		// no finer one): a snapshot taken in the same second as an earlier one
+		// shows one second later, and so on, so each is a version of its own.
+		next := time.Time{}
 		for _, s := range snaps {
-			name := smb.SnapshotName(s.CreateTime)
-			if _, dup := spec.Snapshots[name]; dup || !include(s) {
+			if !include(s) {
 				continue
 			}
-			spec.Snapshots[name] = c.be.SnapshotMountPath(v.Key, s.ID)
+			at := s.CreateTime.UTC().Truncate(time.Second)
+			if at.Before(next) {
+				at = next
+			}
+			spec.Snapshots[smb.SnapshotName(at)] = c.be.SnapshotMountPath(v.Key, s.ID)
+			next = at.Add(time.Second)
 		}
 	}
 	return ad, spec, true, nil

@@ -400,7 +400,9 @@ func TestSMBPreviousVersions(t *testing.T) {
 	if params := f.shares[memberKey("default", ad.Name())]["docs"]; params["shadow:snapdir"] != dir || !strings.Contains(params["vfs objects"], "shadow_copy2") {
 		t.Fatalf("share params %v: want shadow_copy2 over %s", params, dir)
 	}
-	times := []time.Time{time.Date(2026, 11, 23, 8, 1, 2, 300, time.FixedZone("X", 3600)), time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
+	// s0 and s1 in the same second: s1 shows one second later.
+	times := []time.Time{time.Date(2026, 11, 23, 8, 1, 2, 300, time.FixedZone("X", 3600)), time.Date(2026, 11, 23, 7, 1, 2, 9e8, time.UTC),
+		time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)}
 	snaps := map[string]*model.Snapshot{}
 	for i, at := range times {
 		for _, vol := range []*model.Volume{v, plain} {
@@ -411,13 +413,14 @@ func TestSMBPreviousVersions(t *testing.T) {
 			snaps[vol.ID+"/"+sn.ID] = sn
 		}
 	}
-	want := map[string]string{"@GMT-2026.11.23-07.01.02": h.be.SnapshotMountPath(v.Key, "s0"), "@GMT-2026.11.23-09.00.00": h.be.SnapshotMountPath(v.Key, "s1")}
+	want := map[string]string{"@GMT-2026.11.23-07.01.02": h.be.SnapshotMountPath(v.Key, "s0"), "@GMT-2026.11.23-07.01.03": h.be.SnapshotMountPath(v.Key, "s1"),
+		"@GMT-2026.11.23-09.00.00": h.be.SnapshotMountPath(v.Key, "s2")}
 	if links, _ := f.SMBSnapshotLinks("default", ad.Name(), "docs"); !maps.Equal(links, want) {
 		t.Fatalf("previous versions %v, want %v", links, want)
 	}
 	obs, err := h.be.ObserveSnapshots(context.Background(), v.Key)
-	if err != nil || !obs["s0"].Mounted || !obs["s1"].Mounted {
-		t.Fatalf("snapshots %+v (%v): want both mounted for the share", obs, err)
+	if err != nil || !obs["s0"].Mounted || !obs["s1"].Mounted || !obs["s2"].Mounted {
+		t.Fatalf("snapshots %+v (%v): want all mounted for the share", obs, err)
 	}
 	if links, _ := f.SMBSnapshotLinks("default", ad.Name(), "plain"); len(links) != 0 {
 		t.Fatalf("a share without previous versions lists %v", links)
@@ -436,11 +439,12 @@ func TestSMBPreviousVersions(t *testing.T) {
 		return store.PutSnapshot(tx, cur)
 	})
 	h.runOps(t, c, newOp(model.OpSnapshotDelete, del.Name(), t0.Add(time.Hour)))
-	delete(want, "@GMT-2026.11.23-07.01.02")
+	// s1 is alone in its second now, and shows at it.
+	want = map[string]string{"@GMT-2026.11.23-07.01.02": h.be.SnapshotMountPath(v.Key, "s1"), "@GMT-2026.11.23-09.00.00": h.be.SnapshotMountPath(v.Key, "s2")}
 	if links, _ := f.SMBSnapshotLinks("default", ad.Name(), "docs"); !maps.Equal(links, want) {
 		t.Fatalf("after a delete: previous versions %v, want %v", links, want)
 	}
-	if obs, _ := h.be.ObserveSnapshots(context.Background(), v.Key); obs["s0"].Exists || !obs["s1"].Mounted {
+	if obs, _ := h.be.ObserveSnapshots(context.Background(), v.Key); obs["s0"].Exists || !obs["s1"].Mounted || !obs["s2"].Mounted {
 		t.Fatalf("after a delete: %+v", obs)
 	}
 }

@@ -11,7 +11,7 @@
 // table with a route that says nothing about permissions. The handlers live with
 // their resources (pools.go, volumes.go, snapshots.go, ads.go, operations.go,
 // iamapi.go, locations.go, settings.go for the Basin-only project settings and
-// metrics.go for the Basin-only volume metrics);
+// metrics.go for the Basin-only volume, pool and location metrics);
 // audit.go and limits.go record and limit calls.
 //
 // It depends on model, apiv1, store, iam and secret (to seal secrets before they are

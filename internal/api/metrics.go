@@ -136,8 +136,7 @@ func (s *Server) aggregateMetrics(rq *request, name string, members func(tx stor
 		s.writeError(rq, err)
 		return
 	}
-	s.writeJSON(rq, http.StatusOK, apiv1.AggregateMetrics{Name: name, VolumeCount: len(keys), StartTime: apiv1.FormatTime(q.Start),
-		EndTime: apiv1.FormatTime(q.End), Step: q.Step.String(), Series: seriesToWire(series)})
+	s.writeJSON(rq, http.StatusOK, aggregateToWire(name, len(keys), q, series))
 }
 
 // haveMetrics reports whether metrics are collected, answering 501 if not.
@@ -198,6 +197,11 @@ func parseMetricsQuery(r *http.Request, now time.Time) (model.MetricsQuery, erro
 func metricsToWire(volume string, q model.MetricsQuery, series []model.MetricSeries) apiv1.VolumeMetrics {
 	return apiv1.VolumeMetrics{Volume: volume, StartTime: apiv1.FormatTime(q.Start), EndTime: apiv1.FormatTime(q.End),
 		Step: q.Step.String(), Series: seriesToWire(series)}
+}
+
+func aggregateToWire(name string, volumes int, q model.MetricsQuery, series []model.MetricSeries) apiv1.AggregateMetrics {
+	return apiv1.AggregateMetrics{Name: name, VolumeCount: volumes, StartTime: apiv1.FormatTime(q.Start),
+		EndTime: apiv1.FormatTime(q.End), Step: q.Step.String(), Series: seriesToWire(series)}
 }
 
 // seriesToWire turns series into their wire form: unknown values null, absent

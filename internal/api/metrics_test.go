@@ -282,3 +282,16 @@ func checkRefused(t *testing.T, cases []refusedCase) {
 		})
 	}
 }
+
+// The wire form of a volume's and a pool's metrics: unknown values null, min and
+// max only where known.
+func TestMetricsGoldenJSON(t *testing.T) {
+	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	q := model.MetricsQuery{Start: start, End: start.Add(10 * time.Minute), Step: 5 * time.Minute}
+	series, _ := (&fakeMetrics{}).Query(context.Background(), model.MetricsQuery{Metrics: []string{"readIops"}, Start: start, Step: q.Step})
+	golden(t, "metrics_volume", metricsToWire("projects/p1/locations/us-east4/volumes/vol1", q, series))
+	agg := []model.MetricSeries{{Metric: "readLatencyMs", Unit: "ms", Points: []model.MetricPoint{
+		{Time: start, Value: 2.5, Min: math.NaN(), Max: math.NaN()},
+		{Time: start.Add(q.Step), Value: math.NaN(), Min: math.NaN(), Max: math.NaN()}}}}
+	golden(t, "metrics_pool", aggregateToWire("projects/p1/locations/us-east4/storagePools/pool1", 2, q, agg))
+}

@@ -16,6 +16,10 @@ import (
 // queries are model.FieldErrors.
 type Metrics interface {
 	Query(ctx context.Context, q model.MetricsQuery) ([]model.MetricSeries, error)
+	// QueryAggregate answers q (its Series ignored) about the volumes whose
+	// storage keys are given, combined: sums, request-weighted latencies, the
+	// largest atLimitShare.
+	QueryAggregate(ctx context.Context, q model.MetricsQuery, keys []string) ([]model.MetricSeries, error)
 }
 
 // Defaults of a metrics query: the last hour; a step of 10 s up to fineRange,
@@ -49,8 +53,7 @@ func (s *Server) getVolumeMetrics(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
-	if s.opts.Metrics == nil {
-		s.writeError(rq, model.Errorf(model.ErrUnimplemented, "metrics are not collected by this server"))
+	if !s.haveMetrics(rq) {
 		return
 	}
 	q.Series = vol.Key
@@ -60,6 +63,89 @@ func (s *Server) getVolumeMetrics(rq *request, p parent, id string) {
 		return
 	}
 	s.writeJSON(rq, http.StatusOK, metricsToWire(vol.Name(), q, series))
+}
+
+// getPoolMetrics serves GET …/storagePools/{p}/metrics (Basin-only): the
+// metrics of the pool's volumes combined, with the parameters of a volume's.
+func (s *Server) getPoolMetrics(rq *request, p parent, id string) {
+	if err := checkPathID("Storage pool", id); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.aggregateMetrics(rq, p.name()+"/storagePools/"+id, func(tx store.Tx) ([]*model.Volume, error) {
+		if _, err := store.Get[model.Pool](tx, store.KindPool, p.name()+"/storagePools/"+id); err != nil {
+			return nil, err
+		}
+		vols, err := store.List[model.Volume](tx, store.KindVolume, p.name())
+		if err != nil {
+			return nil, err
+		}
+		out := vols[:0]
+		for _, v := range vols {
+			if v.StoragePool == id {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	})
+}
+
+// getLocationMetrics serves GET …/locations/{l}/metrics (Basin-only): the
+// metrics of the project's volumes in the location combined; location "-" is
+// every location.
+func (s *Server) getLocationMetrics(rq *request, p parent) {
+	s.aggregateMetrics(rq, p.name(), func(tx store.Tx) ([]*model.Volume, error) {
+		var out []*model.Volume
+		for _, lp := range s.locationsOf(p) {
+			vols, err := store.List[model.Volume](tx, store.KindVolume, lp.name())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vols...)
+		}
+		return out, nil
+	})
+}
+
+// aggregateMetrics answers an aggregate metrics query about the volumes members
+// lists (read in one transaction), named name in the answer.
+func (s *Server) aggregateMetrics(rq *request, name string, members func(tx store.Tx) ([]*model.Volume, error)) {
+	q, err := parseMetricsQuery(rq.r, s.now())
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	var keys []string
+	if err := s.st.View(rq.ctx, func(tx store.Tx) error {
+		vols, err := members(tx)
+		for _, v := range vols {
+			if v.Key != "" { // no storage yet: no series
+				keys = append(keys, v.Key)
+			}
+		}
+		return err
+	}); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	if !s.haveMetrics(rq) {
+		return
+	}
+	series, err := s.opts.Metrics.QueryAggregate(rq.ctx, q, keys)
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	s.writeJSON(rq, http.StatusOK, aggregateToWire(name, len(keys), q, series))
+}
+
+// haveMetrics reports whether metrics are collected, answering 501 if not.
+func (s *Server) haveMetrics(rq *request) bool {
+	if s.opts.Metrics == nil {
+		s.writeError(rq, model.Errorf(model.ErrUnimplemented, "metrics are not collected by this server"))
+		return false
+	}
+	return true
 }
 
 // parseMetricsQuery reads the query parameters, naming the one that is wrong.
@@ -109,20 +195,31 @@ func parseMetricsQuery(r *http.Request, now time.Time) (model.MetricsQuery, erro
 }
 
 func metricsToWire(volume string, q model.MetricsQuery, series []model.MetricSeries) apiv1.VolumeMetrics {
+	return apiv1.VolumeMetrics{Volume: volume, StartTime: apiv1.FormatTime(q.Start), EndTime: apiv1.FormatTime(q.End),
+		Step: q.Step.String(), Series: seriesToWire(series)}
+}
+
+func aggregateToWire(name string, volumes int, q model.MetricsQuery, series []model.MetricSeries) apiv1.AggregateMetrics {
+	return apiv1.AggregateMetrics{Name: name, VolumeCount: volumes, StartTime: apiv1.FormatTime(q.Start),
+		EndTime: apiv1.FormatTime(q.End), Step: q.Step.String(), Series: seriesToWire(series)}
+}
+
+// seriesToWire turns series into their wire form: unknown values null, absent
+// extremes left out.
+func seriesToWire(series []model.MetricSeries) []apiv1.MetricSeries {
 	num := func(f float64) *float64 {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil
 		}
 		return &f
 	}
-	out := apiv1.VolumeMetrics{Volume: volume, StartTime: apiv1.FormatTime(q.Start), EndTime: apiv1.FormatTime(q.End),
-		Step: q.Step.String(), Series: make([]apiv1.MetricSeries, 0, len(series))}
+	out := make([]apiv1.MetricSeries, 0, len(series))
 	for _, s := range series {
 		ws := apiv1.MetricSeries{Metric: s.Metric, Unit: s.Unit, Points: make([]apiv1.MetricPoint, 0, len(s.Points))}
 		for _, p := range s.Points {
 			ws.Points = append(ws.Points, apiv1.MetricPoint{Time: apiv1.FormatTime(p.Time), Value: num(p.Value), Min: num(p.Min), Max: num(p.Max)})
 		}
-		out.Series = append(out.Series, ws)
+		out = append(out, ws)
 	}
 	return out
 }

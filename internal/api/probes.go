@@ -11,6 +11,7 @@ import (
 func (s *Server) Healthz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, slog.LevelDebug, func(rq *request) {
+			rq.route = "/healthz"
 			rq.status = http.StatusOK
 			w.WriteHeader(http.StatusOK)
 			io.WriteString(w, "ok\n")
@@ -23,6 +24,7 @@ func (s *Server) Healthz() http.Handler {
 func (s *Server) Readyz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, slog.LevelDebug, func(rq *request) {
+			rq.route = "/readyz"
 			if s.opts.Ready != nil && !s.opts.Ready() {
 				rq.status = http.StatusServiceUnavailable
 				http.Error(w, "not ready", http.StatusServiceUnavailable)

@@ -104,6 +104,9 @@ var apiRoutes = []Route{
 		Handle: func(s *Server, rq *request, v pathVars) {
 			s.writeError(rq, model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no replica zone to switch to", v["storagePool"]))
 		}},
+	// Basin-only: the pool's volumes' metrics combined (internal/metrics).
+	{Method: http.MethodGet, Pattern: patPool + "/metrics", Perm: iam.PermMetricsGet,
+		Handle: func(s *Server, rq *request, v pathVars) { s.getPoolMetrics(rq, v.parent(), v["storagePool"]) }},
 	{Method: anyMethod, Pattern: patPool + ":validateDirectoryService", Perm: np("storagePools", "validateDirectoryService"), Handle: unimplementedRoute},
 	{Method: anyMethod, Pattern: patPool + ":restoreVolume", Public: notBuilt, Handle: unimplementedRoute},
 	{Method: anyMethod, Pattern: patPool + ":updateBackupConfig", Public: notBuilt, Handle: unimplementedRoute},
@@ -170,6 +173,11 @@ var apiRoutes = []Route{
 		Handle: func(s *Server, rq *request, v pathVars) { s.deleteOperation(rq, v.parent(), v["operation"]) }},
 	{Method: http.MethodPost, Pattern: patOperation + ":cancel", Perm: np("operations", "cancel"),
 		Handle: func(s *Server, rq *request, v pathVars) { s.cancelOperation(rq, v.parent(), v["operation"]) }},
+
+	// Basin-only: the project's volumes' metrics in the location ("-": every
+	// location) combined (internal/metrics).
+	{Method: http.MethodGet, Pattern: patLocation + "/metrics", Perm: iam.PermMetricsGet,
+		Handle: func(s *Server, rq *request, v pathVars) { s.getLocationMetrics(rq, v.parent()) }},
 
 	// Project settings (Basin-only: the project's throughput cap in a location).
 	{Method: http.MethodGet, Pattern: patSettings, Perm: iam.PermSettingsGet,

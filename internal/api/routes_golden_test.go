@@ -52,6 +52,8 @@ func routingPaths() []string {
 		paths = append(paths, loc+"/volumes/nope"+s, loc+"/volumes/BAD!"+s)
 	}
 	paths = append(paths, loc+"/settings", loc+"/settings:x", loc+"/settings/x", p+"/locations/-/settings", p+"/locations/mars/settings")
+	paths = append(paths, loc+"/metrics", loc+"/metrics:x", p+"/locations/-/metrics", p+"/locations/mars/metrics",
+		loc+"/storagePools/nope/metrics", loc+"/volumes/nope/metrics")
 	return append(paths, loc+"/operations/nope:cancel", loc+"/operations/nope:x")
 }
 

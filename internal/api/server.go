@@ -11,7 +11,7 @@
 // table with a route that says nothing about permissions. The handlers live with
 // their resources (pools.go, volumes.go, snapshots.go, ads.go, operations.go,
 // iamapi.go, locations.go, settings.go for the Basin-only project settings and
-// metrics.go for the Basin-only volume metrics);
+// metrics.go for the Basin-only volume, pool and location metrics);
 // audit.go and limits.go record and limit calls.
 //
 // It depends on model, apiv1, store, iam and secret (to seal secrets before they are
@@ -122,7 +122,15 @@ type Options struct {
 	// Metrics answers volume metrics queries; nil = none collected (the metrics
 	// route answers 501).
 	Metrics Metrics
+	// ObserveRequest, if set, is called once per request answered (the API's and
+	// the probes'), with its method, route (the route table's pattern,
+	// RouteUnmatched for a request no route matches, or the probe's path: never
+	// the request's own path), status code and duration (internal/metrics.Health).
+	ObserveRequest func(method, route string, code int, d time.Duration)
 }
+
+// RouteUnmatched is the route of requests no route matches (ObserveRequest).
+const RouteUnmatched = "unmatched"
 
 // Server is the HTTP handler.
 type Server struct {
@@ -213,6 +221,8 @@ type request struct {
 	// ":verb" split off the last one.
 	segs []string
 	verb string
+	// route is the matched route's pattern, or a probe's path; "" = unmatched.
+	route string
 }
 
 const maxBody = 1 << 20
@@ -242,8 +252,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, level slog.Level,
 		if rq.aggregate {
 			level = slog.LevelDebug
 		}
+		took := time.Since(start)
 		s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path, "status", rq.status,
-			"principal", principal, "request_id", rq.id, "remote", r.RemoteAddr, "duration", time.Since(start).Round(time.Microsecond))
+			"principal", principal, "request_id", rq.id, "remote", r.RemoteAddr, "duration", took.Round(time.Microsecond))
+		if s.opts.ObserveRequest != nil {
+			route, code := rq.route, rq.status
+			if route == "" {
+				route = RouteUnmatched
+			}
+			if code == 0 {
+				code = http.StatusOK // nothing written: net/http answers 200
+			}
+			s.opts.ObserveRequest(r.Method, route, code, took)
+		}
 	}()
 	h(rq)
 }
@@ -271,6 +292,7 @@ func (s *Server) serveAPI(rq *request) {
 		rq.resource = strings.Join(rq.segs[1:], "/")
 	}
 	if route != nil {
+		rq.route = route.Pattern
 		rq.perm = route.Perm
 		if id := q.Get(route.CreateID); route.CreateID != "" && id != "" {
 			rq.resource += "/" + id

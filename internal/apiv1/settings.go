@@ -23,6 +23,20 @@ type VolumeMetrics struct {
 	Series    []MetricSeries `json:"series"`
 }
 
+// AggregateMetrics is the Basin-only answer of GET …/storagePools/{p}/metrics
+// and GET …/locations/{l}/metrics: the metrics of a pool's volumes, or of a
+// project's in a location (every location for "-"), combined per step.
+type AggregateMetrics struct {
+	// Name is the pool's or the location's.
+	Name string `json:"name"`
+	// VolumeCount is how many volumes were combined: those that exist now.
+	VolumeCount int            `json:"volumeCount"`
+	StartTime   string         `json:"startTime"`
+	EndTime     string         `json:"endTime"`
+	Step        string         `json:"step"`
+	Series      []MetricSeries `json:"series"`
+}
+
 // MetricSeries is one metric's points; unit is UCUM-like ("1/s", "MiB/s", "ms",
 // "KiB", "By", "1").
 type MetricSeries struct {

@@ -20,9 +20,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
@@ -66,6 +68,11 @@ type Options struct {
 	// StepDelay pauses before every step. It is fault injection for crash tests
 	// (a window in which to kill the process mid-operation); zero in production.
 	StepDelay time.Duration
+	// OperationDone, if set, is called when an operation has finished and its
+	// result is stored, with its kind ("unknown" for a kind no handler runs) and
+	// outcome: "done", "failed" or "cancelled" (internal/metrics.Health). An
+	// operation interrupted by shutdown has not finished.
+	OperationDone func(kind model.OpKind, outcome string)
 }
 
 // DataPlane is what the controller needs of the NFS data plane (package dataplane).
@@ -120,6 +127,8 @@ type Controller struct {
 	wg       sync.WaitGroup
 	qos      qosState
 	qosApply sync.Mutex // one ApplyQoS at a time
+	// queued is how many unfinished operations the last schedule left waiting.
+	queued atomic.Int64
 }
 
 // New returns a Controller; Run starts it.
@@ -168,6 +177,11 @@ func (c *Controller) Wake() {
 	default:
 	}
 }
+
+// QueueDepth returns how many unfinished operations wait for a worker (held back
+// by a busy resource or all workers busy), as of the last scheduling pass: a new
+// operation wakes the controller, a finished one schedules again.
+func (c *Controller) QueueDepth() int { return int(c.queued.Load()) }
 
 // Ready is closed once the first reconcile after start has finished and the
 // operations left unfinished by the previous run have been run.
@@ -321,6 +335,8 @@ func (c *Controller) schedule(ctx context.Context) {
 		}
 	}
 	var waiting claims
+	started := 0
+	defer func() { c.queued.Store(int64(len(cands) - started)) }()
 	for _, cd := range cands {
 		c.mu.Lock()
 		full := len(c.running) >= c.opts.Workers
@@ -335,6 +351,7 @@ func (c *Controller) schedule(ctx context.Context) {
 		c.mu.Lock()
 		c.running[cd.op.Name()] = true
 		c.mu.Unlock()
+		started++
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -367,14 +384,27 @@ func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation
 		log.Info("operation interrupted; will resume", "err", err)
 		return false
 	}
+	outcome := "done"
 	if err != nil {
 		log.Warn("operation failed", "err", err)
 		if ferr := c.fail(ctx, h, op, err); ferr != nil {
 			log.Error("record failure", "err", ferr)
 			return false
 		}
+		outcome = "failed"
+		if errors.Is(err, errCancelled) {
+			outcome = "cancelled"
+		}
 	}
+	c.operationDone(op.Kind, outcome)
 	c.notify(op.Name())
 	c.KickQoS() // what it changed may change a network's tree
 	return true
+}
+
+// operationDone reports a finished operation to Options.OperationDone.
+func (c *Controller) operationDone(kind model.OpKind, outcome string) {
+	if c.opts.OperationDone != nil {
+		c.opts.OperationDone(kind, outcome)
+	}
 }

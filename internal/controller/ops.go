@@ -165,6 +165,7 @@ func (c *Controller) finishUnknown(ctx context.Context, op *model.Operation) err
 		return store.PutOperation(tx, &cur)
 	})
 	if err == nil {
+		c.operationDone("unknown", "failed") // its kind is anyone's: not a label value
 		c.notify(op.Name())
 	}
 	return err

@@ -75,8 +75,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	for _, n := range cfg.Networks {
 		dpNetworks = append(dpNetworks, dataplane.Network{Name: n.Name, Bridge: n.Bridge, Prefix: n.Prefix, FirstEndpoint: n.FirstEndpoint, LastEndpoint: n.LastEndpoint})
 	}
+	// What /metrics serves (--metrics-listen): Basin's health, counted through
+	// hooks of the data plane, the controller and the API, and the volumes.
+	reg, health := metricsRegistry()
 	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
-		Logger: log.With("component", "dataplane")})
+		Logger: log.With("component", "dataplane"), OnRestart: health.DaemonRestarted})
 	if err := dp.Start(ctx); err != nil {
 		return fmt.Errorf("data plane: %w", err)
 	}
@@ -118,11 +121,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
 	}
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
-		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets})
+		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health)})
+	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth))
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
 	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
 		Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
 		Logger: log.With("component", "metrics")})
+	reg.MustRegister(sampler.Collector())
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait
 	if syncWait == 0 {
@@ -147,7 +152,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit,
 		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
-		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler})
+		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler, ObserveRequest: health.ObserveRequest})
 
 	ln, err := listen(cfg)
 	if err != nil {
@@ -163,7 +168,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			ln.Close()
 			return fmt.Errorf("metrics listen: %w", err)
 		}
-		metricsSrv = newMetricsServer(metricsRegistry(sampler), log.With("component", "metrics"))
+		metricsSrv = newMetricsServer(reg, log.With("component", "metrics"))
 		go func() {
 			err := metricsSrv.Serve(mln)
 			if !errors.Is(err, http.ErrServerClosed) {

@@ -76,12 +76,20 @@ func (b backendUsage) VolumeUsage(ctx context.Context, key string) (int64, int64
 	return u.UsedBytes, snap, nil
 }
 
-// metricsRegistry holds what /metrics exposes: every volume's metrics and
-// Basin's own process (Go runtime, CPU, memory, open files).
-func metricsRegistry(s *metrics.Sampler) *prometheus.Registry {
+// metricsRegistry holds what /metrics exposes: Basin's health (API requests,
+// operations, daemon restarts; the daemon adds the controller's queue and every
+// volume's metrics once it has built them) and its process (Go runtime, CPU,
+// memory, open files). The health hooks are wired whether or not /metrics is
+// served: they only count.
+func metricsRegistry() (*prometheus.Registry, *metrics.Health) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, metrics.NewHealth(reg)
+}
+
+// operationDone is the controller's OperationDone hook counting into h.
+func operationDone(h *metrics.Health) func(model.OpKind, string) {
+	return func(kind model.OpKind, outcome string) { h.OperationDone(string(kind), outcome) }
 }
 
 // newMetricsServer serves Prometheus' /metrics, and nothing else, on a listener

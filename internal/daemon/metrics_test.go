@@ -78,7 +78,9 @@ func TestMetricsServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(newMetricsServer(metricsRegistry(s), slog.New(slog.DiscardHandler)).Handler)
+	reg, _ := metricsRegistry()
+	reg.MustRegister(s.Collector())
+	srv := httptest.NewServer(newMetricsServer(reg, slog.New(slog.DiscardHandler)).Handler)
 	defer srv.Close()
 	res, err := http.Get(srv.URL + "/metrics")
 	if err != nil {

@@ -147,6 +147,11 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Ganesha is the NFS-Ganesha build to run.
 	Ganesha Ganesha
+	// OnRestart, if set, is called whenever a sandbox's daemon (dbus, rpcbind,
+	// ganesha, smbd, winbindd, samba-dcerpcd) is started again, with its name and
+	// why: RestartExited or RestartDependency (internal/metrics.Health counts
+	// them). It must not block.
+	OnRestart func(daemon, reason string)
 }
 
 // Manager owns the sandboxes.

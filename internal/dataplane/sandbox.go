@@ -180,7 +180,7 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 		return nil, fmt.Errorf("sandbox %s: %w", n.Name, err)
 	}
 	sup, err := newSupervisor(supervisorOptions{Starter: m.opts.Starter, Command: sb.command, Output: sb.output,
-		Log: sb.log, ReadyTimeout: m.opts.ReadyTimeout}, sb.services())
+		Log: sb.log, ReadyTimeout: m.opts.ReadyTimeout, OnRestart: m.opts.OnRestart}, sb.services())
 	if err != nil {
 		return nil, err
 	}

@@ -181,7 +181,7 @@ func (m *Manager) bringUp(ctx context.Context, sb *sandbox, id string, rec SMBMe
 		return nil, err
 	}
 	t0 := time.Now()
-	if err := in.startDaemons(ctx, m.opts.Starter, m.opts.ReadyTimeout); err != nil {
+	if err := in.startDaemons(ctx, m.opts.Starter, m.opts.ReadyTimeout, m.opts.OnRestart); err != nil {
 		return nil, fmt.Errorf("samba instance %s: %w", id, err)
 	}
 	in.log.Info("samba instance running", "machine", rec.MachineName, "start", time.Since(t0))

@@ -437,13 +437,14 @@ func (in *smbInstance) output(name string) io.WriteCloser {
 	return f
 }
 
-// startDaemons starts the supervisor and waits until every daemon is ready.
-func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter, timeout time.Duration) error {
+// startDaemons starts the supervisor and waits until every daemon is ready;
+// onRestart is the supervisor's OnRestart.
+func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter, timeout time.Duration, onRestart func(daemon, reason string)) error {
 	if in.sup != nil {
 		return in.sup.waitReadyTimeout(ctx, timeout)
 	}
 	sup, err := newSupervisor(supervisorOptions{Starter: starter, Command: in.command, Output: in.output,
-		Log: in.log, ReadyTimeout: timeout}, in.services())
+		Log: in.log, ReadyTimeout: timeout, OnRestart: onRestart}, in.services())
 	if err != nil {
 		return err
 	}

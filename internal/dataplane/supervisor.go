@@ -62,7 +62,17 @@ type supervisorOptions struct {
 	MinBackoff, MaxBackoff, ResetAfter time.Duration
 	// StopTimeout is how long a daemon has between SIGTERM and SIGKILL (5 s).
 	StopTimeout time.Duration
+	// OnRestart, if set, is called each time a service is about to be started
+	// again, with its name and why: RestartExited (it exited, failed to start or
+	// was killed for not being ready) or RestartDependency.
+	OnRestart func(service, reason string)
 }
+
+// Why a service is started again (supervisorOptions.OnRestart).
+const (
+	RestartExited     = "exited"
+	RestartDependency = "dependency"
+)
 
 // readyPoll is how often a supervisor polls a starting service's Ready.
 const readyPoll = 50 * time.Millisecond
@@ -244,8 +254,10 @@ func (s *supervisor) loop(svc Service) {
 		}
 		if byDependency {
 			log.Info("daemon restarting after a dependency restarted")
+			s.restarted(svc.Name, RestartDependency)
 			continue
 		}
+		s.restarted(svc.Name, RestartExited)
 		if time.Since(started) >= s.opts.ResetAfter {
 			backoff = s.opts.MinBackoff
 		}
@@ -256,6 +268,13 @@ func (s *supervisor) loop(svc Service) {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, s.opts.MaxBackoff)
+	}
+}
+
+// restarted reports a restart to OnRestart.
+func (s *supervisor) restarted(name, reason string) {
+	if s.opts.OnRestart != nil {
+		s.opts.OnRestart(name, reason)
 	}
 }
 

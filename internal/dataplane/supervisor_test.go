@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -302,4 +303,44 @@ func TestSupervisorRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every restart is reported with its reason: a daemon that crashed "exited", its
+// dependents "dependency"; first starts and stop report nothing.
+func TestSupervisorReportsRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &runner.FakeStarter{}
+		ts := newTestServices()
+		var mu sync.Mutex
+		got := map[string]int{}
+		sup, err := newSupervisor(supervisorOptions{Starter: fs, OnRestart: func(service, reason string) {
+			mu.Lock()
+			got[service+" "+reason]++
+			mu.Unlock()
+		}}, ts.services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sup.start(context.Background())
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		fs.Running("dbus").Exit(errCrash)
+		time.Sleep(time.Second)
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		fs.Running("ganesha").Exit(errCrash)
+		time.Sleep(time.Second)
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		sup.stop()
+		want := map[string]int{"dbus exited": 1, "ganesha dependency": 1, "ganesha exited": 1}
+		mu.Lock()
+		defer mu.Unlock()
+		if !maps.Equal(got, want) {
+			t.Fatalf("restarts reported %v, want %v", got, want)
+		}
+	})
 }

@@ -20,6 +20,13 @@
 //   - agg.go: a bucket's summary (count, min, max, weighted mean per value; the
 //     mean latency is over requests, not intervals) and its encoding in the store.
 //   - sampler.go: Sampler (Run, Sample, Flush, Query).
+//   - aggregate.go: QueryAggregate, a pool's or a project's volumes combined:
+//     rates, space, clients and limits summed, latency over all their requests,
+//     the most throttled volume's atLimitShare.
+//   - prometheus.go: Collector, every volume's series for Prometheus.
+//   - health.go: Health, Basin's own health for Prometheus (API requests,
+//     operations, daemon restarts, the controller's queue), counted through
+//     hooks the daemon hands to the API, the controller and the data plane.
 //   - clients.go: NetnsClients, connected clients per endpoint address from a
 //     sandbox's TCP tables (NFS and SMB ports; little-endian hosts).
 //

@@ -363,36 +363,63 @@ const MaxPoints = 11000
 // RollupPeriod and reads the stored rollups and the one in progress. Invalid
 // queries are model.ErrInvalid naming the parameter.
 func (s *Sampler) Query(ctx context.Context, q model.MetricsQuery) ([]model.MetricSeries, error) {
+	pq, err := s.plan(q)
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := s.buckets(ctx, q.Series, pq)
+	if err != nil {
+		return nil, err
+	}
+	return render(pq.metrics, buckets), nil
+}
+
+// planned is a checked query: its metrics, and its range and step in Unix
+// seconds, from aligned to the step.
+type planned struct {
+	metrics        []Metric
+	from, to, step int64
+}
+
+// plan checks a query (the rules of Query) and aligns its range to the step.
+func (s *Sampler) plan(q model.MetricsQuery) (planned, error) {
 	ms := Metrics
 	if len(q.Metrics) > 0 {
 		ms = nil
 		for _, name := range q.Metrics {
 			m, ok := metricByName(name)
 			if !ok {
-				return nil, model.Invalid("metric", "unknown metric %q", name)
+				return planned{}, model.Invalid("metric", "unknown metric %q", name)
 			}
 			ms = append(ms, m)
 		}
 	}
 	from, to := q.Start.Unix(), q.End.Unix()
 	if to <= from {
-		return nil, model.Invalid("endTime", "must be after startTime")
+		return planned{}, model.Invalid("endTime", "must be after startTime")
 	}
 	step := int64(q.Step / time.Second)
 	interval := int64(s.opts.Interval / time.Second)
 	period := int64(RollupPeriod / time.Second)
 	switch {
 	case q.Step%time.Second != 0 || step <= 0:
-		return nil, model.Invalid("step", "must be a positive whole number of seconds")
+		return planned{}, model.Invalid("step", "must be a positive whole number of seconds")
 	case step < period && step%interval != 0:
-		return nil, model.Invalid("step", "below %v it must be a multiple of %v", RollupPeriod, s.opts.Interval)
+		return planned{}, model.Invalid("step", "below %v it must be a multiple of %v", RollupPeriod, s.opts.Interval)
 	case step >= period && step%period != 0:
-		return nil, model.Invalid("step", "from %v up it must be a multiple of %v", RollupPeriod, RollupPeriod)
+		return planned{}, model.Invalid("step", "from %v up it must be a multiple of %v", RollupPeriod, RollupPeriod)
 	case (to-from)/step > MaxPoints:
-		return nil, model.Invalid("step", "%v over %v is more than %d points", q.Step, q.End.Sub(q.Start), MaxPoints)
+		return planned{}, model.Invalid("step", "%v over %v is more than %d points", q.Step, q.End.Sub(q.Start), MaxPoints)
 	}
 	from -= ((from % step) + step) % step // align buckets to the step
+	return planned{metrics: ms, from: from, to: to, step: step}, nil
+}
 
+// buckets summarises one volume's series (its storage key) over a planned
+// query, one agg per step, by the step's start.
+func (s *Sampler) buckets(ctx context.Context, key string, pq planned) (map[int64]*agg, error) {
+	from, to, step := pq.from, pq.to, pq.step
+	period := int64(RollupPeriod / time.Second)
 	buckets := map[int64]*agg{}
 	add := func(start int64, a *agg) {
 		b := start - ((start%step)+step)%step
@@ -403,7 +430,7 @@ func (s *Sampler) Query(ctx context.Context, q model.MetricsQuery) ([]model.Metr
 	}
 	if step < period {
 		s.mu.Lock()
-		if sr := s.series[q.Series]; sr != nil {
+		if sr := s.series[key]; sr != nil {
 			// A Point at T covers (T−interval, T]: it belongs to the bucket of T−1.
 			sr.ring.between(from+1, to+1, func(p *Point) {
 				one := newAgg(0)
@@ -414,27 +441,27 @@ func (s *Sampler) Query(ctx context.Context, q model.MetricsQuery) ([]model.Metr
 		s.mu.Unlock()
 	} else {
 		if s.opts.Store != nil {
-			rows, err := s.opts.Store.Rollups(ctx, q.Series, from, to)
+			rows, err := s.opts.Store.Rollups(ctx, key, from, to)
 			if err != nil {
 				return nil, fmt.Errorf("read rollups: %w", err)
 			}
 			for _, r := range rows {
 				a, err := decodeAgg(r.Start, r.Data)
 				if err != nil {
-					s.log.Warn("metrics: unreadable rollup", "series", q.Series, "start", r.Start, "err", err)
+					s.log.Warn("metrics: unreadable rollup", "series", key, "start", r.Start, "err", err)
 					continue
 				}
 				add(r.Start, a)
 			}
 		}
 		s.mu.Lock()
-		if sr := s.series[q.Series]; sr != nil && sr.acc != nil && sr.acc.start >= from && sr.acc.start < to {
+		if sr := s.series[key]; sr != nil && sr.acc != nil && sr.acc.start >= from && sr.acc.start < to {
 			cp := *sr.acc
 			add(cp.start, &cp)
 		}
 		s.mu.Unlock()
 	}
-	return render(ms, buckets), nil
+	return buckets, nil
 }
 
 // render turns buckets into series, in time order, skipping empty buckets.

@@ -1,0 +1,83 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Health is Basin's own health on /metrics: API requests (a histogram of their
+// durations by method, route pattern and status code), operations finished by
+// kind and outcome, and data-plane daemon restarts by daemon and reason. Every
+// label takes values from a bounded set: route patterns come from the API's route
+// table, never from request paths. The daemon hands its methods to the API, the
+// controller and the data plane as hooks; the controller's queue is a gauge of its
+// own (QueueGauge).
+type Health struct {
+	requests   *prometheus.HistogramVec
+	operations *prometheus.CounterVec
+	restarts   *prometheus.CounterVec
+}
+
+// requestBuckets span a cached GET (a fraction of a millisecond) to a mutating
+// call that waited its --sync-wait for its operation (seconds), in seconds.
+var requestBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// NewHealth registers Basin's health metrics on reg.
+func NewHealth(reg prometheus.Registerer) *Health {
+	h := &Health{
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "basin_api_request_duration_seconds",
+			Help:    "Time to answer API requests, by method, route pattern (the route table's, or \"unmatched\") and status code.",
+			Buckets: requestBuckets}, []string{"method", "route", "code"}),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "basin_operations_total",
+			Help: "Operations finished, by kind (volume.create, …; \"unknown\" for a kind this Basin does not run) and outcome (done, failed, cancelled)."}, []string{"kind", "outcome"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "basin_dataplane_daemon_restarts_total",
+			Help: "Data-plane daemons started again, by daemon (ganesha, smbd, winbindd, …) and reason (exited: it crashed, failed to start or was not ready in time; dependency: a daemon it depends on restarted)."},
+			[]string{"daemon", "reason"}),
+	}
+	reg.MustRegister(h.requests, h.operations, h.restarts)
+	return h
+}
+
+// methods are the HTTP methods kept as they are in the method label; any other
+// is "OTHER" (the API answers them all, so the label stays bounded).
+var methods = map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true}
+
+// ObserveRequest records one API request: route is the pattern of the route it
+// matched (or "unmatched"), code the status answered.
+func (h *Health) ObserveRequest(method, route string, code int, d time.Duration) {
+	if !methods[method] {
+		method = "OTHER"
+	}
+	h.requests.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// Outcomes of an operation.
+const (
+	OutcomeDone      = "done"
+	OutcomeFailed    = "failed"
+	OutcomeCancelled = "cancelled"
+)
+
+// OperationDone records a finished operation of kind with outcome (OutcomeDone,
+// OutcomeFailed or OutcomeCancelled).
+func (h *Health) OperationDone(kind, outcome string) {
+	h.operations.WithLabelValues(kind, outcome).Inc()
+}
+
+// DaemonRestarted records that the data plane starts daemon again, and why
+// ("exited" or "dependency").
+func (h *Health) DaemonRestarted(daemon, reason string) {
+	h.restarts.WithLabelValues(daemon, reason).Inc()
+}
+
+// QueueGauge is the controller's queue depth as a gauge: depth returns the
+// unfinished operations not running on a worker yet.
+func QueueGauge(depth func() int) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "basin_controller_queue_depth",
+		Help: "Unfinished operations waiting for a worker (the controller's queue)."},
+		func() float64 { return float64(depth()) })
+}

@@ -1,0 +1,114 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// Basin's health series, as exposed: requests by method, route and code in
+// seconds (a method outside the standard ones is OTHER), operations by kind and
+// outcome, restarts by daemon and reason, the queue depth as it is now.
+func TestHealth(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	h := NewHealth(reg)
+	depth := 3
+	reg.MustRegister(QueueGauge(func() int { return depth }))
+
+	route := "/v1/projects/{project}/locations/{location}/volumes/{volume}"
+	h.ObserveRequest("GET", route, 200, 2*time.Millisecond)
+	h.ObserveRequest("GET", route, 200, 40*time.Millisecond)
+	h.ObserveRequest("DELETE", route, 404, 300*time.Microsecond)
+	h.ObserveRequest("BREW", "unmatched", 404, time.Millisecond)
+	h.OperationDone("volume.create", OutcomeDone)
+	h.OperationDone("volume.create", OutcomeDone)
+	h.OperationDone("volume.update", OutcomeFailed)
+	h.OperationDone("snapshot.create", OutcomeCancelled)
+	h.DaemonRestarted("ganesha", "exited")
+	h.DaemonRestarted("ganesha", "dependency")
+	h.DaemonRestarted("smbd", "exited")
+	h.DaemonRestarted("smbd", "exited")
+
+	want := `
+# HELP basin_controller_queue_depth Unfinished operations waiting for a worker (the controller's queue).
+# TYPE basin_controller_queue_depth gauge
+basin_controller_queue_depth 3
+# HELP basin_dataplane_daemon_restarts_total Data-plane daemons started again, by daemon (ganesha, smbd, winbindd, …) and reason (exited: it crashed, failed to start or was not ready in time; dependency: a daemon it depends on restarted).
+# TYPE basin_dataplane_daemon_restarts_total counter
+basin_dataplane_daemon_restarts_total{daemon="ganesha",reason="dependency"} 1
+basin_dataplane_daemon_restarts_total{daemon="ganesha",reason="exited"} 1
+basin_dataplane_daemon_restarts_total{daemon="smbd",reason="exited"} 2
+# HELP basin_operations_total Operations finished, by kind (volume.create, …; "unknown" for a kind this Basin does not run) and outcome (done, failed, cancelled).
+# TYPE basin_operations_total counter
+basin_operations_total{kind="snapshot.create",outcome="cancelled"} 1
+basin_operations_total{kind="volume.create",outcome="done"} 2
+basin_operations_total{kind="volume.update",outcome="failed"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "basin_controller_queue_depth",
+		"basin_dataplane_daemon_restarts_total", "basin_operations_total"); err != nil {
+		t.Fatal(err)
+	}
+	depth = 0
+	if got := testutil.ToFloat64(QueueGauge(func() int { return depth })); got != 0 {
+		t.Fatalf("queue depth %v after it emptied", got)
+	}
+
+	// Requests: one histogram per method, route and code, in seconds.
+	if n := testutil.CollectAndCount(h.requests); n != 3 {
+		t.Fatalf("%d request series, want 3 (GET 200, DELETE 404, OTHER 404)", n)
+	}
+	n, sum, buckets := requestSeries(t, reg, "GET", route, "200")
+	if n != 2 || sum != 0.042 || len(buckets) != len(requestBuckets) {
+		t.Fatalf("GET 200: %d requests summing %v s in %d buckets, want 2, 0.042 and %d", n, sum, len(buckets), len(requestBuckets))
+	}
+	for le, got := range buckets {
+		want := uint64(0)
+		switch {
+		case le >= 0.04:
+			want = 2
+		case le >= 0.002:
+			want = 1
+		}
+		if got != want {
+			t.Fatalf("bucket le=%v holds %d, want %d", le, got, want)
+		}
+	}
+	if n, _, _ := requestSeries(t, reg, "OTHER", "unmatched", "404"); n != 1 {
+		t.Fatal("the request with an unknown method is not counted as OTHER")
+	}
+}
+
+// requestSeries returns the exposed request histogram with these label values
+// (method, route, code): its count, sum and cumulative bucket counts by bound.
+func requestSeries(t *testing.T, reg prometheus.Gatherer, labels ...string) (uint64, float64, map[float64]uint64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "basin_api_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if got["method"] != labels[0] || got["route"] != labels[1] || got["code"] != labels[2] {
+				continue
+			}
+			h := m.GetHistogram()
+			buckets := map[float64]uint64{}
+			for _, b := range h.GetBucket() {
+				buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+			}
+			return h.GetSampleCount(), h.GetSampleSum(), buckets
+		}
+	}
+	t.Fatalf("no request series %v", labels)
+	return 0, 0, nil
+}

@@ -29,6 +29,8 @@ import (
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
 }
 
 // flagSpec declares a flag: bool flags take no value; multi flags may repeat.
@@ -143,6 +145,9 @@ func (c *session) parent() string { return "/v1/projects/" + c.project + "/locat
 func Main(args []string, env Env) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
+	}
+	if env.Now == nil {
+		env.Now = time.Now
 	}
 	if err := run(args, env); err != nil {
 		fmt.Fprintln(env.Stderr, "basin:", err)

@@ -1,5 +1,5 @@
 // Package cli implements Basin's command-line client: `basin pools|volumes|snapshots|
-// operations|locations|settings|iam|audit …`. It talks to a Basin server only
+// operations|locations|settings|iam|audit|top …`. It talks to a Basin server only
 // through the REST API (package client), authenticating with a service-account key
 // file.
 //
@@ -28,7 +28,9 @@ import (
 // Env carries the process's I/O so tests can run commands in-process.
 type Env struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
+	// Stdin is read by interactive commands (basin top's q); nil = none.
+	Stdin  io.Reader
+	Getenv func(string) string
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 }
@@ -124,7 +126,9 @@ type command struct {
 	help        string
 	// offline commands need no server, so no key file either.
 	offline bool
-	run     func(ctx context.Context, c *session, p *parsed) error
+	// live commands run until interrupted, without the 30-minute limit.
+	live bool
+	run  func(ctx context.Context, c *session, p *parsed) error
 }
 
 // session is what a command needs: the client, scope and output.
@@ -229,6 +233,9 @@ func run(args []string, env Env) error {
 		return err
 	}
 	bg, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	if cmd.live {
+		bg, cancel = context.WithCancel(context.Background())
+	}
 	defer cancel()
 	return cmd.run(bg, c, p)
 }

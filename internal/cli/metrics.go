@@ -18,7 +18,8 @@ import (
 	"github.com/basin-nas/basin/internal/client"
 )
 
-// metricsCommands read the volume metrics API (docs/api.md, "Volume metrics").
+// metricsCommands are `basin volumes metrics` and `basin top`: reads of the
+// volume metrics API (docs/api.md, "Volume metrics").
 func metricsCommands() []*command {
 	return []*command{
 		{group: "volumes", verb: "metrics", args: "VOLUME", flags: []flagSpec{
@@ -26,6 +27,12 @@ func metricsCommands() []*command {
 			{name: "step", usage: "one point per step: a multiple of 10s below 5m, of 5m from 5m up (default: the server's)"},
 			{name: "metric", multi: true, usage: "metric names, comma-separated or repeated (default: " + strings.Join(mainMetrics, ",") + ")"}},
 			help: "a volume's metrics as sparklines with last, min, mean, max (-o json: the API's answer)", run: volumeMetrics},
+		{group: "top", verb: "", live: true, flags: []flagSpec{
+			{name: "once", bool: true, usage: "print one frame and exit"},
+			{name: "sort", usage: "iops, mibps, latency or throttled (default iops)"},
+			{name: "interval", usage: "time between frames (default 10s, the sampling interval)"},
+			{name: "n", usage: "show the N busiest volumes (default 20; 0 = all)"}},
+			help: "the busiest volumes, refreshed (q or Ctrl-C quits)", run: top},
 	}
 }
 

@@ -28,7 +28,7 @@ func main() {
 		fmt.Println("basin", version)
 		return
 	}
-	os.Exit(cli.Main(os.Args[1:], cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}))
+	os.Exit(cli.Main(os.Args[1:], cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin}))
 }
 
 var version = "dev"

@@ -1,5 +1,5 @@
 // Package cli implements Basin's command-line client: `basin pools|volumes|snapshots|
-// operations|locations|settings|iam|audit …`. It talks to a Basin server only
+// operations|locations|settings|iam|audit|top …`. It talks to a Basin server only
 // through the REST API (package client), authenticating with a service-account key
 // file.
 //
@@ -28,7 +28,11 @@ import (
 // Env carries the process's I/O so tests can run commands in-process.
 type Env struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
+	// Stdin is read by interactive commands (basin top's q); nil = none.
+	Stdin  io.Reader
+	Getenv func(string) string
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
 }
 
 // flagSpec declares a flag: bool flags take no value; multi flags may repeat.
@@ -122,7 +126,9 @@ type command struct {
 	help        string
 	// offline commands need no server, so no key file either.
 	offline bool
-	run     func(ctx context.Context, c *session, p *parsed) error
+	// live commands run until interrupted, without the 30-minute limit.
+	live bool
+	run  func(ctx context.Context, c *session, p *parsed) error
 }
 
 // session is what a command needs: the client, scope and output.
@@ -143,6 +149,9 @@ func (c *session) parent() string { return "/v1/projects/" + c.project + "/locat
 func Main(args []string, env Env) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
+	}
+	if env.Now == nil {
+		env.Now = time.Now
 	}
 	if err := run(args, env); err != nil {
 		fmt.Fprintln(env.Stderr, "basin:", err)
@@ -224,6 +233,9 @@ func run(args []string, env Env) error {
 		return err
 	}
 	bg, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	if cmd.live {
+		bg, cancel = context.WithCancel(context.Background())
+	}
 	defer cancel()
 	return cmd.run(bg, c, p)
 }

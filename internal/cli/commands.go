@@ -23,7 +23,7 @@ var metaFlags = []flagSpec{
 }
 
 func commands() []*command {
-	return append(append(append(append(v1Commands(), settingsCommands()...), iamCommands()...), perfCommands()...), benchCommands()...)
+	return append(append(append(append(append(v1Commands(), settingsCommands()...), iamCommands()...), perfCommands()...), benchCommands()...), metricsCommands()...)
 }
 
 func v1Commands() []*command {
@@ -121,28 +121,34 @@ func listCmd(what, field string, cols []string, path func(*session) string) func
 				q.Set(param, v)
 			}
 		}
-		var all []client.Object
-		for {
-			var resp map[string]any
-			if err := c.cl.Do(ctx, http.MethodGet, path(c), q, nil, &resp); err != nil {
-				return fmt.Errorf("list %s: %w", what, err)
-			}
-			items, _ := resp[field].([]any)
-			for _, it := range items {
-				if m, ok := it.(map[string]any); ok {
-					all = append(all, m)
-				}
-			}
-			next, _ := resp["nextPageToken"].(string)
-			if next == "" {
-				break
-			}
-			q.Set("pageToken", next)
-		}
-		if all == nil {
-			all = []client.Object{}
+		all, err := c.listAll(ctx, path(c), field, q)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", what, err)
 		}
 		return c.print(all, cols)
+	}
+}
+
+// listAll fetches every page of a list call and returns the items under field
+// (never nil).
+func (c *session) listAll(ctx context.Context, path, field string, q url.Values) ([]client.Object, error) {
+	all := []client.Object{}
+	for {
+		var resp map[string]any
+		if err := c.cl.Do(ctx, http.MethodGet, path, q, nil, &resp); err != nil {
+			return nil, err
+		}
+		items, _ := resp[field].([]any)
+		for _, it := range items {
+			if m, ok := it.(map[string]any); ok {
+				all = append(all, m)
+			}
+		}
+		next, _ := resp["nextPageToken"].(string)
+		if next == "" {
+			return all, nil
+		}
+		q.Set("pageToken", next)
 	}
 }
 

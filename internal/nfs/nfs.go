@@ -409,20 +409,9 @@ func parseShowExports(body []any) ([]ExportInfo, error) {
 	if len(body) < 2 {
 		return nil, fmt.Errorf("show exports: reply %v", body)
 	}
-	var rows [][]any
-	switch v := body[1].(type) {
-	case [][]any:
-		rows = v
-	case []any:
-		for _, r := range v {
-			row, ok := r.([]any)
-			if !ok {
-				return nil, fmt.Errorf("show exports: unexpected entry %v", r)
-			}
-			rows = append(rows, row)
-		}
-	default:
-		return nil, fmt.Errorf("show exports: unexpected list %T", body[1])
+	rows, err := structs(body[1])
+	if err != nil {
+		return nil, fmt.Errorf("show exports: %w", err)
 	}
 	out := make([]ExportInfo, 0, len(rows))
 	for _, row := range rows {
@@ -439,6 +428,27 @@ func parseShowExports(body []any) ([]ExportInfo, error) {
 		}
 	}
 	return out, nil
+}
+
+// structs reads an array of structs as godbus decodes it into an interface:
+// [][]any, or []any of []any.
+func structs(v any) ([][]any, error) {
+	switch v := v.(type) {
+	case [][]any:
+		return v, nil
+	case []any:
+		rows := make([][]any, 0, len(v))
+		for _, r := range v {
+			row, ok := r.([]any)
+			if !ok {
+				return nil, fmt.Errorf("unexpected entry %v", r)
+			}
+			rows = append(rows, row)
+		}
+		return rows, nil
+	default:
+		return nil, fmt.Errorf("unexpected list %T", v)
+	}
 }
 
 func isNotFound(err error) bool {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/godbus/dbus/v5"
 )
 
 // IOStats is one direction of an export's NFS I/O as Ganesha counted it.
@@ -101,7 +103,7 @@ func (d *DBus) AllExportIO(ctx context.Context) (map[uint64]ExportIO, error) {
 
 // ExportsIO returns what ExportIO does for each export of ids in 1+len(ids)
 // calls instead of 5×len(ids): AllExportIO for every export's I/O, then
-// GetTotalOPS per export for its request count (and to learn that it exists:
+// GetTotalOPS per export, pipelined, for its request count (and to learn that it exists:
 // an export Ganesha does not have, or an id outside 1..MaxExportID, is left out
 // of the map). It fails as a whole only when a call fails (Ganesha without
 // GetNFSIO, the bus gone).
@@ -110,24 +112,67 @@ func (d *DBus) ExportsIO(ctx context.Context, ids []uint64) (map[uint64]ExportIO
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[uint64]ExportIO, len(ids))
+	conn, _, err := d.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// GetTotalOPS calls go out maxPending at a time, each answer making room
+	// for the next call (Ganesha answers them in order): answers are read in
+	// batches, instead of a round trip per export through the bus daemon.
+	obj := conn.Object(ganeshaName, exportMgr)
+	ch := make(chan *dbus.Call, maxPending)
+	var valid []uint16
 	for _, id := range ids {
-		if _, err := exportID(id); err != nil {
+		if id16, err := exportID(id); err == nil {
+			valid = append(valid, id16)
+		}
+	}
+	next := 0
+	send := func() {
+		obj.GoWithContext(ctx, statsIface+".GetTotalOPS", 0, ch, valid[next])
+		next++
+	}
+	for next < len(valid) && next < maxPending {
+		send()
+	}
+	out := make(map[uint64]ExportIO, len(ids))
+	var firstErr error
+	for range valid {
+		call := <-ch
+		if next < len(valid) {
+			send()
+		}
+		id := uint64(call.Args[0].(uint16))
+		if call.Err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("export %d stats: %w", id, call.Err)
+			}
 			continue
 		}
-		ops, since, err := d.totalOps(ctx, id)
+		ops, since, err := parseTotalOps(call.Body)
 		if errors.Is(err, errNoExport) {
 			continue
 		}
-		if err != nil {
-			return nil, err
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("export %d stats: %w", id, err)
 		}
 		io := all[id]
 		io.Ops, io.Since = ops, since
 		out[id] = io
 	}
+	if firstErr != nil {
+		var reply dbus.Error
+		if !errors.As(firstErr, &reply) && ctx.Err() == nil {
+			d.drop(conn) // the connection failed: the next call dials again
+		}
+		return nil, firstErr
+	}
 	return out, nil
 }
+
+// maxPending bounds the calls ExportsIO has in flight, well below the bus
+// daemon's limit on a connection's pending replies (128 in system.conf).
+const maxPending = 64
 
 // parseAllIO reads a GetNFSIO reply: (b ok, s message, (tt) timestamp,
 // a(qs(tttttt)(tttttt))) — per export and NFS version that saw activity, the

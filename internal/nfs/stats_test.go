@@ -117,6 +117,14 @@ func TestExportsIOOverDBus(t *testing.T) {
 	if len(got) != 1 || got[7] != one {
 		t.Fatalf("ExportsIO = %+v\nwant only export 7: %+v", got, one)
 	}
+	// More exports than calls in flight at once: every one is asked.
+	many := make([]uint64, 3*maxPending)
+	for i := range many {
+		many[i] = uint64(len(many) - i)
+	}
+	if got, err := d.ExportsIO(ctx, many); err != nil || len(got) != 1 || got[7] != one {
+		t.Fatalf("ExportsIO of %d exports = %+v, %v; want only export 7", len(many), got, err)
+	}
 	all, err := d.AllExportIO(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzShareDiff$$' -fuzztime $(FUZZTIME) ./internal/smb
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAgg$$' -fuzztime $(FUZZTIME) ./internal/metrics
 	$(GO) test -run '^$$' -fuzz '^FuzzParseStats$$' -fuzztime $(FUZZTIME) ./internal/nfs
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAllIO$$' -fuzztime $(FUZZTIME) ./internal/nfs
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTCPTable$$' -fuzztime $(FUZZTIME) ./internal/metrics
 
 ## e2e: drive a real basin serve with the official Python client.

@@ -436,21 +436,47 @@ func (m *Manager) GaneshaPID(network string) int {
 	return sb.pid("ganesha")
 }
 
-// ExportIO reads export id's cumulative NFS counters from the network's Ganesha
-// (for the metrics sampler). It never builds a sandbox: with none running there
-// is nothing to read.
-func (m *Manager) ExportIO(ctx context.Context, network string, id uint64) (nfs.ExportIO, error) {
+// statsBus is what reads Ganesha's statistics (nfs.DBus).
+type statsBus interface {
+	ExportIO(ctx context.Context, id uint64) (nfs.ExportIO, error)
+	ExportsIO(ctx context.Context, ids []uint64) (map[uint64]nfs.ExportIO, error)
+}
+
+var _ statsBus = (*nfs.DBus)(nil)
+
+// stats returns the statistics reader of the network's running sandbox. It never
+// builds a sandbox: with none running there is nothing to read.
+func (m *Manager) stats(network string) (statsBus, error) {
 	m.mu.Lock()
 	sb := m.sandboxes[network]
 	m.mu.Unlock()
 	if sb == nil || !sb.alive() {
-		return nfs.ExportIO{}, fmt.Errorf("network %q has no running sandbox", network)
+		return nil, fmt.Errorf("network %q has no running sandbox", network)
 	}
-	st, ok := sb.bus.(interface {
-		ExportIO(ctx context.Context, id uint64) (nfs.ExportIO, error)
-	})
+	st, ok := sb.bus.(statsBus)
 	if !ok {
-		return nfs.ExportIO{}, fmt.Errorf("network %q: its Ganesha bus reads no statistics", network)
+		return nil, fmt.Errorf("network %q: its Ganesha bus reads no statistics", network)
+	}
+	return st, nil
+}
+
+// ExportIO reads export id's cumulative NFS counters from the network's Ganesha
+// (for the metrics sampler, when ExportsIO fails): five DBus calls.
+func (m *Manager) ExportIO(ctx context.Context, network string, id uint64) (nfs.ExportIO, error) {
+	st, err := m.stats(network)
+	if err != nil {
+		return nfs.ExportIO{}, err
 	}
 	return st.ExportIO(ctx, id)
+}
+
+// ExportsIO reads the cumulative NFS counters of the network's exports ids in
+// 1+len(ids) DBus calls (nfs.DBus.ExportsIO; the metrics sampler's read, once per
+// network and interval). Exports Ganesha does not have are absent.
+func (m *Manager) ExportsIO(ctx context.Context, network string, ids []uint64) (map[uint64]nfs.ExportIO, error) {
+	st, err := m.stats(network)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExportsIO(ctx, ids)
 }

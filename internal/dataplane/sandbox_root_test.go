@@ -40,22 +40,8 @@ func TestSandboxSupervisesRealDaemons(t *testing.T) {
 	ctx := context.Background()
 	n := Network{Name: "bsx", Bridge: "bsx0", Prefix: netip.MustParsePrefix("10.99.213.0/24"),
 		FirstEndpoint: netip.MustParseAddr("10.99.213.10"), LastEndpoint: netip.MustParseAddr("10.99.213.127")}
-	dataDir := t.TempDir()
-	mounts := filepath.Join(dataDir, "mounts")
-	if err := ShareMounts(ctx, runner.Exec{}, mounts); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := UnshareMounts(context.Background(), runner.Exec{}, mounts); err != nil {
-			t.Error(err)
-		}
-	})
-	vol := filepath.Join(mounts, "v1")
-	os.MkdirAll(vol, 0o755)
-	if err := syscall.Mount("tmpfs", vol, "tmpfs", 0, "size=1m"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Unmount(vol, syscall.MNT_DETACH) })
+	dataDir, mounts := sharedMounts(t, ctx)
+	vol := tmpfsVolume(t, mounts, "v1", "size=1m")
 
 	run := &countRunner{}
 	m := New(Options{DataDir: dataDir, Networks: []Network{n}, Runner: run})

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/test/addc"
 )
@@ -171,26 +170,11 @@ func TestSMBInstanceRoot(t *testing.T) {
 
 	n := Network{Name: "bss", Bridge: bssBridge, Prefix: netip.MustParsePrefix("10.99.73.0/24"),
 		FirstEndpoint: netip.MustParseAddr("10.99.73.10"), LastEndpoint: netip.MustParseAddr("10.99.73.127")}
-	dataDir := t.TempDir()
-	mounts := filepath.Join(dataDir, "mounts")
-	if err := ShareMounts(ctx, runner.Exec{}, mounts); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := UnshareMounts(context.Background(), runner.Exec{}, mounts); err != nil {
-			t.Error(err)
-		}
-	})
+	dataDir, mounts := sharedMounts(t, ctx)
 	// Two volumes on tmpfs (security.* and user.* xattrs: NT ACLs, DOS attributes).
 	vols := map[string]string{}
 	for _, v := range []string{"v1", "v2"} {
-		p := filepath.Join(mounts, v)
-		os.MkdirAll(p, 0o755)
-		if err := syscall.Mount("tmpfs", p, "tmpfs", 0, "size=8m,mode=0777"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { syscall.Unmount(p, syscall.MNT_DETACH) })
-		vols[v] = p
+		vols[v] = tmpfsVolume(t, mounts, v, "size=8m,mode=0777")
 	}
 
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))

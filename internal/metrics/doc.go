@@ -4,7 +4,8 @@
 //
 // A tour:
 //   - source.go: what the sampler reads, each behind a small interface: the
-//     volumes to sample (Targets), Ganesha's per-export counters (NFSSource),
+//     volumes to sample (Targets), Ganesha's per-export counters (NFSSource,
+//     and NFSBatchSource to read a network's exports at once),
 //     space used and held by snapshots (CapacitySource), connected clients per
 //     endpoint address (ClientSource), traffic-control counters (QoSSource, not
 //     implemented yet).
@@ -30,10 +31,13 @@
 //   - clients.go: NetnsClients, connected clients per endpoint address from a
 //     sandbox's TCP tables (NFS and SMB ports; little-endian hosts).
 //
-// Ganesha's counters come from nfs.DBus.ExportIO through the data plane: per
-// export, the I/O of every NFS version and its request count (NFSv3 calls and
-// NFSv4 compounds), so metadata requests are requests that are neither reads
-// nor writes. Ganesha keeps no per-export latency of metadata requests, so there
+// Ganesha's counters come from nfs.DBus.ExportsIO through the data plane (an
+// NFSBatchSource), once per network and pass: every export's I/O of every NFS
+// version in one call (GetNFSIO) and each export's request count (NFSv3 calls
+// and NFSv4 compounds), so metadata requests are requests that are neither reads
+// nor writes. If that read fails, each volume is read on its own
+// (nfs.DBus.ExportIO, five calls). docs/metrics.md "Sampling cost" has what a
+// pass costs at 10, 100 and 1,000 volumes. Ganesha keeps no per-export latency of metadata requests, so there
 // is no metadata latency.
 //
 // Memory: a Point is 52 bytes (a uint32 time and 12 float32 values), so a

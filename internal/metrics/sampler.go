@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -181,9 +182,10 @@ func (s *Sampler) Sample(ctx context.Context) error {
 			conns[v.Network] = m // nil on error: unknown
 		}
 	}
+	batched := s.readNFSBatches(ctx, vols)
 	samples := make([]sample, len(vols))
 	for i, v := range vols {
-		samples[i] = s.read(ctx, v, now, conns)
+		samples[i] = s.read(ctx, v, now, conns, batched)
 	}
 
 	var flush []*agg
@@ -267,12 +269,45 @@ func (t *totals) add(prev, cur sample, p *Point) {
 	}
 }
 
-// read asks every source about one volume.
-func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, conns map[string]map[netip.Addr]int) sample {
+// readNFSBatches reads the exports of vols network by network when the NFS
+// source reads in batches: by network, the counters of the exports it has. A
+// network whose read failed is absent (its volumes are read one by one).
+func (s *Sampler) readNFSBatches(ctx context.Context, vols []Volume) map[string]map[uint64]nfs.ExportIO {
+	b, ok := s.opts.NFS.(NFSBatchSource)
+	if !ok {
+		return nil
+	}
+	ids := map[string][]uint64{}
+	var networks []string
+	for _, v := range vols {
+		if v.ExportID == 0 || v.Network == "" {
+			continue
+		}
+		if _, seen := ids[v.Network]; !seen {
+			networks = append(networks, v.Network)
+		}
+		ids[v.Network] = append(ids[v.Network], v.ExportID)
+	}
+	out := make(map[string]map[uint64]nfs.ExportIO, len(networks))
+	for _, n := range networks {
+		m, err := b.ExportsIO(ctx, n, ids[n])
+		if err != nil {
+			s.log.Debug("metrics nfs batch", "network", n, "err", err)
+			continue
+		}
+		out[n] = m
+	}
+	return out
+}
+
+// read asks every source about one volume; batched holds the NFS counters
+// already read by network.
+func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, conns map[string]map[netip.Addr]int, batched map[string]map[uint64]nfs.ExportIO) sample {
 	smp := sample{at: now}
 	if s.opts.NFS != nil && v.ExportID != 0 && v.Network != "" {
-		io, err := s.opts.NFS.ExportIO(ctx, v.Network, v.ExportID)
-		if err != nil {
+		if m, ok := batched[v.Network]; ok {
+			smp.nfs, smp.nfsOK = m[v.ExportID]
+		} else if io, err := s.opts.NFS.ExportIO(ctx, v.Network, v.ExportID); err != nil {
 			s.log.Debug("metrics nfs", "volume", v.Name, "err", err)
 		} else {
 			smp.nfs, smp.nfsOK = io, true

@@ -39,6 +39,16 @@ type NFSSource interface {
 	ExportIO(ctx context.Context, network string, exportID uint64) (nfs.ExportIO, error)
 }
 
+// NFSBatchSource reads many exports' counters of one network at once
+// (dataplane.Manager: one DBus call for every export's I/O, then one per export
+// for its request count, instead of five per export). When the NFSSource has
+// it, the sampler makes one such read per network and interval; an export
+// missing from the answer is unknown for the interval, and a read that fails
+// falls back to ExportIO per volume (a Ganesha without the batched call).
+type NFSBatchSource interface {
+	ExportsIO(ctx context.Context, network string, exportIDs []uint64) (map[uint64]nfs.ExportIO, error)
+}
+
 // CapacitySource reads a volume's space use now (the storage backend): bytes
 // used by its data and snapshots, and the bytes only its snapshots hold.
 type CapacitySource interface {

@@ -1,7 +1,7 @@
 // Package nfs is the NFS-Ganesha driver: it renders the daemon's configuration and
 // one EXPORT block per volume, and adds, updates and removes exports at run time over
-// Ganesha's DBus interface (DATAPLANE.md §1), and reads each export's statistics
-// (ExportIO, DATAPLANE.md §2). It knows nothing of Basin's model: the
+// Ganesha's DBus interface (DATAPLANE.md §1), and reads the exports' statistics
+// (stats.go: ExportIO per export, ExportsIO for many at once; DATAPLANE.md §2). It knows nothing of Basin's model: the
 // controller translates a volume and its export policy into an Export.
 //
 // Imported by the dataplane and controller packages.
@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -410,20 +409,9 @@ func parseShowExports(body []any) ([]ExportInfo, error) {
 	if len(body) < 2 {
 		return nil, fmt.Errorf("show exports: reply %v", body)
 	}
-	var rows [][]any
-	switch v := body[1].(type) {
-	case [][]any:
-		rows = v
-	case []any:
-		for _, r := range v {
-			row, ok := r.([]any)
-			if !ok {
-				return nil, fmt.Errorf("show exports: unexpected entry %v", r)
-			}
-			rows = append(rows, row)
-		}
-	default:
-		return nil, fmt.Errorf("show exports: unexpected list %T", body[1])
+	rows, err := structs(body[1])
+	if err != nil {
+		return nil, fmt.Errorf("show exports: %w", err)
 	}
 	out := make([]ExportInfo, 0, len(rows))
 	for _, row := range rows {
@@ -442,203 +430,25 @@ func parseShowExports(body []any) ([]ExportInfo, error) {
 	return out, nil
 }
 
-// IOStats is one direction of an export's NFS I/O as Ganesha counted it.
-type IOStats struct {
-	RequestedBytes   uint64
-	TransferredBytes uint64
-	Ops              uint64
-	Errors           uint64
-	LatencyNs        uint64 // summed over Ops
-}
-
-// ExportIO is an export's cumulative NFS counters, summed over NFSv3, v4.0, v4.1
-// and v4.2, since Since.
-type ExportIO struct {
-	Read, Write IOStats
-	// Ops counts every request on the export: NFSv3 calls and NFSv4 compounds, of
-	// which Read.Ops and Write.Ops are the reads and writes; the rest are metadata
-	// (lookups, attributes, directory listings, creates, removes, commits).
-	Ops uint64
-	// Since is when Ganesha's counters started (its statistics timestamp): a
-	// restart or a reset of its statistics changes it. Removing and adding an
-	// export back resets that export's counters without changing it.
-	Since time.Time
-}
-
-// NFSv3IO returns export id's NFSv3 read and write counters since Ganesha started.
-func (d *DBus) NFSv3IO(ctx context.Context, id uint64) (read, write IOStats, err error) {
-	r, err := d.versionIO(ctx, id, "GetNFSv3IO")
-	return r.read, r.write, err
-}
-
-// statsIface is Ganesha's per-export statistics interface.
-const statsIface = "org.ganesha.nfsd.exportstats"
-
-// versionIOMethods are the per-version I/O calls ExportIO sums.
-var versionIOMethods = []string{"GetNFSv3IO", "GetNFSv40IO", "GetNFSv41IO", "GetNFSv42IO"}
-
-// ExportIO returns export id's counters summed over every NFS version, in five
-// calls: the I/O of NFSv3, v4.0, v4.1 and v4.2, and GetTotalOPS for the request
-// count (DATAPLANE.md §2). Statistics are on unless Ganesha's configuration turns
-// them off (Enable_NFS_Stats, which RenderConfig sets).
-func (d *DBus) ExportIO(ctx context.Context, id uint64) (ExportIO, error) {
-	var out ExportIO
-	for _, m := range versionIOMethods {
-		r, err := d.versionIO(ctx, id, m)
-		if err != nil {
-			return ExportIO{}, err
+// structs reads an array of structs as godbus decodes it into an interface:
+// [][]any, or []any of []any.
+func structs(v any) ([][]any, error) {
+	switch v := v.(type) {
+	case [][]any:
+		return v, nil
+	case []any:
+		rows := make([][]any, 0, len(v))
+		for _, r := range v {
+			row, ok := r.([]any)
+			if !ok {
+				return nil, fmt.Errorf("unexpected entry %v", r)
+			}
+			rows = append(rows, row)
 		}
-		out.Read = addIO(out.Read, r.read)
-		out.Write = addIO(out.Write, r.write)
+		return rows, nil
+	default:
+		return nil, fmt.Errorf("unexpected list %T", v)
 	}
-	id16, err := exportID(id)
-	if err != nil {
-		return ExportIO{}, err
-	}
-	call, err := d.callIface(ctx, statsIface, "GetTotalOPS", id16)
-	if err != nil {
-		return ExportIO{}, fmt.Errorf("export %d stats: %w", id, err)
-	}
-	out.Ops, out.Since, err = parseTotalOps(call.Body)
-	if err != nil {
-		return ExportIO{}, fmt.Errorf("export %d stats: %w", id, err)
-	}
-	return out, nil
-}
-
-func addIO(a, b IOStats) IOStats {
-	return IOStats{RequestedBytes: a.RequestedBytes + b.RequestedBytes, TransferredBytes: a.TransferredBytes + b.TransferredBytes,
-		Ops: a.Ops + b.Ops, Errors: a.Errors + b.Errors, LatencyNs: a.LatencyNs + b.LatencyNs}
-}
-
-// versionReply is one GetNFSv*IO answer.
-type versionReply struct {
-	read, write IOStats
-	since       time.Time // zero if the export had no activity in that version
-}
-
-func (d *DBus) versionIO(ctx context.Context, id uint64, method string) (versionReply, error) {
-	id16, err := exportID(id)
-	if err != nil {
-		return versionReply{}, err
-	}
-	call, err := d.callIface(ctx, statsIface, method, id16)
-	if err != nil {
-		return versionReply{}, fmt.Errorf("export %d stats: %w", id, err)
-	}
-	r, err := parseVersionIO(call.Body)
-	if err != nil {
-		return versionReply{}, fmt.Errorf("export %d stats: %s: %w", id, method, err)
-	}
-	return r, nil
-}
-
-// parseVersionIO reads a GetNFSv*IO reply: (b ok, s message, (tt) timestamp,
-// (tttttt) read, (tttttt) write), each (tttttt) being requested and transferred
-// bytes, requests, errors, summed latency in ns and an unused queue wait. An
-// export nobody used in that version answers (false, "… does not have any …
-// activity"): zero counters.
-func parseVersionIO(body []any) (versionReply, error) {
-	var r versionReply
-	ok, msg, err := parseStatus(body)
-	if err != nil {
-		return r, err
-	}
-	if !ok {
-		if strings.Contains(msg, "not have any") {
-			return r, nil
-		}
-		return r, errors.New(msg)
-	}
-	if len(body) < 5 {
-		return r, fmt.Errorf("reply %v", body)
-	}
-	if r.since, err = parseTimestamp(body[2]); err != nil {
-		return r, err
-	}
-	if r.read, err = parseIOStats(body[3]); err != nil {
-		return r, err
-	}
-	r.write, err = parseIOStats(body[4])
-	return r, err
-}
-
-func parseIOStats(v any) (IOStats, error) {
-	f, ok := v.([]any)
-	if !ok || len(f) < 5 {
-		return IOStats{}, fmt.Errorf("unexpected field %v", v)
-	}
-	var n [5]uint64
-	for i := range n {
-		if n[i], ok = f[i].(uint64); !ok {
-			return IOStats{}, fmt.Errorf("unexpected field %v", v)
-		}
-	}
-	return IOStats{n[0], n[1], n[2], n[3], n[4]}, nil
-}
-
-// parseTimestamp reads a (tt) timestamp: seconds and nanoseconds.
-func parseTimestamp(v any) (time.Time, error) {
-	f, ok := v.([]any)
-	if !ok || len(f) != 2 {
-		return time.Time{}, fmt.Errorf("unexpected timestamp %v", v)
-	}
-	sec, ok1 := f[0].(uint64)
-	nsec, ok2 := f[1].(uint64)
-	if !ok1 || !ok2 || sec > 1<<40 || nsec >= 1e9 {
-		return time.Time{}, fmt.Errorf("unexpected timestamp %v", v)
-	}
-	return time.Unix(int64(sec), int64(nsec)).UTC(), nil
-}
-
-// parseStatus reads the (b ok, s message) every statistics reply starts with.
-func parseStatus(body []any) (ok bool, msg string, err error) {
-	if len(body) < 2 {
-		return false, "", fmt.Errorf("reply %v", body)
-	}
-	ok, okB := body[0].(bool)
-	msg, okS := body[1].(string)
-	if !okB || !okS {
-		return false, "", fmt.Errorf("reply %v", body)
-	}
-	return ok, msg, nil
-}
-
-// parseTotalOps reads a GetTotalOPS reply: (b ok, s message, (tt) timestamp,
-// (stst…) a request count per version, "NFSv3" its calls, "NFSv40" and the
-// others their compounds). It sums the versions' counts; an export Ganesha does
-// not know answers (false, …): an error.
-func parseTotalOps(body []any) (uint64, time.Time, error) {
-	ok, msg, err := parseStatus(body)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	if !ok {
-		return 0, time.Time{}, errors.New(msg)
-	}
-	if len(body) < 4 {
-		return 0, time.Time{}, fmt.Errorf("reply %v", body)
-	}
-	since, err := parseTimestamp(body[2])
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	f, ok := body[3].([]any)
-	if !ok || len(f)%2 != 0 {
-		return 0, time.Time{}, fmt.Errorf("unexpected counts %v", body[3])
-	}
-	var total uint64
-	for i := 0; i < len(f); i += 2 {
-		name, ok1 := f[i].(string)
-		n, ok2 := f[i+1].(uint64)
-		if !ok1 || !ok2 {
-			return 0, time.Time{}, fmt.Errorf("unexpected counts %v", body[3])
-		}
-		if strings.HasPrefix(name, "NFSv") {
-			total += n
-		}
-	}
-	return total, since, nil
 }
 
 func isNotFound(err error) bool {

@@ -6,10 +6,11 @@
 //     1 GiB, side by side in the same run, plus the bare `btrfs subvolume snapshot`
 //     under Basin for reference.
 //
-// Its other sections (flags -nfs, -smb, -calibrate, -qos, -scale) measure the data
-// path: NFS and SMB volumes against bare servers sharing the same directories
-// (the SMB section with a real AD DC, at three protection levels), basin bench
-// against fio, service levels, and scale.
+// Its other sections (flags -nfs, -smb, -calibrate, -qos, -metrics, -scale)
+// measure the data path: NFS and SMB volumes against bare servers sharing the
+// same directories (the SMB section with a real AD DC, at three protection
+// levels), basin bench against fio, service levels, what sampling metrics costs,
+// and scale.
 //
 // Each figure is the median of several rounds, each round the median of many
 // operations. Results go to a JSON file and replace the generated sections of
@@ -55,6 +56,7 @@ type result struct {
 	Calibration  []calJob             `json:"calibration,omitempty"`
 	Scale        *scaleResult         `json:"scale,omitempty"`
 	QoS          *qosResult           `json:"qos,omitempty"`
+	Metrics      *metricsResult       `json:"metrics,omitempty"`
 }
 
 func main() {
@@ -78,6 +80,8 @@ func main() {
 	scaleSnaps := flag.Int("scale-snapshots", 255, "snapshots the scale section takes of one volume")
 	scaleLog := flag.String("scale-log-level", "warn", "the scale server's --log-level (debug logs each operation's steps and their durations)")
 	withQoS := flag.Bool("qos", true, "also measure service levels on two servers of their own: achieved / limit at three limits, and the data path with QoS on vs off")
+	withMetrics := flag.Bool("metrics", true, "also measure what a metrics sampling pass costs (sampler, Ganesha, dbus-daemon) at 10, 100 and 1,000 exports, export by export and batched")
+	metricsPasses := flag.Int("metrics-passes", 20, "measured sampling passes per number of volumes and mode")
 	withCP := flag.Bool("controlplane", true, "measure volume and snapshot create latencies (false: skip them, to run other sections alone)")
 	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement)")
 	flag.Parse()
@@ -139,6 +143,12 @@ func main() {
 		runCleanups()
 		q := runQoS(ctx, *basin, *rounds, *nfsSecs)
 		rep.QoS = &q
+	}
+	if *withMetrics {
+		// A sandbox of its own, with the servers before it gone.
+		runCleanups()
+		mr := runMetrics([]int{10, 100, 1000}, *metricsPasses)
+		rep.Metrics = &mr
 	}
 	if *withScale {
 		// The first server and its volumes go first: the scale server's thousand
@@ -404,6 +414,11 @@ func updateDoc(path string, r result) error {
 	}
 	if r.QoS != nil {
 		if doc, err = replaceSection(doc, "qosbench", r.QoS.markdown(r.Date)); err != nil {
+			return err
+		}
+	}
+	if r.Metrics != nil {
+		if doc, err = replaceSection(doc, "metricsbench", r.Metrics.markdown()); err != nil {
 			return err
 		}
 	}

@@ -2,12 +2,15 @@ package dataplane
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +35,40 @@ type SMBMembership struct {
 	// Local are the policy's grants on the server (BUILTIN groups, privileges),
 	// applied whenever the instance starts and changed live.
 	Local smb.LocalGroups `json:"local,omitzero"`
+	// DCs are the domain controllers found for Site through DNS (Site's own, or
+	// the domain's when the site has none), by host name: the instance talks to
+	// these only (smb.GlobalOptions.DCs). Found at the join and whenever DNS,
+	// Site or Realm change; kept in the record, so a restart needs no DNS. Set by
+	// the data plane: callers leave it empty.
+	DCs []string `json:"dcs,omitempty"`
+}
+
+// sameDiscovery reports whether a and b find their DCs the same way.
+func sameDiscovery(a, b SMBMembership) bool {
+	return strings.EqualFold(a.Realm, b.Realm) && a.Site == b.Site && slices.Equal(a.DNS, b.DNS)
+}
+
+// discoverDCs finds mb's domain controllers from inside the sandbox's network
+// (where the DNS servers and DCs are reached from): the site's, or the domain's
+// when the site has none (smb.Discover). A failure is a *smb.JoinError.
+func (m *Manager) discoverDCs(ctx context.Context, sb *sandbox, mb SMBMembership) ([]string, error) {
+	servers := make([]string, len(mb.DNS))
+	for i, a := range mb.DNS {
+		servers[i] = a.String()
+	}
+	var dcs []smb.DC
+	err := inNetns(sb.ns, func() (err error) {
+		dcs, err = smb.Discover(ctx, servers, mb.Realm, mb.Site)
+		return err
+	})
+	if err != nil {
+		return nil, &smb.JoinError{Kind: smb.ErrDCUnreachable, Reason: smb.ErrDCUnreachable.Error(), Detail: err.Error()}
+	}
+	hosts := make([]string, 0, len(dcs))
+	for _, dc := range dcs {
+		hosts = append(hosts, dc.Host)
+	}
+	return slices.Compact(hosts), nil
 }
 
 // SMBCredentials are an AD user's, for joining and leaving. They are never
@@ -200,6 +237,11 @@ func (m *Manager) startInstances(ctx context.Context, sb *sandbox) {
 		if !e.IsDir() {
 			continue
 		}
+		if strings.HasPrefix(e.Name(), "v") {
+			// A ValidateDomain's namespace left by a crash.
+			os.RemoveAll(filepath.Join(sb.dir, "smb", e.Name()))
+			continue
+		}
 		rec, ok, err := readMembership(filepath.Join(sb.dir, "smb", e.Name(), "membership.json"))
 		if err != nil || !ok {
 			if err != nil {
@@ -216,11 +258,86 @@ func (m *Manager) startInstances(ctx context.Context, sb *sandbox) {
 	}
 }
 
+// ValidateDomain checks, from network's sandbox, what joining mb as cred needs,
+// without joining or writing anything to the domain: DCs found through the AD
+// connection's DNS servers for its site (or domain-wide), one of them answering a
+// CLDAP ping, the credentials binding, the container for the computer existing
+// and (for an OU) the user allowed to create computers in it. mb.MachineName may
+// be empty. Failures are *smb.JoinError in plain words. It runs in a throwaway
+// instance namespace (the connection's resolver and Kerberos configuration),
+// removed before it returns.
+func (m *Manager) ValidateDomain(ctx context.Context, network string, mb SMBMembership, cred SMBCredentials) (err error) {
+	if mb.AD == "" || len(mb.DNS) == 0 {
+		return fmt.Errorf("smb membership: the AD connection's name and DNS servers are required")
+	}
+	if cred.zero() {
+		return &smb.JoinError{Kind: smb.ErrBadCredentials, Reason: "checking the domain needs the AD user's name and password"}
+	}
+	sb, err := m.sandboxFor(ctx, network)
+	if err != nil {
+		return err
+	}
+	// The domain is reached from the sandbox's own address, as a join would.
+	if err := sb.addAddr(ctx, sb.net.serviceAddr()); err != nil {
+		return err
+	}
+	if mb.DCs, err = m.discoverDCs(ctx, sb, mb); err != nil {
+		return err
+	}
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	id := "v" + hex.EncodeToString(rnd[:])
+	dir := m.instanceDir(network, id)
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	defer sb.dropInstance(id)
+	in := &smbInstance{id: id, ad: mb.AD, dir: dir, sb: sb}
+	if mb.MachineName == "" {
+		mb.MachineName = "BASIN-CHECK"
+	}
+	if err := in.prepareDirs(mb, nil); err != nil {
+		return err
+	}
+	conf, err := smb.RenderDiscovery(mb.Realm, dir)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "discovery.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	if in, err = sb.instance(id, mb.AD); err != nil {
+		return err
+	}
+	args, err := smb.WorkgroupArgs(filepath.Join(dir, "discovery.conf"), mb.DCs[0])
+	if err != nil {
+		return err
+	}
+	out, err := in.run(ctx, nil, args...)
+	if _, perr := smb.ParseWorkgroup(out); err != nil || perr != nil {
+		if jerr := smb.ClassifyJoinError(out); jerr != nil && !errors.Is(jerr, smb.ErrJoinFailed) {
+			return jerr
+		}
+		return &smb.JoinError{Kind: smb.ErrDCUnreachable, Reason: "the domain controller " + mb.DCs[0] + " did not answer", Detail: firstLine(out)}
+	}
+	dn, err := smb.ContainerDN(mb.OUPath, mb.Realm)
+	if err != nil {
+		return err
+	}
+	if args, err = smb.DirectoryCheckArgs(filepath.Join(dir, "discovery.conf"), cred.Username, mb.DCs[0], dn); err != nil {
+		return err
+	}
+	out, _ = in.run(ctx, cred.Password, args...)
+	return smb.CheckDirectory(out, dn, mb.OUPath != "")
+}
+
 // JoinDomain makes (network, mb.AD) a joined, running instance: discovery,
 // config, `net ads join` as cred (password on the pipe), enctypes when AESOnly,
 // daemons started and answering. Idempotent: an instance already joined as
 // mb.MachineName to mb.Realm (testjoin passes) only re-renders its config and
-// (re)starts daemons, without credentials being needed (cred may be zero then). A
+// (re)starts daemons, without credentials being needed (cred may be zero then);
+// if it is running and mb changed (the policy was updated), the running daemons
+// take the change (reconfigure; an aesEncryption change needs cred). A
 // failed join leaves no state behind (no instance dir, no daemons; and if the
 // computer object was created but a later step failed: leave). Errors from the
 // domain are *smb.JoinError (plain words).
@@ -250,6 +367,13 @@ func (m *Manager) JoinDomain(ctx context.Context, network string, mb SMBMembersh
 		if mb.Workgroup == "" {
 			mb.Workgroup = rec.Workgroup
 		}
+		mb.DCs = rec.DCs
+		if !sameDiscovery(rec, mb) {
+			// New DNS servers, site or realm: find the DCs again.
+			if mb.DCs, err = m.discoverDCs(ctx, sb, mb); err != nil {
+				return err
+			}
+		}
 		if err := writeJSON(filepath.Join(dir, "membership.json"), mb); err != nil {
 			return err
 		}
@@ -264,7 +388,11 @@ func (m *Manager) JoinDomain(ctx context.Context, network string, mb SMBMembersh
 			// Already serving under this join (a rebuilt sandbox brings its
 			// instances up by itself): no call to the domain, so neither a
 			// restart of Basin nor a resync waits on a DC that cannot be reached.
-			return nil
+			// A changed policy is applied to the running daemons.
+			if reflect.DeepEqual(rec, mb) {
+				return nil
+			}
+			return m.reconfigure(ctx, in, rec, mb, cred)
 		}
 		args, err := smb.CheckJoinArgs(in.conf())
 		if err != nil {
@@ -334,6 +462,9 @@ func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMember
 	if in, err = sb.instance(id, mb.AD); err != nil {
 		return err
 	}
+	if mb.DCs, err = m.discoverDCs(ctx, sb, mb); err != nil {
+		return err
+	}
 	if mb.Workgroup == "" {
 		disc, err := smb.RenderDiscovery(mb.Realm, dir)
 		if err != nil {
@@ -342,7 +473,7 @@ func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMember
 		if err := writeFileAtomic(filepath.Join(dir, "discovery.conf"), []byte(disc), 0o644); err != nil {
 			return err
 		}
-		args, err := smb.WorkgroupArgs(filepath.Join(dir, "discovery.conf"), "")
+		args, err := smb.WorkgroupArgs(filepath.Join(dir, "discovery.conf"), mb.DCs[0])
 		if err != nil {
 			return err
 		}
@@ -363,7 +494,7 @@ func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMember
 	if err := in.renderConf(mb, nil); err != nil {
 		return err
 	}
-	args, err := smb.JoinArgs(smb.JoinOptions{Conf: in.conf(), Username: cred.Username, OUPath: mb.OUPath})
+	args, err := smb.JoinArgs(smb.JoinOptions{Conf: in.conf(), Username: cred.Username, OUPath: mb.OUPath, Server: mb.DCs[0]})
 	if err != nil {
 		return err
 	}
@@ -393,6 +524,41 @@ func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMember
 	if _, err := m.bringUp(ctx, sb, id, mb); err != nil {
 		return err
 	}
+	return nil
+}
+
+// reconfigure makes a running instance take its changed membership (new is
+// already written and rendered): the machine account's Kerberos encryption types
+// when AESOnly changed (as cred), Samba's cached DC choice dropped when the DCs
+// changed, and smbd and winbindd told to read their configuration again. Local
+// groups were applied by bringUp.
+func (m *Manager) reconfigure(ctx context.Context, in *smbInstance, old, new SMBMembership, cred SMBCredentials) error {
+	if old.AESOnly != new.AESOnly {
+		if cred.zero() {
+			return &smb.JoinError{Kind: smb.ErrBadCredentials, Reason: "changing aesEncryption needs the AD user's name and password"}
+		}
+		args, err := smb.EnctypesArgs(in.conf(), cred.Username, new.MachineName, new.AESOnly)
+		if err != nil {
+			return err
+		}
+		if out, err := in.run(ctx, cred.Password, args...); err != nil {
+			if jerr := smb.ClassifyJoinError(out); jerr != nil {
+				return jerr
+			}
+			return fmt.Errorf("net ads enctypes: %w", err)
+		}
+	}
+	if !slices.Equal(old.DCs, new.DCs) {
+		if out, err := in.run(ctx, nil, smb.NetBinary, "cache", "flush", "-s", in.conf()); err != nil {
+			return fmt.Errorf("net cache flush: %w: %s", err, firstLine(out))
+		}
+	}
+	for _, d := range []string{"smbd", "winbindd"} {
+		if out, err := in.run(ctx, nil, "smbcontrol", "-s", in.conf(), d, "reload-config"); err != nil {
+			return fmt.Errorf("smbcontrol %s reload-config: %w: %s", d, err, firstLine(out))
+		}
+	}
+	in.log.Info("samba instance reconfigured", "machine", new.MachineName, "dcs", new.DCs)
 	return nil
 }
 

@@ -31,23 +31,9 @@ const (
 // bssNetwork makes the test's bridge and the client namespace, removed at cleanup.
 func bssNetwork(t *testing.T) {
 	t.Helper()
-	run := func(argv ...string) {
-		t.Helper()
-		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v %s", argv, err, out)
-		}
-	}
+	run := rootBridge(t, bssBridge, "10.99.73.1/24")
 	exec.Command("ip", "netns", "del", bssCli).Run()    //nolint:errcheck // a leftover of a killed run
 	exec.Command("ip", "link", "del", "vbss-cli").Run() //nolint:errcheck
-	exec.Command("ip", "link", "del", bssBridge).Run()  //nolint:errcheck
-	run("ip", "link", "add", bssBridge, "type", "bridge")
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "link", "del", bssBridge).CombinedOutput(); err != nil {
-			t.Errorf("delete bridge: %v %s", err, out)
-		}
-	})
-	run("ip", "addr", "add", "10.99.73.1/24", "dev", bssBridge)
-	run("ip", "link", "set", bssBridge, "up")
 	run("ip", "netns", "add", bssCli)
 	t.Cleanup(func() {
 		for _, pid := range addc.PidsInNetns("/run/netns/" + bssCli) {
@@ -63,6 +49,28 @@ func bssNetwork(t *testing.T) {
 	run("ip", "-n", bssCli, "addr", "add", bssCliIP+"/24", "dev", "eth0")
 	run("ip", "-n", bssCli, "link", "set", "eth0", "up")
 	run("ip", "-n", bssCli, "link", "set", "lo", "up")
+}
+
+// rootBridge makes bridge with the host's address hostCIDR, removed at cleanup,
+// and returns a runner that fails the test on a command's error.
+func rootBridge(t *testing.T, bridge, hostCIDR string) func(argv ...string) {
+	t.Helper()
+	run := func(argv ...string) {
+		t.Helper()
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	exec.Command("ip", "link", "del", bridge).Run() //nolint:errcheck // a leftover of a killed run
+	run("ip", "link", "add", bridge, "type", "bridge")
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
+			t.Errorf("delete bridge: %v %s", err, out)
+		}
+	})
+	run("ip", "addr", "add", hostCIDR, "dev", bridge)
+	run("ip", "link", "set", bridge, "up")
+	return run
 }
 
 // smbClient runs smbclient in the client namespace as user (password on

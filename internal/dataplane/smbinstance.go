@@ -113,7 +113,7 @@ func (in *smbInstance) addrsFile() string      { return filepath.Join(in.dir, "a
 // globalOptions is what the instance's smb.conf is rendered from.
 func (in *smbInstance) globalOptions(mb SMBMembership, addrs []netip.Addr) smb.GlobalOptions {
 	return smb.GlobalOptions{Realm: mb.Realm, Workgroup: mb.Workgroup, MachineName: mb.MachineName, StateDir: in.dir,
-		Addresses: addrs, Loopback: smbLoopback(in.id), AESOnly: mb.AESOnly, LDAPSigning: mb.LDAPSigning}
+		Addresses: addrs, Loopback: smbLoopback(in.id), AESOnly: mb.AESOnly, LDAPSigning: mb.LDAPSigning, DCs: mb.DCs}
 }
 
 // environ is every instance process's environment besides Basin's own.
@@ -221,8 +221,8 @@ func instanceEtc(mb SMBMembership, addrs []netip.Addr, loopback netip.Addr) map[
 	}
 }
 
-// renderKrb5 is the instance's krb5.conf: the realm, KDCs found through DNS
-// unless the AD connection names one.
+// renderKrb5 is the instance's krb5.conf: the realm, and its KDCs: the one the
+// AD connection names, else the DCs discovery found for its site, else DNS.
 func renderKrb5(mb SMBMembership) string {
 	realm := strings.ToUpper(mb.Realm)
 	var b strings.Builder
@@ -232,13 +232,22 @@ func renderKrb5(mb SMBMembership) string {
 		b.WriteString("\tdefault_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n")
 		b.WriteString("\tpermitted_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n")
 	}
-	if mb.KDC.IsValid() {
+	switch {
+	case mb.KDC.IsValid():
 		kdc := mb.KDC.String()
 		if mb.KDCHostname != "" {
 			kdc = strings.ToLower(mb.KDCHostname)
 		}
 		fmt.Fprintf(&b, "\tdns_lookup_kdc = false\n[realms]\n\t%s = {\n\t\tkdc = %s\n\t\tadmin_server = %s\n\t}\n", realm, kdc, kdc)
-	} else {
+	case len(mb.DCs) > 0:
+		// The site's DCs (or the domain's, when the site has none) are its KDCs:
+		// MIT Kerberos knows nothing of AD sites.
+		fmt.Fprintf(&b, "\tdns_lookup_kdc = false\n[realms]\n\t%s = {\n", realm)
+		for _, dc := range mb.DCs {
+			fmt.Fprintf(&b, "\t\tkdc = %s\n", dc)
+		}
+		fmt.Fprintf(&b, "\t\tadmin_server = %s\n\t}\n", mb.DCs[0])
+	default:
 		b.WriteString("\tdns_lookup_kdc = true\n")
 	}
 	return b.String()
@@ -581,35 +590,42 @@ func parseConfList(out string) map[string]map[string]string {
 }
 
 // dialInNetns connects from inside the named network namespace.
-func dialInNetns(ctx context.Context, nsName, network, address string) (net.Conn, error) {
+func dialInNetns(ctx context.Context, nsName, network, address string) (c net.Conn, err error) {
+	err = inNetns(nsName, func() error {
+		d := net.Dialer{Timeout: 2 * time.Second}
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}
+
+// inNetns runs fn on a thread inside the named network namespace: sockets fn
+// opens (on its own goroutine, without handing work to others) belong to it.
+func inNetns(nsName string, fn func() error) error {
 	target, err := netns.GetFromName(nsName)
 	if err != nil {
-		return nil, fmt.Errorf("netns %s: %w", nsName, err)
+		return fmt.Errorf("netns %s: %w", nsName, err)
 	}
 	defer target.Close()
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
 		runtime.UnlockOSThread()
-		return nil, err
+		return err
 	}
 	defer orig.Close()
 	if err := netns.Set(target); err != nil {
 		runtime.UnlockOSThread()
-		return nil, err
+		return err
 	}
-	d := net.Dialer{Timeout: 2 * time.Second}
-	c, err := d.DialContext(ctx, network, address)
+	ferr := fn()
 	if serr := netns.Set(orig); serr != nil {
 		// This thread stays in the wrong namespace: keep it locked so it dies
 		// with the goroutine.
-		if c != nil {
-			c.Close()
-		}
-		return nil, fmt.Errorf("restore netns: %w", serr)
+		return errors.Join(ferr, fmt.Errorf("restore netns: %w", serr))
 	}
 	runtime.UnlockOSThread()
-	return c, err
+	return ferr
 }
 
 func (in *smbInstance) localGroupsFile() string { return filepath.Join(in.dir, "localgroups.json") }

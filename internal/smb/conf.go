@@ -56,6 +56,11 @@ type GlobalOptions struct {
 	LDAPSigning bool
 	// LogLevel is Samba's `log level` (0-10); 0 renders 1.
 	LogLevel int
+	// DCs are the domain controllers the instance talks to (`password server`),
+	// as Discover found them for the connection's site (or domain-wide when the
+	// site has none); empty lets Samba find DCs through DNS itself, which is
+	// site-aware only by the subnet its CLDAP ping reports.
+	DCs []string
 }
 
 // Dirs are the directories a GlobalOptions' smb.conf names; the sandbox creates
@@ -132,6 +137,11 @@ func (o GlobalOptions) Validate() error {
 	if o.LogLevel < 0 || o.LogLevel > 10 {
 		return invalid("logLevel", "must be 0-10")
 	}
+	for _, dc := range o.DCs {
+		if err := validateServer(dc); err != nil {
+			return invalid("dcs", "%q is not a host name or address", dc)
+		}
+	}
 	return nil
 }
 
@@ -159,6 +169,7 @@ func validateDir(field, p string) error {
 //   - `rpc start on demand helpers = no`: samba-dcerpcd runs under the supervisor
 //     (pitfall 6);
 //   - `kerberos method = secrets and keytab` (see Keytab and Environ);
+//   - `password server`: the DCs of the connection's site (DCs), when known;
 //   - idmap rid for the domain with fixed ranges (pitfall 13);
 //   - `server multi channel support = yes` (the 4.17 default, pinned);
 //   - `wide links = no` and `allow insecure wide links = no` (Samba's defaults,
@@ -227,6 +238,9 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	p("kerberos method", "secrets and keytab")
 	p("kerberos encryption types", encTypes)
 	p("client ldap sasl wrapping", "seal")
+	if len(o.DCs) > 0 {
+		p("password server", strings.Join(o.DCs, " "))
+	}
 	p("winbind refresh tickets", "yes")
 	p("winbind use default domain", "no")
 	p("allow trusted domains", "no")

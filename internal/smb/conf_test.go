@@ -15,7 +15,7 @@ func testGlobal() GlobalOptions {
 		Realm: "basin.test", Workgroup: "basin", MachineName: "BASIN-3F2A",
 		StateDir:  "/var/lib/basin/sandboxes/default/smb",
 		Addresses: []netip.Addr{netip.MustParseAddr("10.99.72.21"), netip.MustParseAddr("10.99.72.22")},
-		AESOnly:   true, LDAPSigning: true,
+		AESOnly:   true, LDAPSigning: true, DCs: []string{"dc2.basin.test", "dc1.basin.test"},
 	}
 }
 
@@ -27,7 +27,7 @@ func TestRenderGlobalGolden(t *testing.T) {
 	golden(t, "global.conf", s)
 
 	o := testGlobal()
-	o.AESOnly, o.LDAPSigning, o.Addresses, o.LogLevel = false, false, nil, 3
+	o.AESOnly, o.LDAPSigning, o.Addresses, o.LogLevel, o.DCs = false, false, nil, 3, nil
 	s, err = RenderGlobal(o)
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +55,7 @@ func TestRenderGlobalSettings(t *testing.T) {
 		"\tidmap config * : range = 3000-7999\n", "\tserver multi channel support = yes\n",
 		"\tkerberos method = secrets and keytab\n", "\tkerberos encryption types = strong\n",
 		"\tclient ldap sasl wrapping = seal\n", "\trpc start on demand helpers = no\n",
+		"\tpassword server = dc2.basin.test dc1.basin.test\n",
 		"\twinbindd socket directory = /run/samba/winbindd\n",
 		"\tprivate dir = /var/lib/basin/sandboxes/default/smb/private\n",
 		"\tlog file = /var/lib/basin/sandboxes/default/smb/log/log.%m\n",
@@ -101,6 +102,9 @@ func TestGlobalHostileValues(t *testing.T) {
 		{"address unspecified", "addresses", func(o *GlobalOptions) { o.Addresses = []netip.Addr{netip.IPv4Unspecified()} }},
 		{"address zero value", "addresses", func(o *GlobalOptions) { o.Addresses = []netip.Addr{{}} }},
 		{"log level", "logLevel", func(o *GlobalOptions) { o.LogLevel = 11 }},
+		{"dc newline", "dcs", func(o *GlobalOptions) { o.DCs = []string{"dc1.basin.test\n[evil]"} }},
+		{"dc option", "dcs", func(o *GlobalOptions) { o.DCs = []string{"-x"} }},
+		{"dc blank", "dcs", func(o *GlobalOptions) { o.DCs = []string{"dc1 dc2"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testGlobal()

@@ -215,3 +215,22 @@ func (s *Server) deletePool(rq *request, p parent, id string) {
 	op, err := s.intents().DeletePool(rq.ctx, s.st, intent.PoolDelete{Project: p.project, Location: p.location, ID: id})
 	s.answerOperation(rq, op, err)
 }
+
+// validateDirectoryService checks the pool's Active Directory policy against its
+// domain (an operation that completes with Empty or the domain's reason).
+// directoryServiceType may be left out; Active Directory is the only kind.
+func (s *Server) validateDirectoryService(rq *request, p parent, id string) {
+	var body apiv1.ValidateDirectoryServiceRequest
+	if _, err := s.readBody(rq, &body); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	switch body.DirectoryServiceType {
+	case apiv1.DirectoryServiceType(0), apiv1.DirectoryServiceType(1):
+	default:
+		s.writeError(rq, model.Invalid("directoryServiceType", "must be ACTIVE_DIRECTORY, the only directory service Basin supports"))
+		return
+	}
+	op, err := s.intents().ValidateDirectory(rq.ctx, s.st, p.project, p.location, id)
+	s.answerOperation(rq, op, err)
+}

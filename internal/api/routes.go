@@ -107,7 +107,8 @@ var apiRoutes = []Route{
 	// Basin-only: the pool's volumes' metrics combined (internal/metrics).
 	{Method: http.MethodGet, Pattern: patPool + "/metrics", Perm: iam.PermMetricsGet,
 		Handle: func(s *Server, rq *request, v pathVars) { s.getPoolMetrics(rq, v.parent(), v["storagePool"]) }},
-	{Method: anyMethod, Pattern: patPool + ":validateDirectoryService", Perm: np("storagePools", "validateDirectoryService"), Handle: unimplementedRoute},
+	{Method: http.MethodPost, Pattern: patPool + ":validateDirectoryService", Perm: np("storagePools", "validateDirectoryService"),
+		Handle: func(s *Server, rq *request, v pathVars) { s.validateDirectoryService(rq, v.parent(), v["storagePool"]) }},
 	{Method: anyMethod, Pattern: patPool + ":restoreVolume", Public: notBuilt, Handle: unimplementedRoute},
 	{Method: anyMethod, Pattern: patPool + ":updateBackupConfig", Public: notBuilt, Handle: unimplementedRoute},
 	{Method: anyMethod, Pattern: patPool + "/backupConfigs/**", Public: notBuilt, Handle: unimplementedRoute},

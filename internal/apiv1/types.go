@@ -196,6 +196,12 @@ type RevertVolumeRequest struct {
 	SnapshotID string `json:"snapshotId,omitempty"`
 }
 
+// ValidateDirectoryServiceRequest is the body of POST
+// …/storagePools/{id}:validateDirectoryService.
+type ValidateDirectoryServiceRequest struct {
+	DirectoryServiceType DirectoryServiceType `json:"directoryServiceType,omitempty"`
+}
+
 // Location is google.cloud.location.Location. Its parser in the official client is
 // strict: only these fields may appear.
 type Location struct {

@@ -162,7 +162,7 @@ func New(opts Options) *Controller {
 		locks: newLockTable(), wake: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
 		running: map[string]bool{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}}}
 	c.handlers = map[model.OpKind]handler{}
-	for _, h := range []handler{poolHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
+	for _, h := range []handler{poolHandler{c}, validateHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
 		for _, k := range h.kinds() {
 			c.handlers[k] = h
 		}

@@ -180,6 +180,9 @@ func isCreate(k model.OpKind) bool {
 }
 
 func markFailedTarget(tx store.Tx, kind string, op *model.Operation, st *model.Status, restore bool) error {
+	if op.Kind == model.OpPoolValidateDirectory {
+		return nil // a check: its failure is the answer, not the pool's state
+	}
 	if isCreate(op.Kind) {
 		return tx.Delete(kind, op.Target)
 	}

@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -68,6 +70,63 @@ func (h poolHandler) run(ctx context.Context, op *model.Operation) error {
 }
 
 func (poolHandler) undo(context.Context, *model.Operation) error { return nil }
+
+// validateHandler runs storagePools:validateDirectoryService: the pool's Active
+// Directory policy is checked against its domain from the pool's network (DCs
+// through the policy's DNS servers and site, a bind as its user, the OU and the
+// user's right to create computers there), without joining. It completes with
+// Empty, or fails with the domain's reason in plain words; the pool and the
+// policy are left as they are either way.
+type validateHandler struct{ c *Controller }
+
+func (validateHandler) kinds() []model.OpKind { return []model.OpKind{model.OpPoolValidateDirectory} }
+func (validateHandler) storeKind() string     { return store.KindPool }
+
+func (validateHandler) locks(_ store.Tx, op *model.Operation) (lockSet, error) {
+	return lockSet{Shared: []string{op.Target}}, nil
+}
+
+func (h validateHandler) run(ctx context.Context, op *model.Operation) error {
+	c := h.c
+	var p *model.Pool
+	var a *model.ActiveDirectory
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		if p, err = store.Get[model.Pool](tx, store.KindPool, op.Target); err != nil {
+			return err
+		}
+		if p.ActiveDirectory == "" {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no Active Directory policy to validate", p.ID)
+		}
+		a, err = store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, p.ActiveDirectory)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.opts.SMB == nil {
+		return model.Errorf(model.ErrFailedPrecondition, "this server has no SMB data plane to validate Active Directory policies with")
+	}
+	network := model.NetworkName(p.Network)
+	mb, err := membershipOf(a, a.Members[network])
+	if err != nil {
+		return err
+	}
+	cred, err := c.credentialsOf(a)
+	if err != nil {
+		return err
+	}
+	defer clear(cred.Password)
+	if err := c.opts.SMB.ValidateDomain(ctx, network, mb, cred); err != nil {
+		var je *smb.JoinError
+		if errors.As(err, &je) {
+			return model.Errorf(model.ErrFailedPrecondition, "Active Directory policy %s (%s) from network %s: %s", a.ID, a.Domain, network, je.Error())
+		}
+		return fmt.Errorf("validate Active Directory policy %s: %w", a.ID, err)
+	}
+	return c.complete(ctx, op, func(store.Tx) (any, error) { return nil, nil })
+}
+
+func (validateHandler) undo(context.Context, *model.Operation) error { return nil }
 
 // adHandler runs Active Directory policy operations. A policy is a record until a
 // pool uses it (joins happen in pool operations); an update of a joined policy

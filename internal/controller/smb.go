@@ -26,6 +26,9 @@ type SMB interface {
 	JoinDomain(ctx context.Context, network string, mb dataplane.SMBMembership, cred dataplane.SMBCredentials) error
 	SMBJoined(network, ad string) (dataplane.SMBMembership, bool)
 	LeaveDomain(ctx context.Context, network, ad string, cred dataplane.SMBCredentials) error
+	// ValidateDomain checks what a join would need (DCs, bind, OU rights)
+	// without joining.
+	ValidateDomain(ctx context.Context, network string, mb dataplane.SMBMembership, cred dataplane.SMBCredentials) error
 	SMBShare(ctx context.Context, network, ad string, addr netip.Addr, spec smb.ShareSpec) error
 	SMBUnshare(ctx context.Context, network, ad string, addr netip.Addr, share string) error
 	SMBShares(ctx context.Context, network, ad string) (map[string]map[string]string, error)

@@ -32,6 +32,10 @@ type fakeSMB struct {
 	entered  chan struct{}
 	enterOne sync.Once
 	lists    int // SMBShares calls
+	// validations are "network|realm|site|ou|user|password" per ValidateDomain;
+	// validateErr is what it returns.
+	validations []string
+	validateErr error
 }
 
 func newFakeSMB() *fakeSMB {
@@ -69,6 +73,13 @@ func (f *fakeSMB) JoinDomain(ctx context.Context, network string, mb dataplane.S
 	}
 	f.joined[memberKey(network, mb.AD)] = mb
 	return nil
+}
+
+func (f *fakeSMB) ValidateDomain(ctx context.Context, network string, mb dataplane.SMBMembership, cred dataplane.SMBCredentials) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.validations = append(f.validations, strings.Join([]string{network, mb.Realm, mb.Site, mb.OUPath, cred.Username, string(cred.Password)}, "|"))
+	return f.validateErr
 }
 
 func (f *fakeSMB) SMBJoined(network, ad string) (dataplane.SMBMembership, bool) {
@@ -446,5 +457,56 @@ func TestSMBPreviousVersions(t *testing.T) {
 	}
 	if obs, _ := h.be.ObserveSnapshots(context.Background(), v.Key); obs["s0"].Exists || !obs["s1"].Mounted || !obs["s2"].Mounted {
 		t.Fatalf("after a delete: %+v", obs)
+	}
+}
+
+// storagePools:validateDirectoryService checks the pool's policy through the data
+// plane with its user and opened password, without joining; it completes with
+// Empty, or fails with the domain's reason (FAILED_PRECONDITION, plain words),
+// and leaves the pool and the policy as they were either way.
+func TestSMBValidateDirectory(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
+	ad := newAD("ad1")
+	ad.Site = "Branch"
+	p := newSMBPool("pool", ad.Name())
+	p.State = model.StateReady
+	seedPoolAD(t, h, p, ad)
+
+	ok := newOp(model.OpPoolValidateDirectory, p.Name(), t0)
+	h.runOps(t, c, ok)
+	if op := h.opDone(t, ok.Name()); op.Error != nil || op.Response != nil {
+		t.Fatalf("validation: error %+v, response %s; want Empty", op.Error, op.Response)
+	}
+	if want := "default|BASIN.TEST|Branch|Basin|basinjoin|" + adPassword; len(f.validations) != 1 || f.validations[0] != want {
+		t.Fatalf("validations %q, want [%q]", f.validations, want)
+	}
+	if len(f.joins) != 0 {
+		t.Fatalf("a validation joined: %q", f.joins)
+	}
+
+	f.validateErr = &smb.JoinError{Kind: smb.ErrInsufficientRights, Reason: smb.ErrInsufficientRights.Error() + " (OU=Basin,DC=basin,DC=test)"}
+	bad := newOp(model.OpPoolValidateDirectory, p.Name(), t0.Add(time.Second))
+	h.runOps(t, c, bad)
+	op := h.opDone(t, bad.Name())
+	if op.Error == nil || op.Error.Code != 9 || !strings.Contains(op.Error.Message, "may not create computer accounts there (OU=Basin,DC=basin,DC=test)") {
+		t.Fatalf("failed validation's error %+v: want FAILED_PRECONDITION with the domain's reason", op.Error)
+	}
+	if strings.Contains(op.Error.Message, adPassword) {
+		t.Fatal("the password is in the operation's error")
+	}
+	var pool *model.Pool
+	if err := h.st.View(context.Background(), func(tx store.Tx) (err error) {
+		pool, err = store.Get[model.Pool](tx, store.KindPool, p.Name())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pool.State != model.StateReady || pool.Details != "" {
+		t.Fatalf("pool %s %q after a failed validation, want READY as it was", pool.State, pool.Details)
+	}
+	if a := getAD(t, h, ad.Name()); a.State != model.StateReady || len(a.Members) != 0 {
+		t.Fatalf("policy %s members %v after validations, want READY and not joined", a.State, a.Members)
 	}
 }

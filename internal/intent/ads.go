@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -196,8 +198,12 @@ func (s *Service) UpdateAD(ctx context.Context, st store.Store, req ADUpdate) (*
 			return err
 		}
 		prev, _ := json.Marshal(a)
+		before := *a
 		pw, err := req.Patch(a)
 		if err != nil {
+			return err
+		}
+		if err := checkJoinedChange(&before, a); err != nil {
 			return err
 		}
 		op.Prev = prev
@@ -218,6 +224,30 @@ func (s *Service) UpdateAD(ctx context.Context, st store.Store, req ADUpdate) (*
 		a.State = model.StateUpdating
 		return store.PutAD(tx, a)
 	})
+}
+
+// checkJoinedChange refuses changes a joined policy cannot take: its servers'
+// machine accounts are named from netBiosPrefix and live in the domain's OU, so
+// a new domain, prefix or OU means leaving and joining again, which Basin does
+// only when the last pool lets go of the policy. Everything else (DNS servers,
+// site, AES, LDAP signing, KDC, the local groups, the user and password) is
+// applied to the running servers.
+func checkJoinedChange(before, after *model.ActiveDirectory) error {
+	if len(before.Members) == 0 {
+		return nil
+	}
+	for _, f := range []struct{ field, was, now string }{
+		{"domain", strings.ToLower(before.Domain), strings.ToLower(after.Domain)},
+		{"netBiosPrefix", before.NetBiosPrefix, after.NetBiosPrefix},
+		{"organizationalUnit", before.OrganizationalUnit, after.OrganizationalUnit},
+	} {
+		if f.was != f.now {
+			networks := slices.Sorted(maps.Keys(before.Members))
+			return model.Errorf(model.ErrFailedPrecondition, "%s cannot change while the policy's SMB servers are joined to %s (networks %s); remove the policy from its storage pools first",
+				f.field, before.Domain, strings.Join(networks, ", "))
+		}
+	}
+	return nil
 }
 
 // ADDelete asks to delete an Active Directory policy.

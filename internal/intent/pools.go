@@ -276,3 +276,25 @@ func checkADRef(tx store.Tx, pl *model.Pool, ref string) error {
 	}
 	return nil
 }
+
+// ValidateDirectory records a check of a pool's Active Directory policy against
+// its domain (storagePools:validateDirectoryService): DC discovery, a bind as the
+// policy's user and its rights on the OU, without joining. The pool must have a
+// policy and not be busy; nothing is changed by the check.
+func (s *Service) ValidateDirectory(ctx context.Context, st store.Store, project, location, id string) (*model.Operation, error) {
+	if err := CheckPathID("Storage pool", id); err != nil {
+		return nil, err
+	}
+	name := model.LocationName(project, location) + "/storagePools/" + id
+	op := s.newOperation(project, location, model.OpPoolValidateDirectory, name)
+	return record(ctx, st, op, func(tx store.Tx) error {
+		pl, err := getIdle(tx, store.KindPool, name, "storage pool", id, func(r *model.Pool) *model.Meta { return &r.Meta })
+		if err != nil {
+			return err
+		}
+		if pl.ActiveDirectory == "" {
+			return model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no Active Directory policy to validate", id)
+		}
+		return nil
+	})
+}

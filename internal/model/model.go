@@ -376,19 +376,22 @@ type OpKind string
 
 // Operation kinds.
 const (
-	OpPoolCreate     OpKind = "pool.create"
-	OpPoolUpdate     OpKind = "pool.update"
-	OpPoolDelete     OpKind = "pool.delete"
-	OpVolumeCreate   OpKind = "volume.create"
-	OpVolumeUpdate   OpKind = "volume.update"
-	OpVolumeDelete   OpKind = "volume.delete"
-	OpVolumeRevert   OpKind = "volume.revert"
-	OpSnapshotCreate OpKind = "snapshot.create"
-	OpSnapshotUpdate OpKind = "snapshot.update"
-	OpSnapshotDelete OpKind = "snapshot.delete"
-	OpADCreate       OpKind = "activeDirectory.create"
-	OpADUpdate       OpKind = "activeDirectory.update"
-	OpADDelete       OpKind = "activeDirectory.delete"
+	OpPoolCreate OpKind = "pool.create"
+	OpPoolUpdate OpKind = "pool.update"
+	OpPoolDelete OpKind = "pool.delete"
+	// OpPoolValidateDirectory checks a pool's Active Directory policy against the
+	// domain (storagePools:validateDirectoryService); it changes nothing.
+	OpPoolValidateDirectory OpKind = "pool.validateDirectoryService"
+	OpVolumeCreate          OpKind = "volume.create"
+	OpVolumeUpdate          OpKind = "volume.update"
+	OpVolumeDelete          OpKind = "volume.delete"
+	OpVolumeRevert          OpKind = "volume.revert"
+	OpSnapshotCreate        OpKind = "snapshot.create"
+	OpSnapshotUpdate        OpKind = "snapshot.update"
+	OpSnapshotDelete        OpKind = "snapshot.delete"
+	OpADCreate              OpKind = "activeDirectory.create"
+	OpADUpdate              OpKind = "activeDirectory.update"
+	OpADDelete              OpKind = "activeDirectory.delete"
 )
 
 // Verb is the OperationMetadata.verb of an operation kind.

@@ -130,7 +130,7 @@ func (validateHandler) undo(context.Context, *model.Operation) error { return ni
 
 // adHandler runs Active Directory policy operations. A policy is a record until a
 // pool uses it (joins happen in pool operations); an update of a joined policy
-// applies to its Samba instances the next time they are (re)started.
+// applies to its running Samba instances at once.
 type adHandler struct{ c *Controller }
 
 func (adHandler) kinds() []model.OpKind {
@@ -164,9 +164,9 @@ func (h adHandler) run(ctx context.Context, op *model.Operation) error {
 	}
 	if op.Kind == model.OpADUpdate && c.opts.SMB != nil {
 		// The instances that joined with it take the new settings (DNS servers,
-		// site, AES, LDAP signing): each is joined again as itself, which
-		// re-renders its configuration (running daemons read it when they next
-		// start: the data plane does not reload them yet).
+		// site, AES, LDAP signing, local groups): each is joined again as
+		// itself, which re-renders its configuration and has its running daemons
+		// reload it (dataplane.Manager.JoinDomain).
 		for network := range a.Members {
 			c.smbMu.Lock()
 			delete(c.smb.running, memberKey(network, a.Name()))

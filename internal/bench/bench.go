@@ -271,7 +271,11 @@ func Run(ctx context.Context, e Engine, j Job, progress io.Writer) (*Result, err
 						cancel()
 						return
 					}
-					if t0.Before(measureFrom) {
+					// Only what completed inside the measured window counts, as fio
+					// counts it: an I/O in flight at the deadline ends after it, and
+					// counting its bytes over runtime seconds would over-report by the
+					// whole queue (iodepth × bs per job).
+					if t0.Before(measureFrom) || j.Runtime > 0 && t0.Add(lat).After(deadline) {
 						continue
 					}
 					if write {

@@ -219,3 +219,35 @@ func TestFramer(t *testing.T) {
 		}
 	}
 }
+
+// slowEngine's files take 100 ms per I/O.
+type slowEngine struct{}
+
+type slowFile struct{}
+
+func (slowEngine) Name() string { return "slow" }
+func (slowEngine) Open(_ context.Context, j *Job, _ int) ([]File, error) {
+	fs := make([]File, j.NrFiles)
+	for i := range fs {
+		fs[i] = slowFile{}
+	}
+	return fs, nil
+}
+func (slowFile) ReadAt(p []byte, _ int64) error  { time.Sleep(100 * time.Millisecond); return nil }
+func (slowFile) WriteAt(p []byte, _ int64) error { time.Sleep(100 * time.Millisecond); return nil }
+func (slowFile) Close() error                    { return nil }
+
+// A time-based run counts only the I/Os that completed within its runtime: with
+// 100 ms per I/O and 250 ms of runtime, each of the 4 workers completes at most 2
+// (at 100 and 200 ms); its third, issued at 200 ms, ends after the deadline.
+// Counting it over 250 ms would report 1.5× what the target did.
+func TestTimeBasedCountsOnlyWithinRuntime(t *testing.T) {
+	res, err := Run(context.Background(), slowEngine{}, Job{Name: "s", RW: "read", BS: 4096, Size: 1 << 20, IODepth: 4,
+		Runtime: 250 * time.Millisecond, TimeBased: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Jobs[0].Read; r == nil || r.ios > 2*4 || r.ios == 0 {
+		t.Fatalf("counted %+v I/Os; want 1 to 8 (at most 2 per worker complete within 250 ms)", r)
+	}
+}

@@ -286,7 +286,6 @@ func ClassifyJoinError(output string) error {
 		return nil
 	}
 	lower := strings.ToLower(out)
-	detail := detailLine(out)
 	for _, p := range joinPatterns {
 		for _, t := range p.texts {
 			if strings.Contains(lower, t) {
@@ -294,16 +293,19 @@ func ClassifyJoinError(output string) error {
 				if reason == "" {
 					reason = p.kind.Error()
 				}
-				return &JoinError{Kind: p.kind, Reason: reason, Detail: detail}
+				return &JoinError{Kind: p.kind, Reason: reason, Detail: detailLine(out, t)}
 			}
 		}
 	}
-	return &JoinError{Kind: ErrJoinFailed, Reason: ErrJoinFailed.Error(), Detail: detail}
+	return &JoinError{Kind: ErrJoinFailed, Reason: ErrJoinFailed.Error(), Detail: detailLine(out, "")}
 }
 
-// detailLine picks net's "Failed to join domain: ..." line, else the last
-// non-empty line, at most 300 bytes.
-func detailLine(out string) string {
+// detailLine picks net's line that says what went wrong: the one holding
+// matched (the text that decided the kind; net goes on after a Kerberos failure
+// and its last line may be about something else, such as an NTLM retry finding
+// the password pipe empty), else its "Failed to join domain: ..." line, else the
+// last non-empty line; at most 300 bytes.
+func detailLine(out, matched string) string {
 	lines := strings.Split(out, "\n")
 	pick := ""
 	for _, l := range lines {
@@ -311,8 +313,12 @@ func detailLine(out string) string {
 		if l == "" {
 			continue
 		}
+		if matched != "" && strings.Contains(strings.ToLower(l), matched) {
+			pick = l
+			break
+		}
 		pick = l
-		if strings.Contains(l, "Failed to join domain") {
+		if matched == "" && strings.Contains(l, "Failed to join domain") {
 			break
 		}
 	}

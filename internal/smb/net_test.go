@@ -159,6 +159,13 @@ func TestClassifyJoinError(t *testing.T) {
 			t.Errorf("no fixture for %s", k)
 		}
 	}
+	// net retries over NTLM after a Kerberos refusal and finds the password pipe
+	// read: the detail is the line that decided, not the last one.
+	var je *JoinError
+	if err := ClassifyJoinError("kerberos_kinit_password u@R failed: Preauthentication failed\nError reading password from file descriptor 3: empty password\n"); !errors.As(err, &je) ||
+		!strings.Contains(je.Detail, "Preauthentication failed") {
+		t.Fatalf("detail of a Kerberos refusal: %v", err)
+	}
 	if err := ClassifyJoinError(""); !errors.Is(err, ErrJoinFailed) {
 		t.Fatalf("empty output: %v", err)
 	}

@@ -405,7 +405,34 @@ func (b *Backend) detach(ctx context.Context, img string) error {
 		return fmt.Errorf("detach %s: %w", dev, err)
 	}
 	b.setLoop(img, "")
-	return nil
+	return waitLoopFree(ctx, dev)
+}
+
+// loopFreeTimeout bounds waitLoopFree.
+const loopFreeTimeout = 5 * time.Second
+
+// waitLoopFree waits until loop device dev has let go of its file. `losetup -d`
+// of a device something still holds open (a filesystem whose last mount goes
+// with a mount namespace being torn down, a Samba instance's or a throwaway
+// one's) only marks it to clear on the last close and returns: the device is
+// still attached for a moment after. A stop or delete that returned then would
+// leave it behind as far as anyone looking could tell.
+func waitLoopFree(ctx context.Context, dev string) error {
+	backing := filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
+	deadline := time.Now().Add(loopFreeTimeout)
+	for {
+		if _, err := os.Stat(backing); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("detach %s: still attached %s after losetup -d (something holds it open)", dev, loopFreeTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Stop unmounts every volume and snapshot and, for an image store, the store
@@ -476,6 +503,8 @@ func (b *Backend) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		} else if _, err := b.run.Run(ctx, "losetup", "-d", b.loop); err != nil && !detached(err) {
 			errs = append(errs, fmt.Errorf("detach %s: %w", b.loop, err))
+		} else if err := waitLoopFree(ctx, b.loop); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	b.started = false

@@ -17,8 +17,15 @@ command -v ganesha.nfsd >/dev/null || need_pkgs+=(nfs-ganesha nfs-ganesha-vfs)
 command -v rpcbind >/dev/null || need_pkgs+=(rpcbind)
 command -v dbus-daemon >/dev/null || need_pkgs+=(dbus)
 command -v nsenter >/dev/null || need_pkgs+=(util-linux)
-# Samba's net joins AD and loads registry shares (internal/smb builds its argv).
+# SMB volumes: each network's sandbox runs Samba instances of its own (smbd,
+# samba-dcerpcd and its VFS modules, winbindd and its NSS module, net and
+# smbcontrol); nothing of the host's Samba configuration is used.
 command -v net >/dev/null || need_pkgs+=(samba-common-bin)
+command -v smbd >/dev/null || need_pkgs+=(samba)
+command -v winbindd >/dev/null || need_pkgs+=(winbind)
+for p in libnss-winbind samba-vfs-modules; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+done
 # Build dependencies of Basin's patched Ganesha (scripts/ganesha/build.sh).
 for p in $(scripts/ganesha/build.sh --print-deps); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
@@ -31,12 +38,11 @@ if [[ "${1:-}" == "--test" ]]; then
   command -v fio >/dev/null || need_pkgs+=(fio)
   # A real Prometheus scrapes Basin's /metrics in the end-to-end metrics test.
   command -v prometheus >/dev/null || need_pkgs+=(prometheus)
-  command -v smbd >/dev/null || need_pkgs+=(samba)
   command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
   # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's
   # provisioning data and modules, winbind (samba execs it), client tools
   # (smbclient, ldbsearch) and smbtorture. Not krb5-user: it would write /etc/krb5.conf.
-  for p in samba-ad-provision samba-dsdb-modules samba-vfs-modules winbind libnss-winbind smbclient ldb-tools samba-testsuite; do
+  for p in samba-ad-provision samba-dsdb-modules smbclient ldb-tools samba-testsuite; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
   done
 fi
@@ -62,6 +68,11 @@ if ((${#need_pkgs[@]})); then
   if [[ -s $nss_saved ]] && ! cmp -s "$nss_saved" /etc/nsswitch.conf; then cp -p "$nss_saved" /etc/nsswitch.conf; fi
   rm -f "$nss_saved"
   if [[ -n $made_policy ]]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
+  # Nor should the host's own Samba services start at the next boot: Basin's run
+  # in its sandboxes.
+  if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+    systemctl disable smbd nmbd winbind samba-ad-dc >/dev/null 2>&1 || true
+  fi
 fi
 command -v go >/dev/null || { echo "setup: Go 1.26 or newer is required (https://go.dev/dl/)" >&2; exit 1; }
 # Basin's NFS-Ganesha: Debian's 4.3 with Basin's security patches, in a private

@@ -25,6 +25,7 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/test/addc"
 	"github.com/basin-nas/basin/test/clienthost"
 )
 
@@ -46,6 +47,10 @@ type qvol struct {
 	limit       float64 // MiB/s of client payload, as the API states it
 	ep          netip.Addr
 	dir         string // its mount point on the server
+	// smb, when set, is whom loads on it log on as over SMB (NFSv3 otherwise).
+	smb *addc.User
+	// domain is smb's NetBIOS domain.
+	domain string
 }
 
 func qpool(t *testing.T, c *client.Client, project, id, level string, gib int, extra map[string]any) {
@@ -70,23 +75,29 @@ func (s *server) qvolume(c *client.Client, project, id, pool string, gib int, wa
 	if got := done["response"].(map[string]any)["throughputMibps"]; got != want {
 		s.t.Fatalf("volume %s: throughputMibps %v, want %v", id, got, want)
 	}
-	v := &qvol{project: project, id: id, limit: want, ep: endpointIn(s.t, c, project, id)}
+	return &qvol{project: project, id: id, limit: want, ep: endpointIn(s.t, c, project, id), dir: s.volumeDir(project, id)}
+}
+
+// volumeDir is where the server holds volume id of project (its mount point).
+func (s *server) volumeDir(project, id string) string {
+	s.t.Helper()
 	st, err := store.OpenSQLite(context.Background(), filepath.Join(s.dataDir, "basin.db"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer st.Close()
+	var dir string
 	err = st.View(context.Background(), func(tx store.Tx) error {
 		mv, err := store.Get[model.Volume](tx, store.KindVolume, "projects/"+project+"/locations/us-east4/volumes/"+id)
 		if err == nil {
-			v.dir = filepath.Join(s.dataDir, "mounts", mv.Key)
+			dir = filepath.Join(s.dataDir, "mounts", mv.Key)
 		}
 		return err
 	})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return v
+	return dir
 }
 
 // Read loads: 4 jobs × qd 8 × 256 KiB over 4 connections, reading files laid out
@@ -108,7 +119,12 @@ func (v *qvol) layOut(t *testing.T) {
 		buf[i] = byte(i * 31)
 	}
 	for n := range readJobs {
-		if err := os.WriteFile(filepath.Join(v.dir, fmt.Sprintf("qr.%d.0", n)), buf, 0o644); err != nil {
+		p := filepath.Join(v.dir, fmt.Sprintf("qr.%d.0", n))
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// An SMB client opens them read-write (as a domain user, not their owner).
+		if err := os.Chmod(p, 0o666); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,15 +145,28 @@ type load struct {
 func (l load) args() []string {
 	a := []string{"bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/%s", l.v.ep, l.v.id), "--output-format", "json",
 		"--rw", l.rw, "--bs", blockSize, "--runtime", fmt.Sprint(l.secs), "--time_based"}
+	if l.v.smb != nil {
+		// One session whose channels are the jobs' connections (nconnect's part).
+		a[2], a[4] = "smb", fmt.Sprintf("smb://%s/%s", l.v.ep, l.v.id)
+		a = append(a, "--user", l.v.domain+`\`+l.v.smb.Name)
+	}
 	if l.ramp > 0 {
 		a = append(a, "--ramp_time", fmt.Sprint(l.ramp))
 	}
 	if l.rw == "read" {
 		return append(a, "--name", "qr", "--numjobs", fmt.Sprint(readJobs), "--iodepth", fmt.Sprint(readDepth),
-			"--size", fmt.Sprint(readSize), "--nconnect", fmt.Sprint(readJobs))
+			"--size", fmt.Sprint(readSize), l.conns(readJobs))
 	}
 	depth := min(max(int(l.v.limit/8), 2), 16)
-	return append(a, "--name", "qw", "--numjobs", "8", "--iodepth", fmt.Sprint(depth), "--size", "32m", "--nconnect", "8")
+	return append(a, "--name", "qw", "--numjobs", "8", "--iodepth", fmt.Sprint(depth), "--size", "32m", l.conns(8))
+}
+
+// conns is the flag giving n TCP connections: NFS's nconnect, SMB's channels.
+func (l load) conns(n int) string {
+	if l.v.smb != nil {
+		return fmt.Sprintf("--channels=%d", n)
+	}
+	return fmt.Sprintf("--nconnect=%d", n)
 }
 
 // runLoads runs the loads at once from host h and returns each one's client
@@ -154,6 +183,9 @@ func runLoads(t *testing.T, h *clienthost.Host, loads ...load) []float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(l.secs+l.ramp+60)*time.Second)
 			defer cancel()
 			cmd := h.Command(ctx, basinBin, l.args()...)
+			if l.v.smb != nil {
+				cmd.Env = append(os.Environ(), "BASIN_SMB_PASSWORD="+l.v.smb.Password)
+			}
 			res, stderr, err := runBenchJSON(t, cmd)
 			if err != nil {
 				errs[i] = fmt.Errorf("basin bench %s on %s: %v\n%s", l.rw, l.v.id, err, stderr)

@@ -252,3 +252,91 @@ func TestSMBPreviousVersions(t *testing.T) {
 		t.Fatalf("allinfo after deleting s1 (%v): want only %s:\n%s", err, gmts[1], o)
 	}
 }
+
+// TestSMBDirectoryPolicy: storagePools:validateDirectoryService through the v1 API
+// against the real DC — Empty for the lab's policy (site Branch); the domain's
+// reason in plain words for a wrong password and for a user without rights on the
+// OU, nothing joined and the pool untouched. A policy in use takes a new
+// aesEncryption live: the machine account becomes AES-only while the same smbd
+// keeps serving, and a Kerberos logon still works; a new OU is refused.
+func TestSMBDirectoryPolicy(t *testing.T) {
+	l := newSMBLab(t, map[string]any{"site": addc.SiteName})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	validate := func() error {
+		t.Helper()
+		var op client.Object
+		if err := l.c.Do(ctx, "POST", loc+"/storagePools/smb:validateDirectoryService", nil, map[string]any{"directoryServiceType": "ACTIVE_DIRECTORY"}, &op); err != nil {
+			t.Fatal(err)
+		}
+		done, err := l.c.Wait(ctx, op)
+		if meta, _ := done["metadata"].(map[string]any); meta["verb"] != "validateDirectoryService" {
+			t.Errorf("operation metadata %v", done["metadata"])
+		}
+		return err
+	}
+	if err := validate(); err != nil {
+		t.Fatalf("validating the lab's policy: %v", err)
+	}
+	patch := func(mask string, body map[string]any) {
+		t.Helper()
+		mutate(t, l.c, "PATCH", loc+"/activeDirectories/ad1?updateMask="+mask, body)
+	}
+	alice := l.user("alice")
+	for _, c := range []struct {
+		user, password, want string
+	}{
+		{l.dc.Delegated.Name, "Not-" + l.dc.Delegated.Password, "the AD user name or password is wrong"},
+		{alice.Name, alice.Password, "the AD user may not create computer accounts there (" + l.dc.OU + ")"},
+	} {
+		patch("username,password", map[string]any{"username": c.user, "password": c.password})
+		err := validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.password) {
+			t.Errorf("validating as %s: %v; want %q (and no password)", c.user, err, c.want)
+		}
+	}
+	patch("username,password", map[string]any{"username": l.dc.Delegated.Name, "password": l.dc.Delegated.Password})
+	var pool client.Object
+	if err := l.c.Do(ctx, "GET", loc+"/storagePools/smb", nil, nil, &pool); err != nil || pool["state"] != "READY" {
+		t.Fatalf("pool after the validations: %v (%v)", pool["state"], err)
+	}
+	if _, ok, _ := l.dc.ComputerExists(ctx, "BASIN-CHECK"); ok {
+		t.Fatal("a validation left a computer object")
+	}
+
+	// aesEncryption, live.
+	sh := l.volume("docs", nil)
+	_, before := daemonPIDs(l.s.dataDir, "smbd")
+	enctypes := func() string {
+		t.Helper()
+		out, err := l.dc.Exec(ctx, "ldbsearch", "-H", filepath.Join(l.dc.Dir, "state", "private", "sam.ldb"), "-b", l.dc.BaseDN,
+			"(sAMAccountName="+sh.Machine+"$)", "msDS-SupportedEncryptionTypes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(line, "msDS-SupportedEncryptionTypes: "); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	if e := enctypes(); e == "24" {
+		t.Fatalf("enctypes %s before aesEncryption", e)
+	}
+	patch("aesEncryption", map[string]any{"aesEncryption": true})
+	if e := enctypes(); e != "24" {
+		t.Fatalf("machine account enctypes %q after aesEncryption, want 24 (AES only)", e)
+	}
+	if _, after := daemonPIDs(l.s.dataDir, "smbd"); !slices.Equal(before, after) || len(after) != 1 {
+		t.Errorf("smbd %v, was %v: the update restarted it", after, before)
+	}
+	if o, err := l.smbclientKrb5(ctx, sh, alice, "-m", "SMB3", "-c", "ls"); err != nil {
+		t.Fatalf("a Kerberos logon after aesEncryption: %v\n%s", err, o)
+	}
+	var op client.Object
+	err := l.c.Do(ctx, "PATCH", loc+"/activeDirectories/ad1?updateMask=organizationalUnit", nil, map[string]any{"organizationalUnit": "OU=Elsewhere," + l.dc.BaseDN}, &op)
+	if err == nil || !strings.Contains(err.Error(), "organizationalUnit cannot change") {
+		t.Fatalf("a new OU for a policy in use: %v", err)
+	}
+}

@@ -49,14 +49,14 @@ type smbShare struct {
 var smbLabSeq int
 
 // newSMBLab starts the lab; adExtra adds fields to the policy's body (e.g.
-// "administrators"), adOverride replaces fields.
-func newSMBLab(t *testing.T, adExtra map[string]any) *smbLab {
+// "administrators") or replaces them; serverFlags go to basin serve.
+func newSMBLab(t *testing.T, adExtra map[string]any, serverFlags ...string) *smbLab {
 	t.Helper()
 	if err := addc.Check(); err != nil {
 		t.Skipf("no Samba AD DC here: %v", err)
 	}
 	s := newServer(t)
-	s.start()
+	s.start(serverFlags...)
 	c := s.client()
 	// The network's bridge comes with its sandbox: an NFS volume brings it up, and
 	// the DC joins the bridge before any SMB pool exists.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -229,7 +230,7 @@ func (s *Server) serveConsoleSignIn(rq *request) {
 		return
 	}
 	rq.principal = &iam.Principal{Email: g.email}
-	s.writeAudit(rq.ctx, &model.AuditEntry{ID: rq.id, Time: now.UTC(), Principal: g.email, Method: "basin.console.signIn",
+	s.writeAudit(rq.ctx, &model.AuditEntry{ID: fmt.Sprintf("%019d-%s", now.UnixNano(), rq.id), Time: now.UTC(), Principal: g.email, Method: "basin.console.signIn",
 		Resource: "console", Status: http.StatusOK, Outcome: "OK", RequestID: rq.id, Client: hostOf(r.RemoteAddr)})
 	s.writeJSON(rq, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer",
 		"expires_in": int(g.expires.Sub(now).Seconds()), "principal": g.email})

@@ -65,7 +65,8 @@ async function poolsPage(ctx, view) {
         h("dt", {}, "Service level"), h("dd", {}, p.serviceLevel),
         h("dt", {}, "Capacity"), h("dd", {}, meter(p.volumeCapacityGib, p.capacityGib, `Capacity of ${pid} given to volumes`)),
         h("dt", {}, "Throughput budget"), h("dd", {}, mibps(budget(p)),
-          p.qosType === "MANUAL" ? ` (manual QoS; ${mibps(p.availableThroughputMibps)} not yet assigned)` : ""),
+          p.customPerformanceEnabled ? " (custom)" : ` (${RATE[p.serviceLevel] || 0} MiB/s per TiB of capacity)`,
+          p.qosType === "MANUAL" ? `; manual QoS, ${mibps(p.availableThroughputMibps)} not yet assigned` : ""),
         h("dt", {}, "Network"), h("dd", {}, id(p.network)),
         p.activeDirectory && [h("dt", {}, "Active Directory"), h("dd", {}, id(p.activeDirectory))],
         h("dt", {}, "Volumes"), h("dd", {}, vols
@@ -417,7 +418,7 @@ async function operationsPage(ctx, view) {
         } else if (o.error) {
           progress = h("span", { class: "badge error" }, "Failed: " + o.error.message);
         } else {
-          progress = h("span", { class: "badge ready" }, `Done in ${secs.toFixed(1)} s`);
+          progress = h("span", { class: "badge ready" }, `Done in ${secs < 1 ? Math.round(secs * 1000) + " ms" : secs.toFixed(1) + " s"}`);
         }
         return [id(o.name).replace(/^operation-/, "").slice(0, 22), m.verb, id(m.target), when(m.createTime), progress];
       }), "No operations yet."));

@@ -339,7 +339,7 @@ func TestConsole(t *testing.T) {
 	benchDone := make(chan error, 1)
 	go func() {
 		out, err := h.Command(benchCtx, basinBin, "bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/vol1", ep),
-			"--name", "r", "--rw", "randrw", "--bs", "16k", "--iodepth", "8", "--size", "64m", "--runtime", "90s", "--time_based").CombinedOutput()
+			"--name", "r", "--rw", "randrw", "--rwmixread", "70", "--bs", "16k", "--iodepth", "8", "--size", "64m", "--runtime", "90s", "--time_based").CombinedOutput()
 		if err != nil {
 			err = fmt.Errorf("%v: %s", err, out)
 		}

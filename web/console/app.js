@@ -35,7 +35,7 @@ async function signInWithLink(p) {
     signInPage(err.message);
     return;
   }
-  await start({ project: p.get("project") || "", location: p.get("location") || "" });
+  await start({ project: p.get("project") || "", location: p.get("location") || "" }).catch((err) => signInPage(err.message));
 }
 
 function savedScope() {

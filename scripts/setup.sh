@@ -38,6 +38,9 @@ if [[ "${1:-}" == "--test" ]]; then
   command -v fio >/dev/null || need_pkgs+=(fio)
   # A real Prometheus scrapes Basin's /metrics in the end-to-end metrics test.
   command -v prometheus >/dev/null || need_pkgs+=(prometheus)
+  # Headless Chromium drives the web console in the end-to-end console test
+  # (test/e2e TestConsole, through the DevTools protocol: no chromium-driver).
+  command -v chromium >/dev/null || need_pkgs+=(chromium)
   command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
   # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's
   # provisioning data and modules, winbind (samba execs it), client tools

@@ -45,6 +45,10 @@ func unimplementedRoute(s *Server, rq *request, _ pathVars) { s.unimplemented(rq
 func snapshotParent(v pathVars) string { return v.parent().name() + "/volumes/" + v["volume"] }
 
 var apiRoutes = []Route{
+	// Basin-only: a one-time sign-in link for the web console (console.go).
+	{Method: http.MethodPost, Pattern: "/v1/consoleSignInLinks", Public: "signs the web console in as the caller itself, with the caller's own permissions and no more",
+		Handle: func(s *Server, rq *request, _ pathVars) { s.createSignInLink(rq) }},
+
 	// Project IAM policy and audit log.
 	{Method: http.MethodPost, Pattern: patProject + ":getIamPolicy", Perm: iam.PermGetIamPolicy,
 		Handle: func(s *Server, rq *request, v pathVars) { s.getIamPolicy(rq, v["project"]) }},

@@ -147,6 +147,8 @@ type Server struct {
 	intent     *intent.Service
 	intentOnce sync.Once
 	routes     *router
+	// console holds the web console's sign-in links and sessions (console.go).
+	console *consoleAuth
 }
 
 // New returns a Server serving the route table (routes.go). It panics if the table
@@ -195,7 +197,8 @@ func newServer(opts Options, table []Route) *Server {
 		opts.RefusalAuditInterval = time.Minute
 	}
 	s := &Server{opts: opts, st: opts.Store, log: log, now: opts.Now,
-		limits: newLimiter(opts.RateLimit), authFailures: newLimiter(opts.FailedAuthLimit), routes: routes}
+		limits: newLimiter(opts.RateLimit), authFailures: newLimiter(opts.FailedAuthLimit), routes: routes,
+		console: newConsoleAuth()}
 	s.refusals = &refusals{s: s, interval: opts.RefusalAuditInterval, keys: map[string]*refusalState{}}
 	return s
 }
@@ -299,8 +302,13 @@ func (s *Server) serveAPI(rq *request) {
 		}
 	}
 	defer s.audit(rq)
+	if err := checkSameOrigin(r); err != nil {
+		rq.aggregate, rq.reason = true, "cross-origin"
+		s.writeError(rq, err)
+		return
+	}
 	if s.opts.Auth != nil {
-		p, err := s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		p, err := s.authenticate(r)
 		if err != nil {
 			s.authFailed(rq, err)
 			return

@@ -141,6 +141,8 @@ type session struct {
 	async    bool
 	// connect makes cl for offline commands that turn out to need the server.
 	connect func() error
+	// endpoint is the API's URL cl talks to.
+	endpoint string
 }
 
 func (c *session) parent() string { return "/v1/projects/" + c.project + "/locations/" + c.location }
@@ -274,7 +276,8 @@ func (c *session) dial(env Env, p *parsed, pick func(flag, envName, def string) 
 			keyFile = pick("data-dir", "BASIN_DATA_DIR", "/var/lib/basin") + "/owner-key.json"
 		}
 	}
-	cl, err := client.New(pick("endpoint", "BASIN_ENDPOINT", "http://127.0.0.1:8780"), keyFile)
+	c.endpoint = pick("endpoint", "BASIN_ENDPOINT", "http://127.0.0.1:8780")
+	cl, err := client.New(c.endpoint, keyFile)
 	if err != nil {
 		return err
 	}

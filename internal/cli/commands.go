@@ -23,7 +23,7 @@ var metaFlags = []flagSpec{
 }
 
 func commands() []*command {
-	return append(append(append(append(append(v1Commands(), settingsCommands()...), iamCommands()...), perfCommands()...), benchCommands()...), metricsCommands()...)
+	return append(append(append(append(append(append(v1Commands(), settingsCommands()...), iamCommands()...), perfCommands()...), benchCommands()...), metricsCommands()...), consoleCommands()...)
 }
 
 func v1Commands() []*command {

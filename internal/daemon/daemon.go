@@ -26,6 +26,7 @@ import (
 	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
+	"github.com/basin-nas/basin/web"
 )
 
 var _ api.Capacity = (*btrfs.Backend)(nil)
@@ -254,6 +255,10 @@ func newMux(a *api.Server) *http.ServeMux {
 	mux.Handle("/v1/", a)
 	mux.Handle("/healthz", a.Healthz())
 	mux.Handle("/readyz", a.Readyz())
+	// The web console: its files, and the exchange of a sign-in link for a session.
+	mux.Handle("/console/", web.Console())
+	mux.Handle("/console/signin", a.ConsoleSignIn())
+	mux.Handle("/console/signout", a.ConsoleSignIn())
 	mux.Handle("/", a)
 	return mux
 }

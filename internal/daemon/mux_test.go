@@ -76,3 +76,27 @@ func TestMux(t *testing.T) {
 		}
 	}
 }
+
+// The console's files and its sign-in exchange sit beside the API.
+func TestMuxConsole(t *testing.T) {
+	a := api.New(api.Options{})
+	srv := httptest.NewServer(newMux(a))
+	t.Cleanup(srv.Close)
+	res, err := http.Get(srv.URL + "/console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Content-Security-Policy") == "" || !strings.Contains(string(b), "app.js") {
+		t.Fatalf("GET /console (redirected to /console/): %d %v", res.StatusCode, res.Header)
+	}
+	res, err = http.Post(srv.URL+"/console/signin", "application/json", strings.NewReader(`{"code":"nope"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 {
+		t.Fatalf("POST /console/signin with a made-up code: %d, want 401", res.StatusCode)
+	}
+}

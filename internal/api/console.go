@@ -1,0 +1,237 @@
+package api
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// The web console's sign-in (docs/console.md). A caller, usually the owner through
+// `basin console`, asks for a one-time sign-in link (POST /v1/consoleSignInLinks);
+// its code travels in the link's fragment, which browsers never send to a server.
+// The console posts the code to /console/signin once, and gets a console session
+// token in exchange: random, kept here only as its SHA-256, valid for an hour, and
+// worth exactly the permissions of the caller who made the link. Sessions live in
+// memory: a restart signs every console out. Disabling or deleting the account
+// ends its sessions at once (checked on every request).
+
+const (
+	// signInLinkTTL is how long a sign-in link can be used (once).
+	signInLinkTTL = 5 * time.Minute
+	// consoleSessionTTL is how long a console session lasts.
+	consoleSessionTTL = time.Hour
+	// consoleTokenPrefix marks a console session token, which Basin checks itself
+	// instead of passing it to the Authenticator.
+	consoleTokenPrefix = "basin-console."
+	// maxConsoleGrants bounds the links and sessions held in memory.
+	maxConsoleGrants = 10000
+)
+
+// consoleGrant is what a sign-in code or a session token stands for.
+type consoleGrant struct {
+	email   string
+	expires time.Time
+	// sessionEnd, on a link made from a console session, is when that session
+	// ends: the session the link is exchanged for ends then too (zero = no bound).
+	sessionEnd time.Time
+}
+
+// consoleAuth holds the pending sign-in codes and the live sessions, by the SHA-256
+// of the secret.
+type consoleAuth struct {
+	mu       sync.Mutex
+	links    map[[32]byte]consoleGrant
+	sessions map[[32]byte]consoleGrant
+}
+
+func newConsoleAuth() *consoleAuth {
+	return &consoleAuth{links: map[[32]byte]consoleGrant{}, sessions: map[[32]byte]consoleGrant{}}
+}
+
+// add stores a new secret for g in m and returns it; it first drops expired entries,
+// and refuses when too many are held.
+func (c *consoleAuth) add(m map[[32]byte]consoleGrant, prefix string, g consoleGrant, now time.Time) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range m {
+		if !now.Before(v.expires) {
+			delete(m, k)
+		}
+	}
+	if len(m) >= maxConsoleGrants {
+		return "", model.Errorf(model.ErrResourceExhausted, "too many console sign-ins pending; try again later")
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	secret := prefix + base64.RawURLEncoding.EncodeToString(b)
+	m[sha256.Sum256([]byte(secret))] = g
+	return secret, nil
+}
+
+// take returns the grant of a sign-in code and forgets the code: a code works once.
+func (c *consoleAuth) take(code string, now time.Time) (consoleGrant, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := sha256.Sum256([]byte(code))
+	g, ok := c.links[k]
+	delete(c.links, k)
+	return g, ok && now.Before(g.expires)
+}
+
+// session returns the grant of a live session token.
+func (c *consoleAuth) session(token string, now time.Time) (consoleGrant, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.sessions[sha256.Sum256([]byte(token))]
+	return g, ok && now.Before(g.expires)
+}
+
+func (c *consoleAuth) endSession(token string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.sessions, sha256.Sum256([]byte(token)))
+}
+
+// bearerToken is the token of an Authorization header, "" if none.
+func bearerToken(r *http.Request) string {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return strings.TrimSpace(tok)
+}
+
+// authenticate verifies the request's credentials: a console session token here,
+// anything else with the Authenticator.
+func (s *Server) authenticate(r *http.Request) (*iam.Principal, error) {
+	tok := bearerToken(r)
+	if !strings.HasPrefix(tok, consoleTokenPrefix) {
+		return s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	}
+	g, ok := s.console.session(tok, s.now())
+	if !ok {
+		return nil, model.Errorf(model.ErrUnauthenticated, "console session unknown or expired")
+	}
+	var sa *model.ServiceAccount
+	err := s.st.View(r.Context(), func(tx store.Tx) (err error) {
+		sa, err = store.Get[model.ServiceAccount](tx, store.KindServiceAccount, g.email)
+		return err
+	})
+	if err != nil {
+		return nil, model.Errorf(model.ErrUnauthenticated, "console session of %s: account not found", g.email)
+	}
+	if sa.Disabled {
+		return nil, model.Errorf(model.ErrUnauthenticated, "console session of %s: account disabled", g.email)
+	}
+	return &iam.Principal{Email: sa.Email, Owner: sa.Owner}, nil
+}
+
+// createSignInLink answers POST /v1/consoleSignInLinks: a one-time code that signs
+// the console in as the caller. A link made from a console session ends when that
+// session does, so links cannot stretch a session.
+func (s *Server) createSignInLink(rq *request) {
+	if rq.principal == nil {
+		s.writeError(rq, model.Errorf(model.ErrFailedPrecondition, "authentication is off (--insecure-no-auth): open /console/ and sign in with any key file"))
+		return
+	}
+	var req struct{}
+	if _, err := s.readBody(rq, &req); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	now := s.now()
+	g := consoleGrant{email: rq.principal.Email, expires: now.Add(signInLinkTTL)}
+	if tok := bearerToken(rq.r); strings.HasPrefix(tok, consoleTokenPrefix) {
+		if sg, ok := s.console.session(tok, now); ok {
+			g.sessionEnd = sg.expires
+			if g.expires.After(sg.expires) {
+				g.expires = sg.expires
+			}
+		}
+	}
+	code, err := s.console.add(s.console.links, "", g, now)
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	rq.w.Header().Set("Cache-Control", "no-store")
+	s.writeJSON(rq, http.StatusOK, map[string]string{"path": "/console/#signin=" + code,
+		"expireTime": apiv1.FormatTime(g.expires), "principal": g.email})
+}
+
+// ConsoleSignIn serves POST /console/signin (the exchange of a sign-in link's code
+// for a console session) and POST /console/signout (ending the caller's session).
+// The daemon mounts it beside the console's pages. Only same-origin browser
+// requests are taken.
+func (s *Server) ConsoleSignIn() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, slog.LevelInfo, s.serveConsoleSignIn)
+	})
+}
+
+func (s *Server) serveConsoleSignIn(rq *request) {
+	r := rq.r
+	rq.route = r.URL.Path
+	if r.Method != http.MethodPost {
+		rq.w.Header().Set("Allow", http.MethodPost)
+		s.writeError(rq, model.Errorf(model.ErrNotFound, "Method %s %s is not defined by this API", r.Method, r.URL.Path))
+		return
+	}
+	if err := checkSameOrigin(r); err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	rq.w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Path == "/console/signout" {
+		if tok := bearerToken(r); strings.HasPrefix(tok, consoleTokenPrefix) {
+			s.console.endSession(tok)
+		}
+		s.writeJSON(rq, http.StatusOK, map[string]string{})
+		return
+	}
+	var req struct {
+		Code string `json:"code"`
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(rq.w, r.Body, 4096))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil || req.Code == "" {
+		s.writeError(rq, model.Invalid("code", "expected a JSON body {\"code\": \"…\"}"))
+		return
+	}
+	now := s.now()
+	g, ok := s.console.take(req.Code, now)
+	if !ok {
+		if ok, wait := s.authFailures.allow(clientKey(r.RemoteAddr)); !ok {
+			s.tooMany(rq, wait, "Too many failed sign-ins; retry after "+wait.Round(time.Second).String())
+			return
+		}
+		s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "This sign-in link is unknown, used or expired: run basin console for a new one"))
+		return
+	}
+	g.expires = now.Add(consoleSessionTTL)
+	if !g.sessionEnd.IsZero() && g.sessionEnd.Before(g.expires) {
+		g.expires = g.sessionEnd
+	}
+	tok, err := s.console.add(s.console.sessions, consoleTokenPrefix, g, now)
+	if err != nil {
+		s.writeError(rq, err)
+		return
+	}
+	rq.principal = &iam.Principal{Email: g.email}
+	s.writeAudit(rq.ctx, &model.AuditEntry{ID: fmt.Sprintf("%019d-%s", now.UnixNano(), rq.id), Time: now.UTC(), Principal: g.email, Method: "basin.console.signIn",
+		Resource: "console", Status: http.StatusOK, Outcome: "OK", RequestID: rq.id, Client: hostOf(r.RemoteAddr)})
+	s.writeJSON(rq, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer",
+		"expires_in": int(g.expires.Sub(now).Seconds()), "principal": g.email})
+}

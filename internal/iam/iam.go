@@ -118,7 +118,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	if strings.HasPrefix(tok, accessTokenPrefix) {
 		return a.authenticateAccessToken(ctx, tok)
 	}
-	cl, key, sa, err := a.verifyJWT(ctx, tok)
+	cl, key, sa, err := a.verifyJWT(ctx, tok, false)
 	if err != nil {
 		return nil, deny("%v", err)
 	}
@@ -138,7 +138,40 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 // kid exists, the signature is the key's, iss is the key's account, exp and iat are
 // present and now lies between them (with Skew), and the lifetime is at most
 // MaxLifetime. Audience, subject and the account's state are the caller's to check.
-func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*claims, *model.ServiceAccountKey, *model.ServiceAccount, error) {
+// A JWT without a kid is refused unless anyKeyOfIssuer: then each key of the
+// account its iss names is tried (google-auth-library for Node signs its grant
+// assertions without a kid, as Google's token endpoint allows).
+func (a *Authenticator) verifyJWT(ctx context.Context, tok string, anyKeyOfIssuer bool) (*claims, *model.ServiceAccountKey, *model.ServiceAccount, error) {
+	var uc claims
+	unverified, _, err := jwt.NewParser().ParseUnverified(tok, &uc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kid, _ := unverified.Header["kid"].(string)
+	candidates := []string{kid}
+	if kid == "" {
+		if !anyKeyOfIssuer {
+			return nil, nil, nil, errNoKid
+		}
+		if candidates, err = a.keysOf(ctx, uc.Issuer); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	err = errUnknownKey
+	for _, id := range candidates {
+		var cl *claims
+		var key *model.ServiceAccountKey
+		var sa *model.ServiceAccount
+		cl, key, sa, err = a.verifyWith(ctx, tok, id)
+		if !errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+			return cl, key, sa, err
+		}
+	}
+	return nil, nil, nil, err
+}
+
+// verifyWith verifies tok with the key kid (verifyJWT).
+func (a *Authenticator) verifyWith(ctx context.Context, tok, kid string) (*claims, *model.ServiceAccountKey, *model.ServiceAccount, error) {
 	var key *model.ServiceAccountKey
 	var sa *model.ServiceAccount
 	parser := jwt.NewParser(
@@ -150,10 +183,6 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*claims, *mo
 	)
 	var cl claims
 	_, err := parser.ParseWithClaims(tok, &cl, func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		if kid == "" {
-			return nil, errNoKid
-		}
 		var err error
 		if key, sa, err = a.lookup(ctx, kid); err != nil {
 			return nil, errUnknownKey
@@ -177,6 +206,19 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*claims, *mo
 		return nil, nil, nil, fmt.Errorf("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)
 	}
 	return &cl, key, sa, nil
+}
+
+// keysOf lists the IDs of an account's keys (none for an unknown account).
+func (a *Authenticator) keysOf(ctx context.Context, email string) ([]string, error) {
+	var ids []string
+	err := a.opts.Store.View(ctx, func(tx store.Tx) error {
+		keys, err := store.List[model.ServiceAccountKey](tx, store.KindKey, email)
+		for _, k := range keys {
+			ids = append(ids, k.ID)
+		}
+		return err
+	})
+	return ids, err
 }
 
 var (

@@ -97,7 +97,8 @@ type tokenPayload struct {
 }
 
 // Exchange verifies a JWT-bearer assertion and issues an access token for its
-// account. The assertion is verified as a self-signed JWT is (key, RS256 signature,
+// account. The assertion is verified as a self-signed JWT is (key — by its kid, or
+// without one any key of the account iss names — RS256 signature,
 // iss, iat/exp with Skew, lifetime at most MaxLifetime, account enabled, key not
 // expired); in addition its aud must name a token endpoint: GoogleTokenURI, one of
 // tokenURIs (the URLs the request reached, as the client wrote them) or an
@@ -108,7 +109,7 @@ func (a *Authenticator) Exchange(ctx context.Context, assertion string, tokenURI
 	if assertion == "" {
 		return nil, grantErr(ErrInvalidRequest, "the assertion parameter is required (a JWT signed with a service-account key)")
 	}
-	cl, key, sa, err := a.verifyJWT(ctx, assertion)
+	cl, key, sa, err := a.verifyJWT(ctx, assertion, true)
 	if err != nil {
 		return nil, grantErr(ErrInvalidGrant, "%s", assertionProblem(err))
 	}
@@ -160,8 +161,6 @@ func (a *Authenticator) tokenAudience(tokenURIs []string) func(string) bool {
 // tell whether a key ID exists.
 func assertionProblem(err error) string {
 	switch {
-	case errors.Is(err, errNoKid):
-		return "Invalid JWT: the header has no kid (the key file's private_key_id)"
 	case errors.Is(err, errUnknownKey), errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return "Invalid JWT Signature: the key is unknown or the signature is not the key's"
 	case errors.Is(err, jwt.ErrTokenExpired):

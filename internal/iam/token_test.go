@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"strings"
 	"testing"
@@ -63,6 +65,7 @@ func TestExchangeAcceptsLibraryAssertions(t *testing.T) {
 		}),
 		"aud = the URL the request reached": f.assertion(func(c jwt.MapClaims, _ map[string]any) { c["aud"] = "https://127.0.0.1:8780/token" }),
 		"sub = iss":                         f.assertion(func(c jwt.MapClaims, _ map[string]any) { c["sub"] = f.kf.ClientEmail }),
+		"Node google-auth-library: no kid":  f.assertion(func(_ jwt.MapClaims, h map[string]any) { delete(h, "kid") }),
 		"clock skew 4 min": f.assertion(func(c jwt.MapClaims, _ map[string]any) {
 			c["iat"] = f.now.Add(4 * time.Minute).Unix()
 			c["exp"] = f.now.Add(64 * time.Minute).Unix()
@@ -111,7 +114,8 @@ func TestExchangeRefusals(t *testing.T) {
 		{"unknown kid reads as a bad signature", f.assertion(func(_ jwt.MapClaims, h map[string]any) { h["kid"] = "0123" }), ErrInvalidGrant, badSignature},
 		{"alg HS256", signWith(jwt.SigningMethodHS256, []byte(f.kf.PrivateKeyID)), ErrInvalidGrant, "Invalid JWT"},
 		{"alg none", signWith(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType), ErrInvalidGrant, "Invalid JWT"},
-		{"no kid", f.assertion(func(_ jwt.MapClaims, h map[string]any) { delete(h, "kid") }), ErrInvalidGrant, "the header has no kid"},
+		{"no kid, not the account's key", f.signNoKid(t, other), ErrInvalidGrant, badSignature},
+		{"no kid, unknown account", f.assertion(func(c jwt.MapClaims, h map[string]any) { delete(h, "kid"); c["iss"] = "nobody@x" }), ErrInvalidGrant, badSignature},
 		{"expired", f.assertion(func(c jwt.MapClaims, _ map[string]any) {
 			c["iat"] = f.now.Add(-2 * time.Hour).Unix()
 			c["exp"] = f.now.Add(-time.Hour).Unix()
@@ -155,6 +159,44 @@ func TestExchangeRefusals(t *testing.T) {
 	f.expireKey(f.now.Add(-time.Second))
 	if _, err := f.auth.Exchange(context.Background(), good, ownTokenURIs); !isGrant(err, ErrInvalidGrant, "has expired") {
 		t.Errorf("expired key: %v", err)
+	}
+}
+
+// signNoKid signs a grant assertion for the owner with priv, without a kid, as
+// Node's google-auth-library does.
+func (f *fixture) signNoKid(t *testing.T, priv *rsa.PrivateKey) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": f.kf.ClientEmail, "aud": GoogleTokenURI, "scope": CloudPlatformScope,
+		"iat": f.now.Unix(), "exp": f.now.Add(time.Hour).Unix()})
+	s, err := tok.SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// An assertion without a kid is verified with each of its account's keys: the one
+// that signed it is the token's.
+func TestExchangeWithoutKidFindsTheKey(t *testing.T) {
+	f := newFixture(t)
+	second, rec, err := NewKey(OwnerEmail, "basin", f.kf.TokenURI, f.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.st.Update(context.Background(), func(tx store.Tx) error { return tx.Put(store.KindKey, rec.ID, OwnerEmail, rec) })
+	block, _ := pem.Decode([]byte(second.PrivateKey))
+	priv, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.signNoKid(t, priv.(*rsa.PrivateKey))
+	tok := f.exchange(t, a)
+	if tok.KeyID != rec.ID {
+		t.Fatalf("token of key %s, want the second key %s", tok.KeyID, rec.ID)
+	}
+	f.st.Update(context.Background(), func(tx store.Tx) error { return tx.Delete(store.KindKey, rec.ID) })
+	if _, err := f.auth.Exchange(context.Background(), a, ownTokenURIs); !isGrant(err, ErrInvalidGrant, "Invalid JWT Signature") {
+		t.Fatalf("after its key was deleted: %v", err)
 	}
 }
 

@@ -3,7 +3,9 @@
 # Idempotent: it skips what is already there.
 #   scripts/setup.sh          system packages for running Basin, and Basin's
 #                             patched NFS-Ganesha (scripts/ganesha/build.sh)
-#   scripts/setup.sh --test   plus the Python venv for the end-to-end tests
+#   scripts/setup.sh --test   plus the Python venv, the Node client (npm ci in
+#                             test/clients/node) and the Go client module's
+#                             dependencies for the end-to-end tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +34,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # A real Prometheus scrapes Basin's /metrics in the end-to-end metrics test.
   command -v prometheus >/dev/null || need_pkgs+=(prometheus)
   command -v smbd >/dev/null || need_pkgs+=(samba)
+  # The googleapis Node client's end-to-end test (test/clients/node).
+  command -v npm >/dev/null || need_pkgs+=(npm)
   command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
   # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's
   # provisioning data and modules, winbind (samba execs it), client tools
@@ -82,4 +86,13 @@ if [[ "${1:-}" == "--test" ]]; then
     .venv/bin/pip install -q --disable-pip-version-check -r "$req"
     touch "$stamp"
   fi
+  # googleapis for Node, exactly as package-lock.json pins it.
+  lock=test/clients/node/package-lock.json
+  stamp=test/clients/node/node_modules/.installed-$(sha256sum "$lock" | cut -c1-16)
+  if [[ ! -f $stamp ]]; then
+    npm ci --prefix test/clients/node --no-audit --no-fund --loglevel=error
+    touch "$stamp"
+  fi
+  # google.golang.org/api for the Go client's module (test/clients/go).
+  (cd test/clients/go && go mod download)
 fi

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -267,4 +269,59 @@ func TestTokenWithoutAuth(t *testing.T) {
 		!strings.Contains(a.body["error_description"].(string), "--insecure-no-auth") {
 		t.Fatalf("%d %v", a.status, a.body)
 	}
+}
+
+// FuzzToken: whatever a token request holds, the endpoint answers an OAuth error (or,
+// for the one valid seed, a token), never a 5xx or a panic.
+func FuzzToken(f *testing.F) {
+	st, err := store.OpenSQLite(context.Background(), filepath.Join(f.TempDir(), "db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer st.Close()
+	keyPath := filepath.Join(f.TempDir(), "owner.json")
+	if _, err := iam.BootstrapOwner(context.Background(), st, keyPath, "http://basin/token", time.Now()); err != nil {
+		f.Fatal(err)
+	}
+	data, _ := os.ReadFile(keyPath)
+	var kf iam.KeyFile
+	json.Unmarshal(data, &kf)
+	good, err := kf.Assertion(iam.GoogleTokenURI, time.Now())
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []struct{ ct, body string }{
+		{formType, grant(good).Encode()},
+		{formType, "grant_type=client_credentials"},
+		{formType, "grant_type=" + url.QueryEscape(iam.GrantTypeJWTBearer) + "&assertion=eyJhbGciOiJub25lIn0.e30."},
+		{formType, "assertion=%zz"},
+		{"application/json", `{"assertion":"x"}`},
+		{formType + "; charset=utf-8", "grant_type=a&grant_type=b"},
+	} {
+		f.Add(seed.ct, seed.body)
+	}
+	h := New(Options{Store: st, Auth: iam.NewAuthenticator(iam.Options{Store: st}), Locations: []string{"l"}, RateLimit: -1, FailedAuthLimit: -1})
+	defer h.Close()
+	f.Fuzz(func(t *testing.T, contentType, body string) {
+		req := httptest.NewRequest("POST", "http://basin/token", strings.NewReader(body))
+		req.Header.Set("Content-Type", contentType)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%d, not JSON: %q", rec.Code, rec.Body.String())
+		}
+		switch rec.Code {
+		case 200:
+			if out["access_token"] == nil || body != grant(good).Encode() && !strings.Contains(body, good) {
+				t.Fatalf("a token for %q: %v", body, out)
+			}
+		case 400:
+			if out["error"] == nil || out["error_description"] == nil || out["access_token"] != nil {
+				t.Fatalf("400 without an OAuth error: %v", out)
+			}
+		default:
+			t.Fatalf("status %d: %v", rec.Code, out)
+		}
+	})
 }

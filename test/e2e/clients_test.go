@@ -277,6 +277,10 @@ func TestGcloud(t *testing.T) {
 	if o["state"] != "READY" || len(rules) != 1 || rules[0].(obj)["allowedClients"] != s.subnet.String() || o["mountOptions"] == nil {
 		t.Fatalf("volumes describe: %v", o)
 	}
+	instructions := g.run("netapp", "volumes", "describe", "vol1", at, "--format=value(mountOptions[0].instructions)")
+	if !strings.Contains(instructions, "mount -t nfs") || !strings.Contains(instructions, ":/vol1") {
+		t.Fatalf("mount instructions: %q", instructions)
+	}
 	g.run("netapp", "volumes", "update", "vol1", at, "--capacity=2", "--description=second")
 	g.json(&o, "netapp", "volumes", "describe", "vol1", at)
 	if o["capacityGib"] != "2" || o["description"] != "second" {
@@ -344,6 +348,25 @@ func TestGcloud(t *testing.T) {
 			t.Fatalf("%s left: %v", kind, list)
 		}
 	}
+
+	// curl with the access token gcloud holds (docs/clients.md).
+	tok := strings.TrimSpace(g.run("auth", "print-access-token"))
+	for _, args := range [][]string{
+		{"-H", "Authorization: Bearer " + tok, "http://" + s.addr + "/v1/" + parent + "/storagePools"},
+		{"-H", "Authorization: Bearer " + tok, "-H", "Content-Type: application/json",
+			"-d", `{"serviceLevel":"PREMIUM","capacityGib":"2048","network":"default"}`,
+			"http://" + s.addr + "/v1/" + parent + "/storagePools?storagePoolId=pool3"},
+	} {
+		out, err := exec.Command("curl", append([]string{"-sS", "--fail-with-body", "--noproxy", "*"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("curl %v: %v\n%s", args, err, out)
+		}
+	}
+	g.json(&o, "netapp", "storage-pools", "describe", "pool3", at)
+	if o["network"] != "projects/p1/global/networks/default" {
+		t.Fatalf("pool made with curl: %v", o)
+	}
+	g.run("netapp", "storage-pools", "delete", "pool3", at)
 
 	// gcloud authenticated with access tokens from Basin's /token.
 	var audit struct {

@@ -94,9 +94,10 @@ func TestNetAppClient(t *testing.T) {
 
 	// Pools: two, listed one per page.
 	for _, id := range []string{"go-pool-1", "go-pool-2"} {
+		// The network by its bare name (docs/clients.md); answered in the long form.
 		op, err := locs.StoragePools.Create(e.parent(), &netapp.StoragePool{ServiceLevel: "PREMIUM", CapacityGib: 2048,
-			Network: "projects/" + e.project + "/global/networks/" + e.network, Description: "from Go"}).StoragePoolId(id).Do()
-		if resp := wait(t, svc, op, err); resp["state"] != "READY" {
+			Network: e.network, Description: "from Go"}).StoragePoolId(id).Do()
+		if resp := wait(t, svc, op, err); resp["state"] != "READY" || resp["network"] != "projects/"+e.project+"/global/networks/"+e.network {
 			t.Fatalf("pool %s: %v", id, resp)
 		}
 	}

@@ -85,7 +85,7 @@ for (const flow of ['exchange', 'jwt']) {
     // Pools, listed one per page; an update mask.
     for (const id of [`${p}-pool-1`, `${p}-pool-2`]) {
       const {data: op} = await loc.storagePools.create({parent, storagePoolId: id,
-        requestBody: {serviceLevel: 'PREMIUM', capacityGib: '2048', network, description: 'from Node'}});
+        requestBody: {serviceLevel: 'PREMIUM', capacityGib: '2048', network: env.BASIN_NETWORK, description: 'from Node'}});
       assert.equal((await wait(netapp, op)).state, 'READY');
     }
     const pools = await listAll((x) => loc.storagePools.list(x), {parent, filter: `name="${parent}/storagePools/${p}-*"`}, 'storagePools');

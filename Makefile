@@ -20,17 +20,20 @@ run: setup build
 	$(BIN) serve --data-dir $(DATA_DIR)
 
 ## test: install what the tests need and run every test (unit, golden, btrfs
-## integration, crash, fuzz, and the end-to-end test with the official Python client).
+## integration, crash, fuzz, and the end-to-end tests: gcloud, the Go and Node
+## clients (test/e2e clients_test.go, running test/clients) and the official
+## Python client).
 test:
 	scripts/setup.sh --test
 	$(MAKE) build lint check-generated
-	$(GO) test -count=1 -p 1 -timeout 20m ./...   # one package at a time: the root tests share the host's mounts and loop devices
+	$(GO) test -count=1 -p 1 -timeout 30m ./...   # one package at a time: the root tests share the host's mounts and loop devices
 	$(MAKE) fuzz
 	$(MAKE) e2e
 
 lint:
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd test/clients/go && $(GO) vet ./...
 
 generate:
 	$(GO) generate ./...
@@ -45,6 +48,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzUpdateMask$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime $(FUZZTIME) ./internal/api
+	$(GO) test -run '^$$' -fuzz '^FuzzToken$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/perf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME) ./internal/oncrpc
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResults$$' -fuzztime $(FUZZTIME) ./internal/nfs3

@@ -3,7 +3,9 @@
 # Idempotent: it skips what is already there.
 #   scripts/setup.sh          system packages for running Basin, and Basin's
 #                             patched NFS-Ganesha (scripts/ganesha/build.sh)
-#   scripts/setup.sh --test   plus the Python venv for the end-to-end tests
+#   scripts/setup.sh --test   plus the Python venv, the Node client (npm ci in
+#                             test/clients/node) and the Go client module's
+#                             dependencies for the end-to-end tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +43,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # Headless Chromium drives the web console in the end-to-end console test
   # (test/e2e TestConsole, through the DevTools protocol: no chromium-driver).
   command -v chromium >/dev/null || need_pkgs+=(chromium)
+  # The googleapis Node client's end-to-end test (test/clients/node).
+  command -v npm >/dev/null || need_pkgs+=(npm)
   command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
   # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's
   # provisioning data and modules, winbind (samba execs it), client tools
@@ -96,4 +100,13 @@ if [[ "${1:-}" == "--test" ]]; then
     .venv/bin/pip install -q --disable-pip-version-check -r "$req"
     touch "$stamp"
   fi
+  # googleapis for Node, exactly as package-lock.json pins it.
+  lock=test/clients/node/package-lock.json
+  stamp=test/clients/node/node_modules/.installed-$(sha256sum "$lock" | cut -c1-16)
+  if [[ ! -f $stamp ]]; then
+    npm ci --prefix test/clients/node --no-audit --no-fund --loglevel=error
+    touch "$stamp"
+  fi
+  # google.golang.org/api for the Go client's module (test/clients/go).
+  (cd test/clients/go && go mod download)
 fi

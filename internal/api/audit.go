@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -21,7 +22,7 @@ func (s *Server) audit(rq *request) {
 	if (m == http.MethodGet || m == http.MethodHead) && rq.status != 401 && rq.status != 403 && rq.status != 429 {
 		return
 	}
-	if !strings.HasPrefix(rq.r.URL.Path, "/v1/") {
+	if !strings.HasPrefix(rq.r.URL.Path, "/v1/") && rq.route != iam.TokenPath {
 		return
 	}
 	now := s.now().UTC()

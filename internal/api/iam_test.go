@@ -94,6 +94,14 @@ func status(err error) int {
 // signing with that key, and the account's email.
 func (ie *iamEnv) account(id string) (*client.Client, string) {
 	ie.t.Helper()
+	path, email := ie.accountKeyFile(id)
+	return ie.clientFor(path), email
+}
+
+// accountKeyFile creates a service account and a key through the API and returns
+// the key file's path and the account's email.
+func (ie *iamEnv) accountKeyFile(id string) (string, string) {
+	ie.t.Helper()
 	sa, err := ie.call(ie.owner, "POST", "/v1/projects/p1/serviceAccounts", map[string]any{"accountId": id, "serviceAccount": map[string]any{"displayName": id}})
 	if err != nil {
 		ie.t.Fatalf("create account %s: %v", id, err)
@@ -112,7 +120,7 @@ func (ie *iamEnv) account(id string) (*client.Client, string) {
 	ie.secrets = append(ie.secrets, strings.Split(strings.TrimSpace(kf["private_key"]), "\n")[3])
 	path := filepath.Join(ie.t.TempDir(), id+".json")
 	os.WriteFile(path, data, 0o600)
-	return ie.clientFor(path), email
+	return path, email
 }
 
 func (ie *iamEnv) bind(bindings map[string][]string) {

@@ -134,6 +134,9 @@ func (s *Server) setServiceAccountDisabled(rq *request, project, email string, d
 			return model.Errorf(model.ErrFailedPrecondition, "the owner account cannot be disabled through the API")
 		}
 		sa.Disabled = disabled
+		if disabled {
+			sa.DisableTime = s.now().UTC() // tokens issued before stay refused (iam)
+		}
 		return tx.Put(store.KindServiceAccount, sa.Email, "projects/"+project, sa)
 	})
 	if err != nil {

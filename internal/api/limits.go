@@ -89,9 +89,15 @@ func (s *Server) authFailed(rq *request, reason error) {
 }
 
 func (s *Server) tooMany(rq *request, wait time.Duration, msg string) {
+	retryAfter(rq, wait)
+	s.writeError(rq, model.Errorf(model.ErrResourceExhausted, "%s", msg))
+}
+
+// retryAfter marks a call refused for a rate limit (audited in aggregate) and
+// tells the client when to try again, in whole seconds.
+func retryAfter(rq *request, wait time.Duration) {
 	rq.aggregate = true
 	rq.w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(wait.Seconds())))))
-	s.writeError(rq, model.Errorf(model.ErrResourceExhausted, "%s", msg))
 }
 
 // clientKey is what per-address limits count by: the address, or for IPv6 its /64,

@@ -196,6 +196,9 @@ func (s *Server) updatePool(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
+	// Short names compare with the stored long ones (an unchanged network is no change).
+	w.Network = intent.LongNetwork(p.project, w.Network)
+	w.ActiveDirectory = intent.LongActiveDirectory(p.project, p.location, w.ActiveDirectory)
 	op, err := s.intents().UpdatePool(rq.ctx, s.st, intent.PoolUpdate{Project: p.project, Location: p.location, ID: id,
 		Patch: func(tx store.Tx, pl *model.Pool) error {
 			cur, err := s.renderPool(tx, pl)

@@ -32,7 +32,7 @@ func TestReferencesStayInTheCallersProject(t *testing.T) {
 		"other location, exists":  "projects/p1/locations/us-west1/activeDirectories/ad1",
 		"other location, missing": "projects/p1/locations/us-west1/activeDirectories/ad2",
 		"unknown project":         "projects/p3/locations/us-east4/activeDirectories/ad1",
-		"not a name":              "ad1",
+		"not a name":              "activeDirectories/ad1",
 		"trailing segments":       "projects/p1/locations/us-east4/activeDirectories/mine/x",
 	}
 	var first string
@@ -132,4 +132,49 @@ func TestNetworkReferenceIsTheCallersProject(t *testing.T) {
 		}
 	}
 	e.pool("pool1", 10, nil)
+}
+
+// A bare network name (gcloud's --network=name=default) and a bare Active Directory
+// ID (--active-directory=ad1) mean the caller's own; both are stored and answered in
+// the long form, and an update that repeats the short form changes nothing.
+func TestShortNames(t *testing.T) {
+	e := newEnv(t)
+	e.run("POST", loc+"/activeDirectories?activeDirectoryId=mine", adBody)
+	const longNet, longAD = "projects/p1/global/networks/default", "projects/p1/locations/us-east4/activeDirectories/mine"
+	p := e.run("POST", loc+"/storagePools?storagePoolId=pool1", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "10",
+		"network": "default", "activeDirectory": "mine"})
+	if p["network"] != longNet || p["activeDirectory"] != longAD {
+		t.Fatalf("created with short names: %v", p)
+	}
+	got := e.ok("GET", loc+"/storagePools/pool1", nil)
+	if got["network"] != longNet || got["activeDirectory"] != longAD {
+		t.Fatalf("read back: %v", got)
+	}
+	// No updateMask: the immutable network repeated in its short form is no change.
+	got = e.run("PATCH", loc+"/storagePools/pool1", map[string]any{"network": "default", "activeDirectory": "mine", "description": "d"})
+	if got["network"] != longNet || got["activeDirectory"] != longAD || got["description"] != "d" {
+		t.Fatalf("updated: %v", got)
+	}
+	e.run("PATCH", loc+"/storagePools/pool1?updateMask=activeDirectory", map[string]any{"activeDirectory": ""})
+	got = e.run("PATCH", loc+"/storagePools/pool1?updateMask=activeDirectory", map[string]any{"activeDirectory": "mine"})
+	if got["activeDirectory"] != longAD {
+		t.Fatalf("activeDirectory set by ID: %v", got)
+	}
+
+	for name, tc := range map[string]struct {
+		body map[string]any
+		want string
+	}{
+		"unknown network": {map[string]any{"network": "elsewhere"}, `network "elsewhere" is not configured in this Basin (configured: default)`},
+		"unknown policy":  {map[string]any{"network": "default", "activeDirectory": "nope"}, `Active Directory policy "nope" does not exist in projects/p1/locations/us-east4`},
+	} {
+		body := map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "10"}
+		for k, v := range tc.body {
+			body[k] = v
+		}
+		r := e.fails("POST", loc+"/storagePools?storagePoolId=px", body, 400, "INVALID_ARGUMENT")
+		if !strings.Contains(errMessage(r), tc.want) {
+			t.Errorf("%s: %s", name, errMessage(r))
+		}
+	}
 }

@@ -67,7 +67,8 @@ type Operations interface {
 // Options configures a Server.
 type Options struct {
 	Store store.Store
-	// Auth verifies tokens; nil disables authentication (--insecure-no-auth).
+	// Auth verifies tokens; nil disables authentication (--insecure-no-auth). If it
+	// is also a TokenIssuer, /token exchanges assertions for access tokens.
 	Auth       Authenticator
 	Operations Operations
 	// Locations served; default ["local"].
@@ -230,8 +231,13 @@ type request struct {
 
 const maxBody = 1 << 20
 
-// ServeHTTP implements http.Handler: it serves /v1/ and answers anything else 404.
+// ServeHTTP implements http.Handler: it serves /v1/ and the token endpoint
+// (/token, token.go), and answers anything else 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == iam.TokenPath {
+		s.serve(w, r, slog.LevelInfo, s.serveToken)
+		return
+	}
 	s.serve(w, r, slog.LevelInfo, s.serveAPI)
 }
 

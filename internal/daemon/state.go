@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +28,9 @@ type state struct {
 	store   *store.SQLite
 	audit   *os.File
 	secrets *secret.Box // under SecretsKeyFile
+	// tokenKey authenticates the access tokens /token issues; derived from the
+	// secrets key, so tokens outlive a restart and die with a new key.
+	tokenKey []byte
 }
 
 // SecretsKeyFile is the file under the data directory holding the key that seals
@@ -57,6 +62,9 @@ func openState(ctx context.Context, cfg config.Config, log *slog.Logger) (s *sta
 		return s, err
 	}
 	if s.secrets, err = secret.New(key); err != nil {
+		return s, err
+	}
+	if s.tokenKey, err = hkdf.Key(sha256.New, key, nil, "basin access tokens v1", 32); err != nil {
 		return s, err
 	}
 	if err := sealLegacySecrets(ctx, s.store, s.secrets, log); err != nil {

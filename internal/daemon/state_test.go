@@ -12,7 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -166,4 +168,50 @@ func TestLegacySecretsSealedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+}
+
+// The owner's key file names Basin's token endpoint, and an access token issued
+// there is still accepted after a restart (its MAC key derives from secrets.key,
+// which is not the MAC key itself).
+func TestAccessTokensOutliveARestart(t *testing.T) {
+	cfg := testConfig()
+	cfg.DataDir = t.TempDir()
+	open := func() (*state, *iam.Authenticator) {
+		s, err := openState(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, iam.NewAuthenticator(iam.Options{Store: s.store, TokenKey: s.tokenKey})
+	}
+	s, auth := open()
+	data, err := os.ReadFile(filepath.Join(cfg.DataDir, OwnerKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kf iam.KeyFile
+	json.Unmarshal(data, &kf)
+	if kf.TokenURI != "http://"+cfg.Listen+iam.TokenPath {
+		t.Fatalf("token_uri %q", kf.TokenURI)
+	}
+	secretKey, _ := os.ReadFile(filepath.Join(cfg.DataDir, SecretsKeyFile))
+	if len(s.tokenKey) != 32 || bytes.Contains(secretKey, []byte(base64.StdEncoding.EncodeToString(s.tokenKey))) {
+		t.Fatal("the token key is missing or is the secrets key")
+	}
+	tok, err := auth.Exchange(context.Background(), must(kf.Assertion(kf.TokenURI, time.Now())), []string{kf.TokenURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, auth = open()
+	defer s.Close()
+	if _, err := auth.Authenticate(context.Background(), "Bearer "+tok.Token); err != nil {
+		t.Fatalf("token refused after a restart: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -1,6 +1,7 @@
 // Package iam authenticates API callers: service accounts whose keys Basin issued sign
 // their own RS256 JWTs, as Google's client libraries do with a service-account key
-// file (API.md §8). Basin stores only public keys. On first start it creates an owner
+// file (API.md §8), or exchange such a JWT at the token endpoint for an access token
+// (token.go). Basin stores only public keys. On first start it creates an owner
 // account and writes its key file for the CLI.
 //
 // Imported by the api and daemon packages.
@@ -56,6 +57,10 @@ type Options struct {
 	Skew time.Duration
 	// MaxLifetime bounds exp - iat; default 1 hour.
 	MaxLifetime time.Duration
+	// TokenKey authenticates the access tokens Exchange issues (HMAC-SHA256); nil =
+	// a random key, so tokens die with the process. The daemon derives it from
+	// the secrets key, so tokens outlive a restart.
+	TokenKey []byte
 }
 
 // Authenticator verifies bearer tokens.
@@ -74,6 +79,9 @@ func NewAuthenticator(opts Options) *Authenticator {
 	if opts.MaxLifetime == 0 {
 		opts.MaxLifetime = time.Hour
 	}
+	if len(opts.TokenKey) == 0 {
+		opts.TokenKey = newTokenKey()
+	}
 	opts.Audiences = append(slices.Clone(DefaultAudiences), opts.Audiences...)
 	return &Authenticator{opts: opts}
 }
@@ -81,6 +89,9 @@ func NewAuthenticator(opts Options) *Authenticator {
 type claims struct {
 	jwt.RegisteredClaims
 	Scope string `json:"scope,omitempty"`
+	// TargetAudience asks a token endpoint for an ID token (gcloud asks for one
+	// when it activates a key).
+	TargetAudience string `json:"target_audience,omitempty"`
 }
 
 // unauthenticated is returned for every rejected token. Its message is safe to send;
@@ -96,37 +107,85 @@ func deny(format string, args ...any) error {
 	return &unauthenticated{reason: fmt.Sprintf(format, args...)}
 }
 
-// Authenticate verifies the Authorization header value and returns the caller.
+// Authenticate verifies the Authorization header value and returns the caller: a
+// JWT the caller signed with its key, or an access token Basin issued (Exchange).
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
 	tok, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || strings.TrimSpace(tok) == "" {
 		return nil, deny("expected a Bearer token")
 	}
+	tok = strings.TrimSpace(tok)
+	if strings.HasPrefix(tok, accessTokenPrefix) {
+		return a.authenticateAccessToken(ctx, tok)
+	}
+	cl, key, sa, err := a.verifyJWT(ctx, tok, false)
+	if err != nil {
+		return nil, deny("%v", err)
+	}
+	if cl.Subject != key.Email {
+		return nil, deny("iss and sub must both be %s", key.Email)
+	}
+	if !a.audienceOK(*cl) {
+		return nil, deny("audience %v is not accepted", []string(cl.Audience))
+	}
+	if err := a.live(key, sa); err != nil {
+		return nil, deny("%v", err)
+	}
+	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
+}
+
+// verifyJWT checks a JWT signed RS256 by a key Basin issued: the key named by its
+// kid exists, the signature is the key's, iss is the key's account, exp and iat are
+// present and now lies between them (with Skew), and the lifetime is at most
+// MaxLifetime. Audience, subject and the account's state are the caller's to check.
+// A JWT without a kid is refused unless anyKeyOfIssuer: then each key of the
+// account its iss names is tried (google-auth-library for Node signs its grant
+// assertions without a kid, as Google's token endpoint allows).
+func (a *Authenticator) verifyJWT(ctx context.Context, tok string, anyKeyOfIssuer bool) (*claims, *model.ServiceAccountKey, *model.ServiceAccount, error) {
+	var uc claims
+	unverified, _, err := jwt.NewParser().ParseUnverified(tok, &uc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kid, _ := unverified.Header["kid"].(string)
+	candidates := []string{kid}
+	if kid == "" {
+		if !anyKeyOfIssuer {
+			return nil, nil, nil, errNoKid
+		}
+		if candidates, err = a.keysOf(ctx, uc.Issuer); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	err = errUnknownKey
+	for _, id := range candidates {
+		var cl *claims
+		var key *model.ServiceAccountKey
+		var sa *model.ServiceAccount
+		cl, key, sa, err = a.verifyWith(ctx, tok, id)
+		if !errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+			return cl, key, sa, err
+		}
+	}
+	return nil, nil, nil, err
+}
+
+// verifyWith verifies tok with the key kid (verifyJWT).
+func (a *Authenticator) verifyWith(ctx context.Context, tok, kid string) (*claims, *model.ServiceAccountKey, *model.ServiceAccount, error) {
 	var key *model.ServiceAccountKey
 	var sa *model.ServiceAccount
-	now := a.opts.Now()
 	parser := jwt.NewParser(
 		jwt.WithValidMethods([]string{"RS256"}),
-		jwt.WithTimeFunc(func() time.Time { return now }),
+		jwt.WithTimeFunc(a.opts.Now),
 		jwt.WithLeeway(a.opts.Skew),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 	)
 	var cl claims
-	_, err := parser.ParseWithClaims(strings.TrimSpace(tok), &cl, func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		if kid == "" {
-			return nil, errors.New("token has no kid")
-		}
-		err := a.opts.Store.View(ctx, func(tx store.Tx) (err error) {
-			if key, err = store.Get[model.ServiceAccountKey](tx, store.KindKey, kid); err != nil {
-				return err
-			}
-			sa, err = store.Get[model.ServiceAccount](tx, store.KindServiceAccount, key.Email)
-			return err
-		})
-		if err != nil {
-			return nil, errors.New("unknown key")
+	_, err := parser.ParseWithClaims(tok, &cl, func(t *jwt.Token) (any, error) {
+		var err error
+		if key, sa, err = a.lookup(ctx, kid); err != nil {
+			return nil, errUnknownKey
 		}
 		block, _ := pem.Decode([]byte(key.PublicKeyPEM))
 		if block == nil {
@@ -135,27 +194,60 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 		return x509.ParsePKIXPublicKey(block.Bytes)
 	})
 	if err != nil {
-		return nil, deny("%v", err)
+		return nil, nil, nil, err
 	}
-	if cl.Issuer != key.Email || cl.Subject != key.Email {
-		return nil, deny("iss and sub must both be %s", key.Email)
+	if cl.Issuer != key.Email {
+		return nil, nil, nil, fmt.Errorf("iss must be %s", key.Email)
 	}
 	if cl.IssuedAt == nil {
-		return nil, deny("token has no iat")
+		return nil, nil, nil, errors.New("token has no iat")
 	}
 	if life := cl.ExpiresAt.Sub(cl.IssuedAt.Time); life > a.opts.MaxLifetime+a.opts.Skew || life <= 0 {
-		return nil, deny("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)
+		return nil, nil, nil, fmt.Errorf("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)
 	}
-	if !a.audienceOK(cl) {
-		return nil, deny("audience %v is not accepted", []string(cl.Audience))
-	}
+	return &cl, key, sa, nil
+}
+
+// keysOf lists the IDs of an account's keys (none for an unknown account).
+func (a *Authenticator) keysOf(ctx context.Context, email string) ([]string, error) {
+	var ids []string
+	err := a.opts.Store.View(ctx, func(tx store.Tx) error {
+		keys, err := store.List[model.ServiceAccountKey](tx, store.KindKey, email)
+		for _, k := range keys {
+			ids = append(ids, k.ID)
+		}
+		return err
+	})
+	return ids, err
+}
+
+var (
+	errUnknownKey = errors.New("unknown key")
+	errNoKid      = errors.New("token has no kid")
+)
+
+// lookup reads a key and its account.
+func (a *Authenticator) lookup(ctx context.Context, kid string) (key *model.ServiceAccountKey, sa *model.ServiceAccount, err error) {
+	err = a.opts.Store.View(ctx, func(tx store.Tx) (err error) {
+		if key, err = store.Get[model.ServiceAccountKey](tx, store.KindKey, kid); err != nil {
+			return err
+		}
+		sa, err = store.Get[model.ServiceAccount](tx, store.KindServiceAccount, key.Email)
+		return err
+	})
+	return key, sa, err
+}
+
+// live checks that a key may be used now: its account is enabled and the key has
+// not expired.
+func (a *Authenticator) live(key *model.ServiceAccountKey, sa *model.ServiceAccount) error {
 	if sa.Disabled {
-		return nil, deny("service account %s is disabled", sa.Email)
+		return fmt.Errorf("service account %s is disabled", sa.Email)
 	}
-	if !key.ExpireTime.IsZero() && now.After(key.ExpireTime) {
-		return nil, deny("key %s has expired", key.ID)
+	if !key.ExpireTime.IsZero() && a.opts.Now().After(key.ExpireTime) {
+		return fmt.Errorf("key %s has expired", key.ID)
 	}
-	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
+	return nil
 }
 
 func (a *Authenticator) audienceOK(cl claims) bool {

@@ -135,6 +135,8 @@ func (s *Service) validatePoolSpec(tx store.Tx, pl, prev *model.Pool) error {
 	if pl.CapacityGib < lim.MinPoolGib || pl.CapacityGib > lim.MaxPoolGib {
 		return model.Invalid("capacityGib", "%d GiB is outside the allowed range %d–%d GiB", pl.CapacityGib, lim.MinPoolGib, lim.MaxPoolGib)
 	}
+	pl.Network = LongNetwork(pl.Project, pl.Network)
+	pl.ActiveDirectory = LongActiveDirectory(pl.Project, pl.Location, pl.ActiveDirectory)
 	if prev == nil || prev.Network != pl.Network {
 		if err := s.checkNetworkRef(pl.Project, pl.Network); err != nil {
 			return err
@@ -224,6 +226,27 @@ func (s *Service) checkPoolFits(tx store.Tx, pl *model.Pool) error {
 	return nil
 }
 
+// LongNetwork returns a pool's network reference in its long form: a bare name (what
+// gcloud sends for --network=name=default) means the network of that name in the
+// pool's project, projects/{project}/global/networks/{name}, as upstream takes it.
+// Anything else is returned as it is, for checkNetworkRef to judge.
+func LongNetwork(project, ref string) string {
+	if ref == "" || strings.Contains(ref, "/") {
+		return ref
+	}
+	return "projects/" + project + "/global/networks/" + ref
+}
+
+// LongActiveDirectory returns a pool's Active Directory reference in its long form:
+// a bare ID (gcloud sends --active-directory=ad1 as typed) means the policy of that
+// ID in the pool's project and location.
+func LongActiveDirectory(project, location, ref string) string {
+	if ref == "" || strings.Contains(ref, "/") {
+		return ref
+	}
+	return model.LocationName(project, location) + "/activeDirectories/" + ref
+}
+
 // checkNetworkRef checks a pool's network: projects/{p}/global/networks/{n} where p is
 // the caller's project and n a network given to basin serve. Networks belong to the
 // node and every project sees each of them under its own project name, so another
@@ -231,11 +254,11 @@ func (s *Service) checkPoolFits(tx store.Tx, pl *model.Pool) error {
 // on anything outside the caller's project.
 func (s *Service) checkNetworkRef(project, ref string) error {
 	if ref == "" {
-		return model.Invalid("network", "is required, as projects/%s/global/networks/{network}", project)
+		return model.Invalid("network", "is required: a network name, or projects/%s/global/networks/{network}", project)
 	}
 	m := networkRE.FindStringSubmatch(ref)
 	if m == nil || m[1] != project {
-		return model.Invalid("network", "must be projects/%s/global/networks/{network}, naming a network of project %s", project, project)
+		return model.Invalid("network", "must be a network name or projects/%s/global/networks/{network}, naming a network of project %s", project, project)
 	}
 	if _, ok := s.Network(m[2]); !ok {
 		return s.unconfiguredNetwork(ref)
@@ -259,7 +282,7 @@ func checkADRef(tx store.Tx, pl *model.Pool, ref string) error {
 	loc := model.LocationName(pl.Project, pl.Location)
 	m := adRefRE.FindStringSubmatch(ref)
 	if m == nil || m[1] != pl.Project || m[2] != pl.Location {
-		return model.Invalid("activeDirectory", "must be the full name of an Active Directory policy in %s: %s/activeDirectories/{id}", loc, loc)
+		return model.Invalid("activeDirectory", "must be the ID or full name of an Active Directory policy in %s: %s/activeDirectories/{id}", loc, loc)
 	}
 	if !idRE.MatchString(m[3]) {
 		return model.Invalid("activeDirectory", "Active Directory policy %q does not exist in %s", m[3], loc)

@@ -447,6 +447,9 @@ type ServiceAccount struct {
 	DisplayName string    `json:"displayName,omitempty"`
 	Disabled    bool      `json:"disabled,omitempty"`
 	CreateTime  time.Time `json:"createTime"`
+	// DisableTime is when the account was last disabled: access tokens issued
+	// before it stay refused once it is enabled again.
+	DisableTime time.Time `json:"disableTime,omitzero"`
 	// Owner accounts hold roles/owner on every project.
 	Owner bool `json:"owner,omitempty"`
 }

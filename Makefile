@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzUpdateMask$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/perf
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTextSpacing$$' -fuzztime $(FUZZTIME) ./internal/perf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME) ./internal/oncrpc
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResults$$' -fuzztime $(FUZZTIME) ./internal/nfs3
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompound$$' -fuzztime $(FUZZTIME) ./test/nfsraw

@@ -83,17 +83,36 @@ type claims struct {
 	Scope string `json:"scope,omitempty"`
 }
 
-// unauthenticated is returned for every rejected token. Its message is safe to send;
-// the reason goes to the log through Reason.
-type unauthenticated struct{ reason string }
+// unauthenticated is returned for every rejected token; its reason goes to the
+// log and the audit log. Only a holder's reason is told to the caller (Public).
+type unauthenticated struct {
+	reason string
+	holder bool
+}
 
 func (e *unauthenticated) Error() string {
 	return "Request had invalid authentication credentials: " + e.reason
 }
 func (e *unauthenticated) Unwrap() error { return model.ErrUnauthenticated }
 
+// Public is the reason the caller may be told, or "": only for a token whose
+// signature verified with the key it names, i.e. one made by a holder of that
+// key, who learns nothing of other keys or accounts (an unknown key or a bad
+// signature gets no reason, so that no answer tells which keys exist).
+func (e *unauthenticated) Public() string {
+	if e.holder {
+		return e.reason
+	}
+	return ""
+}
+
 func deny(format string, args ...any) error {
 	return &unauthenticated{reason: fmt.Sprintf(format, args...)}
+}
+
+// denyHolder is deny for a token whose signature verified (see Public).
+func denyHolder(format string, args ...any) error {
+	return &unauthenticated{reason: fmt.Sprintf(format, args...), holder: true}
 }
 
 // Authenticate verifies the Authorization header value and returns the caller.
@@ -137,23 +156,24 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	if err != nil {
 		return nil, deny("%v", err)
 	}
+	// The signature verified: what is wrong from here on may be said.
 	if cl.Issuer != key.Email || cl.Subject != key.Email {
-		return nil, deny("iss and sub must both be %s", key.Email)
+		return nil, denyHolder("iss and sub must both be %s", key.Email)
 	}
 	if cl.IssuedAt == nil {
-		return nil, deny("token has no iat")
+		return nil, denyHolder("token has no iat")
 	}
 	if life := cl.ExpiresAt.Sub(cl.IssuedAt.Time); life > a.opts.MaxLifetime+a.opts.Skew || life <= 0 {
-		return nil, deny("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)
+		return nil, denyHolder("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)
 	}
 	if !a.audienceOK(cl) {
-		return nil, deny("audience %v is not accepted", []string(cl.Audience))
+		return nil, denyHolder("audience %v is not accepted", []string(cl.Audience))
 	}
 	if sa.Disabled {
-		return nil, deny("service account %s is disabled", sa.Email)
+		return nil, denyHolder("service account %s is disabled", sa.Email)
 	}
 	if !key.ExpireTime.IsZero() && now.After(key.ExpireTime) {
-		return nil, deny("key %s has expired", key.ID)
+		return nil, denyHolder("key %s has expired", key.ID)
 	}
 	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
 }

@@ -50,6 +50,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzToken$$' -fuzztime $(FUZZTIME) ./internal/api
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/perf
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTextSpacing$$' -fuzztime $(FUZZTIME) ./internal/perf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME) ./internal/oncrpc
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResults$$' -fuzztime $(FUZZTIME) ./internal/nfs3
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompound$$' -fuzztime $(FUZZTIME) ./test/nfsraw
@@ -60,6 +61,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzClassifyJoinError$$' -fuzztime $(FUZZTIME) ./internal/smb
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWorkgroup$$' -fuzztime $(FUZZTIME) ./internal/smb
 	$(GO) test -run '^$$' -fuzz '^FuzzShareDiff$$' -fuzztime $(FUZZTIME) ./internal/smb
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckDirectory$$' -fuzztime $(FUZZTIME) ./internal/smb
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAgg$$' -fuzztime $(FUZZTIME) ./internal/metrics
 	$(GO) test -run '^$$' -fuzz '^FuzzParseStats$$' -fuzztime $(FUZZTIME) ./internal/nfs
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAllIO$$' -fuzztime $(FUZZTIME) ./internal/nfs

@@ -177,7 +177,8 @@ func (s *Server) volumeToWire(v *model.Volume, pool *model.Pool) apiv1.Volume {
 
 // mountOptions tells clients how to mount a volume, one entry per NFS protocol, with
 // the options the services recommend (large transfers, hard mounts, nconnect on
-// kernels from 5.3 on).
+// kernels from 5.3 on) and the access its export policy grants over that
+// protocol: -o ro when its rules let clients only read.
 func mountOptions(v *model.Volume) []apiv1.MountOption {
 	if v.Endpoint == "" {
 		return nil
@@ -199,13 +200,51 @@ func mountOptions(v *model.Volume) []apiv1.MountOption {
 			continue
 		}
 		full := v.Endpoint + ":/" + v.ShareName
+		rw, ro := nfsAccess(v.ExportRules, p)
+		mode, note := "rw", "Only clients its export policy allows can mount it."
+		switch {
+		case len(rw) == 0 && len(ro) == 0:
+			note = "Its export policy lets no client mount it over " + nfsName(p) + " yet: add a rule."
+		case len(rw) == 0:
+			mode, note = "ro", "Its export policy lets clients ("+strings.Join(ro, ", ")+") only read it."
+		case len(ro) > 0:
+			note = "Clients its read-only rules match (" + strings.Join(ro, ", ") + ") mount with -o ro; only clients its export policy allows can mount it."
+		}
 		out = append(out, apiv1.MountOption{
 			Export: "/" + v.ShareName, ExportFull: full, Protocol: apiv1.Protocol(p), IPAddress: v.Endpoint,
-			Instructions: fmt.Sprintf("Linux: sudo mkdir -p /mnt/%[1]s && sudo mount -t nfs -o rw,hard,%[2]s,rsize=1048576,wsize=1048576,nconnect=4 %[3]s /mnt/%[1]s "+
-				"(nconnect needs kernel 5.3 or newer; drop it on older clients). Only clients its export policy allows can mount it.", v.ShareName, vers, full),
+			Instructions: fmt.Sprintf("Linux: sudo mkdir -p /mnt/%[1]s && sudo mount -t nfs -o %[4]s,hard,%[2]s,rsize=1048576,wsize=1048576,nconnect=4 %[3]s /mnt/%[1]s "+
+				"(nconnect needs kernel 5.3 or newer; drop it on older clients). %[5]s", v.ShareName, vers, full, mode, note),
 		})
 	}
 	return out
+}
+
+// nfsAccess lists the clients of the export rules that apply to NFS protocol p
+// and let them write (rw) or only read (ro); rules granting no access are left out.
+func nfsAccess(rules []model.ExportRule, p model.Protocol) (rw, ro []string) {
+	for _, r := range rules {
+		applies := r.NFSv3
+		if p == model.ProtocolNFSv4 {
+			applies = r.NFSv4
+		}
+		if applies == nil || !*applies || r.AccessType == nil || r.AllowedClients == nil {
+			continue
+		}
+		switch *r.AccessType {
+		case model.AccessReadWrite:
+			rw = append(rw, *r.AllowedClients)
+		case model.AccessReadOnly:
+			ro = append(ro, *r.AllowedClients)
+		}
+	}
+	return rw, ro
+}
+
+func nfsName(p model.Protocol) string {
+	if p == model.ProtocolNFSv4 {
+		return "NFSv4.1"
+	}
+	return "NFSv3"
 }
 
 // smbMountOption is an SMB volume's UNC path and mount commands, once it is shared

@@ -184,7 +184,7 @@ func TestRoleMethodMatrix(t *testing.T) {
 	ie.call(owner, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1", "protocols": []string{"NFSV3"}})
 	ie.call(owner, "POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
 	viewer, viewerEmail := ie.account("viewer")
-	admin, adminEmail := ie.account("admin")
+	admin, adminEmail := ie.account("netadmin")
 	nobody, _ := ie.account("nobody")
 	ie.bind(map[string][]string{iam.RoleNetappViewer: {iam.Member(viewerEmail)}, iam.RoleNetappAdmin: {iam.Member(adminEmail)}})
 	for _, role := range []struct {
@@ -229,7 +229,7 @@ func (ie *iamEnv) countOps() int {
 
 func TestRevocationThroughTheAPI(t *testing.T) {
 	ie := newIAMEnv(t)
-	admin, email := ie.account("admin")
+	admin, email := ie.account("netadmin")
 	ie.bind(map[string][]string{iam.RoleNetappAdmin: {iam.Member(email)}})
 	list := func() int { _, err := ie.call(admin, "GET", loc+"/volumes", nil); return status(err) }
 	if got := list(); got != 200 {
@@ -239,6 +239,11 @@ func TestRevocationThroughTheAPI(t *testing.T) {
 	ie.call(ie.owner, "POST", sa+":disable", map[string]any{})
 	if got := list(); got != 401 {
 		t.Fatalf("disabled account: %d, want 401", got)
+	}
+	// Its holder is told why; a caller without a valid signature is not (see
+	// TestUnauthenticatedReasons).
+	if _, err := ie.call(admin, "GET", loc+"/volumes", nil); err == nil || !strings.Contains(err.Error(), "service account "+email+" is disabled") {
+		t.Fatalf("disabled account's 401: %v, want it to say the account is disabled", err)
 	}
 	ie.call(ie.owner, "POST", sa+":enable", map[string]any{})
 	if got := list(); got != 200 {
@@ -283,6 +288,11 @@ func TestSetIamPolicyEtag(t *testing.T) {
 	}
 	etag := pol["etag"].(string)
 	const n = 8
+	for i := range n {
+		if _, err := ie.call(ie.owner, "POST", "/v1/projects/p1/serviceAccounts", map[string]any{"accountId": fmt.Sprintf("etag-sa%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var wg sync.WaitGroup
 	results := make([]int, n)
 	for i := range n {
@@ -290,7 +300,7 @@ func TestSetIamPolicyEtag(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			_, err := ie.call(ie.owner, "POST", "/v1/projects/p1:setIamPolicy", map[string]any{"policy": map[string]any{"etag": etag,
-				"bindings": []any{map[string]any{"role": iam.RoleNetappViewer, "members": []string{fmt.Sprintf("serviceAccount:sa%d@p1.iam.basin.internal", i)}}}}})
+				"bindings": []any{map[string]any{"role": iam.RoleNetappViewer, "members": []string{fmt.Sprintf("serviceAccount:etag-sa%d@p1.iam.basin.internal", i)}}}}})
 			results[i] = status(err)
 			if err != nil && !strings.Contains(err.Error(), "ABORTED") {
 				t.Errorf("loser's error: %v, want 409 ABORTED", err)
@@ -449,10 +459,18 @@ func TestBadTokensLeaveNoTrace(t *testing.T) {
 		"alg HS256":        sign(jwt.SigningMethodHS256, []byte("secret"), kf.PrivateKeyID, good(nil)),
 		"alg none":         sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, kf.PrivateKeyID, good(nil)),
 	}
+	// Only a token whose signature verified with the key it names is told what
+	// is wrong with it; the others get one generic answer.
+	told := map[string]string{"lifetime over 1h": "token lifetime 3h0m0s exceeds 1h0m0s", "wrong audience": "audience [https://example.com/] is not accepted"}
 	for name, tok := range tokens {
 		ie.token = tok
-		ie.fails("POST", loc+"/storagePools?storagePoolId=p"+strings.ReplaceAll(strings.ReplaceAll(name, " ", ""), "1h", ""),
+		r := ie.fails("POST", loc+"/storagePools?storagePoolId=p"+strings.ReplaceAll(strings.ReplaceAll(name, " ", ""), "1h", ""),
 			map[string]any{"serviceLevel": 1, "capacityGib": "10", "network": "projects/p1/global/networks/default"}, 401, "UNAUTHENTICATED")
+		msg := errMessage(r)
+		want, ok := told[name]
+		if ok && !strings.HasSuffix(msg, ": "+want+".") || !ok && !strings.HasSuffix(msg, "signed by a Basin service-account key.") {
+			t.Errorf("%s: message %q (told the reason: %v)", name, msg, ok)
+		}
 	}
 	ie.token = ""
 	var pools, ops int
@@ -468,4 +486,102 @@ func TestBadTokensLeaveNoTrace(t *testing.T) {
 	// The valid token of the same key works, so the refusals were about the tokens.
 	ie.token = sign(jwt.SigningMethodRS256, priv, kf.PrivateKeyID, good(nil))
 	ie.ok("GET", loc+"/storagePools", nil)
+}
+
+// A 401 says what is wrong only to a caller whose token verified with the key it
+// names (a holder of that key): a disabled account, an expired key, a wrong
+// audience. An unknown key, a forged signature or garbage get one generic answer,
+// whatever exists.
+func TestUnauthenticatedReasons(t *testing.T) {
+	ie := newIAMEnv(t)
+	holder, email := ie.account("holder")
+	message := func(header string) string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", ie.srv.URL+loc+"/volumes", nil)
+		if header != "" {
+			req.Header.Set("Authorization", header)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		json.NewDecoder(res.Body).Decode(&body)
+		if res.StatusCode != 401 {
+			t.Fatalf("%q: status %d, want 401", header, res.StatusCode)
+		}
+		return body.Error.Message
+	}
+	generic := message("")
+	if strings.Contains(generic, "disabled") || !strings.Contains(generic, "invalid authentication credentials") {
+		t.Fatalf("no token: %q", generic)
+	}
+	// A token the holder signed: authenticated (403: no role), then for a
+	// disabled account.
+	if _, err := ie.call(holder, "GET", loc+"/volumes", nil); status(err) != 403 {
+		t.Fatal(err)
+	}
+	ie.call(ie.owner, "POST", "/v1/projects/p1/serviceAccounts/"+email+":disable", map[string]any{})
+	_, err := ie.call(holder, "GET", loc+"/volumes", nil)
+	if status(err) != 401 || !strings.Contains(err.Error(), "service account "+email+" is disabled") {
+		t.Fatalf("disabled: %v", err)
+	}
+	// Garbage or no Bearer token: the generic answer (forged signatures and
+	// unknown keys: TestBadTokensLeaveNoTrace).
+	for name, header := range map[string]string{"garbage": "Bearer abc.def.ghi", "not bearer": "Basic x"} {
+		if got := message(header); got != generic {
+			t.Errorf("%s: %q, want the generic %q", name, got, generic)
+		}
+	}
+}
+
+// Service-account IDs follow upstream's rule: 6 to 30 lowercase letters, digits
+// and hyphens, starting with a letter, not ending with a hyphen.
+func TestServiceAccountIDRule(t *testing.T) {
+	ie := newIAMEnv(t)
+	create := func(id string) error {
+		_, err := ie.call(ie.owner, "POST", "/v1/projects/p1/serviceAccounts", map[string]any{"accountId": id})
+		return err
+	}
+	for _, ok := range []string{"ci-bot", "ci-pipeline", "a23456789012345678901234567890"} {
+		if err := create(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"ci", "abcde", "a234567890123456789012345678901", "1abcdef", "abcdef-", "Abcdef", "ab_cdef", ""} {
+		if err := create(bad); status(err) != 400 || !strings.Contains(err.Error(), "accountId") || !strings.Contains(err.Error(), "6-30") {
+			t.Errorf("%q: %v, want 400 naming accountId and the rule", bad, err)
+		}
+	}
+}
+
+// A binding to a service account of the project that does not exist is refused
+// (400 naming the member), as Google IAM refuses it, and the policy is left as
+// it was. Another project's accounts are not looked up (that would tell whether
+// they exist).
+func TestBindingUnknownMember(t *testing.T) {
+	ie := newIAMEnv(t)
+	_, email := ie.account("viewer")
+	set := func(members ...string) (map[string]any, error) {
+		return ie.call(ie.owner, "POST", "/v1/projects/p1:setIamPolicy", map[string]any{"policy": map[string]any{
+			"bindings": []any{map[string]any{"role": iam.RoleNetappViewer, "members": members}}}})
+	}
+	if _, err := set(iam.Member(email)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := ie.call(ie.owner, "POST", "/v1/projects/p1:getIamPolicy", map[string]any{})
+	_, err := set(iam.Member(email), "serviceAccount:ghost-account@p1.iam.basin.internal")
+	if status(err) != 400 || !strings.Contains(err.Error(), "policy.bindings[0].members") || !strings.Contains(err.Error(), "ghost-account@p1.iam.basin.internal does not exist") {
+		t.Fatalf("unknown member: %v, want 400 naming it", err)
+	}
+	if after, _ := ie.call(ie.owner, "POST", "/v1/projects/p1:getIamPolicy", map[string]any{}); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("policy changed by a refused call: %v -> %v", before, after)
+	}
+	// Another project's account, existing or not, is taken as given.
+	if _, err := set(iam.Member(email), "serviceAccount:someone-else@p2.iam.basin.internal"); err != nil {
+		t.Fatalf("another project's member: %v", err)
+	}
 }

@@ -25,7 +25,9 @@ import (
 // EmailDomain is the domain of service-account emails: {account}@{project}.iam.basin.internal.
 const EmailDomain = ".iam.basin.internal"
 
-var accountIDRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{1,28}[a-z0-9])$`)
+// accountIDRE is upstream's rule for service-account IDs: 6 to 30 lowercase
+// letters, digits and hyphens, starting with a letter and not ending with a hyphen.
+var accountIDRE = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
 
 // emptyEtag is the etag of a project that has never had a policy.
 const emptyEtag = "ACAB"
@@ -62,7 +64,7 @@ func (s *Server) createServiceAccount(rq *request, project string) {
 		return
 	}
 	if !accountIDRE.MatchString(req.AccountID) {
-		s.writeError(rq, model.Invalid("accountId", "%q must be 3-30 lowercase letters, digits or hyphens, starting with a letter", req.AccountID))
+		s.writeError(rq, model.Invalid("accountId", "%q must be 6-30 lowercase letters, digits or hyphens, starting with a letter and ending with a letter or digit", req.AccountID))
 		return
 	}
 	n, _ := rand.Int(rand.Reader, new(big.Int).Exp(big.NewInt(10), big.NewInt(20), nil))
@@ -370,6 +372,22 @@ func (s *Server) setIamPolicy(rq *request, project string) {
 		}
 		if req.Policy.Etag != "" && req.Policy.Etag != cur.Etag {
 			return model.Errorf(model.ErrAborted, "The policy of projects/%s changed since etag %s was read; read it again and retry", project, req.Policy.Etag)
+		}
+		// As Google IAM does, a binding may only name accounts that exist. Only
+		// the project's own accounts are checked: an answer about another
+		// project's would tell whether that account exists.
+		for i, b := range next.Bindings {
+			for _, m := range b.Members {
+				email := strings.TrimPrefix(m, "serviceAccount:")
+				if !strings.HasSuffix(email, "@"+project+EmailDomain) {
+					continue
+				}
+				if _, err := store.Get[model.ServiceAccount](tx, store.KindServiceAccount, email); errors.Is(err, model.ErrNotFound) {
+					return model.Invalid(fmt.Sprintf("policy.bindings[%d].members", i), "service account %s does not exist", email)
+				} else if err != nil {
+					return err
+				}
+			}
 		}
 		next.Etag = newEtag(next)
 		return tx.Put(store.KindIAMPolicy, "projects/"+project, "", next)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -85,7 +86,14 @@ func (s *Server) authFailed(rq *request, reason error) {
 		return
 	}
 	rq.w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
-	s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."))
+	msg := "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."
+	// A token signed by the key it names may be told what is wrong with it (a
+	// disabled account, an expired key): its sender holds the key.
+	var pub interface{ Public() string }
+	if errors.As(reason, &pub) && pub.Public() != "" {
+		msg = "Request had invalid authentication credentials: " + pub.Public() + "."
+	}
+	s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "%s", msg))
 }
 
 func (s *Server) tooMany(rq *request, wait time.Duration, msg string) {

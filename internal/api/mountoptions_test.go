@@ -35,3 +35,41 @@ func TestSMBMountOptions(t *testing.T) {
 		t.Fatalf("instructions %q: sealing asked for an unencrypted share", s.Instructions)
 	}
 }
+
+// NFS mount instructions follow the export policy, per protocol: -o ro where the
+// rules that apply let clients only read, -o rw where some may write (naming the
+// read-only clients, if any), and a word when no rule lets anyone in.
+func TestNFSMountOptionsFollowExportPolicy(t *testing.T) {
+	str := func(s string) *string { return &s }
+	access := func(a int32) *int32 { return &a }
+	rule := func(clients string, a int32, v3, v4 bool) model.ExportRule {
+		return model.ExportRule{AllowedClients: str(clients), AccessType: access(a), NFSv3: &v3, NFSv4: &v4}
+	}
+	cases := []struct {
+		name       string
+		rules      []model.ExportRule
+		v3, v4     string // the -o option each protocol's command starts with
+		v3Has, not string
+	}{
+		{"read-write", []model.ExportRule{rule("10.0.0.0/8", model.AccessReadWrite, true, true)}, "-o rw,", "-o rw,", "Only clients its export policy allows", "-o ro"},
+		{"read-only", []model.ExportRule{rule("10.0.0.0/8", model.AccessReadOnly, true, true)}, "-o ro,", "-o ro,", "only read it", "-o rw"},
+		{"mixed", []model.ExportRule{rule("10.0.0.5", model.AccessReadOnly, true, true), rule("10.0.0.0/8", model.AccessReadWrite, true, true)},
+			"-o rw,", "-o rw,", "(10.0.0.5) mount with -o ro", ""},
+		{"per protocol", []model.ExportRule{rule("10.0.0.0/8", model.AccessReadWrite, true, false), rule("10.0.0.0/8", model.AccessReadOnly, false, true)},
+			"-o rw,", "-o ro,", "Only clients", ""},
+		{"read-none only", []model.ExportRule{rule("10.0.0.0/8", model.AccessReadNone, true, true)}, "-o rw,", "-o rw,", "lets no client mount it over NFSv3", ""},
+		{"no policy", nil, "-o rw,", "-o rw,", "lets no client mount it over NFSv3", ""},
+	}
+	for _, tc := range cases {
+		v := &model.Volume{ShareName: "v", Endpoint: "10.99.0.20", Protocols: []model.Protocol{model.ProtocolNFSv3, model.ProtocolNFSv4},
+			ExportRules: tc.rules, HasExportPolicy: tc.rules != nil}
+		mo := mountOptions(v)
+		if len(mo) != 2 {
+			t.Fatalf("%s: %+v", tc.name, mo)
+		}
+		if !strings.Contains(mo[0].Instructions, tc.v3) || !strings.Contains(mo[1].Instructions, tc.v4) || !strings.Contains(mo[0].Instructions, tc.v3Has) ||
+			(tc.not != "" && strings.Contains(mo[0].Instructions+mo[1].Instructions, tc.not)) {
+			t.Errorf("%s:\n v3 %q\n v4 %q\nwant v3 %q … %q, v4 %q, not %q", tc.name, mo[0].Instructions, mo[1].Instructions, tc.v3, tc.v3Has, tc.v4, tc.not)
+		}
+	}
+}

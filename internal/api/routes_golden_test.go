@@ -63,7 +63,7 @@ func routingPaths() []string {
 func TestRoutingGolden(t *testing.T) {
 	ie := newIAMEnv(t, func(o *Options) { o.FailedAuthLimit = -1 })
 	viewer, viewerEmail := ie.account("viewer")
-	admin, adminEmail := ie.account("admin")
+	admin, adminEmail := ie.account("netadmin")
 	nobody, _ := ie.account("nobody")
 	bindings := map[string][]string{iam.RoleNetappViewer: {iam.Member(viewerEmail)}, iam.RoleNetappAdmin: {iam.Member(adminEmail)}}
 	ie.bind(bindings)

@@ -167,7 +167,7 @@ func TestRouteMatrix(t *testing.T) {
 	}
 	vars["key"] = path.Base(keyList["keys"].([]any)[0].(map[string]any)["name"].(string))
 	viewer, viewerEmail := ie.account("viewer")
-	admin, adminEmail := ie.account("admin")
+	admin, adminEmail := ie.account("netadmin")
 	nobody, _ := ie.account("nobody")
 	bindings := map[string][]string{iam.RoleNetappViewer: {iam.Member(viewerEmail)}, iam.RoleNetappAdmin: {iam.Member(adminEmail)}}
 	ie.bind(bindings)

@@ -4,7 +4,9 @@
 // file.
 //
 // Flags may be written --flag=value or --flag value and may come before, between or
-// after positional arguments.
+// after positional arguments; global flags (--project, --key-file, -o …) may also
+// come before the command. Wherever a command takes an ID it also takes the
+// resource's full name, as the API and -o yaml print it (names.go).
 package cli
 
 import (
@@ -13,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
 	"os"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,12 +39,51 @@ type Env struct {
 	Now func() time.Time
 }
 
-// flagSpec declares a flag: bool flags take no value; multi flags may repeat.
+// flagSpec declares a flag: bool flags take no value; multi flags may repeat;
+// short is a one-letter alias (-o for --output). One-letter names and aliases are
+// written with one dash, the others with two; either form is accepted.
 type flagSpec struct {
 	name  string
+	short string
 	bool  bool
 	multi bool
 	usage string
+	// value names the flag's value in help (default: the name's last word).
+	value string
+}
+
+// dashed is how help writes a flag name: -n, --name.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// display is a flag as help lists it: "-o, --output FORMAT".
+func (f flagSpec) display() string {
+	d := dashed(f.name)
+	if f.short != "" {
+		d = dashed(f.short) + ", " + d
+	}
+	if f.bool {
+		return d
+	}
+	v := f.value
+	if v == "" {
+		v = strings.ToUpper(f.name[strings.LastIndex(f.name, "-")+1:])
+	}
+	return d + " " + v
+}
+
+// usageError is a command line that cannot be run as written (exit status 2);
+// run names the command in it.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
 }
 
 // parsed holds a command line split into flags and positional arguments.
@@ -59,12 +102,22 @@ func (p *parsed) str(name string) string {
 func (p *parsed) all(name string) []string { return p.flags[name] }
 func (p *parsed) has(name string) bool     { _, ok := p.flags[name]; return ok }
 
-// parseArgs splits args by specs; unknown flags are errors.
-func parseArgs(args []string, specs []flagSpec) (*parsed, error) {
+// flagIndex maps flag names and short aliases to their specs.
+func flagIndex(specs []flagSpec) map[string]flagSpec {
 	byName := map[string]flagSpec{}
 	for _, s := range specs {
 		byName[s.name] = s
+		if s.short != "" {
+			byName[s.short] = s
+		}
 	}
+	return byName
+}
+
+// parseArgs splits args by specs; unknown flags are errors. A short alias is
+// recorded under the flag's name.
+func parseArgs(args []string, specs []flagSpec) (*parsed, error) {
+	byName := flagIndex(specs)
 	p := &parsed{flags: map[string][]string{}}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -79,26 +132,26 @@ func parseArgs(args []string, specs []flagSpec) (*parsed, error) {
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		spec, ok := byName[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown flag --%s", name)
+			return nil, usagef("unknown flag %s", dashed(name))
 		}
 		if spec.bool {
 			if !hasVal {
 				val = "true"
 			}
 			if val != "true" && val != "false" {
-				return nil, fmt.Errorf("--%s takes true or false, got %q", name, val)
+				return nil, usagef("%s takes true or false, got %q", dashed(name), val)
 			}
 		} else if !hasVal {
 			if i+1 >= len(args) {
-				return nil, fmt.Errorf("--%s needs a value", name)
+				return nil, usagef("%s needs a value", dashed(name))
 			}
 			i++
 			val = args[i]
 		}
 		if spec.multi {
-			p.flags[name] = append(p.flags[name], val)
+			p.flags[spec.name] = append(p.flags[spec.name], val)
 		} else {
-			p.flags[name] = []string{val}
+			p.flags[spec.name] = []string{val}
 		}
 	}
 	return p, nil
@@ -110,12 +163,34 @@ var globalFlags = []flagSpec{
 	{name: "data-dir", usage: "where to find owner-key.json (default /var/lib/basin)"},
 	{name: "project", usage: "project ID (env BASIN_PROJECT; default \"default\")"},
 	{name: "location", usage: "location ID (env BASIN_LOCATION; default \"local\")"},
-	{name: "output", usage: "table, json or yaml (default table)"},
-	{name: "o", usage: "short for --output"},
+	{name: "output", short: "o", value: "FORMAT", usage: "table, json or yaml (env BASIN_OUTPUT; default table)"},
 	{name: "async", bool: true, usage: "print the operation instead of waiting for it"},
 	{name: "insecure-no-auth", bool: true, usage: "send no credentials (server started with --insecure-no-auth)"},
-	{name: "help", bool: true, usage: "show help"},
-	{name: "h", bool: true, usage: "show help"},
+	{name: "help", short: "h", bool: true, usage: "show help"},
+}
+
+// globalsFor are the global flags a command uses: those reaching the server
+// (not for offline commands, except to look something up; --location only for
+// what lives in a location), --async for those that start an operation, and
+// --help.
+func globalsFor(c *command) []flagSpec {
+	projectLevel := strings.HasPrefix(c.group, "iam ") || c.group == "audit" || c.group == "locations"
+	var out []flagSpec
+	for _, f := range globalFlags {
+		switch {
+		case f.name == "help":
+		case f.name == "async" && !c.mutating:
+			continue
+		case f.name == "location" && projectLevel:
+			continue
+		case c.offline && !c.lookup:
+			continue
+		case c.offline && f.name == "output":
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // command is one CLI command.
@@ -126,6 +201,10 @@ type command struct {
 	help        string
 	// offline commands need no server, so no key file either.
 	offline bool
+	// lookup: an offline command that may look something up on the server.
+	lookup bool
+	// mutating commands start an operation and wait for it unless --async.
+	mutating bool
 	// live commands run until interrupted, without the 30-minute limit.
 	live bool
 	run  func(ctx context.Context, c *session, p *parsed) error
@@ -134,7 +213,7 @@ type command struct {
 // session is what a command needs: the client, scope and output.
 type session struct {
 	env      Env
-	cl       *client.Client
+	cl       apiClient
 	project  string
 	location string
 	output   string
@@ -172,7 +251,26 @@ func Main(args []string, env Env) int {
 
 func run(args []string, env Env) error {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
+	// Global flags may come before the command: they are set aside and parsed
+	// with the command's own.
+	globals := flagIndex(globalFlags)
+	var pre []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "--" {
+		name, _, hasVal := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		spec, ok := globals[name]
+		if !ok {
+			return usagef("unknown flag %s before the command: only global flags may come first (basin help lists them)", dashed(name))
+		}
+		n := 1
+		if !spec.bool && !hasVal && len(args) > 1 {
+			n = 2
+		}
+		pre, args = append(pre, args[:n]...), args[n:]
+	}
+	if len(args) == 0 || args[0] == "help" {
+		if len(args) > 1 { // basin help volumes [create]
+			return run(append(args[1:], "--help"), env)
+		}
 		usage(env.Stdout, cmds)
 		return nil
 	}
@@ -190,18 +288,18 @@ func run(args []string, env Env) error {
 		}
 	}
 	if len(verbs) == 0 {
-		return fmt.Errorf("unknown command %q (try basin help)", args[0])
+		return usagef("unknown command %q (basin help lists them)", args[0])
 	}
-	// The verb is the first non-flag argument after the group (some commands, like
-	// advise, have none).
-	rest := args[1:]
+	// The verb is the first argument after the group that is neither a flag nor
+	// a global flag's value (some commands, like advise, have none).
+	rest := append(pre, args[1:]...)
 	var cmd, bare *command
 	for _, c := range verbs {
 		if c.verb == "" {
 			bare = c
 		}
 	}
-	verbIdx := slices.IndexFunc(rest, func(s string) bool { return !strings.HasPrefix(s, "-") })
+	verbIdx := firstArg(rest, globals)
 	if verbIdx >= 0 {
 		for _, c := range verbs {
 			if c.verb != "" && c.verb == rest[verbIdx] {
@@ -220,13 +318,45 @@ func run(args []string, env Env) error {
 		return nil
 	default:
 		groupUsage(env.Stderr, group, verbs)
-		return fmt.Errorf("unknown command %q %q", group, rest[verbIdx])
+		return usagef("unknown command %q %q", group, rest[verbIdx])
 	}
-	p, err := parseArgs(rest, append(slices.Clone(globalFlags), cmd.flags...))
+	err := runCommand(cmd, rest, env)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w (basin %[1]s --help)", strings.TrimSpace(cmd.group+" "+cmd.verb), err)
+	}
+	return err
+}
+
+// firstArg is the index of the first positional argument of args, skipping flags
+// and the values of the value-taking flags in specs; -1 if there is none.
+func firstArg(args []string, specs map[string]flagSpec) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if i+1 < len(args) {
+				return i + 1
+			}
+			return -1
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return i
+		}
+		name, _, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if spec, ok := specs[name]; ok && !spec.bool && !hasVal {
+			i++
+		}
+	}
+	return -1
+}
+
+// runCommand parses a command's arguments and runs it.
+func runCommand(cmd *command, args []string, env Env) error {
+	p, err := parseArgs(args, append(slices.Clone(globalFlags), cmd.flags...))
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", group, cmd.verb, err)
+		return err
 	}
-	if p.has("help") || p.has("h") {
+	if p.has("help") {
 		commandUsage(env.Stdout, cmd)
 		return nil
 	}
@@ -254,17 +384,32 @@ func newSession(env Env, p *parsed, connect bool) (*session, error) {
 	}
 	c := &session{env: env, project: pick("project", "BASIN_PROJECT", "default"), location: pick("location", "BASIN_LOCATION", "local"),
 		output: pick("output", "BASIN_OUTPUT", "table"), async: p.has("async")}
-	if o := p.str("o"); o != "" {
-		c.output = o
-	}
 	if c.output != "table" && c.output != "json" && c.output != "yaml" {
-		return nil, fmt.Errorf("--output must be table, json or yaml, got %q", c.output)
+		return nil, usagef("--output must be table, json or yaml, got %q", c.output)
 	}
-	if !connect {
-		c.connect = func() error { return c.dial(env, p, pick) }
-		return c, nil
+	c.connect = func() error { return c.dial(env, p, pick) }
+	if connect {
+		// A client that cannot be made (no key file) fails the first call, so
+		// that a command line's own mistakes are reported first.
+		if err := c.connect(); err != nil {
+			c.cl = unreachable{err}
+		}
 	}
-	return c, c.dial(env, p, pick)
+	return c, nil
+}
+
+// apiClient is what commands need of the API client.
+type apiClient interface {
+	Do(ctx context.Context, method, path string, query url.Values, body, out any) error
+	Wait(ctx context.Context, op client.Object) (client.Object, error)
+}
+
+// unreachable stands for a client that could not be made.
+type unreachable struct{ err error }
+
+func (u unreachable) Do(context.Context, string, string, url.Values, any, any) error { return u.err }
+func (u unreachable) Wait(_ context.Context, op client.Object) (client.Object, error) {
+	return op, u.err
 }
 
 // dial makes the session's API client.
@@ -286,32 +431,42 @@ func (c *session) dial(env Env, p *parsed, pick func(flag, envName, def string) 
 }
 
 func usage(w io.Writer, cmds []*command) {
-	fmt.Fprintln(w, "Usage: basin <command> [flags]")
+	fmt.Fprintln(w, "Usage: basin [global flags] <command> [arguments] [flags]")
 	fmt.Fprintln(w, "\nServer:\n  serve                 run the Basin service (basin serve --help)")
-	fmt.Fprintln(w, "\nClient commands:")
+	fmt.Fprintln(w, "\nClient commands (basin help COMMAND, or COMMAND --help, for their flags):")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-40s %s\n", c.group+" "+c.verb+" "+c.args, c.help)
+		fmt.Fprintf(w, "  %-44s %s\n", strings.Join(strings.Fields(c.group+" "+c.verb+" "+c.args), " "), c.help)
 	}
-	fmt.Fprintln(w, "\nGlobal flags:")
-	for _, f := range globalFlags {
-		fmt.Fprintf(w, "  --%-20s %s\n", f.name, f.usage)
-	}
+	fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
+	writeFlags(w, globalFlags)
+	fmt.Fprintln(w, "\nWherever a command takes an ID it also takes the resource's full name, as")
+	fmt.Fprintln(w, "printed by -o yaml or --async (projects/P/locations/L/volumes/V); a snapshot")
+	fmt.Fprintln(w, "may also be given as VOLUME/SNAPSHOT.")
 }
 
 func groupUsage(w io.Writer, group string, cmds []*command) {
-	fmt.Fprintf(w, "Usage: basin %s <verb> [flags]\n\n", group)
+	fmt.Fprintf(w, "Usage: basin %s <verb> [arguments] [flags]\n\n", group)
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-40s %s\n", c.verb+" "+c.args, c.help)
+		fmt.Fprintf(w, "  %-40s %s\n", strings.TrimSpace(c.verb+" "+c.args), c.help)
 	}
 }
 
 func commandUsage(w io.Writer, c *command) {
-	fmt.Fprintf(w, "Usage: basin %s %s %s [flags]\n\n%s\n", c.group, c.verb, c.args, c.help)
+	line := strings.Join(strings.Fields("basin "+c.group+" "+c.verb+" "+c.args), " ")
+	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s\n", line, c.help)
 	if len(c.flags) > 0 {
 		fmt.Fprintln(w, "\nFlags:")
-		for _, f := range c.flags {
-			fmt.Fprintf(w, "  --%-22s %s\n", f.name, f.usage)
-		}
+		writeFlags(w, c.flags)
+	}
+	if g := globalsFor(c); len(g) > 0 {
+		fmt.Fprintln(w, "\nGlobal flags:")
+		writeFlags(w, g)
+	}
+}
+
+func writeFlags(w io.Writer, flags []flagSpec) {
+	for _, f := range flags {
+		fmt.Fprintf(w, "  %-28s %s\n", f.display(), f.usage)
 	}
 }
 
@@ -351,16 +506,50 @@ func (c *session) print(obj any, columns []string) error {
 			fmt.Fprintln(tw, strings.Join(vals, "\t"))
 		}
 	case client.Object:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, cell(t, k))
+		var rows [][2]string
+		flatten("", t, &rows)
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 		}
 	}
 	return nil
+}
+
+// flatten lists a resource's fields as a table shows them, sorted by name:
+// nested objects as parent.child, items of a list of objects as list[i].field,
+// a list of plain values as one comma-separated field. Empty objects and lists
+// are left out.
+func flatten(prefix string, v any, rows *[][2]string) {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			name := k
+			if prefix != "" {
+				name = prefix + "." + k
+			}
+			flatten(name, t[k], rows)
+		}
+	case []any:
+		if !slices.ContainsFunc(t, isNested) {
+			if len(t) > 0 {
+				*rows = append(*rows, [2]string{prefix, compact(t)})
+			}
+			return
+		}
+		for i, x := range t {
+			flatten(fmt.Sprintf("%s[%d]", prefix, i), x, rows)
+		}
+	default:
+		*rows = append(*rows, [2]string{prefix, compact(v)})
+	}
+}
+
+func isNested(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
 }
 
 // cell formats field (a dotted path; "id" = last segment of name) for a table.
@@ -377,20 +566,40 @@ func cell(obj client.Object, field string) string {
 		}
 		cur = m[seg]
 	}
-	switch t := cur.(type) {
+	return compact(cur)
+}
+
+// compact writes a value on one line: numbers as written (no exponent), lists
+// comma-separated, objects as key=value pairs; a list of objects separates
+// them with "; ".
+func compact(v any) string {
+	switch t := v.(type) {
 	case nil:
 		return ""
 	case string:
 		return t
+	case float64:
+		return strconv.FormatFloat(t, 'f', -1, 64)
 	case []any:
+		sep := ","
+		if slices.ContainsFunc(t, isNested) {
+			sep = "; "
+		}
 		parts := make([]string, len(t))
 		for i, x := range t {
-			parts[i] = fmt.Sprint(x)
+			parts[i] = compact(x)
 		}
-		return strings.Join(parts, ",")
+		return strings.Join(parts, sep)
 	case map[string]any:
-		b, _ := json.Marshal(t)
-		return string(b)
+		parts := make([]string, 0, len(t))
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			val := compact(t[k])
+			if isNested(t[k]) {
+				val = "{" + val + "}"
+			}
+			parts = append(parts, k+"="+val)
+		}
+		return strings.Join(parts, " ")
 	default:
 		return fmt.Sprint(t)
 	}

@@ -27,90 +27,93 @@ func commands() []*command {
 }
 
 func v1Commands() []*command {
-	poolSpec := append([]flagSpec{
-		{name: "service-level", usage: "PREMIUM, EXTREME, STANDARD or FLEX"},
+	poolCommon := []flagSpec{
 		{name: "capacity-gib", usage: "pool capacity in GiB"},
-		{name: "network", usage: "network name or projects/{p}/global/networks/{n} (default: default)"},
-		{name: "active-directory", usage: "Active Directory policy ID or full name"},
 		{name: "qos-type", usage: "AUTO or MANUAL"},
-	}, metaFlags...)
-	volSpec := append([]flagSpec{
-		{name: "pool", usage: "storage pool ID"},
+		{name: "active-directory", usage: "Active Directory policy: ID or full name"},
+	}
+	poolCreate := append(append([]flagSpec{
+		{name: "service-level", usage: "PREMIUM, EXTREME, STANDARD or FLEX"},
+		{name: "network", usage: "network: name or projects/{project}/global/networks/{network} (default: default)"},
+	}, poolCommon...), metaFlags...)
+	poolUpdate := append(poolCommon, metaFlags...)
+	volCommon := []flagSpec{
 		{name: "capacity-gib", usage: "volume capacity in GiB"},
-		{name: "share-name", usage: "export path / share name (default: the volume ID)"},
-		{name: "protocols", usage: "NFSV3, NFSV4, SMB, comma-separated (default NFSV3)"},
-		{name: "unix-permissions", usage: "octal mode of the volume root (default 0770)"},
-		{name: "export-rule", multi: true, usage: "clients=CIDR[;CIDR],access=READ_WRITE|READ_ONLY|READ_NONE,root=true|false,nfsv3,nfsv4 (repeatable)"},
+		{name: "unix-permissions", value: "MODE", usage: "octal mode of the volume's root directory (default 0770, owner root)"},
+		{name: "export-rule", multi: true, usage: "clients=CIDR[;CIDR],access=READ_WRITE|READ_ONLY|READ_NONE,root=true|false,squash=…,anon-uid=N,nfsv3,nfsv4 (repeatable; the first rule matching a client wins)"},
 		{name: "snapshot-directory", bool: true, usage: "expose .snapshot"},
 		{name: "throughput-mibps", usage: "throughput in MANUAL QoS pools"},
-		{name: "from-snapshot", usage: "clone: VOLUME/SNAPSHOT or a full snapshot name"},
-	}, metaFlags...)
+	}
+	volCreate := append(append([]flagSpec{
+		{name: "pool", usage: "storage pool: ID or full name"},
+		{name: "share-name", usage: "export path / share name (default: the volume ID)"},
+		{name: "protocols", usage: "NFSV3, NFSV4, SMB, comma-separated (default NFSV3)"},
+		{name: "from-snapshot", usage: "clone: VOLUME/SNAPSHOT or a snapshot's full name"},
+	}, volCommon...), metaFlags...)
+	volUpdate := append(append([]flagSpec{
+		{name: "pool", usage: "move the volume to this storage pool (ID or full name; same network)"},
+	}, volCommon...), metaFlags...)
+	loc := func(c *session) string { return "/v1/projects/" + c.project + "/locations" }
 	return []*command{
-		{group: "locations", verb: "list", help: "list locations", run: listCmd("locations", "locations", []string{"locationId", "displayName"}, func(c *session) string {
-			return "/v1/projects/" + c.project + "/locations"
-		})},
-		{group: "locations", verb: "get", args: "LOCATION", help: "show a location", run: getCmd(func(c *session, a []string) string {
-			return "/v1/projects/" + c.project + "/locations/" + a[0]
-		}, 1)},
+		{group: "locations", verb: "list", help: "list locations", run: listCmd("locations", "locations", []string{"locationId", "displayName"}, loc)},
+		{group: "locations", verb: "get", args: "LOCATION", help: "show a location", run: getCmd(kindLocation)},
 
 		{group: "pools", verb: "list", flags: listFlags, help: "list storage pools", run: listCmd("pools", "storagePools",
 			[]string{"id", "serviceLevel", "capacityGib", "volumeCapacityGib", "volumeCount", "state"}, func(c *session) string { return c.parent() + "/storagePools" })},
-		{group: "pools", verb: "get", args: "POOL", help: "show a storage pool", run: getCmd(func(c *session, a []string) string { return c.parent() + "/storagePools/" + a[0] }, 1)},
-		{group: "pools", verb: "create", args: "POOL", flags: poolSpec, help: "create a storage pool", run: poolCreate},
-		{group: "pools", verb: "update", args: "POOL", flags: poolSpec, help: "change a storage pool's capacity, QoS type, labels, description", run: poolUpdate},
-		{group: "pools", verb: "delete", args: "POOL", help: "delete an empty storage pool", run: deleteCmd(func(c *session, a []string) string { return c.parent() + "/storagePools/" + a[0] })},
+		{group: "pools", verb: "get", args: "POOL", help: "show a storage pool", run: getCmd(kindPool)},
+		{group: "pools", verb: "create", args: "POOL", flags: poolCreate, mutating: true, help: "create a storage pool", run: poolCreateCmd},
+		{group: "pools", verb: "update", args: "POOL", flags: poolUpdate, mutating: true, help: "change a storage pool's capacity, QoS type, Active Directory policy, labels, description", run: poolUpdateCmd},
+		{group: "pools", verb: "delete", args: "POOL", mutating: true, help: "delete an empty storage pool", run: deleteCmd(kindPool)},
 
 		{group: "volumes", verb: "list", flags: listFlags, help: "list volumes", run: listCmd("volumes", "volumes",
 			[]string{"id", "shareName", "storagePool", "capacityGib", "usedGib", "serviceLevel", "throughputMibps", "protocols", "state"}, func(c *session) string { return c.parent() + "/volumes" })},
-		{group: "volumes", verb: "get", args: "VOLUME", help: "show a volume", run: getCmd(func(c *session, a []string) string { return c.parent() + "/volumes/" + a[0] }, 1)},
-		{group: "volumes", verb: "create", args: "VOLUME", flags: volSpec, help: "create a volume (or a clone with --from-snapshot)", run: volumeCreate},
-		{group: "volumes", verb: "update", args: "VOLUME", flags: volSpec, help: "resize or change a volume", run: volumeUpdate},
-		{group: "volumes", verb: "delete", args: "VOLUME", flags: []flagSpec{{name: "force", bool: true, usage: "delete its snapshots too"}},
+		{group: "volumes", verb: "get", args: "VOLUME", help: "show a volume", run: getCmd(kindVolume)},
+		{group: "volumes", verb: "create", args: "VOLUME", flags: volCreate, mutating: true, help: "create a volume (or a clone with --from-snapshot)", run: volumeCreate},
+		{group: "volumes", verb: "update", args: "VOLUME", flags: volUpdate, mutating: true, help: "resize, move or change a volume", run: volumeUpdate},
+		{group: "volumes", verb: "delete", args: "VOLUME", flags: []flagSpec{{name: "force", bool: true, usage: "delete its snapshots too"}}, mutating: true,
 			help: "delete a volume", run: volumeDelete},
-		{group: "volumes", verb: "revert", args: "VOLUME", flags: []flagSpec{{name: "snapshot", usage: "snapshot ID to revert to (newer snapshots are deleted)"}},
+		{group: "volumes", verb: "revert", args: "VOLUME", flags: []flagSpec{{name: "snapshot", usage: "snapshot to revert to: ID or full name (newer snapshots are deleted)"}}, mutating: true,
 			help: "revert a volume to a snapshot", run: volumeRevert},
 
 		{group: "snapshots", verb: "list", args: "VOLUME", flags: listFlags, help: "list a volume's snapshots", run: func(ctx context.Context, c *session, p *parsed) error {
-			if err := needArgs(p, 1, "VOLUME"); err != nil {
+			vol, err := c.onePath(p, kindVolume)
+			if err != nil {
 				return err
 			}
-			return listCmd("snapshots", "snapshots", []string{"id", "usedBytes", "createTime", "state"}, func(c *session) string {
-				return c.parent() + "/volumes/" + p.args[0] + "/snapshots"
-			})(ctx, c, p)
+			return listCmd("snapshots", "snapshots", []string{"id", "usedBytes", "createTime", "state"}, func(*session) string { return vol + "/snapshots" })(ctx, c, p)
 		}},
-		{group: "snapshots", verb: "get", args: "VOLUME SNAPSHOT", help: "show a snapshot", run: getCmd(func(c *session, a []string) string {
-			return c.parent() + "/volumes/" + a[0] + "/snapshots/" + a[1]
-		}, 2)},
-		{group: "snapshots", verb: "create", args: "VOLUME SNAPSHOT", flags: metaFlags, help: "take a snapshot", run: snapshotCreate},
-		{group: "snapshots", verb: "update", args: "VOLUME SNAPSHOT", flags: metaFlags, help: "change a snapshot's description or labels", run: snapshotUpdate},
-		{group: "snapshots", verb: "delete", args: "VOLUME SNAPSHOT", help: "delete a snapshot", run: deleteCmd(func(c *session, a []string) string {
-			return c.parent() + "/volumes/" + a[0] + "/snapshots/" + a[1]
-		})},
+		{group: "snapshots", verb: "get", args: "VOLUME SNAPSHOT", help: "show a snapshot (also VOLUME/SNAPSHOT or a full name)", run: snapshotGet},
+		{group: "snapshots", verb: "create", args: "VOLUME SNAPSHOT", flags: metaFlags, mutating: true, help: "take a snapshot (also VOLUME/SNAPSHOT or a full name)", run: snapshotCreate},
+		{group: "snapshots", verb: "update", args: "VOLUME SNAPSHOT", flags: metaFlags, mutating: true, help: "change a snapshot's description or labels", run: snapshotUpdate},
+		{group: "snapshots", verb: "delete", args: "VOLUME SNAPSHOT", mutating: true, help: "delete a snapshot (also VOLUME/SNAPSHOT or a full name)", run: snapshotDelete},
 
 		{group: "operations", verb: "list", flags: listFlags, help: "list operations, newest first", run: listCmd("operations", "operations",
 			[]string{"id", "metadata.verb", "metadata.target", "done", "error.message"}, func(c *session) string { return c.parent() + "/operations" })},
-		{group: "operations", verb: "get", args: "OPERATION", help: "show an operation", run: getCmd(func(c *session, a []string) string { return c.parent() + "/operations/" + a[0] }, 1)},
+		{group: "operations", verb: "get", args: "OPERATION", help: "show an operation", run: getCmd(kindOperation)},
 		{group: "operations", verb: "wait", args: "OPERATION", help: "wait for an operation to finish", run: opWait},
 		{group: "operations", verb: "cancel", args: "OPERATION", help: "ask for an operation to be cancelled", run: func(ctx context.Context, c *session, p *parsed) error {
-			if err := needArgs(p, 1, "OPERATION"); err != nil {
+			path, err := c.onePath(p, kindOperation)
+			if err != nil {
 				return err
 			}
-			return c.cl.Do(ctx, http.MethodPost, c.parent()+"/operations/"+p.args[0]+":cancel", nil, map[string]any{}, nil)
+			return c.cl.Do(ctx, http.MethodPost, path+":cancel", nil, map[string]any{}, nil)
 		}},
 		{group: "operations", verb: "delete", args: "OPERATION", help: "forget a finished operation", run: func(ctx context.Context, c *session, p *parsed) error {
-			if err := needArgs(p, 1, "OPERATION"); err != nil {
+			path, err := c.onePath(p, kindOperation)
+			if err != nil {
 				return err
 			}
-			return c.cl.Do(ctx, http.MethodDelete, c.parent()+"/operations/"+p.args[0], nil, nil, nil)
+			return c.cl.Do(ctx, http.MethodDelete, path, nil, nil, nil)
 		}},
 	}
 }
 
-func needArgs(p *parsed, n int, names string) error {
-	if len(p.args) != n {
-		return fmt.Errorf("expected %s, got %d argument(s)", names, len(p.args))
+// onePath reads the command's one argument, a k, and returns its API path.
+func (c *session) onePath(p *parsed, k *kind) (string, error) {
+	if err := needArgs(p, k.arg); err != nil {
+		return "", err
 	}
-	return nil
+	return c.path(k, p.args[0])
 }
 
 func listCmd(what, field string, cols []string, path func(*session) string) func(context.Context, *session, *parsed) error {
@@ -152,13 +155,14 @@ func (c *session) listAll(ctx context.Context, path, field string, q url.Values)
 	}
 }
 
-func getCmd(path func(*session, []string) string, n int) func(context.Context, *session, *parsed) error {
+func getCmd(k *kind) func(context.Context, *session, *parsed) error {
 	return func(ctx context.Context, c *session, p *parsed) error {
-		if len(p.args) != n {
-			return fmt.Errorf("expected %d argument(s), got %d", n, len(p.args))
+		path, err := c.onePath(p, k)
+		if err != nil {
+			return err
 		}
 		var obj client.Object
-		if err := c.cl.Do(ctx, http.MethodGet, path(c, p.args), nil, nil, &obj); err != nil {
+		if err := c.cl.Do(ctx, http.MethodGet, path, nil, nil, &obj); err != nil {
 			return err
 		}
 		return c.print(obj, nil)
@@ -188,21 +192,23 @@ func (c *session) mutate(ctx context.Context, method, path string, q url.Values,
 	return c.print(resp, nil)
 }
 
-func deleteCmd(path func(*session, []string) string) func(context.Context, *session, *parsed) error {
+func deleteCmd(k *kind) func(context.Context, *session, *parsed) error {
 	return func(ctx context.Context, c *session, p *parsed) error {
-		if len(p.args) == 0 {
-			return fmt.Errorf("expected the resource ID(s)")
+		path, err := c.onePath(p, k)
+		if err != nil {
+			return err
 		}
-		return c.mutate(ctx, http.MethodDelete, path(c, p.args), nil, nil)
+		return c.mutate(ctx, http.MethodDelete, path, nil, nil)
 	}
 }
 
 func opWait(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "OPERATION"); err != nil {
+	path, err := c.onePath(p, kindOperation)
+	if err != nil {
 		return err
 	}
 	var op client.Object
-	if err := c.cl.Do(ctx, http.MethodGet, c.parent()+"/operations/"+p.args[0], nil, nil, &op); err != nil {
+	if err := c.cl.Do(ctx, http.MethodGet, path, nil, nil, &op); err != nil {
 		return err
 	}
 	done, err := c.cl.Wait(ctx, op)
@@ -220,7 +226,7 @@ func parseLabels(s string) (map[string]string, error) {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--labels: %q is not key=value", kv)
+			return nil, usagef("--labels: %q is not key=value", kv)
 		}
 		out[k] = v
 	}
@@ -257,24 +263,28 @@ func poolBody(c *session, p *parsed) (map[string]any, []string, error) {
 	set("capacity-gib", "capacityGib", p.str("capacity-gib"))
 	set("qos-type", "qosType", strings.ToUpper(p.str("qos-type")))
 	if p.has("network") {
-		n := p.str("network")
-		if !strings.Contains(n, "/") {
-			n = "projects/" + c.project + "/global/networks/" + n
+		n, err := c.fullName(kindNetwork, p.str("network"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--network: %w", err)
 		}
 		set("network", "network", n)
 	}
 	if p.has("active-directory") {
-		ad := p.str("active-directory")
-		if !strings.Contains(ad, "/") {
-			ad = strings.TrimPrefix(c.parent(), "/v1/") + "/activeDirectories/" + ad
+		ad, err := c.fullName(kindAD, p.str("active-directory"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--active-directory: %w", err)
 		}
 		set("active-directory", "activeDirectory", ad)
 	}
 	return body, mask, setMeta(p, body, &mask)
 }
 
-func poolCreate(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "POOL"); err != nil {
+func poolCreateCmd(ctx context.Context, c *session, p *parsed) error {
+	if err := needArgs(p, "POOL"); err != nil {
+		return err
+	}
+	id, err := c.lastID(kindPool, p.args[0])
+	if err != nil {
 		return err
 	}
 	body, _, err := poolBody(c, p)
@@ -282,13 +292,14 @@ func poolCreate(ctx context.Context, c *session, p *parsed) error {
 		return err
 	}
 	if _, ok := body["network"]; !ok {
-		body["network"] = "projects/" + c.project + "/global/networks/default"
+		body["network"] = c.name(kindNetwork, "default")
 	}
-	return c.mutate(ctx, http.MethodPost, c.parent()+"/storagePools", url.Values{"storagePoolId": {p.args[0]}}, body)
+	return c.mutate(ctx, http.MethodPost, c.parent()+"/storagePools", url.Values{"storagePoolId": {id}}, body)
 }
 
-func poolUpdate(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "POOL"); err != nil {
+func poolUpdateCmd(ctx context.Context, c *session, p *parsed) error {
+	path, err := c.onePath(p, kindPool)
+	if err != nil {
 		return err
 	}
 	body, mask, err := poolBody(c, p)
@@ -296,10 +307,13 @@ func poolUpdate(ctx context.Context, c *session, p *parsed) error {
 		return err
 	}
 	if len(mask) == 0 {
-		return fmt.Errorf("nothing to update: give at least one flag")
+		return usagef("nothing to update: give at least one flag")
 	}
-	return c.mutate(ctx, http.MethodPatch, c.parent()+"/storagePools/"+p.args[0], url.Values{"updateMask": {strings.Join(mask, ",")}}, body)
+	return c.mutate(ctx, http.MethodPatch, path, url.Values{"updateMask": {strings.Join(mask, ",")}}, body)
 }
+
+// exportRuleKeys are the keys of --export-rule, for its error messages.
+const exportRuleKeys = "clients, access, root, squash, anon-uid, nfsv3, nfsv4"
 
 // parseExportRule turns "clients=10.0.0.0/8;10.1.0.0/16,access=READ_WRITE,root=false,nfsv3"
 // into a SimpleExportPolicyRule.
@@ -307,15 +321,22 @@ func parseExportRule(s string) (map[string]any, error) {
 	rule := map[string]any{"accessType": "READ_WRITE", "hasRootAccess": "true"}
 	v3, v4 := false, false
 	for _, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 		switch k {
 		case "clients":
 			rule["allowedClients"] = strings.ReplaceAll(v, ";", ",")
 		case "access":
-			rule["accessType"] = strings.ToUpper(v)
+			v = strings.ToUpper(v)
+			if v != "READ_WRITE" && v != "READ_ONLY" && v != "READ_NONE" {
+				return nil, usagef("--export-rule %q: access=%q must be READ_WRITE, READ_ONLY or READ_NONE", s, v)
+			}
+			rule["accessType"] = v
 		case "root":
 			if _, err := strconv.ParseBool(v); err != nil {
-				return nil, fmt.Errorf("--export-rule: root=%q must be true or false", v)
+				return nil, usagef("--export-rule %q: root=%q must be true or false", s, v)
 			}
 			rule["hasRootAccess"] = v
 		case "squash":
@@ -327,11 +348,11 @@ func parseExportRule(s string) (map[string]any, error) {
 		case "nfsv4":
 			v4 = true
 		default:
-			return nil, fmt.Errorf("--export-rule: unknown key %q", k)
+			return nil, usagef("--export-rule %q: unknown key %q (the keys: %s)", s, k, exportRuleKeys)
 		}
 	}
 	if _, ok := rule["allowedClients"]; !ok {
-		return nil, fmt.Errorf("--export-rule %q: clients= is required", s)
+		return nil, usagef("--export-rule %q: clients= is required (the keys: %s)", s, exportRuleKeys)
 	}
 	if !v3 && !v4 {
 		v3, v4 = true, true
@@ -349,7 +370,13 @@ func volumeBody(c *session, p *parsed) (map[string]any, []string, error) {
 			mask = append(mask, field)
 		}
 	}
-	set("pool", "storagePool", p.str("pool"))
+	if p.has("pool") {
+		pool, err := c.lastID(kindPool, p.str("pool"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--pool: %w", err)
+		}
+		set("pool", "storagePool", pool)
+	}
 	set("capacity-gib", "capacityGib", p.str("capacity-gib"))
 	set("share-name", "shareName", p.str("share-name"))
 	set("unix-permissions", "unixPermissions", p.str("unix-permissions"))
@@ -357,7 +384,7 @@ func volumeBody(c *session, p *parsed) (map[string]any, []string, error) {
 	if p.has("throughput-mibps") {
 		f, err := strconv.ParseFloat(p.str("throughput-mibps"), 64)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--throughput-mibps: %w", err)
+			return nil, nil, usagef("--throughput-mibps: %q is not a number", p.str("throughput-mibps"))
 		}
 		set("throughput-mibps", "throughputMibps", f)
 	}
@@ -380,7 +407,11 @@ func volumeBody(c *session, p *parsed) (map[string]any, []string, error) {
 }
 
 func volumeCreate(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "VOLUME"); err != nil {
+	if err := needArgs(p, "VOLUME"); err != nil {
+		return err
+	}
+	id, err := c.lastID(kindVolume, p.args[0])
+	if err != nil {
 		return err
 	}
 	body, _, err := volumeBody(c, p)
@@ -388,26 +419,24 @@ func volumeCreate(ctx context.Context, c *session, p *parsed) error {
 		return err
 	}
 	if _, ok := body["shareName"]; !ok {
-		body["shareName"] = p.args[0]
+		body["shareName"] = id
 	}
 	if _, ok := body["protocols"]; !ok {
 		body["protocols"] = []string{"NFSV3"}
 	}
-	if src := p.str("from-snapshot"); src != "" {
-		if !strings.HasPrefix(src, "projects/") {
-			vol, snap, ok := strings.Cut(src, "/")
-			if !ok {
-				return fmt.Errorf("--from-snapshot: give VOLUME/SNAPSHOT or a full snapshot name")
-			}
-			src = strings.TrimPrefix(c.parent(), "/v1/") + "/volumes/" + vol + "/snapshots/" + snap
+	if p.has("from-snapshot") {
+		src, err := c.fullName(kindSnapshot, p.str("from-snapshot"))
+		if err != nil {
+			return fmt.Errorf("--from-snapshot: %w", err)
 		}
 		body["restoreParameters"] = map[string]any{"sourceSnapshot": src}
 	}
-	return c.mutate(ctx, http.MethodPost, c.parent()+"/volumes", url.Values{"volumeId": {p.args[0]}}, body)
+	return c.mutate(ctx, http.MethodPost, c.parent()+"/volumes", url.Values{"volumeId": {id}}, body)
 }
 
 func volumeUpdate(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "VOLUME"); err != nil {
+	path, err := c.onePath(p, kindVolume)
+	if err != nil {
 		return err
 	}
 	body, mask, err := volumeBody(c, p)
@@ -415,34 +444,56 @@ func volumeUpdate(ctx context.Context, c *session, p *parsed) error {
 		return err
 	}
 	if len(mask) == 0 {
-		return fmt.Errorf("nothing to update: give at least one flag")
+		return usagef("nothing to update: give at least one flag")
 	}
-	return c.mutate(ctx, http.MethodPatch, c.parent()+"/volumes/"+p.args[0], url.Values{"updateMask": {strings.Join(mask, ",")}}, body)
+	return c.mutate(ctx, http.MethodPatch, path, url.Values{"updateMask": {strings.Join(mask, ",")}}, body)
 }
 
 func volumeDelete(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "VOLUME"); err != nil {
+	path, err := c.onePath(p, kindVolume)
+	if err != nil {
 		return err
 	}
 	q := url.Values{}
-	if p.has("force") && p.str("force") == "true" {
+	if p.str("force") == "true" {
 		q.Set("force", "true")
 	}
-	return c.mutate(ctx, http.MethodDelete, c.parent()+"/volumes/"+p.args[0], q, nil)
+	return c.mutate(ctx, http.MethodDelete, path, q, nil)
 }
 
 func volumeRevert(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "VOLUME"); err != nil {
+	if err := needArgs(p, "VOLUME"); err != nil {
+		return err
+	}
+	vol, err := c.lastID(kindVolume, p.args[0])
+	if err != nil {
 		return err
 	}
 	if p.str("snapshot") == "" {
-		return fmt.Errorf("--snapshot is required")
+		return usagef("--snapshot is required")
 	}
-	return c.mutate(ctx, http.MethodPost, c.parent()+"/volumes/"+p.args[0]+":revert", nil, map[string]any{"snapshotId": p.str("snapshot")})
+	ids, err := c.ids(kindSnapshot, p.str("snapshot"), vol)
+	if err != nil {
+		return fmt.Errorf("--snapshot: %w", err)
+	}
+	return c.mutate(ctx, http.MethodPost, "/v1/"+c.name(kindVolume, vol)+":revert", nil, map[string]any{"snapshotId": ids[1]})
+}
+
+func snapshotGet(ctx context.Context, c *session, p *parsed) error {
+	ids, err := c.snapshotArgs(p)
+	if err != nil {
+		return err
+	}
+	var obj client.Object
+	if err := c.cl.Do(ctx, http.MethodGet, "/v1/"+c.name(kindSnapshot, ids...), nil, nil, &obj); err != nil {
+		return err
+	}
+	return c.print(obj, nil)
 }
 
 func snapshotCreate(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 2, "VOLUME SNAPSHOT"); err != nil {
+	ids, err := c.snapshotArgs(p)
+	if err != nil {
 		return err
 	}
 	body := map[string]any{}
@@ -450,11 +501,12 @@ func snapshotCreate(ctx context.Context, c *session, p *parsed) error {
 	if err := setMeta(p, body, &mask); err != nil {
 		return err
 	}
-	return c.mutate(ctx, http.MethodPost, c.parent()+"/volumes/"+p.args[0]+"/snapshots", url.Values{"snapshotId": {p.args[1]}}, body)
+	return c.mutate(ctx, http.MethodPost, "/v1/"+c.name(kindVolume, ids[0])+"/snapshots", url.Values{"snapshotId": {ids[1]}}, body)
 }
 
 func snapshotUpdate(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 2, "VOLUME SNAPSHOT"); err != nil {
+	ids, err := c.snapshotArgs(p)
+	if err != nil {
 		return err
 	}
 	body := map[string]any{}
@@ -463,7 +515,15 @@ func snapshotUpdate(ctx context.Context, c *session, p *parsed) error {
 		return err
 	}
 	if len(mask) == 0 {
-		return fmt.Errorf("nothing to update: give --description or --labels")
+		return usagef("nothing to update: give --description or --labels")
 	}
-	return c.mutate(ctx, http.MethodPatch, c.parent()+"/volumes/"+p.args[0]+"/snapshots/"+p.args[1], url.Values{"updateMask": {strings.Join(mask, ",")}}, body)
+	return c.mutate(ctx, http.MethodPatch, "/v1/"+c.name(kindSnapshot, ids...), url.Values{"updateMask": {strings.Join(mask, ",")}}, body)
+}
+
+func snapshotDelete(ctx context.Context, c *session, p *parsed) error {
+	ids, err := c.snapshotArgs(p)
+	if err != nil {
+		return err
+	}
+	return c.mutate(ctx, http.MethodDelete, "/v1/"+c.name(kindSnapshot, ids...), nil, nil)
 }

@@ -20,7 +20,7 @@ func iamCommands() []*command {
 	return []*command{
 		{group: "iam service-accounts", verb: "create", args: "ACCOUNT_ID", flags: []flagSpec{{name: "display-name", usage: "display name"}, {name: "description", usage: "description"}},
 			help: "create a service account ACCOUNT_ID@PROJECT.iam.basin.internal", run: func(ctx context.Context, c *session, p *parsed) error {
-				if err := needArgs(p, 1, "ACCOUNT_ID"); err != nil {
+				if err := needArgs(p, "ACCOUNT_ID"); err != nil {
 					return err
 				}
 				var out client.Object
@@ -32,22 +32,23 @@ func iamCommands() []*command {
 			}},
 		{group: "iam service-accounts", verb: "list", help: "list the project's service accounts", run: listCmd("service accounts", "accounts",
 			[]string{"email", "displayName", "disabled"}, sa)},
-		{group: "iam service-accounts", verb: "get", args: "EMAIL", help: "show a service account", run: getCmd(func(c *session, a []string) string { return sa(c) + "/" + a[0] }, 1)},
-		{group: "iam service-accounts", verb: "disable", args: "EMAIL", help: "disable an account: its tokens are refused at once", run: saAction(sa, ":disable", http.MethodPost)},
-		{group: "iam service-accounts", verb: "enable", args: "EMAIL", help: "enable a disabled account", run: saAction(sa, ":enable", http.MethodPost)},
-		{group: "iam service-accounts", verb: "delete", args: "EMAIL", help: "delete an account, its keys and its bindings", run: saAction(sa, "", http.MethodDelete)},
+		{group: "iam service-accounts", verb: "get", args: "EMAIL", help: "show a service account", run: getCmd(kindAccount)},
+		{group: "iam service-accounts", verb: "disable", args: "EMAIL", help: "disable an account: its tokens are refused at once", run: saAction(":disable", http.MethodPost)},
+		{group: "iam service-accounts", verb: "enable", args: "EMAIL", help: "enable a disabled account", run: saAction(":enable", http.MethodPost)},
+		{group: "iam service-accounts", verb: "delete", args: "EMAIL", help: "delete an account, its keys and its bindings", run: saAction("", http.MethodDelete)},
 
 		{group: "iam keys", verb: "create", args: "EMAIL", flags: []flagSpec{{name: "output-file", usage: "where to write the key file (mode 0600; required)"},
 			{name: "expires-in", usage: "key lifetime, e.g. 720h (default: no expiry)"}},
 			help: "mint a key and write its Google-format key file", run: keyCreate},
 		{group: "iam keys", verb: "list", args: "EMAIL", help: "list an account's keys (never their private halves)", run: func(ctx context.Context, c *session, p *parsed) error {
-			if err := needArgs(p, 1, "EMAIL"); err != nil {
+			path, err := c.onePath(p, kindAccount)
+			if err != nil {
 				return err
 			}
 			var out struct {
 				Keys []client.Object `json:"keys"`
 			}
-			if err := c.cl.Do(ctx, http.MethodGet, sa(c)+"/"+p.args[0]+"/keys", nil, nil, &out); err != nil {
+			if err := c.cl.Do(ctx, http.MethodGet, path+"/keys", nil, nil, &out); err != nil {
 				return err
 			}
 			if out.Keys == nil {
@@ -55,11 +56,24 @@ func iamCommands() []*command {
 			}
 			return c.print(out.Keys, []string{"id", "validAfterTime", "validBeforeTime"})
 		}},
-		{group: "iam keys", verb: "delete", args: "EMAIL KEY_ID", help: "delete a key: its tokens are refused at once", run: func(ctx context.Context, c *session, p *parsed) error {
-			if err := needArgs(p, 2, "EMAIL KEY_ID"); err != nil {
+		{group: "iam keys", verb: "delete", args: "EMAIL KEY_ID", help: "delete a key: its tokens are refused at once (also EMAIL/KEY_ID or a full name)", run: func(ctx context.Context, c *session, p *parsed) error {
+			var ids []string
+			var err error
+			switch len(p.args) {
+			case 1:
+				ids, err = c.ids(kindKey, p.args[0])
+			case 2:
+				var email string
+				if email, err = c.lastID(kindAccount, p.args[0]); err == nil {
+					ids, err = c.ids(kindKey, p.args[1], email)
+				}
+			default:
+				err = usagef("expected EMAIL KEY_ID (or a key's full name), got %s", gotArgs(p.args))
+			}
+			if err != nil {
 				return err
 			}
-			return c.cl.Do(ctx, http.MethodDelete, sa(c)+"/"+p.args[0]+"/keys/"+p.args[1], nil, nil, nil)
+			return c.cl.Do(ctx, http.MethodDelete, "/v1/"+c.name(kindKey, ids...), nil, nil, nil)
 		}},
 
 		{group: "iam policy", verb: "get", help: "show the project's IAM policy", run: func(ctx context.Context, c *session, p *parsed) error {
@@ -79,18 +93,20 @@ func iamCommands() []*command {
 	}
 }
 
-var bindingFlags = []flagSpec{{name: "role", usage: "role to grant or revoke"}, {name: "member", usage: "serviceAccount:EMAIL (or just EMAIL)"}}
+var bindingFlags = []flagSpec{{name: "role", usage: "role to grant or revoke"},
+	{name: "member", usage: "serviceAccount:EMAIL, EMAIL, or the account's full name projects/{project}/serviceAccounts/{email} (of any project)"}}
 
-func saAction(base func(*session) string, suffix, method string) func(context.Context, *session, *parsed) error {
+func saAction(suffix, method string) func(context.Context, *session, *parsed) error {
 	return func(ctx context.Context, c *session, p *parsed) error {
-		if err := needArgs(p, 1, "EMAIL"); err != nil {
+		path, err := c.onePath(p, kindAccount)
+		if err != nil {
 			return err
 		}
 		var body any
 		if method == http.MethodPost {
 			body = map[string]any{}
 		}
-		if err := c.cl.Do(ctx, method, base(c)+"/"+p.args[0]+suffix, nil, body, nil); err != nil {
+		if err := c.cl.Do(ctx, method, path+suffix, nil, body, nil); err != nil {
 			return err
 		}
 		fmt.Fprintln(c.env.Stdout, "done")
@@ -99,23 +115,24 @@ func saAction(base func(*session) string, suffix, method string) func(context.Co
 }
 
 func keyCreate(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "EMAIL"); err != nil {
+	account, err := c.onePath(p, kindAccount)
+	if err != nil {
 		return err
 	}
 	path := p.str("output-file")
 	if path == "" {
-		return fmt.Errorf("--output-file is required: the private key is shown only once")
+		return usagef("--output-file is required: the private key is shown only once")
 	}
 	body := map[string]any{}
 	if d := p.str("expires-in"); d != "" {
 		dur, err := time.ParseDuration(d)
 		if err != nil || dur <= 0 {
-			return fmt.Errorf("--expires-in: %q is not a positive duration", d)
+			return usagef("--expires-in: %q is not a positive duration", d)
 		}
 		body["validBeforeTime"] = time.Now().Add(dur).UTC().Format(time.RFC3339)
 	}
 	var key client.Object
-	if err := c.cl.Do(ctx, http.MethodPost, "/v1/projects/"+c.project+"/serviceAccounts/"+p.args[0]+"/keys", nil, body, &key); err != nil {
+	if err := c.cl.Do(ctx, http.MethodPost, account+"/keys", nil, body, &key); err != nil {
 		return err
 	}
 	data, err := base64.StdEncoding.DecodeString(fmt.Sprint(key["privateKeyData"]))
@@ -137,15 +154,37 @@ func keyCreate(ctx context.Context, c *session, p *parsed) error {
 	return nil
 }
 
+// memberOf reads a service account as an IAM member: serviceAccount:EMAIL,
+// EMAIL, or the account's full name (of any project: a binding may name another
+// project's account).
+func memberOf(arg string) (string, error) {
+	email := strings.TrimPrefix(arg, "serviceAccount:")
+	if strings.HasPrefix(arg, "projects/") {
+		_, _, ids, ok := parseName(kindAccount, arg)
+		if !ok {
+			return "", usagef("%s is not a service account's name (%s)", arg, kindAccount.template())
+		}
+		email = ids[0]
+	}
+	if !strings.Contains(email, "@") || strings.ContainsAny(email, "/: ") {
+		return "", usagef("%q is not a service account: give serviceAccount:EMAIL, EMAIL or %s", arg, kindAccount.template())
+	}
+	return "serviceAccount:" + email, nil
+}
+
 // editBinding adds or removes a member of a role, retrying if the policy changed
 // between read and write (etag).
 func editBinding(ctx context.Context, c *session, p *parsed, add bool) error {
+	if err := needArgs(p); err != nil {
+		return err
+	}
 	role, member := p.str("role"), p.str("member")
 	if role == "" || member == "" {
-		return fmt.Errorf("--role and --member are required")
+		return usagef("--role and --member are required")
 	}
-	if !strings.Contains(member, ":") {
-		member = "serviceAccount:" + member
+	member, err := memberOf(member)
+	if err != nil {
+		return fmt.Errorf("--member: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
 		var pol struct {

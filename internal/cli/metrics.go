@@ -122,7 +122,11 @@ func (c *session) getMetrics(ctx context.Context, volume string, q url.Values, o
 }
 
 func volumeMetrics(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "VOLUME"); err != nil {
+	if err := needArgs(p, "VOLUME"); err != nil {
+		return err
+	}
+	vol, err := c.lastID(kindVolume, p.args[0])
+	if err != nil {
 		return err
 	}
 	q, err := metricsQuery(p, c.env.Now())
@@ -130,7 +134,7 @@ func volumeMetrics(ctx context.Context, c *session, p *parsed) error {
 		return err
 	}
 	var raw json.RawMessage
-	if err := c.getMetrics(ctx, p.args[0], q, &raw); err != nil {
+	if err := c.getMetrics(ctx, vol, q, &raw); err != nil {
 		return err
 	}
 	switch c.output {

@@ -31,11 +31,11 @@ func perfCommands() []*command {
 	return []*command{
 		{group: "fio", verb: "recipe", args: "latency|iops|throughput", flags: recipeFlags, offline: true,
 			help: "print the services' fio measurement recipe (or, with --jobfile, the SMB job file)", run: fioRecipe},
-		{group: "fio", verb: "analyze", args: "FILE|-", offline: true, flags: []flagSpec{
+		{group: "fio", verb: "analyze", args: "FILE|-", offline: true, lookup: true, flags: []flagSpec{
 			{name: "json", bool: true, usage: "print the analysis as JSON"},
 			{name: "limit-mibps", usage: "the volume's throughput limit, for the qos-ceiling finding"},
-			{name: "volume", usage: "or: the volume ID, whose limit is read through the API"}},
-			help: "read fio output (JSON or normal) and explain it", run: fioAnalyze},
+			{name: "volume", usage: "or: the volume (ID or full name), whose limit is read through the API"}},
+			help: "read fio output (JSON, or fio 2.x/3.x normal output however spaced) and explain it", run: fioAnalyze},
 		{group: "advise", verb: "", offline: true, flags: []flagSpec{
 			{name: "json", bool: true, usage: "print advice as JSON"},
 			{name: "protocol", usage: "nfsv3, nfsv4.1 or smb"}, {name: "clients", usage: "clients sharing the volume"},
@@ -93,7 +93,7 @@ func fioRecipe(_ context.Context, c *session, p *parsed) error {
 		_, err = io.WriteString(c.env.Stdout, perf.SMBJobFile(o))
 		return err
 	}
-	if err := needArgs(p, 1, "latency, iops or throughput"); err != nil {
+	if err := needArgs(p, "latency|iops|throughput"); err != nil {
 		return err
 	}
 	r, err := perf.Recipe(p.args[0], o)
@@ -105,13 +105,27 @@ func fioRecipe(_ context.Context, c *session, p *parsed) error {
 }
 
 func fioAnalyze(ctx context.Context, c *session, p *parsed) error {
-	if err := needArgs(p, 1, "FILE or -"); err != nil {
+	if err := needArgs(p, "FILE|-"); err != nil {
 		return err
 	}
-	var data []byte
+	var o perf.AnalyzeOptions
 	var err error
+	if o.LimitMiBps, err = flagFloat(p, "limit-mibps"); err != nil {
+		return err
+	}
+	var volume string
+	if p.has("volume") {
+		if volume, err = c.path(kindVolume, p.str("volume")); err != nil {
+			return fmt.Errorf("--volume: %w", err)
+		}
+	}
+	var data []byte
 	if p.args[0] == "-" {
-		data, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+		in := c.env.Stdin
+		if in == nil {
+			in = os.Stdin
+		}
+		data, err = io.ReadAll(io.LimitReader(in, 64<<20))
 	} else {
 		data, err = os.ReadFile(p.args[0])
 	}
@@ -122,16 +136,12 @@ func fioAnalyze(ctx context.Context, c *session, p *parsed) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.args[0], err)
 	}
-	var o perf.AnalyzeOptions
-	if o.LimitMiBps, err = flagFloat(p, "limit-mibps"); err != nil {
-		return err
-	}
-	if vol := p.str("volume"); vol != "" {
+	if volume != "" {
 		if err := c.connect(); err != nil {
 			return err
 		}
 		var v client.Object
-		if err := c.cl.Do(ctx, http.MethodGet, c.parent()+"/volumes/"+vol, nil, nil, &v); err != nil {
+		if err := c.cl.Do(ctx, http.MethodGet, volume, nil, nil, &v); err != nil {
 			return fmt.Errorf("--volume: %w", err)
 		}
 		o.LimitMiBps, _ = v["throughputMibps"].(float64)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,7 +16,7 @@ func settingsCommands() []*command {
 	path := func(c *session) string { return c.parent() + "/settings" }
 	return []*command{
 		{group: "settings", verb: "get", help: "show the project's settings in the location (throughput cap)", run: func(ctx context.Context, c *session, p *parsed) error {
-			if err := needArgs(p, 0, "no arguments"); err != nil {
+			if err := needArgs(p); err != nil {
 				return err
 			}
 			var out client.Object
@@ -33,7 +32,7 @@ func settingsCommands() []*command {
 
 func settingsUpdate(path func(*session) string) func(context.Context, *session, *parsed) error {
 	return func(ctx context.Context, c *session, p *parsed) error {
-		if err := needArgs(p, 0, "no arguments"); err != nil {
+		if err := needArgs(p); err != nil {
 			return err
 		}
 		body := map[string]any{}
@@ -41,13 +40,13 @@ func settingsUpdate(path func(*session) string) func(context.Context, *session, 
 		if p.has("throughput-cap-mibps") {
 			f, err := strconv.ParseFloat(p.str("throughput-cap-mibps"), 64)
 			if err != nil {
-				return fmt.Errorf("--throughput-cap-mibps: %q is not a number", p.str("throughput-cap-mibps"))
+				return usagef("--throughput-cap-mibps: %q is not a number", p.str("throughput-cap-mibps"))
 			}
 			body["throughputCapMibps"] = f
 			mask = append(mask, "throughputCapMibps")
 		}
 		if len(mask) == 0 {
-			return fmt.Errorf("nothing to update: give --throughput-cap-mibps")
+			return usagef("nothing to update: give --throughput-cap-mibps")
 		}
 		var out client.Object
 		q := url.Values{"updateMask": {strings.Join(mask, ",")}}

@@ -245,12 +245,15 @@ func (c *session) topFrame(ctx context.Context, o topOptions) (string, error) {
 }
 
 func top(ctx context.Context, c *session, p *parsed) error {
-	if len(p.args) != 0 {
-		return fmt.Errorf("top takes no arguments, got %q", p.args)
+	if err := needArgs(p); err != nil {
+		return err
 	}
 	o, err := parseTopOptions(p)
 	if err != nil {
 		return err
+	}
+	if u, ok := c.cl.(unreachable); ok {
+		return u.err // no client (no key file): no frame would ever show more
 	}
 	if o.once {
 		s, err := c.topFrame(ctx, o)

@@ -108,7 +108,7 @@ func TestTopBadFlags(t *testing.T) {
 		{[]string{"-n", "ten"}, `--n: "ten" is not a number`},
 		{[]string{"--interval", "soon"}, "--interval must be a positive duration"},
 		{[]string{"--interval", "100ms"}, "--interval must be at least 1s"},
-		{[]string{"vol1"}, "top takes no arguments"},
+		{[]string{"vol1"}, "top: expected no arguments"},
 	} {
 		_, errs, code := runAgainst(srv, append([]string{"top", "--once"}, tc.args...)...)
 		if code != 2 || !strings.Contains(errs, tc.want) {

@@ -94,17 +94,50 @@ type claims struct {
 	TargetAudience string `json:"target_audience,omitempty"`
 }
 
-// unauthenticated is returned for every rejected token. Its message is safe to send;
-// the reason goes to the log through Reason.
-type unauthenticated struct{ reason string }
+// unauthenticated is returned for every rejected token; its reason goes to the
+// log and the audit log. Only a holder's reason is told to the caller (Public).
+type unauthenticated struct {
+	reason string
+	holder bool
+}
 
 func (e *unauthenticated) Error() string {
 	return "Request had invalid authentication credentials: " + e.reason
 }
 func (e *unauthenticated) Unwrap() error { return model.ErrUnauthenticated }
 
+// Public is the reason the caller may be told, or "": only for a token whose
+// signature verified with the key it names, i.e. one made by a holder of that
+// key, who learns nothing of other keys or accounts (an unknown key or a bad
+// signature gets no reason, so that no answer tells which keys exist).
+func (e *unauthenticated) Public() string {
+	if e.holder {
+		return e.reason
+	}
+	return ""
+}
+
 func deny(format string, args ...any) error {
 	return &unauthenticated{reason: fmt.Sprintf(format, args...)}
+}
+
+// denyHolder is deny for a token whose signature verified (see Public).
+func denyHolder(format string, args ...any) error {
+	return &unauthenticated{reason: fmt.Sprintf(format, args...), holder: true}
+}
+
+// verifiedError is a JWT's fault found after its signature verified: its
+// holder may be told (denyHolder).
+type verifiedError struct{ error }
+
+func (e verifiedError) Unwrap() error { return e.error }
+
+// denyJWT turns verifyJWT's error into the caller's answer.
+func denyJWT(err error) error {
+	if errors.As(err, new(verifiedError)) {
+		return denyHolder("%v", err)
+	}
+	return deny("%v", err)
 }
 
 // Authenticate verifies the Authorization header value and returns the caller: a
@@ -120,16 +153,17 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	}
 	cl, key, sa, err := a.verifyJWT(ctx, tok, false)
 	if err != nil {
-		return nil, deny("%v", err)
+		return nil, denyJWT(err)
 	}
+	// The signature verified: what is wrong from here on may be said.
 	if cl.Subject != key.Email {
-		return nil, deny("iss and sub must both be %s", key.Email)
+		return nil, denyHolder("iss and sub must both be %s", key.Email)
 	}
 	if !a.audienceOK(*cl) {
-		return nil, deny("audience %v is not accepted", []string(cl.Audience))
+		return nil, denyHolder("audience %v is not accepted", []string(cl.Audience))
 	}
 	if err := a.live(key, sa); err != nil {
-		return nil, deny("%v", err)
+		return nil, denyHolder("%v", err)
 	}
 	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
 }
@@ -196,14 +230,15 @@ func (a *Authenticator) verifyWith(ctx context.Context, tok, kid string) (*claim
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// The signature verified: the errors below are the holder's (verifiedError).
 	if cl.Issuer != key.Email {
-		return nil, nil, nil, fmt.Errorf("iss must be %s", key.Email)
+		return nil, nil, nil, verifiedError{fmt.Errorf("iss must be %s", key.Email)}
 	}
 	if cl.IssuedAt == nil {
-		return nil, nil, nil, errors.New("token has no iat")
+		return nil, nil, nil, verifiedError{errors.New("token has no iat")}
 	}
 	if life := cl.ExpiresAt.Sub(cl.IssuedAt.Time); life > a.opts.MaxLifetime+a.opts.Skew || life <= 0 {
-		return nil, nil, nil, fmt.Errorf("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)
+		return nil, nil, nil, verifiedError{fmt.Errorf("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)}
 	}
 	return &cl, key, sa, nil
 }

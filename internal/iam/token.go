@@ -207,22 +207,23 @@ func (a *Authenticator) authenticateAccessToken(ctx context.Context, tok string)
 	if err != nil || json.Unmarshal(raw, &p) != nil || p.Key == "" {
 		return nil, deny("access token is malformed")
 	}
+	// Basin issued it to its holder: what is wrong from here on may be said.
 	now := a.opts.Now()
 	if now.Unix() >= p.Expires {
-		return nil, deny("access token has expired")
+		return nil, denyHolder("access token has expired")
 	}
 	key, sa, err := a.lookup(ctx, p.Key)
 	if errors.Is(err, model.ErrNotFound) {
-		return nil, deny("the key of this access token has been deleted")
+		return nil, denyHolder("the key of this access token has been deleted")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := a.live(key, sa); err != nil {
-		return nil, deny("%v", err)
+		return nil, denyHolder("%v", err)
 	}
 	if !sa.DisableTime.IsZero() && p.Issued <= sa.DisableTime.UnixNano() {
-		return nil, deny("access token was issued before service account %s was last disabled", sa.Email)
+		return nil, denyHolder("access token was issued before service account %s was last disabled", sa.Email)
 	}
 	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
 }

@@ -1,5 +1,6 @@
 // Package perf is Basin's performance toolkit logic: the fio measurement recipes the
-// cloud volume services recommend, parsing of fio's JSON and normal (text) output,
+// cloud volume services recommend, parsing of fio's JSON and normal (text) output
+// (fio 2.x and 3.x, however a copy-paste spaced it),
 // the analysis of a run (Little's law, IOPS × block size, latency tails, the QoS
 // ceiling), and client tuning advice (nconnect, slot tables, SMB multichannel).
 //
@@ -7,13 +8,11 @@
 package perf
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,125 +195,6 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q", s)
 	}
 	return int64(n * float64(mult)), nil
-}
-
-var (
-	textJobHeader = regexp.MustCompile(`^(\S+): \(g=\d+\): rw=(\w+), bs=\(R\) ([\d.]+)([KMGT]?i?B)-.*?iodepth=(\d+)`)
-	textJobStart  = regexp.MustCompile(`^(\S+): \(groupid=\d+, jobs=(\d+)\)`)
-	textDir       = regexp.MustCompile(`^\s+(read|write)\s*: IOPS=([\d.]+)([kMG]?), BW=([\d.]+)([KMGT]?i?B)/s .*\(([\d.]+)([KMGT]?i?B)/(\d+)msec\)`)
-	textLat       = regexp.MustCompile(`^\s+lat \((nsec|usec|msec)\): min=\s*([\d.]+)([kM]?), max=\s*([\d.]+)([kM]?), avg=\s*([\d.]+), stdev=\s*([\d.]+)`)
-	textPctHeader = regexp.MustCompile(`^\s+c?lat percentiles \((nsec|usec|msec)\):`)
-	textPct       = regexp.MustCompile(`([\d.]+)th=\[\s*(\d+)\]`)
-)
-
-// ParseText reads fio's normal (human) output of fio 3.x.
-func ParseText(data []byte) (*Report, error) {
-	rep := &Report{}
-	headers := map[string]Job{}
-	var cur *Job
-	var curDir *Direction
-	pctUnit := 0.0
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "fio-") && rep.FioVersion == "" {
-			rep.FioVersion = strings.TrimSpace(line)
-		}
-		if m := textJobHeader.FindStringSubmatch(line); m != nil {
-			headers[m[1]] = Job{Name: m[1], RW: m[2], BS: int64(bytesOf(m[3], m[4])), IODepth: atoiOr(m[5], 1)}
-			continue
-		}
-		if m := textJobStart.FindStringSubmatch(line); m != nil {
-			job := headers[m[1]]
-			job.Name, job.NumJobs = m[1], atoiOr(m[2], 1)
-			if job.BS == 0 {
-				job.BS = 4096
-			}
-			if job.IODepth == 0 {
-				job.IODepth = 1
-			}
-			rep.Jobs = append(rep.Jobs, job)
-			cur, curDir = &rep.Jobs[len(rep.Jobs)-1], nil
-			continue
-		}
-		if cur == nil {
-			continue
-		}
-		if m := textDir.FindStringSubmatch(line); m != nil {
-			d := &Direction{IOPS: scaled(m[2], m[3]), BwBytes: bytesOf(m[4], m[5]), IOBytes: int64(bytesOf(m[6], m[7]))}
-			d.RuntimeMs, _ = strconv.ParseInt(m[8], 10, 64)
-			if m[1] == "read" {
-				cur.Read = d
-			} else {
-				cur.Write = d
-			}
-			curDir, pctUnit = d, 0
-			continue
-		}
-		if curDir == nil {
-			continue
-		}
-		if m := textLat.FindStringSubmatch(line); m != nil {
-			u := unitNs(m[1])
-			curDir.Lat.Min, curDir.Lat.Max = scaled(m[2], m[3])*u, scaled(m[4], m[5])*u
-			curDir.Lat.Mean, _ = strconv.ParseFloat(m[6], 64)
-			curDir.Lat.Stddev, _ = strconv.ParseFloat(m[7], 64)
-			curDir.Lat.Mean *= u
-			curDir.Lat.Stddev *= u
-			continue
-		}
-		if m := textPctHeader.FindStringSubmatch(line); m != nil {
-			pctUnit = unitNs(m[1])
-			continue
-		}
-		if pctUnit > 0 && strings.Contains(line, "th=[") {
-			if curDir.Lat.Percentiles == nil {
-				curDir.Lat.Percentiles = map[string]float64{}
-			}
-			for _, m := range textPct.FindAllStringSubmatch(line, -1) {
-				p, _ := strconv.ParseFloat(m[1], 64)
-				v, _ := strconv.ParseFloat(m[2], 64)
-				curDir.Lat.Percentiles[fmt.Sprintf("%.6f", p)] = v * pctUnit
-			}
-		} else if pctUnit > 0 && !strings.HasPrefix(strings.TrimSpace(line), "|") {
-			pctUnit = 0
-		}
-	}
-	var jobs []Job
-	for _, j := range rep.Jobs {
-		if j.Read != nil || j.Write != nil {
-			jobs = append(jobs, j)
-		}
-	}
-	if len(jobs) == 0 {
-		return nil, errors.New("no fio job results found: expected fio JSON or fio's normal output")
-	}
-	rep.Jobs = jobs
-	return rep, nil
-}
-
-func scaled(num, suffix string) float64 {
-	f, _ := strconv.ParseFloat(num, 64)
-	switch suffix {
-	case "k":
-		f *= 1e3
-	case "M":
-		f *= 1e6
-	case "G":
-		f *= 1e9
-	}
-	return f
-}
-
-func bytesOf(num, unit string) float64 {
-	f, _ := strconv.ParseFloat(num, 64)
-	mult := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}[unit]
-	if mult == 0 {
-		mult = 1
-	}
-	return f * mult
 }
 
 func unitNs(u string) float64 {

@@ -490,7 +490,7 @@ func TestCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustRun("volumes", "get", "vol1", "-o", "json")), &v); err != nil {
 		t.Fatal(err)
 	}
-	if v["throughputMibps"] != float64(e2eFloorMibps) || v["shareName"] != "vol1" { // 10 GiB × 64 MiB/s per TiB, under the floor
+	if v["throughputMibps"] != float64(e2eFloorMibps) || v["shareName"] != "vol1" || v["usedGib"] != "1" { // 10 GiB × 64 MiB/s per TiB, under the floor; usedGib from creation on
 		t.Fatalf("volume: %v", v)
 	}
 	rule := v["exportPolicy"].(map[string]any)["rules"].([]any)[0].(map[string]any)
@@ -507,6 +507,16 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("snapshots list:\n%s", out)
 	}
 	mustRun("volumes", "revert", "vol1", "--snapshot", "s1")
+	// Global flags before the command, full names as arguments.
+	if out := mustRun("--project", "p2", "-o", "json", "volumes", "list", "--project", "p1"); !strings.Contains(out, "projects/p1/locations/us-east4/volumes/vol1") {
+		t.Fatalf("global flags before the command:\n%s", out)
+	}
+	if out := mustRun("-o", "json", "snapshots", "get", "projects/p1/locations/us-east4/volumes/vol1/snapshots/s1"); !strings.Contains(out, `"name": "projects/p1/locations/us-east4/volumes/vol1/snapshots/s1"`) {
+		t.Fatalf("snapshot by full name:\n%s", out)
+	}
+	if out, code := run("volumes", "get", "projects/p9/locations/us-east4/volumes/vol1"); code != 2 || !strings.Contains(out, "is in project p9") {
+		t.Fatalf("another project's name: exit %d: %s", code, out)
+	}
 	if out := mustRun("snapshots", "list", "vol1", "-o", "json"); strings.Contains(out, "/s2") {
 		t.Fatalf("s2 survived the revert:\n%s", out)
 	}
@@ -535,7 +545,9 @@ func TestCLI(t *testing.T) {
 	if !strings.Contains(name, "/operations/") {
 		t.Fatalf("--async did not print the operation: %s", op)
 	}
-	mustRun("operations", "wait", name[strings.LastIndex(name, "/")+1:])
+	// What --async printed is what operations wait takes: the full name.
+	mustRun("operations", "wait", name)
+	mustRun("operations", "get", name[strings.LastIndex(name, "/")+1:])
 	if out := mustRun("locations", "list"); !strings.Contains(out, "us-east4") {
 		t.Fatalf("locations:\n%s", out)
 	}
@@ -610,7 +622,9 @@ func TestIAMCLI(t *testing.T) {
 		t.Fatalf("viewer create: exit %d: %s", code, out)
 	}
 	mustRun("", "iam", "service-accounts", "disable", email)
-	if out, code := run(keyFile, "pools", "list"); code != 1 || !strings.Contains(out, "401") {
+	// The key file given before the command, as the README does it; the 401
+	// says why.
+	if out, code := run("", "--key-file", keyFile, "pools", "list"); code != 1 || !strings.Contains(out, "401") || !strings.Contains(out, email+" is disabled") {
 		t.Fatalf("disabled account: exit %d: %s", code, out)
 	}
 	mustRun("", "iam", "policy", "remove-binding", "--role", "roles/netapp.viewer", "--member", email)

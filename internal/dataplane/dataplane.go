@@ -98,7 +98,7 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 // confined to their export's filesystem, `..` never claiming a filesystem;
 // docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-1"
+const GaneshaPatchSet = "basin-ganesha-4.3-2"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {

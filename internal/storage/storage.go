@@ -68,11 +68,21 @@ type Backend interface {
 	ObserveSnapshots(ctx context.Context, key string) (map[string]SnapshotStatus, error)
 	EnsureSnapshot(ctx context.Context, key, snap string) error
 	DeleteSnapshot(ctx context.Context, key, snap string) error
-	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (for NFS
-	// clients' .snapshot access); UnmountSnapshot undoes it. Both are idempotent.
+	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (where NFS
+	// exports it and SMB shows it as a previous version) and, while the volume's
+	// snapshot directory is mounted, lists it there; UnmountSnapshot undoes both.
+	// Both are idempotent.
 	MountSnapshot(ctx context.Context, key, snap string) error
 	UnmountSnapshot(ctx context.Context, key, snap string) error
 	SnapshotMountPath(key, snap string) string
+	// MountSnapshotDir mounts the volume's snapshot directory on SnapshotDirPath:
+	// a small filesystem of its own, read-only where it is mounted, holding one
+	// empty directory named after each mounted snapshot (NFS clients' .snapshot:
+	// each entry is where the snapshot's export is reached, see docs/architecture.md).
+	// UnmountSnapshotDir undoes it. Both are idempotent.
+	MountSnapshotDir(ctx context.Context, key string) error
+	UnmountSnapshotDir(ctx context.Context, key string) error
+	SnapshotDirPath(key string) string
 
 	// Usage reads a volume's usage now: data and snapshots, and each snapshot's
 	// exclusive bytes.

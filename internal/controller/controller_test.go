@@ -589,6 +589,12 @@ func checkExports(t *testing.T, h *harness, dp *dpfake.DataPlane) {
 			if v.ExportID != 0 {
 				holders[v.ExportID] = v.Name()
 			}
+			if v.SnapshotDirExportID != 0 {
+				if o, ok := holders[v.SnapshotDirExportID]; ok {
+					t.Fatalf("export id %d held by both %s and %s's snapshot directory", v.SnapshotDirExportID, o, v.Name())
+				}
+				holders[v.SnapshotDirExportID] = snapshotDirHolder(v)
+			}
 			snaps, _ := store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
 			for _, s := range snaps {
 				if s.ExportID == 0 {

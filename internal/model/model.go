@@ -293,6 +293,9 @@ type Volume struct {
 	// ExportID is the volume's NFS export ID (1..65535), held from its first export
 	// until it is deleted; 0 = none yet. The controller allocates it.
 	ExportID uint64 `json:"exportId,omitempty"`
+	// SnapshotDirExportID is the export ID of the volume's snapshot directory
+	// (/<share>/.snapshot), held only while it is exported; 0 = none.
+	SnapshotDirExportID uint64 `json:"snapshotDirExportId,omitempty"`
 	// SMBServer is the fully qualified name of the SMB server that shares the
 	// volume (the machine account its network joined to the pool's Active
 	// Directory as, e.g. "BASIN-1A2B.basin.test"), once shared; "" = not yet.

@@ -27,6 +27,10 @@ import (
 // data and snapshots do not fit.
 var ErrTooSmall = errors.New("the volume's data does not fit in the size asked for")
 
+// ErrNoSpace is returned when a volume is too full for what was asked (a
+// snapshot's own metadata).
+var ErrNoSpace = errors.New("the volume is full")
+
 // SnapshotRef names a snapshot of a volume.
 type SnapshotRef struct {
 	VolumeKey string
@@ -66,6 +70,8 @@ type Backend interface {
 
 	// ObserveSnapshots reports every snapshot of a volume, in one pass.
 	ObserveSnapshots(ctx context.Context, key string) (map[string]SnapshotStatus, error)
+	// EnsureSnapshot takes a read-only snapshot of the live data; ErrNoSpace if
+	// the volume is too full to.
 	EnsureSnapshot(ctx context.Context, key, snap string) error
 	DeleteSnapshot(ctx context.Context, key, snap string) error
 	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (where NFS

@@ -1019,6 +1019,9 @@ func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
 		return nil
 	}
 	if err := snapshotReadOnly(b.livePath(key), p); err != nil {
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			err = fmt.Errorf("%w (%v)", storage.ErrNoSpace, err)
+		}
 		return fmt.Errorf("snapshot %s@%s: %w", key, snap, err)
 	}
 	return nil

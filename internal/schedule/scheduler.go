@@ -226,6 +226,11 @@ func (s *Scheduler) volume(ctx context.Context, now time.Time, v *model.Volume, 
 		op, err := s.opts.Intents.CreateSnapshot(ctx, s.opts.Store, intent.SnapshotCreate{Project: v.Project, Location: v.Location,
 			Volume: v.ID, ID: spec.Name(b), Schedule: kind, ScheduledFor: b,
 			Description: fmt.Sprintf("Taken by the %s schedule for %s UTC", kind, b.Format("2006-01-02 15:04"))})
+		if errors.Is(err, model.ErrAlreadyExists) && s.took(ctx, name, kind, b) {
+			// Recorded by a pass cut short before it saved its state: its
+			// operation settles it; the next snapshot's retention counts it.
+			continue
+		}
 		if err != nil {
 			s.failed(ctx, v, name, err)
 			continue
@@ -244,6 +249,17 @@ func (s *Scheduler) volume(ctx context.Context, now time.Time, v *model.Volume, 
 		}))
 	}
 	return errors.Join(errs...)
+}
+
+// took reports whether snapshot name is the one the schedule kind took for
+// boundary b.
+func (s *Scheduler) took(ctx context.Context, name, kind string, b time.Time) bool {
+	var sn *model.Snapshot
+	err := s.opts.Store.View(ctx, func(tx store.Tx) (err error) {
+		sn, err = store.Get[model.Snapshot](tx, store.KindSnapshot, name)
+		return err
+	})
+	return err == nil && sn.Schedule == kind && sn.ScheduledFor.Equal(b)
 }
 
 // outcome reports whether p's operation is done and, if it failed, why. An

@@ -369,6 +369,33 @@ func TestCatchUpAfterOutage(t *testing.T) {
 	}
 }
 
+// A pass cut short after it recorded a snapshot but before it saved its state
+// finds that snapshot, its own, at the next pass: no failure, no second one.
+func TestPassCutShortIsResumed(t *testing.T) {
+	l := newLab(t, model.Limits{})
+	l.volume("vol1", policy(func(p *model.SnapshotPolicy) { p.Hourly = &model.Schedule{SnapshotsToKeep: f(2)} }))
+	l.pass("2026-11-22 10:00")
+	b := at("2026-11-22 11:00")
+	if _, err := l.s.opts.Intents.CreateSnapshot(l.ctx, l.st, intent.SnapshotCreate{Project: "p1", Location: "l1", Volume: "vol1",
+		ID: "hourly-20261122-1100", Schedule: model.ScheduleHourly, ScheduledFor: b}); err != nil {
+		t.Fatal(err)
+	}
+	l.s.wake()
+	l.pass("2026-11-22 11:00")
+	l.pass("2026-11-22 11:01")
+	l.wantSnapshots("vol1", "hourly-20261122-1100")
+	for _, e := range l.events() {
+		if e.Err != nil {
+			t.Fatalf("a failure recorded: %+v", e)
+		}
+	}
+	for _, h := range []string{"12:00", "13:00", "14:00"} {
+		l.pass("2026-11-22 " + h)
+	}
+	l.pass("2026-11-22 14:01")
+	l.wantSnapshots("vol1", "hourly-20261122-1300", "hourly-20261122-1400")
+}
+
 // A disabled policy stops taking snapshots; enabled again, or edited, it starts
 // at its next boundary, never with one for a boundary that passed meanwhile.
 func TestDisableAndEditTakeEffectAtTheNextBoundary(t *testing.T) {

@@ -59,6 +59,10 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, s
 	if include == nil {
 		include = func(s *model.Snapshot) bool { return s.State == model.StateReady }
 	}
+	// A snapshot's own operation (snaps given, no view) trusts a snapshot
+	// directory that holds an export ID to be up, as it trusts the volume's export:
+	// observing the sandbox costs as much as it holds, and the resync repairs it.
+	trustDir := snaps != nil && view == nil
 	if snaps == nil {
 		var err error
 		if snaps, err = c.snapshotsOf(ctx, v); err != nil {
@@ -76,7 +80,7 @@ func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, s
 		}
 		return view, nil
 	}
-	if dir {
+	if dir && !(trustDir && v.SnapshotDirExportID != 0) {
 		if err := c.ensureSnapshotDir(ctx, v, volEx, addr, observe); err != nil {
 			return err
 		}

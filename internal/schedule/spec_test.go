@@ -13,6 +13,9 @@ func str(s string) *string { return &s }
 func at(s string) time.Time {
 	t, err := time.Parse("2006-01-02 15:04", s)
 	if err != nil {
+		t, err = time.Parse("2006-01-02 15:04:05", s)
+	}
+	if err != nil {
 		panic(err)
 	}
 	return t

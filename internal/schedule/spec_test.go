@@ -124,3 +124,28 @@ func TestNameAndSig(t *testing.T) {
 		t.Error("a new minute is not an edit")
 	}
 }
+
+// Whatever a policy holds (its numbers and day lists are API input), the
+// schedules it yields have boundaries in order around any time: Last ≤ t < Next,
+// both on the schedule's minute, and nothing between them.
+func FuzzSpecs(f *testing.F) {
+	f.Add(int64(1795356000), 3.0, 15.0, 1.0, "Thursday, monday", "1,15,31")
+	f.Add(int64(0), 1.0, 59.0, 23.0, "", "31")
+	f.Fuzz(func(t *testing.T, unix int64, keep, minute, hour float64, day, days string) {
+		on := true
+		sc := &model.Schedule{SnapshotsToKeep: &keep, Minute: &minute, Hour: &hour, Day: &day, DaysOfMonth: &days}
+		now := time.Unix(unix%(1<<36), 0).UTC()
+		for kind, s := range Specs(&model.SnapshotPolicy{Enabled: &on, Hourly: sc, Daily: sc, Weekly: sc, Monthly: sc}) {
+			last, next := s.Last(now), s.Next(now)
+			if last.IsZero() || next.IsZero() || last.After(now) || !next.After(now) || last.Minute() != s.Minute || next.Minute() != s.Minute {
+				t.Fatalf("%s %+v at %s: last %s, next %s", kind, s, now, last, next)
+			}
+			if after := s.Next(last); !after.Equal(next) {
+				t.Fatalf("%s %+v: the boundary after %s is %s, not %s", kind, s, last, after, next)
+			}
+			if got := s.Last(next); !got.Equal(next) {
+				t.Fatalf("%s %+v: Last(%s) = %s", kind, s, next, got)
+			}
+		}
+	})
+}

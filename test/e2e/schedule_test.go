@@ -20,7 +20,7 @@ import (
 // scheduled create and delete is in the audit log as Basin's own call.
 func TestScheduledSnapshots(t *testing.T) {
 	s := newServer(t, "BASIN_TEST_SNAPSHOT_CLOCK_SPEED=360")
-	s.start()
+	s.start("--max-snapshots", "4")
 	c := s.client()
 	nfsPool(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -31,6 +31,14 @@ func TestScheduledSnapshots(t *testing.T) {
 		"snapshotPolicy": map[string]any{"enabled": true, "hourlySchedule": map[string]any{"snapshotsToKeep": 2.0, "minute": 0.0}}})
 	const manual = "hourly-20200101-0000"
 	mutate(t, c, "POST", loc+"/volumes/vol1/snapshots?snapshotId="+manual, map[string]any{})
+	// A second volume, at its snapshot limit (4) with snapshots taken on request:
+	// its schedule fails, visibly, and vol1's runs on.
+	mutate(t, c, "POST", loc+"/volumes?volumeId=full", map[string]any{"shareName": "full", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, false, "true")}},
+		"snapshotPolicy": map[string]any{"enabled": true, "hourlySchedule": map[string]any{"snapshotsToKeep": 1.0}}})
+	for i := range 4 {
+		mutate(t, c, "POST", fmt.Sprintf("%s/volumes/full/snapshots?snapshotId=m%d", loc, i), map[string]any{})
+	}
 	v3 := mount3(t, ctx, s.host(201), endpoint(t, c, "vol1"), "/vol1")
 
 	scheduled := func() []string {
@@ -109,6 +117,15 @@ func TestScheduledSnapshots(t *testing.T) {
 		t.Fatalf("two scheduled snapshots hold the same moment: %v", contents)
 	}
 
+	var full client.Object
+	if err := c.Do(ctx, "GET", loc+"/volumes/full", nil, nil, &full); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := full["stateDetails"].(string); full["state"] != "READY" || !strings.HasPrefix(d, "Scheduled snapshot hourly-") ||
+		!strings.Contains(d, "failed: volume full already has 4 snapshots") {
+		t.Fatalf("the volume at its limit: state %v, details %q", full["state"], d)
+	}
+
 	// Turned off, the schedule takes no more.
 	mutate(t, c, "PATCH", loc+"/volumes/vol1?updateMask=snapshotPolicy", map[string]any{"snapshotPolicy": map[string]any{"enabled": false,
 		"hourlySchedule": map[string]any{"snapshotsToKeep": 2.0}}})
@@ -131,9 +148,17 @@ func TestScheduledSnapshots(t *testing.T) {
 		if e["principal"] == "basin:snapshot-scheduler" && e["outcome"] == "OK" {
 			count[fmt.Sprint(e["method"])]++
 		}
+		if e["principal"] == "basin:snapshot-scheduler" && e["outcome"] == "FAILED_PRECONDITION" &&
+			strings.Contains(fmt.Sprint(e["resource"]), "/volumes/full/snapshots/hourly-") {
+			count["failed"]++
+		}
+	}
+	if count["failed"] == 0 {
+		t.Fatalf("audit log: no failure of the volume at its limit: %v", count)
 	}
 	if count["netapp.snapshots.create"] < len(seen) || count["netapp.snapshots.delete"] < len(seen)-3 {
 		t.Fatalf("audit log: %v scheduler calls for %d snapshots taken", count, len(seen))
 	}
+	t.Logf("scheduled snapshots seen: %d; audit: %v", len(seen), count)
 	s.stop(syscall.SIGTERM)
 }

@@ -16,8 +16,11 @@ import (
 // real clock, sped up (a test-only setting: an hour passes in 10 s): snapshots
 // named after their boundaries appear through the API and in .snapshot,
 // each holding the volume as it was then; the schedule keeps its two newest,
-// never touching a snapshot taken on request (though named like its own); each
-// scheduled create and delete is in the audit log as Basin's own call.
+// never touching a snapshot taken on request (though named like its own); a
+// disabled policy takes no more; each scheduled create and delete is in the
+// audit log as Basin's own call. Beside it, a volume at its snapshot limit fails
+// its scheduled snapshots visibly (stateDetails, audit log) without stopping the
+// other's.
 func TestScheduledSnapshots(t *testing.T) {
 	s := newServer(t, "BASIN_TEST_SNAPSHOT_CLOCK_SPEED=360")
 	s.start("--max-snapshots", "4")

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -193,4 +194,57 @@ func (h *harness) volume(t *testing.T, name string) *model.Volume {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// After a restart (volumes unmounted, a new sandbox holding no export) one
+// resync pass brings .snapshot back whole: the directory before its snapshots,
+// even for a volume the pass had to mount and export again.
+func TestResyncRestoresSnapshotDirectory(t *testing.T) {
+	h := newHarness(t)
+	dp := h.withDataPlane()
+	ctx := context.Background()
+	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(dp), Resync: time.Hour})
+	v := newVolume("vol1")
+	v.Protocols = []model.Protocol{model.ProtocolNFSv3}
+	v.Endpoint, v.Network = "10.99.0.10", "default"
+	v.SnapshotDirectory = true
+	v.ExportRules = []model.ExportRule{{AllowedClients: ptr("10.99.0.0/24"), AccessType: ptr(model.AccessReadWrite), NFSv3: ptr(true)}}
+	if op := h.run(t, c, newOp(model.OpVolumeCreate, v.Name(), t0), func(tx store.Tx) error { return store.PutVolume(tx, v) }); op.Error != nil {
+		t.Fatal(op.Error)
+	}
+	sn := &model.Snapshot{Meta: model.Meta{Project: "p", Location: "l", ID: "s1", CreateTime: t0.Add(time.Second), State: model.StateCreating}, Volume: v.ID}
+	if op := h.run(t, c, newOp(model.OpSnapshotCreate, sn.Name(), t0.Add(time.Second)), func(tx store.Tx) error { return store.PutSnapshot(tx, sn) }); op.Error != nil {
+		t.Fatal(op.Error)
+	}
+	want := []string{"/vol1", "/vol1/.snapshot", "/vol1/.snapshot/s1"}
+	if got := pseudos(dp); !slices.Equal(got, want) {
+		t.Fatalf("exports %v", got)
+	}
+	// The restart: nothing exported, nothing mounted.
+	for id := range dp.Exports() {
+		dp.Unexport(ctx, "default", netip.Addr{}, id)
+	}
+	for _, f := range []func() error{
+		func() error { return h.be.UnmountSnapshot(ctx, v.Key, "s1") },
+		func() error { return h.be.UnmountSnapshotDir(ctx, v.Key) },
+		func() error { return h.be.Unmount(ctx, v.Key) },
+	} {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history := len(dp.History())
+	if err := c.resync(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := pseudos(dp); !slices.Equal(got, want) {
+		t.Fatalf("exports after one resync pass %v, want %v", got, want)
+	}
+	if got, err := h.be.ListSnapshotDir(v.Key); err != nil || !slices.Equal(got, []string{"s1"}) {
+		t.Fatalf("snapshot directory %v %v", got, err)
+	}
+	hist := dp.History()[history:]
+	if i, j := slices.Index(hist, "export /vol1/.snapshot"), slices.Index(hist, "export /vol1/.snapshot/s1"); i < 0 || j < i {
+		t.Fatalf("export order %v", hist)
+	}
 }

@@ -53,16 +53,24 @@ func (c *Controller) snapshotExport(v *model.Volume, volEx nfs.Export, s *model.
 // READY snapshots". view (nil = observe now) is what the data plane holds; an
 // export it shows as loaded is left alone.
 func (c *Controller) syncSnapshotExports(ctx context.Context, v *model.Volume, snaps []*model.Snapshot, include func(*model.Snapshot) bool, view ExportView) error {
+	return c.syncSnapshots(ctx, v, snaps, include, view, false)
+}
+
+// syncSnapshotExport is syncSnapshotExports for snapshot s alone, in s's own
+// operation: it trusts a snapshot directory that holds an export ID to be up, as
+// it trusts the volume's export (observing the sandbox to check costs as much as
+// the sandbox holds, and the resync repairs what is not).
+func (c *Controller) syncSnapshotExport(ctx context.Context, v *model.Volume, s *model.Snapshot, include func(*model.Snapshot) bool) error {
+	return c.syncSnapshots(ctx, v, []*model.Snapshot{s}, include, nil, true)
+}
+
+func (c *Controller) syncSnapshots(ctx context.Context, v *model.Volume, snaps []*model.Snapshot, include func(*model.Snapshot) bool, view ExportView, trustDir bool) error {
 	if c.dp == nil && c.opts.SMB == nil {
 		return nil
 	}
 	if include == nil {
 		include = func(s *model.Snapshot) bool { return s.State == model.StateReady }
 	}
-	// A snapshot's own operation (snaps given, no view) trusts a snapshot
-	// directory that holds an export ID to be up, as it trusts the volume's export:
-	// observing the sandbox costs as much as it holds, and the resync repairs it.
-	trustDir := snaps != nil && view == nil
 	if snaps == nil {
 		var err error
 		if snaps, err = c.snapshotsOf(ctx, v); err != nil {

@@ -282,5 +282,17 @@ func TestSnapshotDirectoryInsideTheVolume(t *testing.T) {
 	mutate(t, c, "PATCH", loc+"/volumes/vol1?updateMask=snapshotDirectory", map[string]any{"snapshotDirectory": true})
 	sv.wantList("s2")
 	sv.wantRead("s2", "d/g", "deep before")
+
+	// An export policy change reaches .snapshot too (updated in place): the
+	// client, now read-only, still reads it; a client the policy no longer names
+	// gets nothing of it.
+	mutate(t, c, "PATCH", loc+"/volumes/vol1?updateMask=exportPolicy", map[string]any{"exportPolicy": map[string]any{"rules": []any{
+		rule(h.Addr.String(), "READ_ONLY", true, true, "true")}}})
+	sv.wantList("s2")
+	sv.wantRead("s2", "f", "after")
+	other := dial41(t, ctx, s.host(202), ep)
+	if _, err := other.LookupPath(ctx, "vol1", ".snapshot"); err == nil {
+		t.Fatal("a client the policy no longer names reached .snapshot")
+	}
 	s.stop(syscall.SIGTERM)
 }

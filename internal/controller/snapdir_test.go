@@ -31,6 +31,26 @@ func pseudos(dp *dpfake.DataPlane) []string {
 	return out
 }
 
+// nfsVolume is a volume served over the NFS versions given on 10.99.0.10,
+// read-write to 10.99.0.0/24, with snapshotDirectory as dir.
+func nfsVolume(id string, dir bool, versions ...model.Protocol) *model.Volume {
+	v := newVolume(id)
+	v.Protocols = versions
+	v.Endpoint, v.Network = "10.99.0.10", "default"
+	v.SnapshotDirectory = dir
+	r := model.ExportRule{AllowedClients: ptr("10.99.0.0/24"), AccessType: ptr(model.AccessReadWrite)}
+	for _, p := range versions {
+		switch p {
+		case model.ProtocolNFSv3:
+			r.NFSv3 = ptr(true)
+		case model.ProtocolNFSv4:
+			r.NFSv4 = ptr(true)
+		}
+	}
+	v.ExportRules = []model.ExportRule{r}
+	return v
+}
+
 // A volume's .snapshot follows its snapshots and its snapshotDirectory: the
 // snapshot directory is exported before the snapshots under it (NFSv3 and NFSv4,
 // as the volume is, read-only, its attributes never cached), lists exactly the
@@ -41,11 +61,7 @@ func TestSnapshotDirectoryFollowsSnapshots(t *testing.T) {
 	dp := h.withDataPlane()
 	ctx := context.Background()
 	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(dp), Resync: time.Hour})
-	v := newVolume("vol1")
-	v.Protocols = []model.Protocol{model.ProtocolNFSv3, model.ProtocolNFSv4}
-	v.Endpoint, v.Network = "10.99.0.10", "default"
-	v.SnapshotDirectory = true
-	v.ExportRules = []model.ExportRule{{AllowedClients: ptr("10.99.0.0/24"), AccessType: ptr(model.AccessReadWrite), NFSv3: ptr(true), NFSv4: ptr(true)}}
+	v := nfsVolume("vol1", true, model.ProtocolNFSv3, model.ProtocolNFSv4)
 	at := t0
 	step := func(kind model.OpKind, target string, seed func(tx store.Tx) error) {
 		t.Helper()
@@ -204,11 +220,7 @@ func TestResyncRestoresSnapshotDirectory(t *testing.T) {
 	dp := h.withDataPlane()
 	ctx := context.Background()
 	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(dp), Resync: time.Hour})
-	v := newVolume("vol1")
-	v.Protocols = []model.Protocol{model.ProtocolNFSv3}
-	v.Endpoint, v.Network = "10.99.0.10", "default"
-	v.SnapshotDirectory = true
-	v.ExportRules = []model.ExportRule{{AllowedClients: ptr("10.99.0.0/24"), AccessType: ptr(model.AccessReadWrite), NFSv3: ptr(true)}}
+	v := nfsVolume("vol1", true, model.ProtocolNFSv3)
 	if op := h.run(t, c, newOp(model.OpVolumeCreate, v.Name(), t0), func(tx store.Tx) error { return store.PutVolume(tx, v) }); op.Error != nil {
 		t.Fatal(op.Error)
 	}

@@ -31,19 +31,10 @@ func withinCap(got, want, capacity uint64) bool {
 // what is used in it, within 1 %, and follow data written and a resize, up and
 // down; a snapshot reports the same filesystem.
 func TestDfShowsTheVolume(t *testing.T) {
-	s := newServer(t)
-	s.start()
-	c := s.client()
-	nfsPool(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
-		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
-		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
-	ep := endpoint(t, c, "vol1")
-	h := s.host(201)
-	v3 := mount3(t, ctx, h, ep, "/vol1")
-	v4 := dial41(t, ctx, h, ep)
+	s, c, _, _, sv := snapshotVolume(t, ctx)
+	v3, v4 := sv.v3, sv.v4
 	df := func(path ...string) (space, space) {
 		t.Helper()
 		fh := v3.Root

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/test/clienthost"
 	"github.com/basin-nas/basin/test/nfsraw"
@@ -150,6 +151,24 @@ func (sv *snapView) wantAbsent(names ...string) {
 	}
 }
 
+// snapshotVolume starts a server with volume vol1 (1 GiB, NFSv3 and NFSv4, its
+// snapshot directory on, open to the subnet read-write) and returns it with the
+// volume's endpoint, a client host and its view of the volume: an NFSv3 mount and
+// an NFSv4.1 session.
+func snapshotVolume(t *testing.T, ctx context.Context) (*server, *client.Client, netip.Addr, *clienthost.Host, *snapView) {
+	t.Helper()
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
+		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
+	ep := endpoint(t, c, "vol1")
+	h := s.host(201)
+	return s, c, ep, h, &snapView{t: t, ctx: ctx, vol: "vol1", v3: mount3(t, ctx, h, ep, "/vol1"), v4: dial41(t, ctx, h, ep)}
+}
+
 // TestSnapshotDirectoryInsideTheVolume: from a client host, over NFSv3 and
 // NFSv4.1, what `ls /mnt/vol/.snapshot` and `cat /mnt/vol/.snapshot/<s>/f` do
 // against a volume mounted whole: LOOKUP .snapshot at its root, READDIR it,
@@ -157,18 +176,9 @@ func (sv *snapView) wantAbsent(names ...string) {
 // follows snapshot creates, deletes and a revert, and the snapshotDirectory
 // option: off, it is not there; on again, it is back.
 func TestSnapshotDirectoryInsideTheVolume(t *testing.T) {
-	s := newServer(t)
-	s.start()
-	c := s.client()
-	nfsPool(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
-		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
-		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
-	ep := endpoint(t, c, "vol1")
-	h := s.host(201)
-	sv := &snapView{t: t, ctx: ctx, vol: "vol1", v3: mount3(t, ctx, h, ep, "/vol1"), v4: dial41(t, ctx, h, ep)}
+	s, c, ep, h, sv := snapshotVolume(t, ctx)
 	write := func(p, content string) {
 		t.Helper()
 		if err := writePath(ctx, sv.v3, p, content); err != nil {

@@ -40,6 +40,7 @@ func TestImportRules(t *testing.T) {
 		"nfs3":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli", "bench", "perf"},
 		"secret":     {"model", "store", "api", "apiv1", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client", "cli"},
 		"intent":     {"api", "apiv1", "controller", "daemon", "storage", "runner", "dataplane", "nfs", "iam"},
+		"schedule":   {"api", "apiv1", "controller", "daemon", "storage", "runner", "dataplane", "nfs", "iam", "config"},
 		"metrics":    {"api", "apiv1", "controller", "iam", "daemon", "storage", "runner", "dataplane", "intent", "config"},
 		"perf":       {"api", "apiv1", "model", "store", "controller", "iam", "daemon", "storage", "runner", "dataplane", "nfs", "client"},
 	}

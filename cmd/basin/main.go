@@ -172,6 +172,14 @@ func serve(args []string) int {
 		}
 		cfg.FaultStepDelay = delay
 	}
+	if v := os.Getenv("BASIN_TEST_SNAPSHOT_CLOCK_SPEED"); v != "" {
+		speed, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(speed >= 1) || math.IsInf(speed, 0) {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_SNAPSHOT_CLOCK_SPEED: want a number of at least 1")
+			return 2
+		}
+		cfg.TestSnapshotClockSpeed = speed
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		fmt.Fprintln(os.Stderr, "basin serve: --log-level:", err)

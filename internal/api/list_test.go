@@ -406,7 +406,7 @@ func TestSnapshotDirectoryExports(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if got := pseudos(); !slices.Equal(got, []string{"/vol1", "/vol1/.snapshot/s1", "/vol1/.snapshot/s2"}) {
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1", "/vol1/.snapshot", "/vol1/.snapshot/s1", "/vol1/.snapshot/s2"}) {
 		t.Fatalf("exports = %v", got)
 	}
 	for _, x := range e.dp.Exports() {
@@ -420,23 +420,23 @@ func TestSnapshotDirectoryExports(t *testing.T) {
 	}
 	// Reverting to s1 deletes s2 and its export.
 	e.run("POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
-	if got := pseudos(); !slices.Equal(got, []string{"/vol1", "/vol1/.snapshot/s1"}) {
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1", "/vol1/.snapshot", "/vol1/.snapshot/s1"}) {
 		t.Fatalf("after revert = %v", got)
 	}
 	e.run("DELETE", loc+"/volumes/vol1/snapshots/s1", nil)
-	if got := pseudos(); !slices.Equal(got, []string{"/vol1"}) {
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1", "/vol1/.snapshot"}) {
 		t.Fatalf("after snapshot delete = %v", got)
 	}
 	// Turning the directory off takes snapshot exports down; deleting the volume,
 	// everything.
 	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s3", nil)
 	e.run("PATCH", loc+"/volumes/vol1?updateMask=snapshotDirectory", map[string]any{"snapshotDirectory": false})
-	if got := pseudos(); !slices.Equal(got, []string{"/vol1"}) || len(e.be.State().SnapshotMounts) != 0 {
-		t.Fatalf("snapshotDirectory off: %v %v", got, e.be.State().SnapshotMounts)
+	if got := pseudos(); !slices.Equal(got, []string{"/vol1"}) || len(e.be.State().SnapshotMounts) != 0 || len(e.be.State().SnapshotDirs) != 0 {
+		t.Fatalf("snapshotDirectory off: %v %v %v", got, e.be.State().SnapshotMounts, e.be.State().SnapshotDirs)
 	}
 	e.run("PATCH", loc+"/volumes/vol1?updateMask=snapshotDirectory", map[string]any{"snapshotDirectory": true})
 	e.run("DELETE", loc+"/volumes/vol1?force=true", nil)
-	if got := pseudos(); len(got) != 0 || len(e.be.State().SnapshotMounts) != 0 {
-		t.Fatalf("after delete: %v %v", got, e.be.State().SnapshotMounts)
+	if got := pseudos(); len(got) != 0 || len(e.be.State().SnapshotMounts) != 0 || len(e.be.State().SnapshotDirs) != 0 {
+		t.Fatalf("after delete: %v %v %v", got, e.be.State().SnapshotMounts, e.be.State().SnapshotDirs)
 	}
 }

@@ -78,6 +78,11 @@ type Config struct {
 	// FaultStepDelay pauses the controller before every storage step; for crash
 	// tests only (env BASIN_FAULT_STEP_DELAY).
 	FaultStepDelay time.Duration
+	// TestSnapshotClockSpeed, above 1, runs the snapshot scheduler's clock that
+	// many times as fast as the wall clock (360: an hour in 10 s), so that a test
+	// sees schedules run against real storage; for tests only (env
+	// BASIN_TEST_SNAPSHOT_CLOCK_SPEED).
+	TestSnapshotClockSpeed float64
 }
 
 // HTTPLimits bound what one client can hold of the API's HTTP server.

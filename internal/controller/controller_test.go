@@ -487,11 +487,7 @@ func TestSnapshotExportIDsThroughOperations(t *testing.T) {
 	dp := h.withDataPlane()
 	ctx := context.Background()
 	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(dp), Resync: time.Hour})
-	v := newVolume("vol1")
-	v.Protocols = []model.Protocol{model.ProtocolNFSv3}
-	v.Endpoint, v.Network = "10.99.0.10", "default"
-	v.SnapshotDirectory = true
-	v.ExportRules = []model.ExportRule{{AllowedClients: ptr("10.99.0.0/24"), AccessType: ptr(model.AccessReadWrite), NFSv3: ptr(true)}}
+	v := nfsVolume("vol1", true, model.ProtocolNFSv3)
 	// Start just below the top of the range, so the IDs wrap during the test.
 	h.seed(t, func(tx store.Tx) error {
 		return tx.Put(store.KindExportIDCursor, "last", "", exportIDCursor{Last: nfs.MaxExportID - 40})
@@ -588,6 +584,12 @@ func checkExports(t *testing.T, h *harness, dp *dpfake.DataPlane) {
 		for _, v := range vols {
 			if v.ExportID != 0 {
 				holders[v.ExportID] = v.Name()
+			}
+			if v.SnapshotDirExportID != 0 {
+				if o, ok := holders[v.SnapshotDirExportID]; ok {
+					t.Fatalf("export id %d held by both %s and %s's snapshot directory", v.SnapshotDirExportID, o, v.Name())
+				}
+				holders[v.SnapshotDirExportID] = snapshotDirHolder(v)
 			}
 			snaps, _ := store.List[model.Snapshot](tx, store.KindSnapshot, v.Name())
 			for _, s := range snaps {

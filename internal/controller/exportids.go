@@ -17,7 +17,8 @@ import (
 // IDs are handed out next-fit — the first free one after the last handed out,
 // wrapping — so a freed ID is reused as late as possible, and released once the
 // export is unloaded: a snapshot holds one only while its directory is exported, a
-// volume from its first export until it is deleted.
+// volume from its first export until it is deleted, its snapshot directory (held
+// as "<volume>/.snapshot") only while exported.
 
 type exportIDDoc struct {
 	Holder string `json:"holder"`
@@ -90,9 +91,11 @@ type exportIDHolder interface {
 	model.Volume | model.Snapshot
 }
 
-// holdExportID makes sure the resource kind/name holds an export ID, allocating
-// and recording one if needed, and returns it. exportID points into the record.
-func holdExportID[T exportIDHolder](ctx context.Context, st store.Store, kind, name string, exportID func(*T) *uint64, put func(store.Tx, *T) error) (uint64, error) {
+// holdExportID makes sure the resource kind/name holds an export ID for holder
+// (its own name, or the name of what else of it is exported: its snapshot
+// directory), allocating and recording one if needed, and returns it. exportID
+// points into the record.
+func holdExportID[T exportIDHolder](ctx context.Context, st store.Store, kind, name, holder string, exportID func(*T) *uint64, put func(store.Tx, *T) error) (uint64, error) {
 	var id uint64
 	err := st.Update(ctx, func(tx store.Tx) error {
 		cur, err := store.Get[T](tx, kind, name)
@@ -100,7 +103,7 @@ func holdExportID[T exportIDHolder](ctx context.Context, st store.Store, kind, n
 			return err
 		}
 		held := exportID(cur)
-		if id, err = allocExportID(tx, name, *held); err != nil || id == *held {
+		if id, err = allocExportID(tx, holder, *held); err != nil || id == *held {
 			return err
 		}
 		*held = id
@@ -111,14 +114,37 @@ func holdExportID[T exportIDHolder](ctx context.Context, st store.Store, kind, n
 
 // ensureVolumeExportID makes sure v holds an export ID and sets v.ExportID.
 func (c *Controller) ensureVolumeExportID(ctx context.Context, v *model.Volume) (err error) {
-	v.ExportID, err = holdExportID(ctx, c.st, store.KindVolume, v.Name(), func(v *model.Volume) *uint64 { return &v.ExportID }, store.PutVolume)
+	v.ExportID, err = holdExportID(ctx, c.st, store.KindVolume, v.Name(), v.Name(), func(v *model.Volume) *uint64 { return &v.ExportID }, store.PutVolume)
 	return err
 }
 
 // ensureSnapshotExportID makes sure s holds an export ID and sets s.ExportID.
 func (c *Controller) ensureSnapshotExportID(ctx context.Context, s *model.Snapshot) (err error) {
-	s.ExportID, err = holdExportID(ctx, c.st, store.KindSnapshot, s.Name(), func(s *model.Snapshot) *uint64 { return &s.ExportID }, store.PutSnapshot)
+	s.ExportID, err = holdExportID(ctx, c.st, store.KindSnapshot, s.Name(), s.Name(), func(s *model.Snapshot) *uint64 { return &s.ExportID }, store.PutSnapshot)
 	return err
+}
+
+// dropExportID frees the export ID id that holder holds and clears it in the
+// record kind/name (which may be gone), once the export is unloaded.
+func dropExportID[T exportIDHolder](ctx context.Context, st store.Store, kind, name, holder string, id uint64, exportID func(*T) *uint64, put func(store.Tx, *T) error) error {
+	err := st.Update(ctx, func(tx store.Tx) error {
+		if err := releaseExportID(tx, holder, id); err != nil {
+			return err
+		}
+		cur, err := store.Get[T](tx, kind, name)
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		*exportID(cur) = 0
+		return put(tx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("release export id %d of %s: %w", id, holder, err)
+	}
+	return nil
 }
 
 // releaseSnapshotExportID frees a snapshot's export ID once its export is unloaded.
@@ -126,22 +152,8 @@ func (c *Controller) releaseSnapshotExportID(ctx context.Context, s *model.Snaps
 	if s.ExportID == 0 {
 		return nil
 	}
-	err := c.st.Update(ctx, func(tx store.Tx) error {
-		if err := releaseExportID(tx, s.Name(), s.ExportID); err != nil {
-			return err
-		}
-		cur, err := store.Get[model.Snapshot](tx, store.KindSnapshot, s.Name())
-		if isNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		cur.ExportID = 0
-		return store.PutSnapshot(tx, cur)
-	})
-	if err != nil {
-		return fmt.Errorf("release export id %d of %s: %w", s.ExportID, s.Name(), err)
+	if err := dropExportID(ctx, c.st, store.KindSnapshot, s.Name(), s.Name(), s.ExportID, func(s *model.Snapshot) *uint64 { return &s.ExportID }, store.PutSnapshot); err != nil {
+		return err
 	}
 	s.ExportID = 0
 	return nil

@@ -96,6 +96,8 @@ func statusOf(op *model.Operation, cause error) *model.Status {
 		return &model.Status{Code: 1, Message: errCancelled.Error()}
 	case errors.Is(cause, storage.ErrTooSmall):
 		return &model.Status{Code: 9, Message: "capacityGib: the volume's data and snapshots do not fit in the capacity asked for"}
+	case errors.Is(cause, storage.ErrNoSpace):
+		return &model.Status{Code: 8, Message: "the volume is full: there is no room left in it for the snapshot"}
 	}
 	if msg, ok := model.UserMessage(cause); ok {
 		code := int32(13)

@@ -48,7 +48,7 @@ func (h snapshotHandler) undo(ctx context.Context, op *model.Operation) error {
 		return err
 	}
 	c.snapshotsToShare(ctx, v, readyBut(s))
-	if err := c.syncSnapshotExports(ctx, v, []*model.Snapshot{s}, none, nil); err != nil {
+	if err := c.syncSnapshotExport(ctx, v, s, none); err != nil {
 		return err
 	}
 	return c.be.DeleteSnapshot(ctx, v.Key, s.ID)
@@ -102,7 +102,7 @@ func (c *Controller) snapshotEnsure(ctx context.Context, op *model.Operation) er
 			return err
 		}
 		all := func(*model.Snapshot) bool { return true }
-		if err := c.syncSnapshotExports(ctx, v, []*model.Snapshot{s}, all, nil); err != nil {
+		if err := c.syncSnapshotExport(ctx, v, s, all); err != nil {
 			return err
 		}
 		// Shown as a previous version before the operation completes.
@@ -135,7 +135,7 @@ func (c *Controller) snapshotDelete(ctx context.Context, op *model.Operation) er
 	}
 	// Hidden from SMB clients first, then unmounted, then gone.
 	c.snapshotsToShare(ctx, v, readyBut(s))
-	if err := c.syncSnapshotExports(ctx, v, []*model.Snapshot{s}, none, nil); err != nil {
+	if err := c.syncSnapshotExport(ctx, v, s, none); err != nil {
 		return err
 	}
 	if err := c.be.DeleteSnapshot(ctx, v.Key, s.ID); err != nil {

@@ -338,7 +338,7 @@ func (c *Controller) startTakingDown(ctx context.Context, op *model.Operation, v
 	if err := c.markStarted(ctx, op, msg); err != nil {
 		return Observation{}, err
 	}
-	if err := c.syncSnapshotExports(ctx, v, nil, none, nil); err != nil {
+	if err := c.takeDownSnapshotExports(ctx, v); err != nil {
 		return Observation{}, err
 	}
 	return c.observe(ctx, v)
@@ -377,6 +377,9 @@ func (c *Controller) volumeDelete(ctx context.Context, op *model.Operation) erro
 			return nil, err
 		}
 		if err := releaseExportID(tx, v.Name(), cur.ExportID); err != nil {
+			return nil, err
+		}
+		if err := releaseExportID(tx, snapshotDirHolder(cur), cur.SnapshotDirExportID); err != nil {
 			return nil, err
 		}
 		return nil, tx.Delete(store.KindVolume, v.Name())

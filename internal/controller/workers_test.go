@@ -236,12 +236,12 @@ func TestResyncObservesOncePerPass(t *testing.T) {
 			}
 		}
 	}
-	if got := len(dp.Exports()); got != 3*n {
-		t.Fatalf("%d exports loaded, want %d", got, 3*n)
+	if got := len(dp.Exports()); got != 4*n { // each volume, its snapshot directory and its 2 snapshots
+		t.Fatalf("%d exports loaded, want %d", got, 4*n)
 	}
 	count := func() map[string]int {
 		m := map[string]int{"views": dp.Views(), "history": len(dp.History())}
-		for _, k := range []string{"ObserveVolumes", "ObserveVolume", "ObserveSnapshots", "Usage", "EnsureVolume", "Mount", "MountSnapshot", "Resize", "SetMode"} {
+		for _, k := range []string{"ObserveVolumes", "ObserveVolume", "ObserveSnapshots", "Usage", "EnsureVolume", "Mount", "MountSnapshot", "MountSnapshotDir", "Resize", "SetMode"} {
 			m[k] = h.be.CallCount(k)
 		}
 		return m

@@ -1,6 +1,6 @@
 // Package daemon is Basin's composition root: it builds the store, storage backend,
-// identity, controller, metrics sampler and API from a config, starts them in
-// order, and stops them in reverse order. Only cmd/basin imports it.
+// identity, controller, metrics sampler, snapshot scheduler and API from a config,
+// starts them in order, and stops them in reverse order. Only cmd/basin imports it.
 package daemon
 
 import (
@@ -25,6 +25,7 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
+	"github.com/basin-nas/basin/internal/schedule"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
 	"github.com/basin-nas/basin/web"
 )
@@ -179,11 +180,30 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}()
 	}
 
+	// Volumes' snapshot policies: scheduled snapshots recorded through the API's
+	// own intent layer, carried out by the controller, audited as Basin's own calls.
+	sched := schedule.New(schedule.Options{Store: st, Intents: srv.Intents(), Wake: ctrl.Wake, Clock: snapshotClock(cfg, log),
+		Logger: log.With("component", "schedule"), Audit: func(ctx context.Context, e schedule.Event) {
+			srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:snapshot-scheduler", Project: e.Project, Method: e.Method,
+				Resource: e.Resource, RequestID: e.Operation, Err: e.Err})
+		}})
+
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- ctrl.Run(ctrlCtx) }()
 	samplerDone := make(chan error, 1)
 	go func() { samplerDone <- sampler.Run(ctrlCtx) }()
+	schedDone := make(chan error, 1)
+	go func() {
+		// After the operations a previous run left are resumed: a catch-up sees
+		// their snapshots.
+		select {
+		case <-ctrl.Ready():
+			schedDone <- sched.Run(ctrlCtx)
+		case <-ctrlCtx.Done():
+			schedDone <- nil
+		}
+	}()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	log.Info("basin serving", "listen", cfg.Listen, "metrics_listen", cfg.MetricsListen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
@@ -201,6 +221,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			stopCtrl()
 			<-ctrlDone
 			<-samplerDone
+			<-schedDone
 			if metricsSrv != nil {
 				metricsSrv.Close()
 			}
@@ -232,7 +253,20 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := <-samplerDone; err != nil {
 		log.Warn("metrics", "err", err)
 	}
+	if err := <-schedDone; err != nil {
+		log.Warn("snapshot schedules", "err", err)
+	}
 	return nil
+}
+
+// snapshotClock is the snapshot scheduler's clock: the wall clock, or for tests a
+// faster one (config.TestSnapshotClockSpeed).
+func snapshotClock(cfg config.Config, log *slog.Logger) schedule.Clock {
+	if cfg.TestSnapshotClockSpeed > 1 {
+		log.Warn("test mode: snapshot schedules run on a clock faster than the wall clock", "speed", cfg.TestSnapshotClockSpeed)
+		return schedule.Dilated{Start: time.Now(), Speed: cfg.TestSnapshotClockSpeed}
+	}
+	return schedule.RealClock{}
 }
 
 // listen opens cfg.Listen, serving at most cfg.HTTP.MaxConns connections at once:

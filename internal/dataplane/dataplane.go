@@ -93,12 +93,12 @@ func (n Network) HostAddr() netip.Addr { return n.Prefix.Masked().Addr().Next() 
 // DefaultGaneshaPrefix is where scripts/ganesha/build.sh installs Basin's NFS-Ganesha.
 const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 
-// GaneshaPatchSet names the hardening patches this Basin relies on (names with '/'
-// refused in every NFSv3 procedure, no server-side symlink following, handles
-// confined to their export's filesystem, `..` never claiming a filesystem;
-// docs/security.md). scripts/ganesha/build.sh records the set it applied in
+// GaneshaPatchSet names the patches this Basin relies on (names with '/' refused in
+// every NFSv3 procedure, no server-side symlink following, handles confined to
+// their export's filesystem, `..` never claiming a filesystem; `.snapshot` reached
+// by name; docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-1"
+const GaneshaPatchSet = "basin-ganesha-4.3-2"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {

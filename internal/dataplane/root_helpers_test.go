@@ -40,3 +40,7 @@ func tmpfsVolume(t *testing.T, mounts, name, opts string) string {
 	t.Cleanup(func() { syscall.Unmount(p, syscall.MNT_DETACH) })
 	return p
 }
+
+// testGanesha is the Ganesha build root tests run: BASIN_GANESHA_PREFIX if set
+// (a build of a newer patch set beside the installed one), else the default.
+func testGanesha() Ganesha { return Ganesha{Prefix: os.Getenv("BASIN_GANESHA_PREFIX")} }

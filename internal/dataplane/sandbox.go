@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -509,7 +510,8 @@ func (nopCloser) Close() error { return nil }
 
 // reload loads again, into a restarted Ganesha, every export the sandbox held whose
 // path is still the mount it was (anything else waits for the controller, which
-// mounts first and exports after).
+// mounts first and exports after), in the order of their pseudo paths: a
+// volume's snapshot directory before the snapshots Ganesha finds in it.
 func (sb *sandbox) reload(ctx context.Context) error {
 	sb.exportMu.Lock()
 	defer sb.exportMu.Unlock()
@@ -518,7 +520,11 @@ func (sb *sandbox) reload(ctx context.Context) error {
 			sb.log.Warn("write mtab", "err", err)
 		}
 	}()
-	for id, le := range sb.loaded {
+	ids := slices.SortedFunc(maps.Keys(sb.loaded), func(a, b uint64) int {
+		return strings.Compare(sb.loaded[a].ex.Pseudo, sb.loaded[b].ex.Pseudo)
+	})
+	for _, id := range ids {
+		le := sb.loaded[id]
 		if dev, _, err := mountDev(le.ex.Path); err != nil || dev != le.dev {
 			sb.log.Warn("not reloading an export whose volume is not mounted as it was", "export", id, "path", le.ex.Path, "err", err)
 			delete(sb.loaded, id)

@@ -34,7 +34,7 @@ func TestSandboxSupervisesRealDaemons(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root (namespaces, mounts, Ganesha)")
 	}
-	if err := (Ganesha{}).Check(); err != nil {
+	if err := testGanesha().Check(); err != nil {
 		t.Skipf("needs Basin's Ganesha: %v", err)
 	}
 	ctx := context.Background()
@@ -44,7 +44,7 @@ func TestSandboxSupervisesRealDaemons(t *testing.T) {
 	vol := tmpfsVolume(t, mounts, "v1", "size=1m")
 
 	run := &countRunner{}
-	m := New(Options{DataDir: dataDir, Networks: []Network{n}, Runner: run})
+	m := New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}, Runner: run})
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

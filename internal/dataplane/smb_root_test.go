@@ -152,7 +152,7 @@ func TestSMBInstanceRoot(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root (namespaces, mounts, Samba)")
 	}
-	if err := (Ganesha{}).Check(); err != nil {
+	if err := testGanesha().Check(); err != nil {
 		t.Skipf("needs Basin's Ganesha: %v", err)
 	}
 	for _, b := range []string{"smbd", "winbindd", "smbclient", "net", dcerpcdBinary} {
@@ -187,7 +187,7 @@ func TestSMBInstanceRoot(t *testing.T) {
 
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	newManager := func() *Manager {
-		m := New(Options{DataDir: dataDir, Networks: []Network{n}, Logger: logger})
+		m := New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}, Logger: logger})
 		if err := m.Start(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func TestExportsIOMatchesExportIO(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root (namespaces, mounts, Ganesha)")
 	}
-	if err := (Ganesha{}).Check(); err != nil {
+	if err := testGanesha().Check(); err != nil {
 		t.Skipf("needs Basin's Ganesha: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -34,7 +34,7 @@ func TestExportsIOMatchesExportIO(t *testing.T) {
 	n := Network{Name: "bst", Bridge: "bst0", Prefix: netip.MustParsePrefix("10.99.214.0/24"),
 		FirstEndpoint: netip.MustParseAddr("10.99.214.10"), LastEndpoint: netip.MustParseAddr("10.99.214.127")}
 	dataDir, mounts := sharedMounts(t, ctx)
-	m := New(Options{DataDir: dataDir, Networks: []Network{n}})
+	m := New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}})
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -345,5 +346,39 @@ func TestServiceCommands(t *testing.T) {
 	}
 	if got := strings.Join(sb.command(Service{Name: "x", Argv: []string{"x"}}).Argv(), " "); !strings.Contains(got, "--bounding-set -all ") {
 		t.Errorf("a service without capabilities: %s", got)
+	}
+}
+
+// orderBus records the order in which exports are loaded.
+type orderBus struct {
+	fakeBus
+	added []uint64
+}
+
+func (b *orderBus) AddExport(_ context.Context, _ string, id uint64) error {
+	b.added = append(b.added, id)
+	return nil
+}
+
+// After a Ganesha restart the exports are loaded again in the order of their
+// pseudo paths, so a volume's snapshot directory is there before the snapshots
+// Ganesha mounts in it.
+func TestReloadLoadsSnapshotDirectoryFirst(t *testing.T) {
+	bus := &orderBus{fakeBus: fakeBus{exports: map[uint64]string{}}}
+	_, sb := fakeSandbox(t, &ipRunner{}, bus)
+	sb.dir = t.TempDir()
+	if err := os.Mkdir(filepath.Join(sb.dir, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for id, pseudo := range map[uint64]string{1: "/vol1/.snapshot/s1", 2: "/vol1", 3: "/vol1/.snapshot/s0", 4: "/vol1/.snapshot", 5: "/a"} {
+		ex := testExport(id)
+		ex.Pseudo = pseudo
+		load(t, sb, &bus.fakeBus, ex)
+	}
+	if err := sb.reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{5, 2, 4, 3, 1}; !slices.Equal(bus.added, want) {
+		t.Fatalf("reloaded in the order %v, want %v", bus.added, want)
 	}
 }

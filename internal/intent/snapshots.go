@@ -3,6 +3,7 @@ package intent
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
@@ -15,6 +16,11 @@ type SnapshotCreate struct {
 	ID                string // the new snapshot's ID
 	Description       string
 	Labels            map[string]string
+	// Schedule and ScheduledFor are set by the snapshot scheduler alone: the
+	// schedule taking the snapshot (model.ScheduleHourly…) and its boundary. They
+	// are recorded on the snapshot (its provenance) and are not on the wire.
+	Schedule     string
+	ScheduledFor time.Time
 }
 
 // CreateSnapshot records a snapshot to take: the volume must be READY, the ID free
@@ -26,9 +32,17 @@ func (s *Service) CreateSnapshot(ctx context.Context, st store.Store, req Snapsh
 	if err := CheckID("snapshotId", req.ID); err != nil {
 		return nil, err
 	}
+	switch req.Schedule {
+	case "", model.ScheduleHourly, model.ScheduleDaily, model.ScheduleWeekly, model.ScheduleMonthly:
+	default:
+		return nil, model.Invalid("schedule", "%q is not a snapshot schedule", req.Schedule)
+	}
 	vol := model.LocationName(req.Project, req.Location) + "/volumes/" + req.Volume
 	sn := &model.Snapshot{Meta: model.Meta{Project: req.Project, Location: req.Location, ID: req.ID, CreateTime: s.opts.Now().UTC(),
-		State: model.StateCreating, Labels: req.Labels, Desc: req.Description}}
+		State: model.StateCreating, Labels: req.Labels, Desc: req.Description}, Schedule: req.Schedule}
+	if req.Schedule != "" {
+		sn.ScheduledFor = req.ScheduledFor.UTC()
+	}
 	if err := CheckMeta(&sn.Meta); err != nil {
 		return nil, err
 	}

@@ -293,6 +293,9 @@ type Volume struct {
 	// ExportID is the volume's NFS export ID (1..65535), held from its first export
 	// until it is deleted; 0 = none yet. The controller allocates it.
 	ExportID uint64 `json:"exportId,omitempty"`
+	// SnapshotDirExportID is the export ID of the volume's snapshot directory
+	// (/<share>/.snapshot), held only while it is exported; 0 = none.
+	SnapshotDirExportID uint64 `json:"snapshotDirExportId,omitempty"`
 	// SMBServer is the fully qualified name of the SMB server that shares the
 	// volume (the machine account its network joined to the pool's Active
 	// Directory as, e.g. "BASIN-1A2B.basin.test"), once shared; "" = not yet.
@@ -322,7 +325,22 @@ type Snapshot struct {
 	// ExportID is the ID of the snapshot's read-only NFS export under
 	// /<share>/.snapshot/<id>, held only while that export is loaded; 0 = none.
 	ExportID uint64 `json:"exportId,omitempty"`
+	// Schedule is the snapshot schedule that took it (ScheduleHourly…) and
+	// ScheduledFor the boundary it was taken for; empty for a snapshot taken on
+	// request. Only the snapshot scheduler sets them (through intent), and
+	// nothing on the wire reaches them: its retention deletes no other snapshot,
+	// whatever its name.
+	Schedule     string    `json:"schedule,omitempty"`
+	ScheduledFor time.Time `json:"scheduledFor,omitzero"`
 }
+
+// Snapshot schedules, as Snapshot.Schedule names them.
+const (
+	ScheduleHourly  = "hourly"
+	ScheduleDaily   = "daily"
+	ScheduleWeekly  = "weekly"
+	ScheduleMonthly = "monthly"
+)
 
 // VolumeName is the full name of the snapshot's volume.
 func (s *Snapshot) VolumeName() string {
@@ -408,6 +426,17 @@ func (k OpKind) Verb() string {
 type Status struct {
 	Code    int32  `json:"code"`
 	Message string `json:"message"`
+}
+
+// Err returns the status as an error: its message, wrapping the sentinel its code
+// stands for (an unknown or internal code wraps none).
+func (s *Status) Err() error {
+	kind := map[int32]error{1: ErrCancelled, 3: ErrInvalid, 5: ErrNotFound, 6: ErrAlreadyExists, 7: ErrPermissionDenied,
+		8: ErrResourceExhausted, 9: ErrFailedPrecondition, 10: ErrAborted, 12: ErrUnimplemented, 16: ErrUnauthenticated}[s.Code]
+	if kind == nil {
+		return errors.New(s.Message)
+	}
+	return Errorf(kind, "%s", s.Message)
 }
 
 // Operation is a long-running operation. It is written in the same transaction as

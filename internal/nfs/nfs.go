@@ -55,14 +55,24 @@ type Client struct {
 	Protocols []int // NFS versions the rule applies to: 3, 4
 }
 
-// Export is one volume's NFS export.
+// Export is one volume's NFS export, or one of its snapshot directory's: the
+// directory itself at "/<shareName>/.snapshot" and each snapshot below it (with
+// Basin's Ganesha patch 0006, LOOKUP of ".snapshot" at the volume's root crosses
+// into the first, and of a name in it into the snapshot of that name).
 type Export struct {
 	ID        uint64
 	Path      string // the volume's mount point
 	Pseudo    string // "/<shareName>"
 	Protocols []int  // 3 and/or 4
 	Clients   []Client
+	// NoAttrCache: Ganesha caches none of the export's attributes (and so drops
+	// what it knew of a directory's entries as soon as they change): for a
+	// directory Basin changes behind it, the snapshot directory.
+	NoAttrCache bool
 }
+
+// SnapshotDirName is the name of a volume's snapshot directory.
+const SnapshotDirName = ".snapshot"
 
 // MaxExportID is the largest Export_Id: Ganesha's is 16 bits, and 0 is its pseudo root.
 const MaxExportID = 65535
@@ -138,6 +148,9 @@ func (e Export) Render() string {
 	fmt.Fprintf(&b, "\tProtocols = %s;\n\tTransports = TCP;\n\tSecType = sys;\n", versions(e.Protocols))
 	// Nobody matches unless a CLIENT block says so: no policy, no access.
 	fmt.Fprintf(&b, "\tAccess_Type = None;\n\tSquash = Root_Squash;\n\tAnonymous_Uid = %d;\n\tAnonymous_Gid = %d;\n", AnonID, AnonID)
+	if e.NoAttrCache {
+		b.WriteString("\tAttr_Expiration_Time = 0;\n")
+	}
 	b.WriteString("\tFSAL {\n\t\tName = VFS;\n\t}\n")
 	for _, c := range e.Clients {
 		anon := int64(AnonID)

@@ -34,6 +34,10 @@ func TestRenderExport(t *testing.T) {
 	}}
 	golden(t, "export.conf", ex.Render())
 	golden(t, "export_no_policy.conf", Export{ID: 8, Path: "/m/x", Pseudo: "/x", Protocols: []int{3}}.Render())
+	golden(t, "export_snapshot_dir.conf", Export{ID: 9, Path: "/var/lib/basin/mounts/vabc@.snapshot", Pseudo: "/vol1/.snapshot",
+		Protocols: []int{3, 4}, NoAttrCache: true, Clients: []Client{
+			{Clients: []string{"10.99.0.101"}, Access: AccessRO, Squash: NoRootSquash, Protocols: []int{3, 4}},
+		}}.Render())
 }
 
 func TestRenderConfig(t *testing.T) {

@@ -27,6 +27,10 @@ import (
 // data and snapshots do not fit.
 var ErrTooSmall = errors.New("the volume's data does not fit in the size asked for")
 
+// ErrNoSpace is returned when a volume is too full for what was asked (a
+// snapshot's own metadata).
+var ErrNoSpace = errors.New("the volume is full")
+
 // SnapshotRef names a snapshot of a volume.
 type SnapshotRef struct {
 	VolumeKey string
@@ -66,13 +70,25 @@ type Backend interface {
 
 	// ObserveSnapshots reports every snapshot of a volume, in one pass.
 	ObserveSnapshots(ctx context.Context, key string) (map[string]SnapshotStatus, error)
+	// EnsureSnapshot takes a read-only snapshot of the live data; ErrNoSpace if
+	// the volume is too full to.
 	EnsureSnapshot(ctx context.Context, key, snap string) error
 	DeleteSnapshot(ctx context.Context, key, snap string) error
-	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (for NFS
-	// clients' .snapshot access); UnmountSnapshot undoes it. Both are idempotent.
+	// MountSnapshot mounts a snapshot read-only on SnapshotMountPath (where NFS
+	// exports it and SMB shows it as a previous version) and, while the volume's
+	// snapshot directory is mounted, lists it there; UnmountSnapshot undoes both.
+	// Both are idempotent.
 	MountSnapshot(ctx context.Context, key, snap string) error
 	UnmountSnapshot(ctx context.Context, key, snap string) error
 	SnapshotMountPath(key, snap string) string
+	// MountSnapshotDir mounts the volume's snapshot directory on SnapshotDirPath:
+	// a small filesystem of its own, read-only where it is mounted, holding one
+	// empty directory named after each mounted snapshot (NFS clients' .snapshot:
+	// each entry is where the snapshot's export is reached, see docs/architecture.md).
+	// UnmountSnapshotDir undoes it. Both are idempotent.
+	MountSnapshotDir(ctx context.Context, key string) error
+	UnmountSnapshotDir(ctx context.Context, key string) error
+	SnapshotDirPath(key string) string
 
 	// Usage reads a volume's usage now: data and snapshots, and each snapshot's
 	// exclusive bytes.

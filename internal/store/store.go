@@ -42,6 +42,9 @@ const (
 	// KindExportIDCursor holds the last ID handed out (document "last").
 	KindExportID       = "exportId"
 	KindExportIDCursor = "exportIdCursor"
+	// KindSnapshotSchedule documents are the snapshot scheduler's state of a
+	// volume (internal/schedule), named by the volume's name.
+	KindSnapshotSchedule = "snapshotSchedule"
 )
 
 // Store runs transactions. Update transactions are serialised: a check followed by a

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,7 +109,7 @@ func newIsolationLab(t *testing.T) *isolationLab {
 	l.hostFile = kh(filepath.Join(l.hostDir, "canary"))
 	l.fsidB, l.fsidBSnap, l.fsidHost = fsid(l.mountB), fsid(l.mntBSnap), fsid(l.hostDir)
 	l.epA, l.epB = endpointIn(t, c, "p1", "vola"), endpointIn(t, c, "p2", "volb")
-	l.watched = []string{l.hostDir, l.mountB, l.mntBSnap, l.mountASnap}
+	l.watched = []string{l.hostDir, l.mountB, l.mntBSnap, l.mountASnap, l.mounts(l.keyA + "@.snapshot"), l.mounts(l.keyB + "@.snapshot")}
 	return l
 }
 
@@ -150,9 +151,17 @@ func mount3(t *testing.T, ctx context.Context, h *clienthost.Host, ep netip.Addr
 // dial4 opens an NFSv4.0 connection to ep as host h (root).
 func dial4(t *testing.T, ctx context.Context, h *clienthost.Host, ep netip.Addr) *nfsraw.Client {
 	t.Helper()
+	return dialWith(t, ctx, h, ep, nfsraw.Dial)
+}
+
+// dialWith connects to ep's NFSv4 server as host h (root) with dial, and closes
+// the client when the test ends.
+func dialWith(t *testing.T, ctx context.Context, h *clienthost.Host, ep netip.Addr,
+	dial func(context.Context, string, int, nfsraw.Auth) (*nfsraw.Client, error)) *nfsraw.Client {
+	t.Helper()
 	var c *nfsraw.Client
 	err := h.Within(func() (err error) {
-		c, err = nfsraw.Dial(ctx, ep.String(), 2049, nfsraw.Auth{Machine: "attacker"})
+		c, err = dial(ctx, ep.String(), 2049, nfsraw.Auth{Machine: "attacker"})
 		return err
 	})
 	if err != nil {
@@ -430,6 +439,8 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run(".snapshot", func(t *testing.T) { l.attackSnapshotDirectory(t, ctx, a, c4, h3, h4) })
+
 	t.Run("mounts of another tenant's exports", func(t *testing.T) {
 		for _, dir := range []string{"/volb", "/volb/.snapshot/s1", "/volb/.snapshot", "/"} {
 			err := l.x.Within(func() error {
@@ -449,9 +460,9 @@ func TestTenantIsolation(t *testing.T) {
 			h    *clienthost.Host
 			want []string
 		}{
-			{"vola's client", l.x, []string{"/vola", "/vola/.snapshot/s1"}},
-			{"vola's read-only client", l.r, []string{"/vola", "/vola/.snapshot/s1"}},
-			{"volb's client", l.y, []string{"/volb", "/volb/.snapshot/s1"}},
+			{"vola's client", l.x, []string{"/vola", "/vola/.snapshot", "/vola/.snapshot/s1"}},
+			{"vola's read-only client", l.r, []string{"/vola", "/vola/.snapshot", "/vola/.snapshot/s1"}},
+			{"volb's client", l.y, []string{"/volb", "/volb/.snapshot", "/volb/.snapshot/s1"}},
 			{"a host no policy names", l.nobody, nil},
 		} {
 			for _, ep := range []netip.Addr{l.epA, l.epB} {
@@ -479,7 +490,7 @@ func TestTenantIsolation(t *testing.T) {
 			}
 			var want []string
 			for _, d := range c.want {
-				if !strings.Contains(d, ".snapshot") { // snapshot directories are NFSv3 only
+				if !strings.Contains(d, ".snapshot") { // reached from the volumes' roots, not listed here
 					want = append(want, d)
 				}
 			}
@@ -565,4 +576,129 @@ func TestSandboxHoldsNothingOfTheHost(t *testing.T) {
 		t.Errorf("the sandbox listens on UDP:\n%s", out)
 	}
 	s.stop(syscall.SIGTERM)
+}
+
+// attackSnapshotDirectory attacks .snapshot as client X of vola: names that try
+// to leave it, handles forged from its own to reach volb's snapshot directory or
+// to reach the directory's filesystem through the volume's export, writes; and
+// checks that each tenant's .snapshot lists its own snapshots only.
+func (l *isolationLab) attackSnapshotDirectory(t *testing.T, ctx context.Context, a *nfs3.Client, c4 *nfsraw.Client, h3, h4 nfsraw.Handle) {
+	dirA, _, err := a.Lookup(ctx, a.Root, ".snapshot")
+	if err != nil {
+		t.Fatalf("LOOKUP .snapshot in vola: %v", err)
+	}
+	ents, err := a.ReadDirPlus(ctx, dirA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{".", "..", "s1"}) {
+		t.Errorf("vola's .snapshot lists %v", names)
+	}
+	if got, err := readPath(ctx, a, ".snapshot/s1/a-data"); err != nil || got != "data of a" {
+		t.Errorf("vola's .snapshot/s1/a-data: %q %v", got, err)
+	}
+	// volb's client sees volb's snapshots under volb's .snapshot, and not vola's.
+	b := mount3(t, ctx, l.y, l.epB, "/volb")
+	dirB, _, err := b.Lookup(ctx, b.Root, ".snapshot")
+	if err != nil {
+		t.Fatalf("LOOKUP .snapshot in volb: %v", err)
+	}
+	if got, err := readPath(ctx, b, ".snapshot/s1/canary-b"); err != nil || got != "tenant b" {
+		t.Errorf("volb's .snapshot/s1/canary-b: %q %v", got, err)
+	}
+	_, err = b.ReadDir(ctx, dirA)
+	handleRefused(t, "volb's client READDIR of vola's .snapshot handle", err)
+
+	// Names: nothing but the snapshots' names leads anywhere, and "." and ".."
+	// stay in .snapshot.
+	for _, dots := range []string{".", ".."} {
+		if fh, _, err := a.Lookup(ctx, dirA, dots); err != nil || !bytes.Equal(fh, dirA) {
+			t.Errorf("LOOKUP %q in .snapshot left it: %x %v", dots, fh, err)
+		}
+	}
+	for _, name := range []string{"volb", "vola", ".snapshot", "../volb", "/volb", "s1/../../volb", "../../" + l.keyB, l.keyB + "@s1", l.keyB, "S1"} {
+		_, _, err := a.Lookup(ctx, dirA, name)
+		refused(t, "NFSv3 LOOKUP "+name+" in .snapshot", err)
+		err = c4.Run(ctx, &nfsraw.PutRootFH{}, &nfsraw.Lookup{Name: "vola"}, &nfsraw.Lookup{Name: ".snapshot"}, &nfsraw.Lookup{Name: name})
+		refused(t, "NFSv4 LOOKUP "+name+" in .snapshot", err)
+	}
+	// Writes, as root with root kept.
+	_, err = a.Create(ctx, dirA, "planted", 0o644)
+	refused(t, "CREATE in .snapshot", err)
+	_, err = a.Mkdir(ctx, dirA, "planted", 0o755)
+	refused(t, "MKDIR in .snapshot", err)
+	_, err = a.Symlink(ctx, dirA, "planted", "/etc/passwd")
+	refused(t, "SYMLINK in .snapshot", err)
+	refused(t, "RMDIR .snapshot/s1", a.Rmdir(ctx, dirA, "s1"))
+	refused(t, "RENAME .snapshot/s1", a.Rename(ctx, dirA, "s1", a.Root, "stolen"))
+	s1, _, _ := a.Lookup(ctx, dirA, "s1")
+	aData, _, _ := a.Lookup(ctx, s1, "a-data")
+	_, err = a.Write(ctx, aData, []byte("PWNED"), 0, nfs3.FileSync)
+	refused(t, "WRITE .snapshot/s1/a-data", err)
+
+	// Forged handles: vola's .snapshot handle naming volb's snapshot directory or
+	// its entry; vola's volume handle naming its own snapshot directory's
+	// filesystem; volb's snapshot directory's export ID.
+	hDir, err := nfsraw.ParseHandle(dirA, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hDirB, _ := nfsraw.ParseHandle(dirB, true)
+	kh := func(p string) nfsraw.KernelHandle {
+		k, err := nfsraw.KernelHandleOf(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	snapDirA, snapDirB := l.mounts(l.keyA+"@.snapshot"), l.mounts(l.keyB+"@.snapshot")
+	fsidDirA, _ := nfsraw.StatfsFSID(snapDirA)
+	fsidDirB, _ := nfsraw.StatfsFSID(snapDirB)
+	otherExport := hDirB.Clone()
+	for _, c := range []struct {
+		name string
+		fh   []byte
+	}{
+		{"vola's .snapshot handle with volb's .snapshot fsid and root", nfsraw.Forge(hDir, kh(snapDirB), fsidDirB)},
+		{"vola's .snapshot handle with volb's .snapshot fsid and entry", nfsraw.Forge(hDir, kh(filepath.Join(snapDirB, "s1")), fsidDirB)},
+		{"vola's volume handle with its .snapshot's fsid and root", nfsraw.Forge(h3, kh(snapDirA), fsidDirA)},
+		{"vola's .snapshot handle with vola's live filesystem's root", nfsraw.Forge(hDir, kh(l.mountA), h3.FSID)},
+		{"volb's .snapshot handle (its export id)", otherExport.Encode()},
+	} {
+		_, err := a.ReadDir(ctx, c.fh)
+		handleRefused(t, "READDIR "+c.name, err)
+		_, _, err = a.Lookup(ctx, c.fh, "s1")
+		handleRefused(t, "LOOKUP s1 in "+c.name, err)
+		// (A read-only export refuses a CREATE before it looks at the handle.)
+		_, err = a.Create(ctx, c.fh, "forged", 0o644)
+		refused(t, "CREATE in "+c.name, err)
+	}
+	g := &nfsraw.GetFH{}
+	if err := c4.Run(ctx, &nfsraw.PutRootFH{}, &nfsraw.Lookup{Name: "vola"}, &nfsraw.Lookup{Name: ".snapshot"}, g); err != nil {
+		t.Fatalf("NFSv4 LOOKUP .snapshot: %v", err)
+	}
+	hDir4, _ := nfsraw.ParseHandle(g.FH, false)
+	for _, c := range []struct {
+		name string
+		fh   []byte
+	}{
+		{"vola's .snapshot handle with volb's .snapshot fsid and root", nfsraw.Forge(hDir4, kh(snapDirB), fsidDirB)},
+		{"vola's volume handle with its .snapshot's fsid and root", nfsraw.Forge(h4, kh(snapDirA), fsidDirA)},
+	} {
+		handleRefused(t, "NFSv4 READDIR "+c.name, c4.Run(ctx, &nfsraw.PutFH{FH: c.fh}, &nfsraw.ReadDir{}))
+		handleRefused(t, "NFSv4 LOOKUP s1 in "+c.name, c4.Run(ctx, &nfsraw.PutFH{FH: c.fh}, &nfsraw.Lookup{Name: "s1"}))
+	}
+	// The read-only client reads .snapshot too, and cannot write there.
+	r := mount3(t, ctx, l.r, l.epA, "/vola")
+	if got, err := readPath(ctx, r, ".snapshot/s1/ro-data"); err != nil || got != "read me" {
+		t.Errorf("the read-only client's .snapshot/s1/ro-data: %q %v", got, err)
+	}
+	rDir, _, _ := r.Lookup(ctx, r.Root, ".snapshot")
+	_, err = r.Create(ctx, rDir, "planted", 0o644)
+	refused(t, "read-only client CREATE in .snapshot", err)
 }

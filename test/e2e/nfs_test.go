@@ -410,15 +410,8 @@ func TestStreamUndisturbed(t *testing.T) {
 // readable, read-only, under /<share>/.snapshot/<id>; after a revert, clients read
 // the snapshot's data, not a mix of old and new.
 func TestSnapshotDirectoryAndRevert(t *testing.T) {
-	s := newServer(t)
-	s.start()
-	c := s.client()
-	nfsPool(t, c)
-	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
-		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
-		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
-	ep := endpoint(t, c, "vol1")
-	nfs := s.host(201).NFS(3, 0, 0)
+	s, c, ep, h, _ := snapshotVolume(t, context.Background())
+	nfs := h.NFS(3, 0, 0)
 	if err := nfs.Write(ep, "/vol1/f", []byte("before")); err != nil {
 		t.Fatal(err)
 	}

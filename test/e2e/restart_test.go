@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +28,7 @@ type exported struct {
 	ep      netip.Addr
 	files   map[string]string            // path below the export -> content
 	snaps   map[string]map[string]string // snapshot -> its files
+	snapdir bool                         // snapshotDirectory: .snapshot at its root
 }
 
 // readPath looks path up below root and reads it whole.
@@ -115,6 +117,9 @@ func checkServed(ctx context.Context, s *server, h *clienthost.Host, vols []*exp
 			}
 		}
 		c4.Close()
+		if err := checkSnapshotDir(ctx, h, v); err != nil {
+			return err
+		}
 		for snap, files := range v.snaps {
 			dir := "/" + v.id + "/.snapshot/" + snap
 			var sc *nfs3.Client
@@ -128,6 +133,79 @@ func checkServed(ctx context.Context, s *server, h *clienthost.Host, vols []*exp
 				}
 			}
 			sc.Close()
+		}
+	}
+	return nil
+}
+
+// checkSnapshotDir checks .snapshot inside a mount of v's export, as a client
+// walks it over NFSv3 and NFSv4.1: it lists exactly v's snapshots, each of which
+// reads as it was taken (no empty directory where a snapshot should be); a
+// volume without snapshotDirectory has none.
+func checkSnapshotDir(ctx context.Context, h *clienthost.Host, v *exported) error {
+	var c *nfs3.Client
+	var c4 *nfsraw.Client
+	err := h.Within(func() (err error) {
+		if c, err = nfs3.Mount(ctx, v.ep.String(), "/"+v.id, nfs3.Options{}); err != nil {
+			return err
+		}
+		c4, err = nfsraw.Dial41(ctx, v.ep.String(), 2049, nfsraw.Auth{})
+		return err
+	})
+	if c != nil {
+		defer c.Close()
+	}
+	if c4 != nil {
+		defer c4.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", v.id, err)
+	}
+	dir, _, err := c.Lookup(ctx, c.Root, ".snapshot")
+	_, err4 := c4.LookupPath(ctx, v.id, ".snapshot")
+	if !v.snapdir {
+		if s, ok := nfs3.StatusOf(err); !ok || s != nfs3.ErrNoEnt {
+			return fmt.Errorf("%s has no snapshot directory, yet NFSv3 LOOKUP .snapshot: %v", v.id, err)
+		}
+		if s, ok := nfsraw.StatusOf(err4); !ok || s != nfsraw.ErrNoEnt {
+			return fmt.Errorf("%s has no snapshot directory, yet NFSv4.1 LOOKUP .snapshot: %v", v.id, err4)
+		}
+		return nil
+	}
+	if err != nil || err4 != nil {
+		return fmt.Errorf("%s: LOOKUP .snapshot: NFSv3 %v, NFSv4.1 %v", v.id, err, err4)
+	}
+	ents, err := c.ReadDir(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("%s: READDIR .snapshot: %w", v.id, err)
+	}
+	var names, want []string
+	for _, e := range ents {
+		if e.Name != "." && e.Name != ".." {
+			names = append(names, e.Name)
+		}
+	}
+	for snap := range v.snaps {
+		want = append(want, snap)
+	}
+	slices.Sort(names)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		return fmt.Errorf("%s/.snapshot lists %v, want %v", v.id, names, want)
+	}
+	for snap, files := range v.snaps {
+		for p, content := range files {
+			if got, err := readPath(ctx, c, ".snapshot/"+snap+"/"+p); err != nil || got != content {
+				return fmt.Errorf("NFSv3 %s/.snapshot/%s/%s reads %q (%v), want %q", v.id, snap, p, got, err, content)
+			}
+			fh, err := c4.LookupPath(ctx, append([]string{v.id, ".snapshot", snap}, strings.Split(p, "/")...)...)
+			rd := &nfsraw.Read{Count: 1 << 16}
+			if err == nil {
+				err = c4.Run(ctx, &nfsraw.PutFH{FH: fh}, rd)
+			}
+			if err != nil || string(rd.Data) != content {
+				return fmt.Errorf("NFSv4.1 %s/.snapshot/%s/%s reads %q (%v), want %q", v.id, snap, p, rd.Data, err, content)
+			}
 		}
 	}
 	return nil
@@ -152,7 +230,7 @@ func TestRestartsServeEveryExport(t *testing.T) {
 		mutate(t, c, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
 			"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": i < 2,
 			"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
-		v := &exported{id: id, files: map[string]string{"f": id + " data", "d/e/g": id + " deep"}, snaps: map[string]map[string]string{}}
+		v := &exported{id: id, files: map[string]string{"f": id + " data", "d/e/g": id + " deep"}, snaps: map[string]map[string]string{}, snapdir: i < 2}
 		for _, k := range inspect(t, s.dataDir).mounts {
 			if !strings.Contains(strings.Join(mounts, " "), k) {
 				v.key = k
@@ -188,7 +266,10 @@ func TestRestartsServeEveryExport(t *testing.T) {
 		}
 		cl.Close()
 	}
-	check := func(when string) {
+	// Basin is ready once its first reconcile pass is done: every export (and
+	// .snapshot) must be served by then, not by a later pass. A Ganesha killed
+	// needs a moment to come back.
+	check := func(when string, limit time.Duration) {
 		t.Helper()
 		// Basin made the bridge; a clean stop removed it, and a start makes it anew.
 		if err := h.Attach(s.bridge); err != nil {
@@ -196,22 +277,40 @@ func TestRestartsServeEveryExport(t *testing.T) {
 		}
 		probe := "probe-" + strings.ReplaceAll(when, " ", "-")
 		// The client may be a moment early for a Ganesha that restarted.
-		if err := waitForErr(30*time.Second, func() error { return checkServed(ctx, s, h, vols, probe) }); err != nil {
+		start := time.Now()
+		var first error
+		if err := waitForErr(limit, func() error {
+			err := checkServed(ctx, s, h, vols, probe)
+			if first == nil {
+				first = err
+			}
+			return err
+		}); err != nil {
 			t.Fatalf("%s: %v\n%s", when, err, ganeshaLog(s))
 		}
+		t.Logf("%s: every export served after %.1f s (first try: %v)", when, time.Since(start).Seconds(), first)
 		for _, v := range vols {
 			v.files[probe] = probe
 		}
 	}
-	check("before any restart")
+	check("before any restart", 5*time.Second)
 
 	s.stop(syscall.SIGTERM)
 	s.start()
-	check("after SIGTERM and start")
+	check("after SIGTERM and start", 5*time.Second)
 
 	s.stop(syscall.SIGKILL)
 	s.start()
-	check("after SIGKILL and start")
+	check("after SIGKILL and start", 5*time.Second)
+
+	// Ganesha killed while it serves: the sandbox loads every export again, each
+	// snapshot directory before the snapshots in it.
+	pids := s.ganeshaPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("ganesha pids %v", pids)
+	}
+	syscall.Kill(pids[0], syscall.SIGKILL)
+	check("after ganesha was killed while serving", 30*time.Second)
 
 	// Ganesha killed as soon as it appears, while the sandbox starts: the
 	// supervisor restarts it and the exports come back onto mounted volumes only.
@@ -235,7 +334,7 @@ func TestRestartsServeEveryExport(t *testing.T) {
 	} else {
 		t.Log(what)
 	}
-	check("after ganesha was killed mid-start")
+	check("after ganesha was killed mid-start", 30*time.Second)
 	s.stop(syscall.SIGTERM)
 }
 

@@ -184,10 +184,16 @@ func (v *verdicts) unchanged(name, before, after string) {
 
 func (l *lab) nfs3(t *testing.T, ctx context.Context, ip, dir string) *nfs3.Client {
 	t.Helper()
-	c, err := nfs3.Mount(ctx, l.srv.Host, dir, nfs3.Options{NFSPort: l.srv.NFSPort, MountPort: l.srv.MountPort, LocalIP: ip,
+	return mount3(t, ctx, l.srv, ip, dir)
+}
+
+// mount3 mounts dir of srv over NFSv3 as client ip.
+func mount3(t *testing.T, ctx context.Context, srv *Server, ip, dir string) *nfs3.Client {
+	t.Helper()
+	c, err := nfs3.Mount(ctx, srv.Host, dir, nfs3.Options{NFSPort: srv.NFSPort, MountPort: srv.MountPort, LocalIP: ip,
 		Auth: nfs3.Auth{Machine: "attacker"}})
 	if err != nil {
-		t.Fatalf("mount %s as %s: %v\n%s", dir, ip, err, l.srv.Log())
+		t.Fatalf("mount %s as %s: %v\n%s", dir, ip, err, srv.Log())
 	}
 	t.Cleanup(func() { c.Close() })
 	return c

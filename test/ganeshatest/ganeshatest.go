@@ -174,6 +174,8 @@ type Export struct {
 	Path    string
 	Pseudo  string
 	Clients []Client
+	// Extra is more of the block, e.g. "Attr_Expiration_Time = 0;".
+	Extra string
 }
 
 // Server is a running ganesha.nfsd.
@@ -202,14 +204,14 @@ func Config(dir string, nfsPort, mountPort int, exports []Export) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `NFS_CORE_PARAM { Protocols = 3, 4; NFS_Port = %d; MNT_Port = %d; Enable_NLM = false; Enable_RQUOTA = false;
   Enable_UDP = false; mount_path_pseudo = true; }
-NFSV4 { Minor_Versions = 0; Graceless = true; RecoveryBackend = fs; RecoveryRoot = %q; Only_Numeric_Owners = true; }
+NFSV4 { Minor_Versions = 0, 1; Graceless = true; RecoveryBackend = fs; RecoveryRoot = %q; Only_Numeric_Owners = true; }
 NFS_KRB5 { Active_krb5 = false; }
 EXPORT_DEFAULTS { Access_Type = None; Squash = root_squash; SecType = sys; Protocols = 3, 4; Transports = TCP; }
 LOG { Default_Log_Level = EVENT; Components { FSAL = INFO; NFSPROTO = INFO; } }
 `, nfsPort, mountPort, filepath.Join(dir, "recov"))
 	for _, x := range exports {
 		fmt.Fprintf(&b, "EXPORT { Export_Id = %d; Path = %q; Pseudo = %q; Protocols = 3, 4; Access_Type = None; Squash = root_squash;\n"+
-			"  Anonymous_Uid = 65534; Anonymous_Gid = 65534; SecType = sys; FSAL { Name = VFS; }\n", x.ID, x.Path, x.Pseudo)
+			"  Anonymous_Uid = 65534; Anonymous_Gid = 65534; SecType = sys; FSAL { Name = VFS; } %s\n", x.ID, x.Path, x.Pseudo, x.Extra)
 		for _, c := range x.Clients {
 			sq := c.Squash
 			if sq == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/basin-nas/basin/internal/oncrpc"
 )
@@ -59,10 +60,15 @@ func (s Status) String() string {
 // Error makes a non-OK Status an error.
 func (s Status) Error() string { return s.String() }
 
-// Client is an NFSv4.0 client that sends COMPOUNDs of the operations that need
-// no client ID (PUTFH, LOOKUP, GETATTR, READ and WRITE with the anonymous
-// stateid, ...), over one TCP connection with AUTH_SYS.
-type Client struct{ rc *rpcConn }
+// Client is an NFSv4 client that sends COMPOUNDs of the operations that need
+// no open state (PUTFH, LOOKUP, GETATTR, READ and WRITE with the anonymous
+// stateid, ...), over one TCP connection with AUTH_SYS: NFSv4.0 (Dial), or
+// NFSv4.1 with a session (Dial41).
+type Client struct {
+	rc    *rpcConn
+	minor uint32
+	sess  *session // NFSv4.1: every COMPOUND starts with its SEQUENCE
+}
 
 // Dial connects to an NFSv4 server at host:port.
 func Dial(ctx context.Context, host string, port int, a Auth) (*Client, error) {
@@ -73,8 +79,19 @@ func Dial(ctx context.Context, host string, port int, a Auth) (*Client, error) {
 	return &Client{rc: rc}, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.rc.close() }
+// Close closes the connection (an NFSv4.1 client first destroys its session
+// and client ID).
+func (c *Client) Close() error {
+	if c.sess != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.closeSession(ctx)
+		cancel()
+	}
+	return c.rc.close()
+}
+
+// MinorVersion is the NFSv4 minor version the client speaks (0 or 1).
+func (c *Client) MinorVersion() uint32 { return c.minor }
 
 // Op is one operation of a COMPOUND; results are stored in the Op.
 type Op interface {
@@ -84,13 +101,30 @@ type Op interface {
 	decode(d *xdrDec)
 }
 
-// Compound sends ops as one NFSv4.0 COMPOUND and returns its status (that of
-// the first failing op, or OK) and, when not OK, the index of the op that
-// failed. err is set only when the call itself failed (transport, RPC, XDR).
+// Compound sends ops as one COMPOUND and returns its status (that of the first
+// failing op, or OK) and, when not OK, the index of the op that failed. err is
+// set only when the call itself failed (transport, RPC, XDR). An NFSv4.1
+// client puts its session's SEQUENCE first; failed counts from ops[0] (-1: the
+// SEQUENCE itself failed).
 func (c *Client) Compound(ctx context.Context, ops ...Op) (st Status, failed int, err error) {
+	if c.sess == nil {
+		return c.compound(ctx, ops)
+	}
+	seq := &sequence{sess: c.sess}
+	st, failed, err = c.compound(ctx, append([]Op{seq}, ops...))
+	if err == nil && failed != 0 {
+		c.sess.seq++ // the slot's sequence id was used
+	}
+	if failed >= 0 {
+		failed--
+	}
+	return st, failed, err
+}
+
+func (c *Client) compound(ctx context.Context, ops []Op) (st Status, failed int, err error) {
 	var e xdrEnc
 	e.Str("nfsraw")
-	e.U32(0) // minor version 0
+	e.U32(c.minor)
 	e.U32(uint32(len(ops)))
 	for _, op := range ops {
 		e.U32(op.code())
@@ -221,6 +255,8 @@ type Attr struct {
 	FileID               uint64
 	Mode                 uint32
 	Owner, OwnerGroup    string
+	// The filesystem's space (GetSpace): space_avail, space_free, space_total.
+	SpaceAvail, SpaceFree, SpaceTotal uint64
 }
 
 // The attributes GetAttr and ReadDir ask for: type(1) size(4) fsid(8)
@@ -275,6 +311,12 @@ func (d *xdrDec) fattr() Attr {
 			a.Owner = string(vals.Opaque())
 		case 37:
 			a.OwnerGroup = string(vals.Opaque())
+		case 42:
+			a.SpaceAvail = vals.U64()
+		case 43:
+			a.SpaceFree = vals.U64()
+		case 44:
+			a.SpaceTotal = vals.U64()
 		default:
 			return a // an attribute we did not ask for: stop
 		}
@@ -306,6 +348,16 @@ type GetAttr struct{ Attr Attr }
 func (*GetAttr) code() uint32       { return 9 }
 func (*GetAttr) encode(e *xdrEnc)   { e.bitmap(attrMask) }
 func (o *GetAttr) decode(d *xdrDec) { o.Attr = d.fattr() }
+
+// GetSpace reads the space of the current object's filesystem: space_avail,
+// space_free and space_total (what df shows), and its fsid.
+type GetSpace struct{ Attr Attr }
+
+var spaceMask = []uint32{1 << 8, 1<<10 | 1<<11 | 1<<12}
+
+func (*GetSpace) code() uint32       { return 9 }
+func (*GetSpace) encode(e *xdrEnc)   { e.bitmap(spaceMask) }
+func (o *GetSpace) decode(d *xdrDec) { o.Attr = d.fattr() }
 
 // DirEntry is one READDIR entry.
 type DirEntry struct {

@@ -79,6 +79,7 @@ func FuzzDecodeCompound(f *testing.F) {
 	f.Add(sampleHandle(true))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decodeCompound(b, []Op{&GetAttr{}, &ReadDir{}, &Read{}, &GetFH{}, &SetAttr{}})
+		decodeCompound(b, []Op{&sequence{sess: &session{}}, &exchangeID{}, &createSession{}, &GetSpace{}})
 		ParseHandle(b, true)
 		ParseHandle(b, false)
 	})

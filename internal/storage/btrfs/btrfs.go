@@ -20,6 +20,8 @@
 //	                       operation at a time runs on a volume)
 //	DataDir/mounts/<key>         live, nosuid,nodev,noexec: what NFS exports
 //	DataDir/mounts/<key>@<snap>  a snapshot, read-only: exported under .snapshot
+//	DataDir/mounts/<key>@.snapshot  the snapshot directory (snapdir.go), read-only:
+//	                             a tmpfs written through DataDir/fs/<key>@.snapshot
 //
 // Only DataDir/mounts is visible to the data-plane sandboxes.
 //
@@ -946,10 +948,11 @@ func (b *Backend) unmountPath(ctx context.Context, mp string) error {
 	return fmt.Errorf("unmount %s: still mounted", mp)
 }
 
-// unmountAll unmounts a volume's snapshots, live data and whole filesystem.
+// unmountAll unmounts a volume's snapshots and snapshot directory, live data and
+// whole filesystem.
 func (b *Backend) unmountAll(ctx context.Context, key string) error {
 	snapMounts, _ := filepath.Glob(filepath.Join(b.mounts, key+"@*"))
-	for _, mp := range append(snapMounts, b.MountPath(key), b.fsPath(key)) {
+	for _, mp := range append(snapMounts, b.snapDirRW(key), b.MountPath(key), b.fsPath(key)) {
 		if err := b.unmountPath(ctx, mp); err != nil {
 			return err
 		}
@@ -974,7 +977,7 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 		}
 	}
 	snapMounts, _ := filepath.Glob(filepath.Join(b.mounts, key+"@*"))
-	for _, d := range append(snapMounts, b.MountPath(key), b.fsPath(key)) {
+	for _, d := range append(snapMounts, b.snapDirRW(key), b.MountPath(key), b.fsPath(key)) {
 		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -1013,11 +1016,18 @@ func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
 	if _, err := os.Stat(b.snapPath(key, snap)); err != nil {
 		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
 	}
-	return b.mountSubvol(ctx, key, v, b.SnapshotMountPath(key, snap), "snapshots/"+snap, "ro,noatime,nosuid,nodev,noexec")
+	if err := b.mountSubvol(ctx, key, v, b.SnapshotMountPath(key, snap), "snapshots/"+snap, "ro,noatime,nosuid,nodev,noexec"); err != nil {
+		return err
+	}
+	return b.listInSnapDir(key, snap, true)
 }
 
-// UnmountSnapshot implements storage.Backend.
+// UnmountSnapshot implements storage.Backend: out of the snapshot directory
+// first, so that it never lists a snapshot on its way out.
 func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.listInSnapDir(key, snap, false); err != nil {
+		return err
+	}
 	mp := b.SnapshotMountPath(key, snap)
 	if err := b.unmountPath(ctx, mp); err != nil {
 		return err
@@ -1044,6 +1054,9 @@ func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
 		return nil
 	}
 	if err := snapshotReadOnly(b.livePath(key), p); err != nil {
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			err = fmt.Errorf("%w (%v)", storage.ErrNoSpace, err)
+		}
 		return fmt.Errorf("snapshot %s@%s: %w", key, snap, err)
 	}
 	return nil

@@ -50,6 +50,7 @@ type volume struct {
 	base    int64 // bytes used besides files (SetUsed)
 	from    *storage.SnapshotRef
 	snaps   map[string]*snapshot
+	snapDir bool // the snapshot directory is mounted
 }
 
 // emptyFS is what a new, empty volume uses: its filesystem's own metadata.
@@ -488,6 +489,54 @@ func (b *Backend) SnapshotMountPath(key, snap string) string {
 	return "/fake/mounts/" + key + "@" + snap
 }
 
+// MountSnapshotDir implements storage.Backend.
+func (b *Backend) MountSnapshotDir(ctx context.Context, key string) error {
+	if err := b.begin(ctx, "MountSnapshotDir", key); err != nil {
+		return err
+	}
+	defer b.end(key)
+	v, ok := b.vols[key]
+	if !ok {
+		return fmt.Errorf("volume %s has no filesystem", key)
+	}
+	v.snapDir = true
+	return nil
+}
+
+// UnmountSnapshotDir implements storage.Backend.
+func (b *Backend) UnmountSnapshotDir(ctx context.Context, key string) error {
+	if err := b.begin(ctx, "UnmountSnapshotDir", key); err != nil {
+		return err
+	}
+	defer b.end(key)
+	if v, ok := b.vols[key]; ok {
+		v.snapDir = false
+	}
+	return nil
+}
+
+// SnapshotDirPath implements storage.Backend.
+func (b *Backend) SnapshotDirPath(key string) string { return "/fake/mounts/" + key + "@.snapshot" }
+
+// ListSnapshotDir lists volume key's snapshot directory: its mounted snapshots,
+// sorted; an error if the directory is not mounted.
+func (b *Backend) ListSnapshotDir(key string) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.vols[key]
+	if !ok || !v.snapDir {
+		return nil, &fs.PathError{Op: "open", Path: b.SnapshotDirPath(key), Err: fs.ErrNotExist}
+	}
+	names := []string{}
+	for n, sn := range v.snaps {
+		if sn.mounted {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // Usage implements storage.Backend.
 func (b *Backend) Usage(ctx context.Context, key string) (storage.Usage, error) {
 	if err := b.observe(ctx, "Usage"); err != nil {
@@ -624,6 +673,8 @@ type State struct {
 	Sources  map[string]storage.SnapshotRef
 	// SnapshotMounts lists mounted snapshots as key@snap.
 	SnapshotMounts []string
+	// SnapshotDirs lists the volumes whose snapshot directory is mounted.
+	SnapshotDirs []string
 }
 
 // State returns the current contents.
@@ -643,6 +694,9 @@ func (b *Backend) State() State {
 		if v.aside != nil {
 			s.SetAside = append(s.SetAside, k)
 		}
+		if v.snapDir {
+			s.SnapshotDirs = append(s.SnapshotDirs, k)
+		}
 		for n, sn := range v.snaps {
 			s.Snapshots[k] = append(s.Snapshots[k], n)
 			if sn.mounted {
@@ -653,6 +707,7 @@ func (b *Backend) State() State {
 	}
 	sort.Strings(s.SetAside)
 	sort.Strings(s.SnapshotMounts)
+	sort.Strings(s.SnapshotDirs)
 	return s
 }
 

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/basin-nas/basin/internal/mountinfo"
 	"github.com/basin-nas/basin/internal/storage"
 )
 
@@ -42,6 +43,12 @@ type Failpointer interface {
 	SetFailpoint(fn func(op, key, step string) error)
 }
 
+// SnapshotDirLister is implemented by a backend whose snapshot directory is not a
+// real directory (the fake): the suite lists it through ListSnapshotDir.
+type SnapshotDirLister interface {
+	ListSnapshotDir(key string) ([]string, error)
+}
+
 // SetAsider is implemented by a backend that can tell whether a volume still holds
 // a copy a revert set aside; the suite then checks that none lingers.
 type SetAsider interface {
@@ -60,6 +67,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"VolumeLifecycle", testVolumeLifecycle},
 		{"Resize", testResize},
 		{"Snapshots", testSnapshots},
+		{"SnapshotDir", testSnapshotDir},
 		{"Clone", testClone},
 		{"Revert", testRevert},
 		{"RevertCrash", testRevertCrash},
@@ -335,6 +343,86 @@ func testSnapshots(t *testing.T, h *harness) {
 	}
 	if err := h.b.EnsureSnapshot(h.ctx, "nope", "s1"); err == nil {
 		t.Fatal("snapshotted a volume that does not exist")
+	}
+}
+
+// listSnapshotDir lists a volume's snapshot directory (an error if it is not
+// mounted).
+func (h *harness) listSnapshotDir(key string) ([]string, error) {
+	if l, ok := h.b.(SnapshotDirLister); ok {
+		return l.ListSnapshotDir(key)
+	}
+	dir := h.b.SnapshotDirPath(key)
+	if mounted, err := mountinfo.IsMountPoint(dir); err != nil || !mounted {
+		return nil, fmt.Errorf("%s is not mounted (%v)", dir, err)
+	}
+	ents, err := os.ReadDir(dir)
+	names := []string{}
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, err
+}
+
+func (h *harness) wantSnapshotDir(key string, want ...string) {
+	h.t.Helper()
+	got, err := h.listSnapshotDir(key)
+	if err != nil {
+		h.t.Fatalf("snapshot directory of %s: %v", key, err)
+	}
+	if want == nil {
+		want = []string{}
+	}
+	if !slices.Equal(got, want) {
+		h.t.Fatalf("snapshot directory of %s lists %v, want %v", key, got, want)
+	}
+}
+
+// The snapshot directory lists exactly the mounted snapshots, follows their
+// mounts, is read-only where it is mounted, and goes with its volume.
+func testSnapshotDir(t *testing.T, h *harness) {
+	h.volume("v1", 256*mib)
+	h.write("v1", "f", []byte("v1"))
+	for _, s := range []string{"s1", "s2", "s3"} {
+		h.ok("EnsureSnapshot", h.b.EnsureSnapshot(h.ctx, "v1", s))
+	}
+	h.ok("MountSnapshot", h.b.MountSnapshot(h.ctx, "v1", "s1"))
+	if _, err := h.listSnapshotDir("v1"); err == nil {
+		t.Fatal("a snapshot directory never mounted can be listed")
+	}
+	for range 2 {
+		h.ok("MountSnapshotDir", h.b.MountSnapshotDir(h.ctx, "v1"))
+	}
+	h.wantSnapshotDir("v1", "s1")
+	h.ok("MountSnapshot", h.b.MountSnapshot(h.ctx, "v1", "s2"))
+	h.ok("MountSnapshot again", h.b.MountSnapshot(h.ctx, "v1", "s2"))
+	h.wantSnapshotDir("v1", "s1", "s2")
+	h.ok("UnmountSnapshot", h.b.UnmountSnapshot(h.ctx, "v1", "s1"))
+	h.wantSnapshotDir("v1", "s2")
+	h.ok("DeleteSnapshot", h.b.DeleteSnapshot(h.ctx, "v1", "s2"))
+	h.wantSnapshotDir("v1")
+	h.ok("MountSnapshot", h.b.MountSnapshot(h.ctx, "v1", "s3"))
+	h.wantSnapshotDir("v1", "s3")
+	if _, ok := h.b.(SnapshotDirLister); !ok {
+		if err := os.Mkdir(filepath.Join(h.b.SnapshotDirPath("v1"), "intruder"), 0o755); !errors.Is(err, syscall.EROFS) {
+			t.Fatalf("mkdir in the snapshot directory: %v, want EROFS", err)
+		}
+	}
+	for range 2 {
+		h.ok("UnmountSnapshotDir", h.b.UnmountSnapshotDir(h.ctx, "v1"))
+	}
+	if _, err := h.listSnapshotDir("v1"); err == nil {
+		t.Fatal("the snapshot directory is still there")
+	}
+	// Mounted again, it lists what is mounted then.
+	h.ok("MountSnapshotDir", h.b.MountSnapshotDir(h.ctx, "v1"))
+	h.wantSnapshotDir("v1", "s3")
+	h.ok("DeleteVolume", h.b.DeleteVolume(h.ctx, "v1"))
+	if _, err := h.listSnapshotDir("v1"); err == nil {
+		t.Fatal("the snapshot directory outlived its volume")
+	}
+	if err := h.b.MountSnapshotDir(h.ctx, "v1"); err == nil {
+		t.Fatal("mounted the snapshot directory of a volume that does not exist")
 	}
 }
 

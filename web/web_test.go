@@ -123,8 +123,8 @@ func TestNoInlineCode(t *testing.T) {
 		}
 		src, _ := fs.ReadFile(files, p)
 		for _, line := range strings.Split(string(src), "\n") {
-			// auth.js names the audience Basin accepts in a JWT: a string, not a fetch.
-			if m := sinks.FindString(line); m != "" && !strings.Contains(line, "AUDIENCE =") && !strings.HasPrefix(p, "console/vendor/") {
+			// auth.js names the scope a token grant asks for: a string, not a fetch.
+			if m := sinks.FindString(line); m != "" && !strings.Contains(line, "SCOPE =") && !strings.HasPrefix(p, "console/vendor/") {
 				t.Errorf("%s: %q in %s", p, m, strings.TrimSpace(line))
 			}
 		}

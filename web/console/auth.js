@@ -1,16 +1,16 @@
 // Signing in (docs/console.md). Two ways:
 //  - a service-account key file, read in the browser: its private key is imported
 //    into WebCrypto as non-extractable and kept in memory only (never stored), and
-//    signs the access tokens (keyFileToken);
+//    signs the assertion exchanged at POST /token for access tokens (keyFileToken);
 //  - a one-time sign-in link from `basin console`: its code, in the URL's fragment,
 //    is exchanged once at /console/signin for a console session token.
 // The access token (never the key) is kept in sessionStorage so a reload of the
 // tab stays signed in until it expires; it goes when the tab closes.
 
 const STORE = "basin.console.session";
-// Audiences Basin accepts in a self-signed JWT (API.md §8.1).
-const AUDIENCE = "https://netapp.googleapis.com/";
-const LIFETIME = 3600; // seconds: Basin's longest token lifetime
+// The scope the token endpoint asks of a grant's assertion.
+const SCOPE = "https://www.googleapis.com/auth/cloud-platform";
+const LIFETIME = 3600; // seconds: Basin's longest assertion lifetime
 
 let signer = null; // {key: CryptoKey, kf: key file fields} while signed in with a key file
 let session = null; // {token, expires (ms), principal, project, via}
@@ -52,16 +52,25 @@ async function importKey(pem) {
   }
 }
 
-// keyFileToken makes an access token with the key: a JWT signed with it, as Google's
-// client libraries do (API.md §8). When Basin's POST /token lands, this becomes an
-// exchange of that JWT (as the assertion of the JWT-bearer grant) for a token.
+// keyFileToken gets an access token for the key the way Google's client
+// libraries do with a key file: a JWT signed with it (RS256, its kid, the
+// cloud-platform scope, audience this server's /token) is the assertion of the
+// OAuth JWT-bearer grant at POST /token, which answers with a short-lived opaque
+// access token. The key signs only that assertion; API calls carry the token.
 async function keyFileToken(key, kf) {
   const now = Math.floor(Date.now() / 1000);
   const head = b64urlJSON({ alg: "RS256", typ: "JWT", kid: kf.private_key_id });
-  const claims = b64urlJSON({ iss: kf.client_email, sub: kf.client_email, aud: AUDIENCE, iat: now, exp: now + LIFETIME });
+  const claims = b64urlJSON({ iss: kf.client_email, sub: kf.client_email, aud: location.origin + "/token", scope: SCOPE,
+    iat: now, exp: now + LIFETIME });
   const input = new TextEncoder().encode(head + "." + claims);
   const sig = await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key, input);
-  return { token: head + "." + claims + "." + b64url(sig), expires: (now + LIFETIME) * 1000 };
+  const form = new URLSearchParams({ grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer", assertion: head + "." + claims + "." + b64url(sig) });
+  const res = await fetch("/token", { method: "POST", body: form, credentials: "omit", cache: "no-store" });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok || typeof body.access_token !== "string") {
+    throw new Error(body.error_description || body.error || `Sign-in failed (HTTP ${res.status}).`);
+  }
+  return { token: body.access_token, expires: Date.now() + body.expires_in * 1000 };
 }
 
 function keep(s) {

@@ -140,7 +140,7 @@ async function volumesPage(ctx, view) {
 function exportRuleRow(i) {
   const n = (f) => `exportPolicy.rules[${i}].${f}`;
   return h("fieldset", { class: "rule", dataset: { field: `exportPolicy.rules[${i}]` } }, h("legend", {}, `Export rule ${i + 1}`),
-    field("Allowed clients", { name: n("allowedClients"), value: i === 0 ? "0.0.0.0/0" : "", placeholder: "10.0.0.0/8,192.168.1.5" }, "IPv4 addresses and CIDRs, comma-separated."),
+    field("Allowed clients", { name: n("allowedClients"), value: "", placeholder: "10.99.0.0/24,192.168.1.5" }, "IPv4 addresses and CIDRs, comma-separated: no client is let in by default."),
     field("Access", { name: n("accessType"), options: ACCESS, value: "READ_WRITE" }),
     h("label", { class: "check" }, h("input", { type: "checkbox", name: n("hasRootAccess") }), " Root keeps its rights (no root squash)"),
     h("label", { class: "check" }, h("input", { type: "checkbox", name: n("nfsv3"), checked: true }), " NFSv3"),

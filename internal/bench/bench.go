@@ -271,11 +271,12 @@ func Run(ctx context.Context, e Engine, j Job, progress io.Writer) (*Result, err
 						cancel()
 						return
 					}
-					// Only what completed inside the measured window counts, as fio
-					// counts it: an I/O in flight at the deadline ends after it, and
-					// counting its bytes over runtime seconds would over-report by the
-					// whole queue (iodepth × bs per job).
-					if t0.Before(measureFrom) || j.Runtime > 0 && t0.Add(lat).After(deadline) {
+					// What completed inside the measured window counts, wherever it
+					// started: an I/O in flight when the ramp ends counts, one in flight
+					// at the deadline does not. Counting by start instead drops the
+					// queue at the window's start and adds the one at its end: over a
+					// window with no ramp that reports iodepth × bs per job too much.
+					if end := t0.Add(lat); end.Before(measureFrom) || j.Runtime > 0 && end.After(deadline) {
 						continue
 					}
 					if write {

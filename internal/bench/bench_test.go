@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/xml"
 	"math"
@@ -220,22 +221,22 @@ func TestFramer(t *testing.T) {
 	}
 }
 
-// slowEngine's files take 100 ms per I/O.
-type slowEngine struct{}
+// slowEngine's files take d (default 100 ms) per I/O.
+type slowEngine struct{ d time.Duration }
 
-type slowFile struct{}
+type slowFile struct{ d time.Duration }
 
-func (slowEngine) Name() string { return "slow" }
-func (slowEngine) Open(_ context.Context, j *Job, _ int) ([]File, error) {
+func (e slowEngine) Name() string { return "slow" }
+func (e slowEngine) Open(_ context.Context, j *Job, _ int) ([]File, error) {
 	fs := make([]File, j.NrFiles)
 	for i := range fs {
-		fs[i] = slowFile{}
+		fs[i] = slowFile{d: cmp.Or(e.d, 100*time.Millisecond)}
 	}
 	return fs, nil
 }
-func (slowFile) ReadAt(p []byte, _ int64) error  { time.Sleep(100 * time.Millisecond); return nil }
-func (slowFile) WriteAt(p []byte, _ int64) error { time.Sleep(100 * time.Millisecond); return nil }
-func (slowFile) Close() error                    { return nil }
+func (f slowFile) ReadAt(p []byte, _ int64) error  { time.Sleep(f.d); return nil }
+func (f slowFile) WriteAt(p []byte, _ int64) error { time.Sleep(f.d); return nil }
+func (slowFile) Close() error                      { return nil }
 
 // A time-based run counts only the I/Os that completed within its runtime: with
 // 100 ms per I/O and 250 ms of runtime, each of the 4 workers completes at most 2
@@ -249,5 +250,20 @@ func TestTimeBasedCountsOnlyWithinRuntime(t *testing.T) {
 	}
 	if r := res.Jobs[0].Read; r == nil || r.ios > 2*4 || r.ios == 0 {
 		t.Fatalf("counted %+v I/Os; want 1 to 8 (at most 2 per worker complete within 250 ms)", r)
+	}
+}
+
+// After a ramp, the I/Os in flight when the window opens count once they
+// complete: with 200 ms per I/O, a 300 ms ramp and 450 ms of runtime (the window
+// is [300, 750] ms), each of the 4 workers completes 2 in it (at 400 and 600 ms).
+// Counting by start time would keep only the one started at 400 ms.
+func TestRampCountsWhatCompletesInTheWindow(t *testing.T) {
+	res, err := Run(context.Background(), slowEngine{d: 200 * time.Millisecond}, Job{Name: "s", RW: "read", BS: 4096, Size: 1 << 20, IODepth: 4,
+		Ramp: 300 * time.Millisecond, Runtime: 450 * time.Millisecond, TimeBased: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Jobs[0].Read; r == nil || r.ios < 6 || r.ios > 8 {
+		t.Fatalf("counted %+v I/Os; want 6 to 8 (2 per worker complete within the window)", r)
 	}
 }

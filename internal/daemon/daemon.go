@@ -105,6 +105,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		log.Warn("fault injection: pausing before every storage step", "delay", cfg.FaultStepDelay)
 	}
 	var shaping *controller.QoS
+	var tcCounters metrics.QoSSource // traffic control's counters, for the metrics
 	if cfg.QoS {
 		names := make([]string, len(cfg.Networks))
 		for i, n := range cfg.Networks {
@@ -117,6 +118,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		shaping = &controller.QoS{Driver: driver, Link: dp.QoSLink,
 			Networks: func() []string { return names }, Overhead: cfg.QoSWireOverhead,
 			DefaultCapMibps: cfg.ProjectThroughputCapMibps, Limits: cfg.Limits}
+		tcCounters = qosCounters{driver: driver, link: dp.QoSLink}
 	} else {
 		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
 	}
@@ -125,7 +127,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth))
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
 	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
-		Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
+		SMB: smbIO{dp}, QoS: tcCounters, Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
 		Logger: log.With("component", "metrics")})
 	reg.MustRegister(sampler.Collector())
 	var ready atomic.Bool

@@ -285,13 +285,17 @@ func (s *ShareIO) add(d ProcessIO) {
 // growth beyond what the last read saw of them goes to their share when they
 // all had the same one and the parent's connection count grew by exactly as many
 // (no child came and went unseen between two reads); otherwise it is
-// unattributed too. Not safe for concurrent use.
+// unattributed too. A child read while it had a tree connect but no record yet
+// (it writes its first a second after its first request) counts as seen, with
+// nothing counted yet. Not safe for concurrent use.
 type Accountant struct {
 	parent   int
 	parentIO ProcessIO // the parent's record when its growth was last accounted for
 	seen     map[int]seenProcess
-	exited   []seenProcess // seen children gone, not yet found in the parent's record
-	waited   int           // Updates they have waited for it
+	early    map[int]seenProcess // children known by their tree connects only, no record yet
+	finished map[int]bool        // exited children whose tree connects are still listed (a crash leaves them)
+	exited   []seenProcess       // seen children gone, not yet found in the parent's record
+	waited   int                 // Updates they have waited for it
 	shares   map[string]*ShareIO
 	// Unattributed is what could not be given to a share.
 	Unattributed ShareIO
@@ -324,7 +328,8 @@ func (a *Accountant) Update(parent int, procs map[int]ProcessIO, tcons map[int][
 	if parent != a.parent || a.seen == nil {
 		// A new smbd: its database started empty (TDB_CLEAR_IF_FIRST), and
 		// what the old one's children did since the last read is lost.
-		a.parent, a.parentIO, a.seen, a.exited, a.waited = parent, procs[parent], map[int]seenProcess{}, nil, 0
+		a.parent, a.parentIO, a.exited, a.waited = parent, procs[parent], nil, 0
+		a.seen, a.early, a.finished = map[int]seenProcess{}, map[int]seenProcess{}, map[int]bool{}
 	}
 	for pid, io := range procs {
 		if pid == parent {
@@ -347,14 +352,45 @@ func (a *Accountant) Update(parent int, procs map[int]ProcessIO, tcons map[int][
 		if share != "" && (!had || prev.share == share || (prev.share == "" && !prev.ambiguous)) {
 			target = share
 		}
+		if !had {
+			if e, ok := a.early[pid]; ok && e.share != share && e.share != "" {
+				target = "" // it changed shares before its first record
+			}
+			delete(a.early, pid)
+		}
 		a.credit(target, d)
 		a.seen[pid] = seenProcess{io: io, share: share, ambiguous: len(list) > 1}
 	}
 	for pid, sp := range a.seen {
 		if _, ok := procs[pid]; !ok {
 			a.exited = append(a.exited, sp)
+			a.finished[pid] = true
 			delete(a.seen, pid)
 		}
+	}
+	for pid, sp := range a.early {
+		if _, ok := tcons[pid]; !ok {
+			a.exited = append(a.exited, sp) // gone before its first record
+			delete(a.early, pid)
+		}
+	}
+	for pid := range a.finished {
+		if _, ok := tcons[pid]; !ok {
+			delete(a.finished, pid)
+		}
+	}
+	for pid, list := range tcons {
+		if _, ok := procs[pid]; ok || pid == parent || a.finished[pid] {
+			continue
+		}
+		sp := seenProcess{ambiguous: len(list) > 1}
+		if len(list) == 1 {
+			sp.share = strings.ToLower(list[0])
+		}
+		if e, ok := a.early[pid]; ok && (e.share != sp.share || e.ambiguous) {
+			sp = seenProcess{ambiguous: true} // its shares changed: no single one
+		}
+		a.early[pid] = sp
 	}
 	pio, ok := procs[parent]
 	if !ok {
@@ -397,6 +433,14 @@ func (a *Accountant) credit(share string, d ProcessIO) {
 		a.shares[share] = s
 	}
 	s.add(d)
+}
+
+// Knows reports whether the last Update placed process pid: it had a record or
+// a tree connect.
+func (a *Accountant) Knows(pid int) bool {
+	_, seen := a.seen[pid]
+	_, early := a.early[pid]
+	return seen || early
 }
 
 // Shares returns each share's I/O so far, by lower-case share name.

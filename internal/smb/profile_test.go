@@ -194,9 +194,24 @@ func TestAccountant(t *testing.T) {
 	update(map[int]ProcessIO{parent: p, 205: reads(50)}, map[int][]string{205: {"docs"}})
 	update(map[int]ProcessIO{parent: p, 205: reads(2)}, map[int][]string{205: {"docs"}})
 	check("pid reused", 83, 10, 13)
+	// A child read with a tree connect and no record yet (its first is a
+	// second away), gone before it wrote one: its share is known, so is its
+	// whole count (the parent's growth).
+	p.add(reads(2)) // 205 exits, absorbed
+	update(map[int]ProcessIO{parent: p}, map[int][]string{206: {"vol2"}})
+	p.add(reads(4))
+	update(map[int]ProcessIO{parent: p}, nil)
+	check("a child gone before its first record", 83, 14, 13)
+	// One that crashed leaves its tree connect listed: it is not counted twice.
+	update(map[int]ProcessIO{parent: p, 207: reads(1)}, map[int][]string{207: {"vol2"}})
+	p.add(reads(1))
+	update(map[int]ProcessIO{parent: p}, map[int][]string{207: {"vol2"}})
+	update(map[int]ProcessIO{parent: p}, map[int][]string{207: {"vol2"}})
+	update(map[int]ProcessIO{parent: p, 208: reads(2)}, map[int][]string{207: {"vol2"}, 208: {"vol2"}})
+	check("a crashed child's stale tree connect", 83, 17, 13)
 	// smbd restarted (a new parent, an empty database): nothing goes back.
 	a.Update(300, map[int]ProcessIO{300: {}, 301: reads(1)}, map[int][]string{301: {"vol2"}}, shares)
-	check("smbd restarted", 83, 11, 13)
+	check("smbd restarted", 83, 18, 13)
 	// Writes and other requests go the same way.
 	w := ProcessIO{Connects: 1, Writes: 2, WriteMsgBytes: 2 * (1<<20 + writeRequestOverhead), WriteTimeUs: 40, Other: 9}
 	a.Update(300, map[int]ProcessIO{300: {}, 301: reads(1), 302: w}, map[int][]string{301: {"vol2"}, 302: {"Idle"}}, shares)

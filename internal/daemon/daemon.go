@@ -184,7 +184,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- ctrl.Run(ctrlCtx) }()
 	samplerDone := make(chan error, 1)
-	go func() { samplerDone <- sampler.Run(ctrlCtx) }()
+	go func() {
+		// New SMB connections are placed between passes too: a short one
+		// still counts for its share.
+		watched := make(chan struct{})
+		go func() { dp.WatchSMB(ctrlCtx); close(watched) }()
+		err := sampler.Run(ctrlCtx)
+		<-watched
+		samplerDone <- err
+	}()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	log.Info("basin serving", "listen", cfg.Listen, "metrics_listen", cfg.MetricsListen, "data_dir", cfg.DataDir, "locations", cfg.Locations)

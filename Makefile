@@ -63,6 +63,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWorkgroup$$' -fuzztime $(FUZZTIME) ./internal/smb
 	$(GO) test -run '^$$' -fuzz '^FuzzShareDiff$$' -fuzztime $(FUZZTIME) ./internal/smb
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckDirectory$$' -fuzztime $(FUZZTIME) ./internal/smb
+	$(GO) test -run '^$$' -fuzz '^FuzzParseProfileDump$$' -fuzztime $(FUZZTIME) ./internal/smb
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTcons$$' -fuzztime $(FUZZTIME) ./internal/smb
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAgg$$' -fuzztime $(FUZZTIME) ./internal/metrics
 	$(GO) test -run '^$$' -fuzz '^FuzzParseStats$$' -fuzztime $(FUZZTIME) ./internal/nfs
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAllIO$$' -fuzztime $(FUZZTIME) ./internal/nfs

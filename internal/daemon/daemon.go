@@ -107,6 +107,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		log.Warn("fault injection: pausing before every storage step", "delay", cfg.FaultStepDelay)
 	}
 	var shaping *controller.QoS
+	var tcCounters metrics.QoSSource // traffic control's counters, for the metrics
 	if cfg.QoS {
 		names := make([]string, len(cfg.Networks))
 		for i, n := range cfg.Networks {
@@ -119,6 +120,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		shaping = &controller.QoS{Driver: driver, Link: dp.QoSLink,
 			Networks: func() []string { return names }, Overhead: cfg.QoSWireOverhead,
 			DefaultCapMibps: cfg.ProjectThroughputCapMibps, Limits: cfg.Limits}
+		tcCounters = qosCounters{driver: driver, link: dp.QoSLink}
 	} else {
 		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
 	}
@@ -127,7 +129,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth))
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
 	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
-		Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
+		SMB: smbIO{dp}, QoS: tcCounters, Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
 		Logger: log.With("component", "metrics")})
 	reg.MustRegister(sampler.Collector())
 	var ready atomic.Bool
@@ -192,7 +194,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- ctrl.Run(ctrlCtx) }()
 	samplerDone := make(chan error, 1)
-	go func() { samplerDone <- sampler.Run(ctrlCtx) }()
+	go func() {
+		// New SMB connections are placed between passes too: a short one
+		// still counts for its share.
+		watched := make(chan struct{})
+		go func() { dp.WatchSMB(ctrlCtx); close(watched) }()
+		err := sampler.Run(ctrlCtx)
+		<-watched
+		samplerDone <- err
+	}()
 	schedDone := make(chan error, 1)
 	go func() {
 		// After the operations a previous run left are resumed: a catch-up sees

@@ -2,23 +2,29 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/metrics"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/qos"
+	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
 )
 
-// metricsTargets lists the stored volumes for the metrics sampler, with the
-// throughput each is held to when traffic control enforces service levels.
+// metricsTargets lists the stored volumes for the metrics sampler, with their
+// SMB share (its pool's AD connection and the share name) and the throughput
+// each is held to when traffic control enforces service levels.
 type metricsTargets struct {
 	st     store.Store
 	limits model.Limits
@@ -40,23 +46,53 @@ func (m metricsTargets) Volumes(ctx context.Context) ([]metrics.Volume, error) {
 			}
 			mv := metrics.Volume{Key: v.Key, Name: v.Name(), Project: v.Project, Location: v.Location, ID: v.ID, Pool: v.StoragePool, Network: v.Network, ExportID: v.ExportID}
 			mv.Endpoint, _ = netip.ParseAddr(v.Endpoint) // none yet: the zero Addr
-			if m.qos {
-				p, ok := pools[v.PoolName()]
-				if !ok {
-					p, err = store.Get[model.Pool](tx, store.KindPool, v.PoolName())
-					if err != nil {
-						p = nil // a pool being deleted: no limit
-					}
-					pools[v.PoolName()] = p
+			p, ok := pools[v.PoolName()]
+			if !ok {
+				p, err = store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+				if err != nil {
+					p = nil // a pool being deleted: no limit, no share
 				}
-				if p != nil {
-					mv.LimitBytesPerSec = model.VolumeThroughputMibps(v, p, m.limits) * (1 << 20)
-				}
+				pools[v.PoolName()] = p
+			}
+			if p != nil && m.qos {
+				mv.LimitBytesPerSec = model.VolumeThroughputMibps(v, p, m.limits) * (1 << 20)
+			}
+			if p != nil && p.ActiveDirectory != "" && slices.Contains(v.Protocols, model.ProtocolSMB) {
+				mv.SMB = metrics.SMBShare{AD: p.ActiveDirectory, Name: v.ShareName}
 			}
 			out = append(out, mv)
 		}
 		return nil
 	})
+	return out, err
+}
+
+// qosCounters reads a network's traffic-control counters from the driver, on
+// the network's link (none: no sandbox yet, nothing to read).
+type qosCounters struct {
+	driver qos.Driver
+	link   func(network string) (qos.Link, bool)
+}
+
+func (q qosCounters) QoSCounters(ctx context.Context, network string) (map[string]qos.Counters, error) {
+	l, ok := q.link(network)
+	if !ok {
+		return nil, fmt.Errorf("network %s has no link", network)
+	}
+	return q.driver.Counters(ctx, l)
+}
+
+// smbIO reads a network's SMB I/O from the data plane, keyed for the sampler.
+type smbIO struct{ dp *dataplane.Manager }
+
+func (s smbIO) SMBIO(ctx context.Context, network string) (map[metrics.SMBShare]smb.ShareIO, error) {
+	byAD, err := s.dp.SMBIO(ctx, network)
+	out := map[metrics.SMBShare]smb.ShareIO{}
+	for ad, shares := range byAD {
+		for name, io := range shares {
+			out[metrics.SMBShare{AD: ad, Name: name}] = io
+		}
+	}
 	return out, err
 }
 

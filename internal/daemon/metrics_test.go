@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,12 @@ func TestMetricsTargets(t *testing.T) {
 				Network: "default", Endpoint: "10.99.0.10", ExportID: 3, Key: "ka"}),
 			store.PutVolume(tx, &model.Volume{Meta: meta("b"), StoragePool: "gone", CapacityGib: 100, Key: "kb"}),
 			store.PutVolume(tx, &model.Volume{Meta: meta("c"), StoragePool: "manual", CapacityGib: 100}), // no storage yet
+			store.PutPool(tx, &model.Pool{Meta: meta("smb"), ServiceLevel: model.LevelPremium, CapacityGib: 1024, QosType: model.QosManual,
+				ActiveDirectory: "projects/p/locations/l/activeDirectories/ad1"}),
+			store.PutVolume(tx, &model.Volume{Meta: meta("d"), StoragePool: "smb", CapacityGib: 100, ThroughputMibps: 8, ShareName: "Docs",
+				Protocols: []model.Protocol{model.ProtocolNFSv3, model.ProtocolSMB}, Network: "default", Endpoint: "10.99.0.11", ExportID: 4, Key: "kd"}),
+			store.PutVolume(tx, &model.Volume{Meta: meta("e"), StoragePool: "smb", CapacityGib: 100, ThroughputMibps: 8, ShareName: "nfsonly",
+				Protocols: []model.Protocol{model.ProtocolNFSv3}, Network: "default", Endpoint: "10.99.0.12", ExportID: 5, Key: "ke"}),
 		}
 		for _, err := range errs {
 			if err != nil {
@@ -45,16 +52,21 @@ func TestMetricsTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		limit := 0.0
+		limit, limitSMB := 0.0, 0.0
 		if qos {
-			limit = 42 << 20
+			limit, limitSMB = 42<<20, 8<<20
 		}
 		want := []metrics.Volume{
 			{Key: "ka", Name: "projects/p/locations/l/volumes/a", Project: "p", Location: "l", ID: "a", Pool: "manual", Network: "default",
 				Endpoint: netip.MustParseAddr("10.99.0.10"), ExportID: 3, LimitBytesPerSec: limit},
 			{Key: "kb", Name: "projects/p/locations/l/volumes/b", Project: "p", Location: "l", ID: "b", Pool: "gone"},
+			{Key: "kd", Name: "projects/p/locations/l/volumes/d", Project: "p", Location: "l", ID: "d", Pool: "smb", Network: "default",
+				Endpoint: netip.MustParseAddr("10.99.0.11"), ExportID: 4, LimitBytesPerSec: limitSMB,
+				SMB: metrics.SMBShare{AD: "projects/p/locations/l/activeDirectories/ad1", Name: "Docs"}},
+			{Key: "ke", Name: "projects/p/locations/l/volumes/e", Project: "p", Location: "l", ID: "e", Pool: "smb", Network: "default",
+				Endpoint: netip.MustParseAddr("10.99.0.12"), ExportID: 5, LimitBytesPerSec: limitSMB},
 		}
-		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		if !slices.Equal(got, want) {
 			t.Errorf("qos %v: targets\n%+v\nwant\n%+v", qos, got, want)
 		}
 	}

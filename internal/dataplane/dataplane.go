@@ -169,6 +169,8 @@ type Manager struct {
 	// smbJoins counts the domain joins this Manager ran (tests: a restart must
 	// not join again).
 	smbJoins atomic.Int64
+	// smbIO sums each Samba instance's I/O per share (SMBIO).
+	smbIO smbAccounts
 }
 
 // New returns a Manager; Start must be called first.

@@ -11,12 +11,13 @@ import (
 
 // summed are the stored values an aggregate adds up over its volumes: rates,
 // space, clients and limits.
-var summed = []int{readOps, writeOps, metaOps, readBytes, writeBytes, limitBytes, usedBytes, snapshotBytes, clients}
+var summed = []int{readOps, writeOps, metaOps, readBytes, writeBytes, limitBytes, usedBytes, snapshotBytes, clients,
+	wireReadBytes, wireWriteBytes, droppedPackets}
 
 // QueryAggregate answers a query (the rules of Query; q.Series is ignored) about
 // a group of volumes, a pool's or a project's, given by their storage keys. Each
-// step combines the volumes' means over it: requests and bytes per second,
-// space, clients and throughput limits are summed; the latency per direction is
+// step combines the volumes' means over it: requests and bytes per second (wire
+// bytes and dropped packets too), space, clients and throughput limits are summed; the latency per direction is
 // the mean over every volume's requests (each volume's weighted by its request
 // rate); atLimitShare is the largest of any volume (the share of the step the
 // most throttled volume spent at its limit); block sizes, concurrency and the

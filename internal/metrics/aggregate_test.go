@@ -11,7 +11,7 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 )
 
-// A group's metrics: rates, space, clients and limits summed over its volumes,
+// A group's metrics: rates (wire bytes and drops too), space, clients and limits summed over its volumes,
 // latency weighted by each volume's requests, atLimitShare the most throttled
 // volume's, derived metrics from the sums; no min or max. A key without samples
 // adds nothing; no keys, no points.
@@ -20,9 +20,10 @@ func TestQueryAggregate(t *testing.T) {
 	g := newFakeGanesha(t0.Add(-time.Hour))
 	v2 := Volume{Key: "k2", Name: "projects/p/locations/l/volumes/v2", Network: "n", Endpoint: netip.MustParseAddr("10.99.0.11"),
 		ExportID: 8, LimitBytesPerSec: 50 * mib}
+	tc := &fakeQoS{}
 	s := New(Options{Targets: &fakeVolumes{vols: []Volume{v1, v2}}, NFS: g,
 		Capacity: fakeCapacity{"k1": {5 << 30, 1 << 30}, "k2": {1 << 30, 0}},
-		Clients:  fakeClients{v1.Endpoint: 3, v2.Endpoint: 2}, Now: clk.now})
+		Clients:  fakeClients{v1.Endpoint: 3, v2.Endpoint: 2}, QoS: tc, Now: clk.now})
 	tick := func() {
 		t.Helper()
 		clk.advance(DefaultInterval)
@@ -30,12 +31,17 @@ func TestQueryAggregate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	tc.add(v1.Name, 0, 0, 0, 0, 100*mib)
+	tc.add(v2.Name, 0, 0, 0, 0, 50*mib)
 	tick()
 	// Over 10 s: v1 100 reads/s of 4 KiB at 1 ms and 1 metadata request/s, far
 	// below its limit; v2 300 reads/s at 3 ms and 10 writes/s at 2 ms, of 1 MiB,
-	// far above its limit.
+	// held at its limit the whole interval. On the wire v1 sent 10 MiB and
+	// received 1, v2 sent 500 MiB and received 30, and dropped 5 packets.
 	g.load(7, 1000, 0, 10, 4096, time.Millisecond, 0)
 	g.load(8, 3000, 100, 0, mib, 3*time.Millisecond, 2*time.Millisecond)
+	tc.add(v1.Name, 10*mib, mib, 0, 0, 100*mib)
+	tc.add(v2.Name, 500*mib, 30*mib, 5, 8000, 53*mib)
 	tick()
 
 	q := model.MetricsQuery{Start: clk.t.Add(-DefaultInterval), End: clk.t, Step: DefaultInterval}
@@ -55,7 +61,8 @@ func TestQueryAggregate(t *testing.T) {
 		"throughputLimitMibps": 150,
 		"atLimitShare":         1,
 		"usedBytes":            6 << 30, "snapshotBytes": 1 << 30,
-		"clients": 5,
+		"clients":       5,
+		"wireReadMibps": 51, "wireWriteMibps": 3.1, "droppedPacketsPerSec": 0.5,
 	}
 	if len(series) != len(Metrics) {
 		t.Fatalf("%d series, want every metric (%d)", len(series), len(Metrics))

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"net/netip"
 	"sync"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/qos"
+	"github.com/basin-nas/basin/internal/smb"
 )
 
 // clock is a hand-driven clock.
@@ -81,6 +84,78 @@ func (g *fakeGanesha) ExportIO(_ context.Context, _ string, id uint64) (nfs.Expo
 	return *g.export(id), nil
 }
 
+// fakeQoS models traffic-control classes' counters, by class key; reads counts
+// its reads by network.
+type fakeQoS struct {
+	mu      sync.Mutex
+	classes map[string]qos.Counters
+	reads   map[string]int
+	down    bool
+}
+
+// add records an interval of a class: bytes its addresses sent and received,
+// packets dropped, times over the ceiling; ceil is its ceiling.
+func (f *fakeQoS) add(key string, sent, received, drops, overlimits, ceil uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.classes == nil {
+		f.classes = map[string]qos.Counters{}
+	}
+	c := f.classes[key]
+	c.Sent += sent
+	c.Bytes += sent + received
+	c.Drops += drops
+	c.Overlimits += overlimits
+	c.Ceil = ceil
+	f.classes[key] = c
+}
+
+func (f *fakeQoS) QoSCounters(_ context.Context, network string) (map[string]qos.Counters, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reads == nil {
+		f.reads = map[string]int{}
+	}
+	f.reads[network]++
+	if f.down {
+		return nil, errors.New("no link")
+	}
+	return maps.Clone(f.classes), nil
+}
+
+// fakeSMB models SMB shares' counters.
+type fakeSMB struct {
+	mu     sync.Mutex
+	shares map[SMBShare]smb.ShareIO
+	down   bool
+}
+
+func (f *fakeSMB) load(sh SMBShare, reads, writes, other, block uint64, readLat, writeLat time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shares == nil {
+		f.shares = map[SMBShare]smb.ShareIO{}
+	}
+	s := f.shares[sh]
+	s.Reads += reads
+	s.Writes += writes
+	s.Other += other
+	s.ReadBytes += reads * block
+	s.WriteBytes += writes * block
+	s.ReadNs += reads * uint64(readLat)
+	s.WriteNs += writes * uint64(writeLat)
+	f.shares[sh] = s
+}
+
+func (f *fakeSMB) SMBIO(context.Context, string) (map[SMBShare]smb.ShareIO, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, errors.New("no samba")
+	}
+	return maps.Clone(f.shares), nil
+}
+
 type fakeCapacity map[string][2]int64
 
 func (f fakeCapacity) VolumeUsage(_ context.Context, key string) (int64, int64, error) {
@@ -104,16 +179,21 @@ var (
 type harness struct {
 	clk   *clock
 	g     *fakeGanesha
+	tc    *fakeQoS
+	smb   *fakeSMB
 	vols  *fakeVolumes
 	s     *Sampler
 	store RollupStore
 }
 
+// newHarness samples v1 (an NFS volume). Its traffic-control and SMB sources
+// hold nothing until a test adds to them.
 func newHarness(t *testing.T, st RollupStore) *harness {
 	t.Helper()
-	h := &harness{clk: &clock{t: t0.Add(-DefaultInterval)}, g: newFakeGanesha(t0.Add(-time.Hour)), vols: &fakeVolumes{vols: []Volume{v1}}, store: st}
+	h := &harness{clk: &clock{t: t0.Add(-DefaultInterval)}, g: newFakeGanesha(t0.Add(-time.Hour)), tc: &fakeQoS{}, smb: &fakeSMB{},
+		vols: &fakeVolumes{vols: []Volume{v1}}, store: st}
 	h.s = New(Options{Targets: h.vols, NFS: h.g, Capacity: fakeCapacity{"k1": {5 << 30, 1 << 30}},
-		Clients: fakeClients{v1.Endpoint: 3}, Store: st, Now: h.clk.now})
+		Clients: fakeClients{v1.Endpoint: 3}, QoS: h.tc, SMB: h.smb, Store: st, Now: h.clk.now})
 	return h
 }
 
@@ -328,14 +408,14 @@ func TestQueryValidation(t *testing.T) {
 
 // The sizes the package documentation states.
 func TestStateBytes(t *testing.T) {
-	if s := unsafe.Sizeof(Point{}); s != 52 {
-		t.Errorf("a Point is %d bytes, the package doc says 52", s)
+	if s := unsafe.Sizeof(Point{}); s != 64 {
+		t.Errorf("a Point is %d bytes, the package doc says 64", s)
 	}
-	if n := int(DefaultRing / DefaultInterval); n*int(unsafe.Sizeof(Point{})) != 449280 {
-		t.Errorf("a full ring is %d bytes, the package doc says 449,280", n*int(unsafe.Sizeof(Point{})))
+	if n := int(DefaultRing / DefaultInterval); n*int(unsafe.Sizeof(Point{})) != 552960 {
+		t.Errorf("a full ring is %d bytes, the package doc says 552,960", n*int(unsafe.Sizeof(Point{})))
 	}
-	if n := len(newAgg(0).encode()); n != 338 {
-		t.Errorf("an encoded rollup is %d bytes, the package doc says 338", n)
+	if n := len(newAgg(0).encode()); n != 422 {
+		t.Errorf("an encoded rollup is %d bytes, the package doc says 422", n)
 	}
 }
 
@@ -355,5 +435,147 @@ func TestUntilTick(t *testing.T) {
 		if got := untilTick(tc.now, 10*time.Second); got != tc.want {
 			t.Errorf("untilTick(%s) = %v, want %v", tc.now.Format("15:04:05.000000000"), got, tc.want)
 		}
+	}
+}
+
+// Traffic control's counters give each volume its wire bytes per direction, its
+// drops and the share of the interval its class spent at its ceiling, from one
+// read per network and pass. Counters that went back (the class made again) or
+// a failed read leave the wire metrics unknown, and the share at the limit
+// comes from the payload again.
+func TestWireMetrics(t *testing.T) {
+	h := newHarness(t, nil)
+	v2 := Volume{Key: "k2", Name: "projects/p/locations/l/volumes/v2", Network: "n", ExportID: 8}
+	v3 := Volume{Key: "k3", Name: "projects/p/locations/l/volumes/v3", Network: "m", ExportID: 9}
+	h.vols.vols = []Volume{v1, v2, v3}
+	const ceil = 105 * mib // v1's limit of 100 MiB/s and the wire's headers
+	h.tc.add(v1.Name, 0, 0, 0, 0, ceil)
+	h.tick(t)
+	// 10 s: v1 sent 300 MiB, received 20 MiB, dropped 30 packets, and went over
+	// its ceiling 10 times (at most 10 frames' worth held at it).
+	h.g.load(7, 300, 0, 0, mib, time.Millisecond, 0)
+	h.tc.add(v1.Name, 300*mib, 20*mib, 30, 10, ceil)
+	h.tick(t)
+	got := h.query(t, 10*time.Second, 10*time.Second, "wireReadMibps", "wireWriteMibps", "droppedPacketsPerSec", "atLimitShare", "readMibps")
+	for name, w := range map[string]float64{"wireReadMibps": 30, "wireWriteMibps": 2, "droppedPacketsPerSec": 3,
+		"atLimitShare": 10 * qos.MaxFrame / (10.0 * ceil), "readMibps": 30} {
+		if pts := got[name]; len(pts) != 1 || !near(pts[0].Value, w) {
+			t.Errorf("%s = %+v, want %v", name, pts, w)
+		}
+	}
+	// Held at the ceiling throughout.
+	h.g.load(7, 1000, 0, 0, mib, time.Millisecond, 0)
+	h.tc.add(v1.Name, 1040*mib, 10*mib, 0, 20000, ceil)
+	h.tick(t)
+	if v := h.query(t, 10*time.Second, 10*time.Second, "atLimitShare")["atLimitShare"][0].Value; v != 1 {
+		t.Errorf("at the ceiling throughout: atLimitShare %v, want 1", v)
+	}
+	// The class made again: its counters went back. Nothing is known of the
+	// wire; the payload (99 MiB/s of 100) says the interval was at the limit.
+	h.tc.mu.Lock()
+	h.tc.classes[v1.Name] = qos.Counters{Sent: 5, Bytes: 5, Ceil: ceil}
+	h.tc.mu.Unlock()
+	h.g.load(7, 990, 0, 0, mib, time.Millisecond, 0)
+	h.tick(t)
+	got = h.query(t, 10*time.Second, 10*time.Second, "wireReadMibps", "atLimitShare")
+	if v := got["wireReadMibps"][0].Value; !math.IsNaN(v) {
+		t.Errorf("wire after a reset = %v, want unknown", v)
+	}
+	if v := got["atLimitShare"][0].Value; v != 1 {
+		t.Errorf("at-limit share from the payload = %v, want 1", v)
+	}
+	h.tc.down = true
+	h.tick(t)
+	if v := h.query(t, 10*time.Second, 10*time.Second, "wireReadMibps")["wireReadMibps"][0].Value; !math.IsNaN(v) {
+		t.Errorf("wire with traffic control unreadable = %v, want unknown", v)
+	}
+	// v2 has no class: no wire metrics, and no limit.
+	series, err := h.s.Query(context.Background(), model.MetricsQuery{Series: "k2", Metrics: []string{"wireReadMibps", "atLimitShare"},
+		Start: h.clk.t.Add(-time.Minute), End: h.clk.t, Step: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sr := range series {
+		for _, p := range sr.Points {
+			if !math.IsNaN(p.Value) {
+				t.Errorf("v2 %s = %v, want unknown", sr.Metric, p.Value)
+			}
+		}
+	}
+	// One read per network and pass, whatever the number of volumes.
+	if h.tc.reads["n"] != 5 || h.tc.reads["m"] != 5 {
+		t.Errorf("traffic control read %v times by network over 5 passes, want 5 each", h.tc.reads)
+	}
+}
+
+// An SMB volume's I/O comes from its share's counters; a volume shared over NFS
+// and SMB counts both. If either cannot be read, its I/O is unknown rather than
+// half of it.
+func TestSMBVolume(t *testing.T) {
+	h := newHarness(t, nil)
+	docs := SMBShare{AD: "projects/p/locations/l/activeDirectories/ad1", Name: "docs"}
+	vs := Volume{Key: "k2", Name: "projects/p/locations/l/volumes/v2", Network: "n", SMB: SMBShare{AD: docs.AD, Name: "Docs"}}
+	dual := v1
+	dual.SMB = SMBShare{AD: docs.AD, Name: "both"}
+	both := SMBShare{AD: docs.AD, Name: "both"}
+	h.vols.vols = []Volume{dual, vs}
+	h.smb.load(docs, 5000, 0, 0, 4096, 0, 0) // before Basin looked: not counted
+	h.smb.load(both, 0, 0, 0, 0, 0, 0)
+	h.tick(t)
+	h.smb.load(docs, 1000, 200, 50, 65536, 2*time.Millisecond, 8*time.Millisecond)
+	h.smb.load(both, 100, 0, 10, 4096, time.Millisecond, 0)
+	h.g.load(7, 300, 0, 20, 4096, 3*time.Millisecond, 0)
+	h.tick(t)
+	q := func(key string, names ...string) map[string]float64 {
+		series, err := h.s.Query(context.Background(), model.MetricsQuery{Series: key, Metrics: names,
+			Start: h.clk.t.Add(-10 * time.Second), End: h.clk.t, Step: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, sr := range series {
+			switch len(sr.Points) {
+			case 0: // nothing known of the interval
+				out[sr.Metric] = math.NaN()
+			case 1:
+				out[sr.Metric] = sr.Points[0].Value
+			default:
+				t.Fatalf("%s %s: %d points", key, sr.Metric, len(sr.Points))
+			}
+		}
+		return out
+	}
+	names := []string{"readIops", "writeIops", "metadataIops", "readBlockKib", "writeBlockKib", "readLatencyMs", "writeLatencyMs"}
+	for key, want := range map[string]map[string]float64{
+		"k2": {"readIops": 100, "writeIops": 20, "metadataIops": 5, "readBlockKib": 64, "writeBlockKib": 64, "readLatencyMs": 2, "writeLatencyMs": 8},
+		"k1": {"readIops": 40, "writeIops": 0, "metadataIops": 3, "readBlockKib": 4, "readLatencyMs": (100*1 + 300*3) / 400.0},
+	} {
+		got := q(key, names...)
+		for name, w := range want {
+			if !near(got[name], w) {
+				t.Errorf("%s %s = %v, want %v", key, name, got[name], w)
+			}
+		}
+	}
+	// Samba unreadable: the SMB volume's and the dual volume's I/O are unknown.
+	h.smb.down = true
+	h.g.load(7, 300, 0, 0, 4096, time.Millisecond, 0)
+	h.tick(t)
+	if got := q("k1", "readIops")["readIops"]; !math.IsNaN(got) {
+		t.Errorf("dual volume without its SMB counters: readIops %v, want unknown", got)
+	}
+	if got := q("k2", "readIops")["readIops"]; !math.IsNaN(got) {
+		t.Errorf("SMB volume without its counters: readIops %v, want unknown", got)
+	}
+	// Back, with counters that went back (the source started again): the
+	// interval counts what they hold, never a negative rate.
+	h.smb.down = false
+	h.tick(t)
+	h.smb.mu.Lock()
+	h.smb.shares[docs] = smb.ShareIO{Reads: 30}
+	h.smb.mu.Unlock()
+	h.tick(t)
+	if got := q("k2", "readIops")["readIops"]; got != 3 {
+		t.Errorf("after the SMB counters went back: readIops %v, want 3", got)
 	}
 }

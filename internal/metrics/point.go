@@ -5,23 +5,28 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/qos"
+	"github.com/basin-nas/basin/internal/smb"
 )
 
 // The values a Point stores, per interval. Everything else (block sizes,
 // concurrency, read share, MiB/s) is derived from them when asked for.
 const (
-	readOps       = iota // reads per second
-	writeOps             // writes per second
-	metaOps              // metadata requests per second
-	readBytes            // bytes read per second
-	writeBytes           // bytes written per second
-	readLatency          // average read latency, seconds
-	writeLatency         // average write latency, seconds
-	limitBytes           // throughput limit, bytes per second (NaN: none)
-	atLimit              // 1 if the volume ran at its limit this interval, else 0
-	usedBytes            // data and snapshots
-	snapshotBytes        // bytes only snapshots hold
-	clients              // distinct client addresses connected to the endpoint
+	readOps        = iota // reads per second
+	writeOps              // writes per second
+	metaOps               // metadata requests per second
+	readBytes             // bytes read per second
+	writeBytes            // bytes written per second
+	readLatency           // average read latency, seconds
+	writeLatency          // average write latency, seconds
+	limitBytes            // throughput limit, bytes per second (NaN: none)
+	atLimit               // 1 if the volume ran at its limit this interval, else 0
+	usedBytes             // data and snapshots
+	snapshotBytes         // bytes only snapshots hold
+	clients               // distinct client addresses connected to the endpoint
+	wireReadBytes         // wire bytes per second the endpoint sent (reads, replies, acknowledgements)
+	wireWriteBytes        // wire bytes per second it received
+	droppedPackets        // packets per second the volume's traffic-control class dropped
 	numStored
 )
 
@@ -43,7 +48,9 @@ type sample struct {
 	at     time.Time
 	nfs    nfs.ExportIO
 	nfsOK  bool
-	qos    QoSCounters
+	smb    smb.ShareIO
+	smbOK  bool
+	qos    qos.Counters
 	qosOK  bool
 	used   int64
 	snap   int64
@@ -53,51 +60,118 @@ type sample struct {
 }
 
 // atLimitFraction is how close to its limit a volume's payload throughput must
-// come for the interval to count as spent at the limit.
+// come for an interval to count as spent at the limit, when traffic control's
+// counters are not there to say (qos.Interval.AtCeiling).
 const atLimitFraction = 0.95
 
-// derive turns two samples of a volume into the interval's Point. Counters that
-// went backwards, or a changed statistics epoch, mean Ganesha restarted or the
-// export was added again: the interval then counts what the new counters hold
-// (activity since the reset, at most the interval's), never a difference.
-func derive(prev, cur sample, v Volume) Point {
+// ioDelta is an interval's requests, payload bytes and summed latency, over NFS
+// and SMB together.
+type ioDelta struct {
+	readOps, writeOps, metaOps uint64
+	readBytes, writeBytes      uint64
+	readNs, writeNs            uint64
+}
+
+// delta is what an interval counted, for the Point and the volume's totals.
+type delta struct {
+	dt     float64 // seconds
+	io     ioDelta
+	ioOK   bool
+	wire   qos.Interval
+	wireOK bool
+}
+
+// between is what happened to a volume from prev to cur: its I/O, known when
+// each protocol it is served over (NFS with an export, SMB with a share) was
+// read at both ends, and its traffic-control class's interval, when read at both
+// ends with no reset between.
+func between(prev, cur sample, v Volume) delta {
+	d := delta{dt: cur.at.Sub(prev.at).Seconds()}
+	if d.dt <= 0 {
+		return d
+	}
+	d.ioOK = v.ExportID != 0 || v.SMB.Name != ""
+	if v.ExportID != 0 {
+		if prev.nfsOK && cur.nfsOK {
+			n := nfsDelta(prev.nfs, cur.nfs)
+			d.io.readOps, d.io.writeOps, d.io.metaOps = n.Read.Ops, n.Write.Ops, metadataOps(n)
+			d.io.readBytes, d.io.writeBytes = n.Read.TransferredBytes, n.Write.TransferredBytes
+			d.io.readNs, d.io.writeNs = n.Read.LatencyNs, n.Write.LatencyNs
+		} else {
+			d.ioOK = false
+		}
+	}
+	if v.SMB.Name != "" {
+		if prev.smbOK && cur.smbOK {
+			s := smbDelta(prev.smb, cur.smb)
+			d.io.readOps += s.Reads
+			d.io.writeOps += s.Writes
+			d.io.metaOps += s.Other
+			d.io.readBytes += s.ReadBytes
+			d.io.writeBytes += s.WriteBytes
+			d.io.readNs += s.ReadNs
+			d.io.writeNs += s.WriteNs
+		} else {
+			d.ioOK = false
+		}
+	}
+	if !d.ioOK {
+		d.io = ioDelta{}
+	}
+	if prev.qosOK && cur.qosOK {
+		d.wire, d.wireOK = qos.Between(prev.qos, cur.qos, cur.at.Sub(prev.at))
+	}
+	return d
+}
+
+// derive turns an interval of a volume into its Point. Counters that went
+// backwards, or a changed statistics epoch, mean Ganesha restarted or the export
+// was added again: the interval then counts what the new counters hold (activity
+// since the reset, at most the interval's), never a difference.
+//
+// The share of the interval at the limit is traffic control's (the share its
+// class spent held at its ceiling, qos.Interval.AtCeiling) when its counters
+// were read; otherwise 1 when the payload throughput reached 95 % of the limit,
+// else 0.
+func derive(d delta, at time.Time, v Volume) Point {
 	var p Point
-	p.T = uint32(cur.at.Unix())
+	p.T = uint32(at.Unix())
 	for i := range p.V {
 		p.V[i] = nan32
 	}
-	dt := cur.at.Sub(prev.at).Seconds()
-	ioKnown := prev.nfsOK && cur.nfsOK && dt > 0
-	if ioKnown {
-		d := nfsDelta(prev.nfs, cur.nfs)
-		p.V[readOps] = float32(float64(d.Read.Ops) / dt)
-		p.V[writeOps] = float32(float64(d.Write.Ops) / dt)
-		p.V[metaOps] = float32(float64(metadataOps(d)) / dt)
-		p.V[readBytes] = float32(float64(d.Read.TransferredBytes) / dt)
-		p.V[writeBytes] = float32(float64(d.Write.TransferredBytes) / dt)
-		if d.Read.Ops > 0 {
-			p.V[readLatency] = float32(float64(d.Read.LatencyNs) / float64(d.Read.Ops) / 1e9)
+	rate := func(n uint64) float32 { return float32(float64(n) / d.dt) }
+	if d.ioOK {
+		p.V[readOps], p.V[writeOps], p.V[metaOps] = rate(d.io.readOps), rate(d.io.writeOps), rate(d.io.metaOps)
+		p.V[readBytes], p.V[writeBytes] = rate(d.io.readBytes), rate(d.io.writeBytes)
+		if d.io.readOps > 0 {
+			p.V[readLatency] = float32(float64(d.io.readNs) / float64(d.io.readOps) / 1e9)
 		}
-		if d.Write.Ops > 0 {
-			p.V[writeLatency] = float32(float64(d.Write.LatencyNs) / float64(d.Write.Ops) / 1e9)
+		if d.io.writeOps > 0 {
+			p.V[writeLatency] = float32(float64(d.io.writeNs) / float64(d.io.writeOps) / 1e9)
 		}
+	}
+	if d.wireOK {
+		p.V[wireReadBytes] = float32(d.wire.Sent / d.dt)
+		p.V[wireWriteBytes] = float32(d.wire.Received / d.dt)
+		p.V[droppedPackets] = float32(d.wire.Drops / d.dt)
 	}
 	if v.LimitBytesPerSec > 0 {
 		p.V[limitBytes] = float32(v.LimitBytesPerSec)
-		at := false
-		if ioKnown {
-			at = float64(p.V[readBytes])+float64(p.V[writeBytes]) >= atLimitFraction*v.LimitBytesPerSec
-		}
-		if prev.qosOK && cur.qosOK && cur.qos.Overlimits > prev.qos.Overlimits {
-			at = true
-		}
-		if ioKnown || (prev.qosOK && cur.qosOK) {
+		switch {
+		case d.wireOK:
+			p.V[atLimit] = float32(d.wire.AtCeiling)
+		case d.ioOK:
 			p.V[atLimit] = 0
-			if at {
+			if float64(p.V[readBytes])+float64(p.V[writeBytes]) >= atLimitFraction*v.LimitBytesPerSec {
 				p.V[atLimit] = 1
 			}
 		}
 	}
+	return p
+}
+
+// gauges adds what cur says of space and clients to p.
+func (cur sample) gauges(p *Point) {
 	if cur.capOK {
 		p.V[usedBytes] = float32(cur.used)
 		p.V[snapshotBytes] = float32(cur.snap)
@@ -105,7 +179,6 @@ func derive(prev, cur sample, v Volume) Point {
 	if cur.connOK {
 		p.V[clients] = float32(cur.conns)
 	}
-	return p
 }
 
 // metadataOps is how many of d's requests were neither reads nor writes.
@@ -134,6 +207,21 @@ func nfsDelta(prev, cur nfs.ExportIO) nfs.ExportIO {
 			Ops: b.Ops - a.Ops, Errors: b.Errors - a.Errors, LatencyNs: b.LatencyNs - a.LatencyNs}
 	}
 	return nfs.ExportIO{Read: sub(prev.Read, cur.Read), Write: sub(prev.Write, cur.Write), Ops: cur.Ops - prev.Ops, Since: cur.Since}
+}
+
+// smbDelta is cur − prev, or cur itself if a counter went back (the source
+// started again).
+func smbDelta(prev, cur smb.ShareIO) smb.ShareIO {
+	a := []uint64{prev.Reads, prev.Writes, prev.Other, prev.ReadBytes, prev.WriteBytes, prev.ReadNs, prev.WriteNs}
+	b := []uint64{cur.Reads, cur.Writes, cur.Other, cur.ReadBytes, cur.WriteBytes, cur.ReadNs, cur.WriteNs}
+	for i := range a {
+		if b[i] < a[i] {
+			return cur
+		}
+	}
+	return smb.ShareIO{Reads: cur.Reads - prev.Reads, Writes: cur.Writes - prev.Writes, Other: cur.Other - prev.Other,
+		ReadBytes: cur.ReadBytes - prev.ReadBytes, WriteBytes: cur.WriteBytes - prev.WriteBytes,
+		ReadNs: cur.ReadNs - prev.ReadNs, WriteNs: cur.WriteNs - prev.WriteNs}
 }
 
 // Metric is one series the API serves: its name, its unit and how it is
@@ -194,6 +282,9 @@ var Metrics = []Metric{
 	{"usedBytes", "By", usedBytes, scaled(usedBytes, 1)},
 	{"snapshotBytes", "By", snapshotBytes, scaled(snapshotBytes, 1)},
 	{"clients", "1", clients, scaled(clients, 1)},
+	{"wireReadMibps", "MiB/s", wireReadBytes, scaled(wireReadBytes, 1.0/mib)},
+	{"wireWriteMibps", "MiB/s", wireWriteBytes, scaled(wireWriteBytes, 1.0/mib)},
+	{"droppedPacketsPerSec", "1/s", droppedPackets, scaled(droppedPackets, 1)},
 }
 
 // metricByName finds a metric.

@@ -23,7 +23,7 @@ func TestCollector(t *testing.T) {
 	// rate() whose window holds the series' start then counts its first
 	// interval (a series appearing with that count would lose it).
 	first := `
-# HELP basin_volume_read_bytes_total Bytes NFS clients read.
+# HELP basin_volume_read_bytes_total Bytes clients read (payload, NFS and SMB).
 # TYPE basin_volume_read_bytes_total counter
 basin_volume_read_bytes_total{location="l",pool="pool1",project="p",volume="v1"} 0
 `
@@ -35,24 +35,33 @@ basin_volume_read_bytes_total{location="l",pool="pool1",project="p",volume="v1"}
 	h.g.restart(h.clk.t.Add(time.Second))
 	h.g.load(7, 10, 0, 5, 4096, time.Millisecond, 0)
 	h.tick(t)
+	// Traffic control's counters from here on: its estimate of the time at
+	// the limit replaces the payload's (a quarter of the next interval).
+	h.tc.add(v.Name, 0, 0, 0, 0, 100*mib)
+	h.tick(t)
+	h.tc.add(v.Name, 200*mib, 50*mib, 4, 10000, 100*mib)
+	h.tick(t)
 
 	want := `
-# HELP basin_volume_at_limit_seconds_total Seconds of sampling intervals whose payload throughput reached 95% of the volume's limit.
+# HELP basin_volume_at_limit_seconds_total Seconds the volume spent held at its throughput limit (traffic control's estimate; without its counters, sampling intervals whose payload reached 95% of the limit).
 # TYPE basin_volume_at_limit_seconds_total counter
-basin_volume_at_limit_seconds_total{location="l",pool="pool1",project="p",volume="v1"} 10
+basin_volume_at_limit_seconds_total{location="l",pool="pool1",project="p",volume="v1"} 12.5
 # HELP basin_volume_clients Distinct client addresses connected to the volume's endpoint (NFS and SMB).
 # TYPE basin_volume_clients gauge
 basin_volume_clients{location="l",pool="pool1",project="p",volume="v1"} 3
-# HELP basin_volume_metadata_ops_total NFS requests that were neither reads nor writes (NFSv4: compounds).
+# HELP basin_volume_dropped_packets_total Packets the volume's traffic-control class dropped (its queue full).
+# TYPE basin_volume_dropped_packets_total counter
+basin_volume_dropped_packets_total{location="l",pool="pool1",project="p",volume="v1"} 4
+# HELP basin_volume_metadata_ops_total Requests that were neither reads nor writes (NFSv4: compounds; SMB: opens, closes, listings, attributes, locks, ioctls, flushes, notifications, lease breaks).
 # TYPE basin_volume_metadata_ops_total counter
 basin_volume_metadata_ops_total{location="l",pool="pool1",project="p",volume="v1"} 35
-# HELP basin_volume_read_bytes_total Bytes NFS clients read.
+# HELP basin_volume_read_bytes_total Bytes clients read (payload, NFS and SMB).
 # TYPE basin_volume_read_bytes_total counter
 basin_volume_read_bytes_total{location="l",pool="pool1",project="p",volume="v1"} 1.04861696e+09
-# HELP basin_volume_read_latency_seconds_total Summed latency of NFS reads; divide its rate by read_ops_total's for the mean.
+# HELP basin_volume_read_latency_seconds_total Summed latency of reads; divide its rate by read_ops_total's for the mean.
 # TYPE basin_volume_read_latency_seconds_total counter
 basin_volume_read_latency_seconds_total{location="l",pool="pool1",project="p",volume="v1"} 2.01
-# HELP basin_volume_read_ops_total NFS read requests served.
+# HELP basin_volume_read_ops_total Read requests served (NFS and SMB).
 # TYPE basin_volume_read_ops_total counter
 basin_volume_read_ops_total{location="l",pool="pool1",project="p",volume="v1"} 1010
 # HELP basin_volume_snapshot_bytes Bytes only the volume's snapshots hold.
@@ -64,21 +73,27 @@ basin_volume_throughput_limit_bytes_per_second{location="l",pool="pool1",project
 # HELP basin_volume_used_bytes Bytes used by the volume's data and snapshots.
 # TYPE basin_volume_used_bytes gauge
 basin_volume_used_bytes{location="l",pool="pool1",project="p",volume="v1"} 5.36870912e+09
-# HELP basin_volume_write_latency_seconds_total Summed latency of NFS writes; divide its rate by write_ops_total's for the mean.
+# HELP basin_volume_wire_read_bytes_total Bytes the volume's endpoint sent (read data, replies, acknowledgements) as traffic control counts them: Ethernet, IP and TCP headers included.
+# TYPE basin_volume_wire_read_bytes_total counter
+basin_volume_wire_read_bytes_total{location="l",pool="pool1",project="p",volume="v1"} 2.097152e+08
+# HELP basin_volume_wire_written_bytes_total Bytes the volume's endpoint received (written data, requests, acknowledgements) as traffic control counts them: Ethernet, IP and TCP headers included.
+# TYPE basin_volume_wire_written_bytes_total counter
+basin_volume_wire_written_bytes_total{location="l",pool="pool1",project="p",volume="v1"} 5.24288e+07
+# HELP basin_volume_write_latency_seconds_total Summed latency of writes; divide its rate by write_ops_total's for the mean.
 # TYPE basin_volume_write_latency_seconds_total counter
 basin_volume_write_latency_seconds_total{location="l",pool="pool1",project="p",volume="v1"} 0.04
-# HELP basin_volume_write_ops_total NFS write requests served.
+# HELP basin_volume_write_ops_total Write requests served (NFS and SMB).
 # TYPE basin_volume_write_ops_total counter
 basin_volume_write_ops_total{location="l",pool="pool1",project="p",volume="v1"} 10
-# HELP basin_volume_written_bytes_total Bytes NFS clients wrote.
+# HELP basin_volume_written_bytes_total Bytes clients wrote (payload, NFS and SMB).
 # TYPE basin_volume_written_bytes_total counter
 basin_volume_written_bytes_total{location="l",pool="pool1",project="p",volume="v1"} 1.048576e+07
 `
 	if err := testutil.CollectAndCompare(h.s.Collector(), strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(registryWith(t, h.s.Collector())); err != nil || n != 12 {
-		t.Fatalf("%d series, %v; want 12 (one per metric for the one volume)", n, err)
+	if n, err := testutil.GatherAndCount(registryWith(t, h.s.Collector())); err != nil || n != 15 {
+		t.Fatalf("%d series, %v; want 15 (one per metric for the one volume)", n, err)
 	}
 }
 

@@ -183,6 +183,13 @@ func TestDecodeAggRefusesGarbage(t *testing.T) {
 	if a, err := decodeAgg(0, enc); err != nil || a.n[readOps] != 1 || a.sum[writeOps] != 2 {
 		t.Errorf("round trip: %+v, %v", a, err)
 	}
+	// A rollup stored by a Basin that kept 12 values (before wire bytes and
+	// drops) decodes with those unknown.
+	old := append([]byte{rollupVersion, 12}, enc[2:2+12*28]...)
+	a, err := decodeAgg(0, old)
+	if err != nil || a.n[readOps] != 1 || a.n[wireReadBytes] != 0 || !math.IsNaN(a.means()[droppedPackets]) {
+		t.Errorf("a 12-value rollup: %+v, %v", a, err)
+	}
 }
 
 func FuzzDecodeAgg(f *testing.F) {

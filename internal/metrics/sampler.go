@@ -8,11 +8,14 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/qos"
+	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -41,6 +44,7 @@ type Options struct {
 	Capacity CapacitySource
 	Clients  ClientSource
 	QoS      QoSSource
+	SMB      SMBSource
 	// Store persists 5-minute rollups; nil = none (queries with a step of 5
 	// minutes or more then answer only the rollup in progress).
 	Store RollupStore
@@ -71,15 +75,13 @@ type series struct {
 // the intervals' differences, so they only grow whatever Ganesha's counters do
 // (Prometheus counters).
 type totals struct {
-	read, write    nfsTotals
-	metaOps        uint64
+	io             ioDelta
 	atLimitSeconds float64
-	haveIO         bool // the counters started: NFS was read once
-}
-
-type nfsTotals struct {
-	ops, bytes uint64
-	latencyNs  uint64
+	haveIO         bool // the counters started: I/O was read once
+	wireRead       float64
+	wireWrite      float64
+	drops          float64
+	haveWire       bool // traffic control's counters were read once
 }
 
 // Sampler samples every volume once per interval, keeps each volume's recent
@@ -169,23 +171,20 @@ func (s *Sampler) Sample(ctx context.Context) error {
 		return fmt.Errorf("list volumes: %w", err)
 	}
 	now := s.now()
-	conns := map[string]map[netip.Addr]int{}
+	var nets networkReads
 	if s.opts.Clients != nil {
-		for _, v := range vols {
-			if _, done := conns[v.Network]; done || v.Network == "" {
-				continue
-			}
-			m, err := s.opts.Clients.Clients(ctx, v.Network)
-			if err != nil {
-				s.log.Debug("metrics clients", "network", v.Network, "err", err)
-			}
-			conns[v.Network] = m // nil on error: unknown
-		}
+		nets.conns = perNetwork(ctx, s, vols, "clients", s.opts.Clients.Clients)
 	}
-	batched := s.readNFSBatches(ctx, vols)
+	if s.opts.QoS != nil {
+		nets.qos = perNetwork(ctx, s, vols, "traffic control", s.opts.QoS.QoSCounters)
+	}
+	if s.opts.SMB != nil {
+		nets.smb = perNetwork(ctx, s, vols, "smb", s.opts.SMB.SMBIO)
+	}
+	nets.nfs = s.readNFSBatches(ctx, vols)
 	samples := make([]sample, len(vols))
 	for i, v := range vols {
-		samples[i] = s.read(ctx, v, now, conns, batched)
+		samples[i] = s.read(ctx, v, now, &nets)
 	}
 
 	var flush []*agg
@@ -207,11 +206,14 @@ func (s *Sampler) Sample(ctx context.Context) error {
 			// Its counters start here, at zero: a series that appeared only
 			// with its first interval's count would lose that count to
 			// Prometheus' rate(), which measures from a series' first sample.
-			sr.totals.haveIO = cur.nfsOK
+			sr.totals.haveIO = cur.nfsOK || cur.smbOK
+			sr.totals.haveWire = cur.qosOK
 			continue
 		}
-		p := derive(sr.prev, cur, v)
-		sr.totals.add(sr.prev, cur, &p)
+		d := between(sr.prev, cur, v)
+		p := derive(d, cur.at, v)
+		cur.gauges(&p)
+		sr.totals.add(d, &p)
 		sr.prev = cur
 		if last, ok := sr.ring.last(); ok && p.T <= last.T {
 			continue // the clock went back: keep the ring in time order
@@ -252,21 +254,52 @@ func (s *Sampler) Sample(ctx context.Context) error {
 }
 
 // add counts one interval.
-func (t *totals) add(prev, cur sample, p *Point) {
-	if prev.nfsOK && cur.nfsOK {
-		d := nfsDelta(prev.nfs, cur.nfs)
-		t.read.ops += d.Read.Ops
-		t.read.bytes += d.Read.TransferredBytes
-		t.read.latencyNs += d.Read.LatencyNs
-		t.write.ops += d.Write.Ops
-		t.write.bytes += d.Write.TransferredBytes
-		t.write.latencyNs += d.Write.LatencyNs
-		t.metaOps += metadataOps(d)
+func (t *totals) add(d delta, p *Point) {
+	if d.ioOK {
+		t.io.readOps += d.io.readOps
+		t.io.writeOps += d.io.writeOps
+		t.io.metaOps += d.io.metaOps
+		t.io.readBytes += d.io.readBytes
+		t.io.writeBytes += d.io.writeBytes
+		t.io.readNs += d.io.readNs
+		t.io.writeNs += d.io.writeNs
 		t.haveIO = true
 	}
-	if p.V[atLimit] == 1 {
-		t.atLimitSeconds += cur.at.Sub(prev.at).Seconds()
+	if d.wireOK {
+		t.wireRead += d.wire.Sent
+		t.wireWrite += d.wire.Received
+		t.drops += d.wire.Drops
+		t.haveWire = true
 	}
+	if share := float64(p.V[atLimit]); !math.IsNaN(share) {
+		t.atLimitSeconds += share * d.dt
+	}
+}
+
+// networkReads are the sources' answers read once per network and pass, by
+// network; a network whose read failed is absent.
+type networkReads struct {
+	conns map[string]map[netip.Addr]int
+	qos   map[string]map[string]qos.Counters
+	smb   map[string]map[SMBShare]smb.ShareIO
+	nfs   map[string]map[uint64]nfs.ExportIO
+}
+
+// perNetwork calls read once for each network of vols. A read that fails is
+// logged; what it returned anyway (some of a network's answers) is kept.
+func perNetwork[M any](ctx context.Context, s *Sampler, vols []Volume, what string, read func(context.Context, string) (M, error)) map[string]M {
+	out := map[string]M{}
+	for _, v := range vols {
+		if _, done := out[v.Network]; done || v.Network == "" {
+			continue
+		}
+		m, err := read(ctx, v.Network)
+		if err != nil {
+			s.log.Debug("metrics "+what, "network", v.Network, "err", err)
+		}
+		out[v.Network] = m // nil: unknown
+	}
+	return out
 }
 
 // readNFSBatches reads the exports of vols network by network when the NFS
@@ -300,12 +333,11 @@ func (s *Sampler) readNFSBatches(ctx context.Context, vols []Volume) map[string]
 	return out
 }
 
-// read asks every source about one volume; batched holds the NFS counters
-// already read by network.
-func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, conns map[string]map[netip.Addr]int, batched map[string]map[uint64]nfs.ExportIO) sample {
+// read asks every source about one volume; nets holds what was read by network.
+func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, nets *networkReads) sample {
 	smp := sample{at: now}
 	if s.opts.NFS != nil && v.ExportID != 0 && v.Network != "" {
-		if m, ok := batched[v.Network]; ok {
+		if m, ok := nets.nfs[v.Network]; ok {
 			smp.nfs, smp.nfsOK = m[v.ExportID]
 		} else if io, err := s.opts.NFS.ExportIO(ctx, v.Network, v.ExportID); err != nil {
 			s.log.Debug("metrics nfs", "volume", v.Name, "err", err)
@@ -321,14 +353,14 @@ func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, conns map[s
 			smp.used, smp.snap, smp.capOK = used, snap, true
 		}
 	}
-	if m := conns[v.Network]; m != nil && v.Endpoint.IsValid() {
+	if m := nets.conns[v.Network]; m != nil && v.Endpoint.IsValid() {
 		smp.conns, smp.connOK = m[v.Endpoint], true
 	}
-	if s.opts.QoS != nil {
-		q, err := s.opts.QoS.QoSCounters(ctx, v)
-		if err == nil {
-			smp.qos, smp.qosOK = q, true
-		}
+	if m := nets.qos[v.Network]; m != nil {
+		smp.qos, smp.qosOK = m[v.Name]
+	}
+	if m := nets.smb[v.Network]; m != nil && v.SMB.Name != "" {
+		smp.smb, smp.smbOK = m[SMBShare{AD: v.SMB.AD, Name: strings.ToLower(v.SMB.Name)}]
 	}
 	return smp
 }

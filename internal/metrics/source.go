@@ -5,6 +5,8 @@ import (
 	"net/netip"
 
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/qos"
+	"github.com/basin-nas/basin/internal/smb"
 )
 
 // Volume is what the sampler needs to know of one volume, as its Targets list it.
@@ -24,6 +26,8 @@ type Volume struct {
 	Endpoint netip.Addr
 	// ExportID is the volume's NFS export (0: not exported).
 	ExportID uint64
+	// SMB is the volume's SMB share (the zero SMBShare: not shared over SMB).
+	SMB SMBShare
 	// LimitBytesPerSec is the throughput the volume is held to (payload bytes per
 	// second, both directions together); 0 = none.
 	LimitBytesPerSec float64
@@ -62,16 +66,23 @@ type ClientSource interface {
 	Clients(ctx context.Context, network string) (map[netip.Addr]int, error)
 }
 
-// QoSCounters are a volume's traffic-control class counters (cumulative): wire
-// bytes it sent in both directions and how often the class was over its rate.
-type QoSCounters struct {
-	WireBytes  uint64
-	Overlimits uint64
+// QoSSource reads one network's traffic-control counters (the daemon: the qos
+// driver's Counters of the network's link), by class key; a volume's class is
+// keyed by its resource name (Volume.Name). One read per network and interval,
+// whatever the number of volumes; a volume without a class (no limit, or its
+// class not made yet) has no wire metrics.
+type QoSSource interface {
+	QoSCounters(ctx context.Context, network string) (map[string]qos.Counters, error)
 }
 
-// QoSSource reads a volume's traffic-control class counters. Nothing implements
-// it yet: until something does, "at the limit" is judged from NFS payload bytes
-// (see Point).
-type QoSSource interface {
-	QoSCounters(ctx context.Context, v Volume) (QoSCounters, error)
+// SMBShare names a volume's SMB share: the Active Directory connection whose
+// Samba instance serves it, and the share's name.
+type SMBShare struct{ AD, Name string }
+
+// SMBSource reads one network's SMB I/O (dataplane.Manager.SMBIO): by share
+// (Name in lower case), the requests, payload bytes and summed latency of reads
+// and writes, and other requests, counted since the source started, so only
+// growing. A read may return some instances' shares with an error for others.
+type SMBSource interface {
+	SMBIO(ctx context.Context, network string) (map[SMBShare]smb.ShareIO, error)
 }

@@ -20,6 +20,13 @@
 //   - netlink.go: the driver, over rtnetlink (no tc processes). It keeps per link
 //     the classid of each Key and the filter handle of each address in memory; with
 //     no memory of a shaped link (Basin restarted) it rebuilds the link from scratch.
+//     Counters reads a link's classes in one dump, and what each address sent in
+//     another: HTB counts a class's two directions together, so each address's
+//     outgoing packets reach the IFB through a redirect of their own on the link's
+//     egress, whose action counts them.
+//   - counters.go: Between, what a class did over an interval from two reads of its
+//     counters: wire bytes sent and received, drops, and the share of the interval
+//     it spent held at its ceiling (from its overlimits, TestRootAtCeiling).
 //   - fake: an in-memory Driver recording each Apply's Changes, for controller tests.
 //
 // Imported by the daemon and the controller; it imports no Basin package.

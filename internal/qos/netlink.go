@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -26,7 +27,11 @@ import (
 //	    prio 1 (NewPassingACKs only): u32, pure TCP ACKs (IPv4, no options, not
 //	            a fragment, total length = the headers' length): no action, the
 //	            packet goes its way
-//	    prio 2: u32 match-all, mirred redirect → IFB
+//	    prio 2 (egress only): u32 hash table 102: (256 buckets on the last octet of
+//	            ip src), one filter per address, classid of its class, mirred
+//	            redirect → IFB: the action's counters are the bytes the address
+//	            sent, as HTB will charge them (Counters.Sent)
+//	    prio 3: u32 match-all, mirred redirect → IFB
 //	IFB (ifb<hash of dev>, txqueuelen 1000)
 //	  qdisc htb 1: r2q 100 default 2
 //	    filters, u32 prio 1, each direction a hash table of 256 buckets on the
@@ -36,7 +41,9 @@ import (
 //	    class 1:<minor> the tree's classes (minor ≥ 0x10), leaves with pfifo <minor>:
 //
 // A packet costs one hash lookup per direction table, whatever the number of
-// addresses. With NewPassingACKs, pure ACKs, which carry no payload (limits are
+// addresses (and an egress packet one more on dev, where it is counted per
+// address: HTB counts a class's packets of both directions together, and the
+// split per direction is what metrics need). With NewPassingACKs, pure ACKs, which carry no payload (limits are
 // on payload), pass the IFB by: it moves about half the packets (about one ACK
 // per data skb with GRO; TestRootPureACKsPassBy), but NFS throughput gained
 // nothing measurable (docs/benchmarks.md). A packet with payload always goes
@@ -50,8 +57,10 @@ const (
 	lastMinor    = 0xfff0
 	hashTable    = 0x100 // u32 hash table id of direction 0; direction 1 uses 0x101 (u32 shares tables per qdisc, and clsact is one qdisc)
 	filterPrio   = 1
+	countTable   = 0x102       // u32 hash table id of the counting redirects on dev's egress (clsact is one qdisc too)
 	ackPrio      = 1           // clsact: pure TCP ACKs pass by the IFB
-	redirectPrio = 2           // clsact: everything else goes to the IFB
+	countPrio    = 2           // clsact egress: each address's packets go to the IFB through a redirect of their own
+	redirectPrio = 3           // clsact: everything else goes to the IFB
 	ifbQueueLen  = 1000        // also the pfifo leaves' limit: pfifo without options takes the device's txqueuelen
 	defaultRate  = 12500000000 // 100 Gbit/s: unclassified traffic is not shaped (10 Gbit/s would cap a veth that moves ~2 GB/s)
 	offSrc       = 12          // offset of the IPv4 source address
@@ -273,6 +282,17 @@ func (s *session) setup(name string, passACKs bool) error {
 				return fmt.Errorf("pure ACKs: %w", err)
 			}
 		}
+		if parent == netlink.HANDLE_MIN_EGRESS {
+			ht := &netlink.U32{FilterAttrs: s.countAttrs(countTable << 20), Divisor: 256}
+			if err := s.h.FilterAdd(ht); err != nil {
+				return fmt.Errorf("counting hash table: %w", err)
+			}
+			link := &netlink.U32{FilterAttrs: s.countAttrs(0), Link: countTable << 20,
+				Sel: &nl.TcU32Sel{Hmask: 0xff, Hoff: offSrc, Keys: []nl.TcU32Key{{}}}}
+			if err := s.h.FilterAdd(link); err != nil {
+				return fmt.Errorf("counting hash link: %w", err)
+			}
+		}
 		all := &netlink.U32{FilterAttrs: netlink.FilterAttrs{LinkIndex: s.dev.Attrs().Index, Parent: parent,
 			Priority: redirectPrio, Protocol: unix.ETH_P_ALL}, Actions: []netlink.Action{netlink.NewMirredAction(link.Attrs().Index)}}
 		if err := s.h.FilterAdd(all); err != nil {
@@ -314,6 +334,17 @@ func dirOffset(dir int) int {
 	return offDst
 }
 
+// countAttrs are those of a counting redirect filter on dev's egress.
+func (s *session) countAttrs(h uint32) netlink.FilterAttrs {
+	return netlink.FilterAttrs{LinkIndex: s.dev.Attrs().Index, Parent: netlink.HANDLE_MIN_EGRESS,
+		Priority: countPrio, Protocol: unix.ETH_P_IP, Handle: h}
+}
+
+// countHandle is the handle of the counting redirect of the address whose
+// read-direction (source) filter on the IFB has handle h: the same bucket and
+// node in table countTable.
+func countHandle(h uint32) uint32 { return countTable<<20 | h&0xfffff }
+
 // filterAttrs are those of a u32 filter on the IFB's HTB.
 func (s *session) filterAttrs(h uint32) netlink.FilterAttrs {
 	return netlink.FilterAttrs{LinkIndex: s.ifb.Attrs().Index, Parent: netlink.MakeHandle(htbMajor, 0),
@@ -351,6 +382,14 @@ func (s *session) addClass(minor uint16, parent uint32, rate, ceil uint64, leaf 
 func (s *session) apply(st *linkState, c Change) error {
 	switch c.Op {
 	case OpDeleteAddr:
+		// The counting redirect first: the address's packets then take the
+		// match-all redirect, into the default class until the filters go.
+		if h, ok := st.handles[0][c.Addr]; ok {
+			f := &netlink.U32{FilterAttrs: s.countAttrs(countHandle(h))}
+			if err := s.h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
+				return err
+			}
+		}
 		for dir := range 2 {
 			f := &netlink.U32{FilterAttrs: s.filterAttrs(st.handles[dir][c.Addr])}
 			if err := s.h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -416,6 +455,18 @@ func (s *session) apply(st *linkState, c Change) error {
 				st.freeHandle(dir, c.Addr)
 				return err
 			}
+		}
+		h := countHandle(st.handles[0][c.Addr])
+		f := &netlink.U32{
+			FilterAttrs: s.countAttrs(h),
+			Hash:        h &^ 0xfff,
+			ClassId:     classid(st.minor[c.Key]),
+			Sel: &nl.TcU32Sel{Flags: nl.TC_U32_TERMINAL, Keys: []nl.TcU32Key{{
+				Mask: 0xffffffff, Val: binary.BigEndian.Uint32(c.Addr.AsSlice()), Off: offSrc}}},
+			Actions: []netlink.Action{netlink.NewMirredAction(s.ifb.Attrs().Index)},
+		}
+		if err := s.h.FilterAdd(f); err != nil {
+			return fmt.Errorf("counting redirect: %w", err)
 		}
 		cl := st.tree[c.Key]
 		cl.Addrs = append(slices.Clone(cl.Addrs), c.Addr)
@@ -516,11 +567,61 @@ func (d *netlinkDriver) Read(ctx context.Context, l Link) (Tree, error) {
 			}
 		}
 	}
+	// Every classified address has its counting redirect into the same class.
+	counted, err := s.counting()
+	if err != nil {
+		return Tree{}, fmt.Errorf("qos %s: %w", l, err)
+	}
+	for id, cl := range byID {
+		for _, a := range cl.Addrs {
+			if c, ok := counted[a]; !ok || c.classid != id {
+				return Tree{}, fmt.Errorf("qos %s: address %v of class %s has no counting redirect into it", l, a, cl.Key)
+			}
+			delete(counted, a)
+		}
+	}
+	if len(counted) > 0 {
+		extra := slices.SortedFunc(maps.Keys(counted), netip.Addr.Compare)
+		return Tree{}, fmt.Errorf("qos %s: address %v is counted but classified into no class", l, extra[0])
+	}
 	t := Tree{}
 	for _, id := range order {
 		t.Classes = append(t.Classes, *byID[id])
 	}
 	return t.Canonical(), nil
+}
+
+// counted is one counting redirect: the class it names and what its action
+// moved into the IFB.
+type counted struct {
+	classid        uint32
+	bytes, packets uint64
+}
+
+// counting lists dev's counting redirects by address.
+func (s *session) counting() (map[netip.Addr]counted, error) {
+	filters, err := s.h.FilterList(s.dev, netlink.HANDLE_MIN_EGRESS)
+	if err != nil {
+		return nil, fmt.Errorf("list counting filters: %w", err)
+	}
+	out := map[netip.Addr]counted{}
+	for _, f := range filters {
+		u, ok := f.(*netlink.U32)
+		if !ok || u.Handle>>20 != countTable || u.Sel == nil || len(u.Sel.Keys) != 1 || u.Sel.Keys[0].Off != offSrc {
+			continue
+		}
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], u.Sel.Keys[0].Val)
+		c := counted{classid: u.ClassId}
+		for _, a := range u.Actions {
+			if st := a.Attrs().Statistics; st != nil && st.Basic != nil {
+				c.bytes += st.Basic.Bytes
+				c.packets += uint64(st.Basic.Packets)
+			}
+		}
+		out[netip.AddrFrom4(b)] = c
+	}
+	return out, nil
 }
 
 // classified lists direction dir's address filters: address → the classid they set.
@@ -584,14 +685,28 @@ func (d *netlinkDriver) Counters(ctx context.Context, l Link) (map[string]Counte
 			key = DefaultKey
 		}
 		var cn Counters
+		if htb, ok := c.(*netlink.HtbClass); ok {
+			cn.Rate, cn.Ceil = htb.Rate, htb.Ceil
+		}
 		if st := a.Statistics; st != nil {
 			if st.Basic != nil {
 				cn.Bytes, cn.Packets = st.Basic.Bytes, uint64(st.Basic.Packets)
 			}
 			if st.Queue != nil {
-				cn.Drops, cn.Overlimits = uint64(st.Queue.Drops), uint64(st.Queue.Overlimits)
+				cn.Drops, cn.Overlimits, cn.Backlog = uint64(st.Queue.Drops), uint64(st.Queue.Overlimits), uint64(st.Queue.Backlog)
 			}
 		}
+		out[key] = cn
+	}
+	counted, err := s.counting()
+	if err != nil {
+		return nil, fmt.Errorf("qos %s: %w", l, err)
+	}
+	for _, c := range counted {
+		key := keyOf(c.classid)
+		cn := out[key]
+		cn.Sent += c.bytes
+		cn.SentPackets += c.packets
 		out[key] = cn
 	}
 	return out, nil

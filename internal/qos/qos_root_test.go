@@ -107,6 +107,13 @@ func sampleTree() Tree {
 // bytes received; failures are reported with t.Errorf (it runs in goroutines).
 func transfer(t *testing.T, addr string, n int64, read bool, d time.Duration) int64 {
 	t.Helper()
+	return transferPaced(t, addr, n, read, d, 0, 0)
+}
+
+// transferPaced is transfer at rate bytes per second at most (0: as fast as it
+// goes), in writes of chunk bytes spaced to keep the pace.
+func transferPaced(t *testing.T, addr string, n int64, read bool, d time.Duration, rate float64, chunk int) int64 {
+	t.Helper()
 	var ln net.Listener
 	inNS(t, srvNS, func() {
 		var err error
@@ -144,12 +151,19 @@ func transfer(t *testing.T, addr string, n int64, read bool, d time.Duration) in
 	dst.SetDeadline(deadline.Add(2 * time.Second))
 	go func() {
 		buf := make([]byte, 256<<10)
+		if rate > 0 {
+			buf = make([]byte, chunk)
+		}
+		start := time.Now()
 		for sent := int64(0); sent < n; {
 			m, err := src.Write(buf)
 			if err != nil {
 				break
 			}
 			sent += int64(m)
+			if rate > 0 {
+				time.Sleep(time.Until(start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))))
+			}
 		}
 		src.Close()
 	}()

@@ -36,9 +36,25 @@ func (l Link) String() string {
 	return l.Netns + "/" + l.Dev
 }
 
-// Counters are a class's kernel statistics: what it sent (Bytes, Packets: on the wire,
-// including headers) and what its queue dropped or held back over its limits.
-type Counters struct{ Bytes, Packets, Drops, Overlimits uint64 }
+// Counters are a class's kernel statistics, cumulative since the class (or, for
+// Sent, the address's filter) was made: what it let through, both directions
+// together (Bytes, Packets: on the wire, Ethernet, IP and TCP headers included,
+// a segmentation-offload frame as its segments), what its queue dropped (Drops,
+// packets), how often it went over its ceiling (Overlimits: HTB counts each time
+// the class runs out of ceiling tokens and must wait; a class held at its ceiling
+// does so about once per frame it sends, a class below it never), what it holds
+// queued now (Backlog, bytes), and its Rate and Ceil (bytes per second).
+//
+// Sent and SentPackets are what the class's addresses sent (the read direction:
+// the endpoint is the source), counted as the link redirects them into the IFB,
+// with the same lengths HTB charges; they count before the class's queue, Bytes
+// after it. What the addresses received is therefore, over an interval,
+// ΔBytes + ΔBacklog − ΔSent (less what the queue dropped of the sent direction).
+type Counters struct {
+	Bytes, Packets, Drops, Overlimits, Backlog uint64
+	Rate, Ceil                                 uint64
+	Sent, SentPackets                          uint64
+}
 
 // DefaultKey is the key under which Counters reports the default class, which holds
 // unclassified traffic (ARP, addresses in no class). No Class may use it.

@@ -177,6 +177,8 @@ func validateDir(field, p string) error {
 //     share. Every volume of the network is mounted in the instance's view, so
 //     this is what keeps a link to another volume (or project) out of reach;
 //     TestSMBTenantIsolation (test/e2e) shows it failing without them;
+//   - `smbd profiling level = on`: each smbd process counts its requests, their
+//     bytes and time, the per-volume SMB metrics (profile.go, Accountant);
 //   - acl_xattr and `map acl inherit`, NT ACLs in the user.NTACL xattr
 //     (NTACLName): security.* xattrs need CAP_SYS_ADMIN to write, which smbd
 //     does not get (it would let it enter any namespace). acl_xattr hides the
@@ -228,6 +230,7 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	p("log file", filepath.Join(d.Log, "log.%m"))
 	p("max log size", "10000")
 	p("log level", fmt.Sprint(level))
+	p("smbd profiling level", ProfilingLevel)
 	p("rpc start on demand helpers", "no")
 	p("registry shares", "yes")
 	p("usershare max shares", "0")

@@ -20,6 +20,7 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/nfs3"
+	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
 )
 
@@ -36,7 +37,8 @@ type metricsRow struct {
 	Volumes int `json:"volumes"`
 	// Mode is how the sampler reads Ganesha: "per-export" (five DBus calls per
 	// volume: GetNFSv3IO … GetNFSv42IO, GetTotalOPS) or "batched" (GetNFSIO once,
-	// GetTotalOPS per volume).
+	// GetTotalOPS per volume); "batched, tc" also reads traffic control's
+	// counters, every volume with a class (--qos).
 	Mode      string `json:"mode"`
 	DBusCalls int    `json:"dbusCallsPerPass"`
 	// Medians over the passes: wall time and the sampling process's CPU time
@@ -152,13 +154,17 @@ func runMetrics(sizes []int, passes int) metricsResult {
 				Endpoint: addr, ExportID: uint64(i + 1)}
 		}
 		load := func() { nfsLoad(ctx, client, files[:size]) }
-		for _, mode := range []string{"per-export", "batched"} {
+		for _, mode := range []string{"per-export", "batched", "batched, tc"} {
 			var src metrics.NFSSource = m
 			calls := 1 + size
 			if mode == "per-export" {
 				src, calls = perExport{m}, 5*size
 			}
-			row := samplePasses(ctx, m, dataDir, vols, src, load, passes)
+			var tc metrics.QoSSource
+			if mode == "batched, tc" {
+				tc = shapeVolumes(ctx, m, vols)
+			}
+			row := samplePasses(ctx, m, dataDir, vols, src, tc, load, passes)
 			row.Volumes, row.Mode, row.DBusCalls = size, mode, calls
 			log.Printf("metrics: %d volumes, %s: wall %.1f ms, CPU sampler %.2f / Ganesha %.1f / dbus-daemon %.1f ms per pass (%.3f %% of a core), %.0f KiB allocated per pass",
 				size, mode, row.WallMillis, row.SamplerCPUMillis, row.GaneshaCPUMillis, row.DBusCPUMillis, row.corePercent(), row.AllocBytes/1024)
@@ -166,6 +172,38 @@ func runMetrics(sizes []int, passes int) metricsResult {
 		}
 	}
 	return res
+}
+
+// shapeVolumes gives every volume a traffic-control class on the sandbox's link,
+// as --qos does (a project class over one leaf per volume, each leaf with an
+// address of its own: addresses no traffic uses, only the dumps' size matters),
+// and returns the driver's counters as the sampler's source. The classes stay
+// until the next call's tree replaces them, or the sandbox goes.
+func shapeVolumes(ctx context.Context, m *dataplane.Manager, vols fixedTargets) metrics.QoSSource {
+	link, ok := m.QoSLink("met")
+	if !ok {
+		fatalf("metrics: no link to shape")
+	}
+	tree := qos.Tree{Classes: []qos.Class{{Key: "project", Rate: 100000 << 20, Ceil: 100000 << 20}}}
+	for i, v := range vols {
+		tree.Classes = append(tree.Classes, qos.Class{Key: v.Name, Parent: "project", Rate: 1 << 20, Ceil: 100 << 20,
+			Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 99, byte(233 + i/250), byte(1 + i%250)})}})
+	}
+	d := qos.New(nil)
+	if err := d.Apply(ctx, link, tree); err != nil {
+		fatalf("metrics: %v", err)
+	}
+	return tcSource{d, link}
+}
+
+// tcSource reads the link's counters (the daemon's adapter, for one link).
+type tcSource struct {
+	d    qos.Driver
+	link qos.Link
+}
+
+func (t tcSource) QoSCounters(ctx context.Context, _ string) (map[string]qos.Counters, error) {
+	return t.d.Counters(ctx, t.link)
 }
 
 // nfsLoad writes and reads 4 KiB in every file, eight exports at a time.
@@ -192,13 +230,13 @@ func nfsLoad(ctx context.Context, c *nfs3.Client, files [][]byte) {
 // samplePasses runs a fresh sampler: one pass to set its baseline (and dial the
 // bus), then passes measured ones, each after load, on a clock that advances by
 // the interval.
-func samplePasses(ctx context.Context, m *dataplane.Manager, dataDir string, vols fixedTargets, src metrics.NFSSource, load func(), passes int) metricsRow {
+func samplePasses(ctx context.Context, m *dataplane.Manager, dataDir string, vols fixedTargets, src metrics.NFSSource, tc metrics.QoSSource, load func(), passes int) metricsRow {
 	clk := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	heap0 := ms.HeapAlloc
-	s := metrics.New(metrics.Options{Targets: vols, NFS: src, Clients: metrics.NetnsClients{PID: m.GaneshaPID},
+	s := metrics.New(metrics.Options{Targets: vols, NFS: src, Clients: metrics.NetnsClients{PID: m.GaneshaPID}, QoS: tc,
 		Now: func() time.Time { return clk }})
 	ganesha := m.GaneshaPID("met")
 	bus := dbusPID(dataDir)
@@ -224,11 +262,15 @@ func samplePasses(ctx context.Context, m *dataplane.Manager, dataDir string, vol
 		runtime.ReadMemStats(&ms)
 		alloc = append(alloc, float64(ms.TotalAlloc-a0))
 	}
-	// The passes read Ganesha: the last volume's last interval has its reads.
+	// The passes read Ganesha: the last volume's last interval has its reads
+	// (and, with traffic control, a wire rate: 0, its address unused).
 	last := vols[len(vols)-1].Key
-	got, err := s.Query(ctx, model.MetricsQuery{Series: last, Metrics: []string{"readIops"}, Start: clk.Add(-metrics.DefaultInterval), End: clk, Step: metrics.DefaultInterval})
-	if err != nil || len(got) != 1 || len(got[0].Points) != 1 || !(got[0].Points[0].Value > 0) {
+	got, err := s.Query(ctx, model.MetricsQuery{Series: last, Metrics: []string{"readIops", "wireReadMibps"}, Start: clk.Add(-metrics.DefaultInterval), End: clk, Step: metrics.DefaultInterval})
+	if err != nil || len(got) != 2 || len(got[0].Points) != 1 || !(got[0].Points[0].Value > 0) {
 		fatalf("metrics: the sampler read no NFS reads of %s: %+v, %v", last, got, err)
+	}
+	if tc != nil && (len(got[1].Points) != 1 || got[1].Points[0].Value != 0) {
+		fatalf("metrics: the sampler read no traffic control counters of %s: %+v", last, got[1])
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&ms)

@@ -118,6 +118,23 @@ func benchJob(res map[string]any, dir string) (ios, bytes, iops, latMs, runtimeS
 	return j["total_ios"].(float64), j["io_bytes"].(float64), j["iops"].(float64), lat["mean"].(float64) / 1e6, j["runtime"].(float64) / 1000
 }
 
+// checkCounted asserts that a phase counted the requests and bytes of one
+// direction ("read" or "write") that the load made, within 5 %, and so their
+// ratio, the block size.
+func checkCounted(t *testing.T, ph phase, dir string, ios, bytes float64) {
+	t.Helper()
+	n, b := ph.total[dir+"Iops"], ph.total[dir+"Mibps"]*(1<<20)
+	if !near(n, ios, 0.05) {
+		t.Errorf("%s requests counted %.0f, the load made %.0f", dir, n, ios)
+	}
+	if !near(b, bytes, 0.05) {
+		t.Errorf("%s bytes counted %.0f, the load moved %.0f", dir, b, bytes)
+	}
+	if !near(b/n, bytes/ios, 0.05) {
+		t.Errorf("%s block size %.0f bytes, the load's %.0f per request", dir, b/n, bytes/ios)
+	}
+}
+
 // prometheus runs Debian's Prometheus on loopback, scraping target every second.
 type prometheus struct {
 	t    *testing.T
@@ -191,7 +208,8 @@ func (p *prometheus) query(q string, at time.Time) float64 {
 
 // TestVolumeMetrics: known loads from `basin bench --engine nfs` on a client host
 // against a real Basin volume, then what the metrics API and a real Prometheus
-// scraping Basin's /metrics say of them. Each phase is followed by an idle
+// scraping Basin's /metrics say of them, Ganesha's counts and traffic control's
+// wire bytes. Each phase is followed by an idle
 // interval, so the sampler's 10-second intervals of one phase hold nothing of
 // another.
 func TestVolumeMetrics(t *testing.T) {
@@ -219,15 +237,10 @@ func TestVolumeMetrics(t *testing.T) {
 	t1 := time.Now()
 	ios, bytes, iops, latMs, runtime := benchJob(res, "read")
 	idle()
-	rd := measurePhase(t, c, "m1", t0, t1, "readIops", "readMibps", "readBlockKib", "readLatencyMs", "concurrency")
+	rd := measurePhase(t, c, "m1", t0, t1, "readIops", "readMibps", "readBlockKib", "readLatencyMs", "concurrency", "wireReadMibps", "atLimitShare")
 	t.Logf("randread: bench %.0f reads, %.0f IOPS, %.3f ms; metrics %.0f reads, %.0f IOPS over %d intervals, %.2f KiB, %.3f ms, concurrency %.2f",
 		ios, iops, latMs, rd.total["readIops"], rd.inside["readIops"], rd.n, rd.inside["readBlockKib"], rd.inside["readLatencyMs"], rd.inside["concurrency"])
-	if !near(rd.total["readIops"], ios, 0.05) {
-		t.Errorf("reads counted %.0f, bench made %.0f", rd.total["readIops"], ios)
-	}
-	if !near(rd.total["readMibps"]*(1<<20), bytes, 0.05) {
-		t.Errorf("read bytes counted %.0f, bench read %.0f", rd.total["readMibps"]*(1<<20), bytes)
-	}
+	checkCounted(t, rd, "read", ios, bytes)
 	// IOPS over the run: the API's requests over bench's run time. Each whole
 	// 10-second interval inside the run is nearer the mean than the machine's
 	// noise (2 cores shared by the load, Ganesha and Basin) allows to pin.
@@ -247,6 +260,18 @@ func TestVolumeMetrics(t *testing.T) {
 	}
 	if q := rd.inside["concurrency"]; !(q > 0 && q <= 16*1.05) {
 		t.Errorf("concurrency %.2f at iodepth 16", q)
+	}
+	// On the wire (traffic control's count of what the endpoint sent): the
+	// payload and, per 4 KiB reply, its RPC header and three segments' headers
+	// (~8 %), never less than the payload.
+	wireRead := rd.total["wireReadMibps"] * (1 << 20)
+	t.Logf("randread: wire %.0f bytes sent for %.0f of payload (%.4f); at the limit %.3f of the time at most", wireRead, bytes, wireRead/bytes, rd.max["atLimitShare"])
+	if wireRead < bytes || wireRead > 1.15*bytes {
+		t.Errorf("wire bytes sent %.0f for %.0f bytes read: want 1–1.15 × the payload", wireRead, bytes)
+	}
+	// The limit (the e2e floor, 1,000 MiB/s) is far above this load: never at it.
+	if m := rd.max["atLimitShare"]; m > 0.01 {
+		t.Errorf("atLimitShare up to %.3f far below the limit", m)
 	}
 	// Prometheus: the read bytes' rate over a window around the run, times the
 	// window, is what the run read.
@@ -271,17 +296,16 @@ func TestVolumeMetrics(t *testing.T) {
 	t1 = time.Now()
 	wios, wbytes, _, _, _ := benchJob(res, "write")
 	idle()
-	wr := measurePhase(t, c, "m1", t0, t1, "writeIops", "writeMibps", "writeBlockKib")
+	wr := measurePhase(t, c, "m1", t0, t1, "writeIops", "writeMibps", "writeBlockKib", "wireWriteMibps")
 	t.Logf("write: bench %.0f writes, %.0f bytes; metrics %.0f writes, %.0f bytes, %.1f KiB", wios, wbytes,
 		wr.total["writeIops"], wr.total["writeMibps"]*(1<<20), wbytes/wr.total["writeIops"]/1024)
-	if !near(wr.total["writeMibps"]*(1<<20), wbytes, 0.05) {
-		t.Errorf("write bytes counted %.0f, bench wrote %.0f", wr.total["writeMibps"]*(1<<20), wbytes)
-	}
-	if !near(wr.total["writeIops"], wios, 0.05) {
-		t.Errorf("writes counted %.0f, bench made %.0f", wr.total["writeIops"], wios)
-	}
-	if got := wr.total["writeMibps"] * (1 << 20) / wr.total["writeIops"]; !near(got, wbytes/wios, 0.05) {
-		t.Errorf("write block size %.0f bytes, bench wrote %.0f per request", got, wbytes/wios)
+	checkCounted(t, wr, "write", wios, wbytes)
+	// Received on the wire: the payload and its Ethernet, IP and TCP headers
+	// (~4.6 % at MTU 1500), a little RPC.
+	wireWrite := wr.total["wireWriteMibps"] * (1 << 20)
+	t.Logf("write: wire %.0f bytes received for %.0f of payload (%.4f)", wireWrite, wbytes, wireWrite/wbytes)
+	if wireWrite < wbytes || wireWrite > 1.08*wbytes {
+		t.Errorf("wire bytes received %.0f for %.0f bytes written: want 1–1.08 × the payload", wireWrite, wbytes)
 	}
 
 	// 3. Directory listings: 400 READDIRPLUS of a small directory.

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestSMBVolumeMetrics: known loads from `basin bench --engine smb` (a domain
+// user, NTLM) against an SMB volume of a real AD-joined Samba instance, and what
+// the metrics API says of them: requests, bytes, block sizes and latency from
+// smbd's profile, wire bytes from traffic control. Each run is one connection,
+// which ends with the run: the metrics count its last seconds too (smbd hands an
+// exited child's counters to its parent, smb.Accountant). A connection is placed
+// once Basin has seen it, within seconds (dataplane.WatchSMB): these last longer.
+func TestSMBVolumeMetrics(t *testing.T) {
+	l := newSMBLab(t, nil)
+	sh := l.volume("sm1", nil)
+	alice := l.user("alice")
+	bench := func(args ...string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := l.h.Command(ctx, basinBin, append([]string{"bench", "--engine", "smb", "--url", "smb://" + sh.Endpoint.String() + "/" + sh.Share,
+			"--user", l.dc.Domain + `\` + alice.Name, "--output-format", "json"}, args...)...)
+		cmd.Env = append(os.Environ(), "BASIN_SMB_PASSWORD="+alice.Password)
+		res, stderr, err := runBenchJSON(t, cmd)
+		if err != nil {
+			t.Fatalf("basin bench %v: %v\n%s", args, err, stderr)
+		}
+		return res
+	}
+	idle := func() { time.Sleep(12 * time.Second) }
+
+	// 1. 64 KiB random reads at iodepth 8 for 20 s (the file laid out first).
+	idle()
+	t0 := time.Now()
+	res := bench("--name", "r", "--rw", "randread", "--bs", "64k", "--iodepth", "8", "--size", "64m", "--runtime", "20s", "--time_based")
+	t1 := time.Now()
+	ios, bytes, iops, latMs, runtime := benchJob(res, "read")
+	idle()
+	rd := measurePhase(t, l.c, sh.ID, t0, t1, "readIops", "readMibps", "readBlockKib", "readLatencyMs", "wireReadMibps")
+	t.Logf("smb randread: bench %.0f reads, %.0f bytes, %.0f IOPS, %.3f ms; metrics %.0f reads, %.0f bytes, %.2f KiB, %.3f ms, %.0f bytes on the wire",
+		ios, bytes, iops, latMs, rd.total["readIops"], rd.total["readMibps"]*(1<<20), rd.inside["readBlockKib"], rd.inside["readLatencyMs"],
+		rd.total["wireReadMibps"]*(1<<20))
+	checkCounted(t, rd, "read", ios, bytes)
+	if got := rd.total["readIops"] / runtime; !near(got, iops, 0.05) {
+		t.Errorf("read IOPS over the run %.0f; bench: %.0f", got, iops)
+	}
+	if !near(rd.inside["readBlockKib"], 64, 0.05) {
+		t.Errorf("read block size %.2f KiB, want 64", rd.inside["readBlockKib"])
+	}
+	// smbd times a read from its arrival to its reply: part of what the client
+	// waits, never more.
+	if l := rd.inside["readLatencyMs"]; !(l > 0 && l <= latMs*1.05) {
+		t.Errorf("read latency %.3f ms, the client saw %.3f ms", l, latMs)
+	}
+	// What the endpoint sent: the payload, SMB2 headers and each segment's
+	// Ethernet, IP and TCP headers (~5 %).
+	if w := rd.total["wireReadMibps"] * (1 << 20); w < bytes || w > 1.1*bytes {
+		t.Errorf("wire bytes sent %.0f for %.0f bytes read: want 1–1.1 × the payload", w, bytes)
+	}
+
+	// 2. 1 MiB sequential writes over a 256 MiB file for 12 s.
+	t0 = time.Now()
+	res = bench("--name", "w", "--rw", "write", "--bs", "1m", "--iodepth", "4", "--size", "256m", "--runtime", "12s", "--time_based")
+	t1 = time.Now()
+	wios, wbytes, _, _, _ := benchJob(res, "write")
+	idle()
+	wr := measurePhase(t, l.c, sh.ID, t0, t1, "writeIops", "writeMibps", "writeBlockKib", "wireWriteMibps")
+	t.Logf("smb write: bench %.0f writes, %.0f bytes; metrics %.0f writes, %.0f bytes, %.0f bytes on the wire", wios, wbytes,
+		wr.total["writeIops"], wr.total["writeMibps"]*(1<<20), wr.total["wireWriteMibps"]*(1<<20))
+	checkCounted(t, wr, "write", wios, wbytes)
+	if w := wr.total["wireWriteMibps"] * (1 << 20); w < wbytes || w > 1.1*wbytes {
+		t.Errorf("wire bytes received %.0f for %.0f bytes written: want 1–1.1 × the payload", w, wbytes)
+	}
+
+	// 3. A connection shorter than a sampling pass (go-smb2: 16 writes of 1 MiB,
+	// then 4 s idle): Basin learns its share while it lives, and its writes
+	// count for the volume although it ends between two passes.
+	idle()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t0 = time.Now()
+	sess, err := l.dialNTLM(ctx, sh, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sess.Mount(sh.Share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create("short.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for range 16 {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	time.Sleep(4 * time.Second)
+	fs.Umount()
+	sess.Logoff()
+	t1 = time.Now()
+	idle()
+	short := measurePhase(t, l.c, sh.ID, t0, t1, "writeIops", "writeMibps")
+	t.Logf("short connection (%.1f s): metrics %.0f writes, %.0f bytes", t1.Sub(t0).Seconds(), short.total["writeIops"], short.total["writeMibps"]*(1<<20))
+	checkCounted(t, short, "write", 16, 16<<20)
+}

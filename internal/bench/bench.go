@@ -369,11 +369,12 @@ func (s *slot) finished(err error) bool {
 		}
 		return false
 	}
-	// Only what completed inside the measured window counts, as fio counts
-	// it: an I/O in flight at the deadline ends after it, and counting its
-	// bytes over runtime seconds would over-report by the whole queue
-	// (iodepth × bs per job).
-	if s.t0.Before(jr.measureFrom) || jr.j.Runtime > 0 && s.t0.Add(lat).After(jr.deadline) {
+	// What completed inside the measured window counts, as fio counts it,
+	// wherever it started: an I/O in flight at the deadline ends after it,
+	// and counting its bytes over runtime seconds would over-report by the
+	// whole queue (iodepth × bs per job); leaving out the I/Os in flight when
+	// the window opened would under-report by as much.
+	if end := s.t0.Add(lat); end.Before(jr.measureFrom) || jr.j.Runtime > 0 && end.After(jr.deadline) {
 		return true
 	}
 	if s.write {

@@ -259,6 +259,25 @@ func TestTimeBasedCountsOnlyWithinRuntime(t *testing.T) {
 	}
 }
 
+// An I/O counts when it completes inside the measured window, wherever it
+// started: with 100 ms per I/O, a 50 ms ramp and 300 ms of runtime, each of the
+// 4 workers completes 3 I/Os in the window (at 100, 200 and 300 ms), the first
+// of them started during the ramp. That is the rate the target ran at (4 I/Os
+// per 100 ms); leaving out the I/Os that started before the window too would
+// report 2 per worker, 0.67× of it.
+func TestTimeBasedCountsWhatCompletesInTheWindow(t *testing.T) {
+	for _, e := range []Engine{slowEngine{}, asyncSlowEngine{}} {
+		res, err := Run(context.Background(), e, Job{Name: "s", RW: "read", BS: 4096, Size: 1 << 20, IODepth: 4,
+			Ramp: 50 * time.Millisecond, Runtime: 300 * time.Millisecond, TimeBased: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Jobs[0].Read; r == nil || r.ios != 3*4 {
+			t.Fatalf("%s: counted %+v I/Os; want 12 (3 per worker complete within the window)", e.Name(), r)
+		}
+	}
+}
+
 // asyncSlowEngine's files are slowFile started asynchronously: each I/O completes 100 ms
 // later, on a timer's goroutine.
 type asyncSlowEngine struct{}

@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTextSpacing$$' -fuzztime $(FUZZTIME) ./internal/perf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME) ./internal/oncrpc
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResults$$' -fuzztime $(FUZZTIME) ./internal/nfs3
+	$(GO) test -run '^$$' -fuzz '^FuzzReadReply$$' -fuzztime $(FUZZTIME) ./internal/nfs3
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompound$$' -fuzztime $(FUZZTIME) ./test/nfsraw
 	$(GO) test -run '^$$' -fuzz '^FuzzSpecs$$' -fuzztime $(FUZZTIME) ./internal/schedule
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNetwork$$' -fuzztime $(FUZZTIME) ./internal/config

@@ -5,10 +5,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/xml"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,15 +245,179 @@ func (slowFile) Close() error                      { return nil }
 // A time-based run counts only the I/Os that completed within its runtime: with
 // 100 ms per I/O and 250 ms of runtime, each of the 4 workers completes at most 2
 // (at 100 and 200 ms); its third, issued at 200 ms, ends after the deadline.
-// Counting it over 250 ms would report 1.5× what the target did.
+// Counting it over 250 ms would report 1.5× what the target did. The same holds
+// for an engine that starts I/O and calls back (as the NFS engine does).
 func TestTimeBasedCountsOnlyWithinRuntime(t *testing.T) {
-	res, err := Run(context.Background(), slowEngine{}, Job{Name: "s", RW: "read", BS: 4096, Size: 1 << 20, IODepth: 4,
-		Runtime: 250 * time.Millisecond, TimeBased: true}, nil)
+	for _, e := range []Engine{slowEngine{}, asyncSlowEngine{}} {
+		res, err := Run(context.Background(), e, Job{Name: "s", RW: "read", BS: 4096, Size: 1 << 20, IODepth: 4,
+			Runtime: 250 * time.Millisecond, TimeBased: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Jobs[0].Read; r == nil || r.ios > 2*4 || r.ios == 0 {
+			t.Fatalf("%s: counted %+v I/Os; want 1 to 8 (at most 2 per worker complete within 250 ms)", e.Name(), r)
+		}
+	}
+}
+
+// An I/O counts when it completes inside the measured window, wherever it
+// started: with 100 ms per I/O, a 50 ms ramp and 300 ms of runtime, each of the
+// 4 workers completes 3 I/Os in the window (at 100, 200 and 300 ms), the first
+// of them started during the ramp. That is the rate the target ran at (4 I/Os
+// per 100 ms); leaving out the I/Os that started before the window too would
+// report 2 per worker, 0.67× of it.
+func TestTimeBasedCountsWhatCompletesInTheWindow(t *testing.T) {
+	for _, e := range []Engine{slowEngine{}, asyncSlowEngine{}} {
+		res, err := Run(context.Background(), e, Job{Name: "s", RW: "read", BS: 4096, Size: 1 << 20, IODepth: 4,
+			Ramp: 50 * time.Millisecond, Runtime: 300 * time.Millisecond, TimeBased: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Jobs[0].Read; r == nil || r.ios != 3*4 {
+			t.Fatalf("%s: counted %+v I/Os; want 12 (3 per worker complete within the window)", e.Name(), r)
+		}
+	}
+}
+
+// asyncSlowEngine's files are slowFile started asynchronously: each I/O completes 100 ms
+// later, on a timer's goroutine.
+type asyncSlowEngine struct{}
+
+type asyncSlowFile struct{ slowFile }
+
+func (asyncSlowEngine) Name() string { return "slow-async" }
+func (asyncSlowEngine) Open(_ context.Context, j *Job, _ int) ([]File, error) {
+	fs := make([]File, j.NrFiles)
+	for i := range fs {
+		fs[i] = asyncSlowFile{}
+	}
+	return fs, nil
+}
+func (asyncSlowFile) StartRead(_ []byte, _ int64, done func(error)) error {
+	time.AfterFunc(100*time.Millisecond, func() { done(nil) })
+	return nil
+}
+func (f asyncSlowFile) StartWrite(p []byte, off int64, done func(error)) error {
+	return f.StartRead(p, off, done)
+}
+
+// memEngine keeps its files in memory and completes their I/O asynchronously,
+// each on a goroutine of its own; it counts what it was asked to do.
+type memEngine struct {
+	mu       sync.Mutex
+	files    map[string]*memFile
+	syncIOs  atomic.Int64 // ReadAt and WriteAt calls: none when Run drives I/O asynchronously
+	failAt   int64        // the I/O (counting from 1) whose completion fails; 0 for none
+	startErr bool         // and fails to start instead
+	started  atomic.Int64
+}
+
+type memFile struct {
+	e      *memEngine
+	mu     sync.Mutex
+	data   []byte
+	writes map[int64]int // writes per offset
+}
+
+func (e *memEngine) Name() string { return "mem" }
+func (e *memEngine) Open(_ context.Context, j *Job, n int) ([]File, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var fs []File
+	for i := range j.NrFiles {
+		name := fmt.Sprintf("%s.%d.%d", j.Name, n, i)
+		if e.files[name] == nil {
+			e.files[name] = &memFile{e: e, data: make([]byte, j.Size), writes: map[int64]int{}}
+		}
+		fs = append(fs, e.files[name])
+	}
+	return fs, nil
+}
+func (f *memFile) ReadAt(p []byte, off int64) error  { f.e.syncIOs.Add(1); return nil }
+func (f *memFile) WriteAt(p []byte, off int64) error { f.e.syncIOs.Add(1); return nil }
+func (f *memFile) Close() error                      { return nil }
+func (f *memFile) start(p []byte, off int64, write bool, done func(error)) error {
+	n := f.e.started.Add(1)
+	if n == f.e.failAt && f.e.startErr {
+		return errors.New("mem: cannot start")
+	}
+	go func() {
+		f.mu.Lock()
+		if write {
+			copy(f.data[off:], p)
+			f.writes[off]++
+		} else {
+			copy(p, f.data[off:])
+		}
+		f.mu.Unlock()
+		if n == f.e.failAt {
+			done(errors.New("mem: I/O error"))
+			return
+		}
+		done(nil)
+	}()
+	return nil
+}
+func (f *memFile) StartRead(p []byte, off int64, done func(error)) error {
+	return f.start(p, off, false, done)
+}
+func (f *memFile) StartWrite(p []byte, off int64, done func(error)) error {
+	return f.start(p, off, true, done)
+}
+
+// With an engine that starts I/O and calls back, Run keeps iodepth I/Os in
+// flight from completions, with no goroutine per worker: a size-bounded run
+// writes every block of every file exactly once, and reads read what was
+// written.
+func TestAsyncEngine(t *testing.T) {
+	e := &memEngine{files: map[string]*memFile{}}
+	j := Job{Name: "w", RW: "write", BS: 4096, Size: 1 << 20, NrFiles: 2, NumJobs: 2, IODepth: 8}
+	res, err := Run(context.Background(), e, j, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := res.Jobs[0].Read; r == nil || r.ios > 2*4 || r.ios == 0 {
-		t.Fatalf("counted %+v I/Os; want 1 to 8 (at most 2 per worker complete within 250 ms)", r)
+	if w := res.Jobs[0].Write; w == nil || w.bytes != 2*2*1<<20 || w.ios != 2*2*256 {
+		t.Fatalf("wrote %+v", w)
+	}
+	if len(e.files) != 4 {
+		t.Fatalf("files %v", e.files)
+	}
+	for name, f := range e.files {
+		for off := int64(0); off < j.Size; off += j.BS {
+			if f.writes[off] != 1 {
+				t.Fatalf("%s: block at %d written %d times", name, off, f.writes[off])
+			}
+		}
+		if bytes.Count(f.data, []byte{0}) > len(f.data)/100 {
+			t.Fatalf("%s: the workers' data did not land", name)
+		}
+	}
+	j.RW, j.Runtime, j.TimeBased = "randread", 50*time.Millisecond, true
+	res, err = Run(context.Background(), e, j, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Jobs[0].Read; r == nil || r.ios == 0 || res.Jobs[0].Write != nil {
+		t.Fatalf("read %+v", r)
+	}
+	if n := e.syncIOs.Load(); n != 0 {
+		t.Fatalf("%d I/Os went through ReadAt or WriteAt", n)
+	}
+}
+
+// An I/O that fails, on completion or at its start, ends the run with an
+// error naming the job.
+func TestAsyncEngineErrors(t *testing.T) {
+	for _, startErr := range []bool{false, true} {
+		e := &memEngine{files: map[string]*memFile{}, failAt: 50, startErr: startErr}
+		_, err := Run(context.Background(), e, Job{Name: "f", RW: "randwrite", BS: 4096, Size: 1 << 20, IODepth: 4, Runtime: time.Minute, TimeBased: true}, nil)
+		want := "mem: I/O error"
+		if startErr {
+			want = "mem: cannot start"
+		}
+		if err == nil || !strings.Contains(err.Error(), "job f.0: "+want) {
+			t.Errorf("start error %v: %v, want %q", startErr, err, want)
+		}
 	}
 }
 

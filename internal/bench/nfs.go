@@ -14,6 +14,9 @@ import (
 // NFS runs jobs over NFSv3 from user space: one mount shared by every job,
 // Conns TCP connections (nconnect), and each job's iodepth workers pipelining
 // their calls on them, so the server really sees iodepth × numjobs requests.
+// Its files start I/O and call back (asyncFile): each worker's next call goes
+// out from the completion of the one before, on the connection's reader
+// goroutine, with no goroutine hand-off per call, as libnfs's event loop does.
 type NFS struct {
 	// URL is nfs://HOST/export[/dir].
 	URL      string
@@ -161,6 +164,89 @@ func (f *nfsFile) WriteAt(p []byte, off int64) error {
 		f.unstable.Store(true)
 	}
 	return f.write(context.Background(), p, off, f.stable)
+}
+
+// StartRead implements asyncFile: the I/O runs on the connection's reader
+// goroutine, as ReadAt's loop does (a short read continues where it ended).
+func (f *nfsFile) StartRead(p []byte, off int64, done func(error)) error {
+	o := newNFSOp(f, p, off, done)
+	if err := f.c.ReadAsync(f.fh, p, off, o.onRead); err != nil {
+		nfsOps.Put(o)
+		return err
+	}
+	return nil
+}
+
+// StartWrite implements asyncFile, as WriteAt.
+func (f *nfsFile) StartWrite(p []byte, off int64, done func(error)) error {
+	if f.stable == nfs3.Unstable {
+		f.unstable.Store(true)
+	}
+	o := newNFSOp(f, p, off, done)
+	if err := f.c.WriteAsync(f.fh, p, off, f.stable, o.onWrite); err != nil {
+		nfsOps.Put(o)
+		return err
+	}
+	return nil
+}
+
+// nfsOp is an asynchronous I/O in flight, pooled: its callbacks are made once.
+type nfsOp struct {
+	f       *nfsFile
+	p       []byte
+	off     int64
+	done    func(error)
+	onRead  func(n int, eof bool, err error)
+	onWrite func(n int, err error)
+}
+
+var nfsOps sync.Pool
+
+func init() {
+	nfsOps.New = func() any {
+		o := &nfsOp{}
+		o.onRead, o.onWrite = o.read, o.wrote
+		return o
+	}
+}
+
+func newNFSOp(f *nfsFile, p []byte, off int64, done func(error)) *nfsOp {
+	o := nfsOps.Get().(*nfsOp)
+	o.f, o.p, o.off, o.done = f, p, off, done
+	return o
+}
+
+func (o *nfsOp) read(n int, eof bool, err error) {
+	if err == nil && (n == 0 || (eof && n < len(o.p))) {
+		err = fmt.Errorf("short read at %d", o.off)
+	}
+	if err == nil && n < len(o.p) {
+		o.p, o.off = o.p[n:], o.off+int64(n)
+		if err = o.f.c.ReadAsync(o.f.fh, o.p, o.off, o.onRead); err == nil {
+			return
+		}
+	}
+	o.end(err)
+}
+
+func (o *nfsOp) wrote(n int, err error) {
+	if err == nil && n == 0 {
+		err = errors.New("server wrote 0 bytes")
+	}
+	if err == nil && n < len(o.p) {
+		o.p, o.off = o.p[n:], o.off+int64(n)
+		if err = o.f.c.WriteAsync(o.f.fh, o.p, o.off, o.f.stable, o.onWrite); err == nil {
+			return
+		}
+	}
+	o.end(err)
+}
+
+func (o *nfsOp) end(err error) {
+	done := o.done
+	o.f, o.p, o.done = nil, nil, nil
+	nfsOps.Put(o)
+	done(err)
 }
 
 // Close commits unstable writes, as close() on an NFS client does.

@@ -202,9 +202,11 @@ func (c *Client) MaxInFlight() int64 {
 	return m
 }
 
+// conn picks the connection for the next call: each in turn.
+func (c *Client) conn() *conn { return c.conns[int(c.next.Add(1))%len(c.conns)] }
+
 func (c *Client) call(ctx context.Context, proc uint32, args ...[]byte) (*dec, error) {
-	cn := c.conns[int(c.next.Add(1))%len(c.conns)]
-	res, err := cn.call(ctx, progNFS, 3, proc, args...)
+	res, err := c.conn().call(ctx, progNFS, 3, proc, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -273,23 +275,83 @@ func (c *Client) Create(ctx context.Context, dir []byte, name string, mode uint3
 }
 
 // Read reads up to len(p) bytes at off into p and returns how many it read.
+// The data goes from the socket straight into p.
 func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int, bool, error) {
-	var e enc
-	e.Opaque(fh)
-	e.U64(uint64(off))
-	e.U32(uint32(len(p)))
-	d, err := c.call(ctx, 6, e.Bytes())
-	if err != nil {
+	r := readRequest(fh, p, off)
+	defer putRequest(r)
+	if err := c.conn().do(ctx, r, progNFS, 3, procRead, r.args.Bytes()); err != nil {
 		return 0, false, err
+	}
+	return readResult(r)
+}
+
+// ReadAsync starts what Read does and returns at once. done runs when the
+// READ completes, on the connection's reader goroutine: it must not block (it
+// may start more calls), and p is the caller's again once it runs. If
+// ReadAsync returns an error, the READ did not start and done does not run.
+func (c *Client) ReadAsync(fh []byte, p []byte, off int64, done func(n int, eof bool, err error)) error {
+	r := readRequest(fh, p, off)
+	r.onDone, r.readDone = readDone, done
+	if err := c.conn().start(r, progNFS, 3, procRead, r.args.Bytes()); err != nil {
+		putRequest(r)
+		return err
+	}
+	return nil
+}
+
+func readRequest(fh []byte, p []byte, off int64) *request {
+	r := getRequest()
+	r.args.Opaque(fh)
+	r.args.U64(uint64(off))
+	r.args.U32(uint32(len(p)))
+	r.dst, r.dataAt = p, readDataAt
+	return r
+}
+
+func readDone(r *request) {
+	var n int
+	var eof bool
+	err := r.err
+	if err == nil {
+		n, eof, err = readResult(r)
+	}
+	done := r.readDone
+	putRequest(r)
+	done(n, eof, err)
+}
+
+// readResult decodes a READ's results: the data is in r.dst.
+func readResult(r *request) (int, bool, error) {
+	d := dec{oncrpc.NewDecoder(r.res)}
+	if st := Status(d.U32()); st != 0 {
+		return 0, false, st
 	}
 	d.postOpSize()
 	d.U32() // count
 	eof := d.U32() != 0
-	data := d.Opaque()
-	if d.Err() != nil {
-		return 0, false, d.Err()
+	n := r.n
+	if n < 0 {
+		// Not read into dst (a reply the reader did not expect: more data
+		// than asked for, say): copy what there is.
+		n = copy(r.dst, d.Opaque())
 	}
-	return copy(p, data), eof, nil
+	return n, eof, d.Err()
+}
+
+// readDataAt finds the data in READ's results: where the opaque's length is,
+// after the status, the attributes, count and eof; -1 for a failed READ.
+func readDataAt(res []byte) int {
+	d := dec{oncrpc.NewDecoder(res)}
+	if d.U32() != 0 {
+		return -1
+	}
+	d.postOpSize()
+	d.U32() // count
+	d.U32() // eof
+	if d.Err() != nil {
+		return -1
+	}
+	return len(res) - len(d.Rest())
 }
 
 // Stable is how durably a WRITE must land before the reply.
@@ -301,17 +363,56 @@ const (
 	FileSync Stable = 2
 )
 
-// Write writes p at off and returns how many bytes the server took.
+// Write writes p at off and returns how many bytes the server took. The data
+// goes to the socket from p, in the same writev as the call's header.
 func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how Stable) (int, error) {
-	var e enc
-	e.Opaque(fh)
-	e.U64(uint64(off))
-	e.U32(uint32(len(p)))
-	e.U32(uint32(how))
-	e.U32(uint32(len(p)))
-	d, err := c.call(ctx, 7, e.Bytes(), p, oncrpc.Padding(len(p)))
-	if err != nil {
+	r := writeRequest(fh, p, off, how)
+	defer putRequest(r)
+	if err := c.conn().do(ctx, r, progNFS, 3, procWrite, r.args.Bytes(), p, oncrpc.Padding(len(p))); err != nil {
 		return 0, err
+	}
+	return writeResult(r)
+}
+
+// WriteAsync starts what Write does and returns at once. done runs when the
+// WRITE completes, on the connection's reader goroutine: it must not block (it
+// may start more calls), and p is the caller's again once it runs. If
+// WriteAsync returns an error, the WRITE did not start and done does not run.
+func (c *Client) WriteAsync(fh []byte, p []byte, off int64, how Stable, done func(n int, err error)) error {
+	r := writeRequest(fh, p, off, how)
+	r.onDone, r.writeDone = writeDone, done
+	if err := c.conn().start(r, progNFS, 3, procWrite, r.args.Bytes(), p, oncrpc.Padding(len(p))); err != nil {
+		putRequest(r)
+		return err
+	}
+	return nil
+}
+
+func writeRequest(fh []byte, p []byte, off int64, how Stable) *request {
+	r := getRequest()
+	r.args.Opaque(fh)
+	r.args.U64(uint64(off))
+	r.args.U32(uint32(len(p)))
+	r.args.U32(uint32(how))
+	r.args.U32(uint32(len(p)))
+	return r
+}
+
+func writeDone(r *request) {
+	var n int
+	err := r.err
+	if err == nil {
+		n, err = writeResult(r)
+	}
+	done := r.writeDone
+	putRequest(r)
+	done(n, err)
+}
+
+func writeResult(r *request) (int, error) {
+	d := dec{oncrpc.NewDecoder(r.res)}
+	if st := Status(d.U32()); st != 0 {
+		return 0, st
 	}
 	d.wcc()
 	n := d.U32()

@@ -8,9 +8,22 @@
 // its nfsstat3 as a Status error.
 //
 // Calls on one connection are pipelined: any number of goroutines may call at
-// once, each request goes out as soon as it is encoded, and one reader goroutine
-// per connection hands replies back by XID. So N goroutines on a connection keep
-// N requests in flight, which is what a queue depth means to the server.
+// once, and one reader goroutine per connection completes calls by XID. So N
+// goroutines on a connection keep N requests in flight, which is what a queue
+// depth means to the server. ReadAsync and WriteAsync start a call without a
+// goroutine waiting for it: the reader runs the caller's function when the
+// reply comes, and that function may start the next call at once, as an event
+// loop like libnfs's does.
+//
+// READ and WRITE, the calls of a load generator, cost no allocation and no copy
+// of their data on the client's side: a call's state (its encoded header, the
+// signal that its reply came, the buffer its results land in) is pooled; a
+// WRITE's data goes to the socket from the caller's buffer, in the same writev
+// as its header; and the reader reads a READ reply's data from the socket
+// straight into the caller's buffer. Requests go out in batches: while the
+// reader is completing replies it has already read, the calls started meanwhile
+// queue, and the reader writes them in one writev before it waits for more;
+// otherwise the caller that finds nobody writing writes the queue.
 //
 // The XDR and ONC RPC wire format comes from internal/oncrpc; this package keeps
 // the pipelining. It imports nothing else of Basin's.
@@ -18,14 +31,19 @@ package nfs3
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/basin-nas/basin/internal/oncrpc"
 )
@@ -41,10 +59,28 @@ type conn struct {
 	c    net.Conn
 	auth []byte // encoded opaque_auth (flavor + body)
 
-	wmu sync.Mutex
+	// Sending (see send): requests queue in out, and whoever writes takes
+	// the queue until it is empty.
+	wmu      sync.Mutex
+	out      net.Buffers
+	spare    net.Buffers
+	wbuf     net.Buffers // what WriteTo writes: a field, so that it is not allocated per write
+	writing  bool        // someone is writing the queue
+	busy     bool        // the reader is completing replies it holds, and writes the queue after
+	queued   uint64
+	written  uint64
+	wrote    *sync.Cond // on wmu: signalled after every write
+	writeErr error
+	// The reader's writes never wait for the socket (tryWrite): raw is the
+	// socket (nil if the connection has none), try* tryWrite's state.
+	raw      syscall.RawConn
+	tryIOV   [][]byte
+	tryN     int
+	tryErr   error
+	tryWrite func(fd uintptr) bool
 
 	mu      sync.Mutex
-	pending map[uint32]chan reply
+	pending map[uint32]*request
 	err     error // set once the reader stops
 
 	xid      atomic.Uint32
@@ -52,9 +88,61 @@ type conn struct {
 	maxSeen  atomic.Int64
 }
 
-type reply struct {
-	body []byte
-	err  error
+// request is one call's state, from its encoding to its results. Requests are
+// pooled (getRequest, putRequest): once warm, a call allocates nothing.
+type request struct {
+	xid  uint32
+	seq  uint64 // its place in the connection's send queue
+	hdr  []byte // record mark and CALL header
+	args enc    // arguments, for callers that encode them here
+	iov  [4][]byte
+
+	// The reader completes the request by calling onDone if it is set, else
+	// by signalling done.
+	done   chan struct{}
+	onDone func(*request)
+
+	res []byte // the procedure's results, after the reply header
+	err error
+	// dst, if not nil, receives the data of a reply whose results end in
+	// opaque data (READ's): dataAt returns where that opaque's length word
+	// is in the results, or -1 (an error status, say) to have the whole
+	// results in res instead. n is how many bytes went to dst, -1 if none
+	// did; res then ends with the opaque's length word.
+	dst    []byte
+	dataAt func(res []byte) int
+	n      int
+
+	// What ReadAsync and WriteAsync call back.
+	readDone  func(n int, eof bool, err error)
+	writeDone func(n int, err error)
+}
+
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+func getRequest() *request {
+	r := requests.Get().(*request)
+	r.args.Reset()
+	r.res, r.err, r.n = r.res[:0], nil, -1
+	return r
+}
+
+// putRequest returns r to the pool, once nothing refers to it: conn.do has
+// returned, or its onDone runs.
+func putRequest(r *request) {
+	if cap(r.res) > 1<<20 {
+		r.res = nil // an unusually large reply: don't keep its buffer
+	}
+	r.dst, r.dataAt, r.iov, r.onDone, r.readDone, r.writeDone = nil, nil, [4][]byte{}, nil, nil, nil
+	requests.Put(r)
+}
+
+func (r *request) finish() {
+	if r.onDone != nil {
+		r.onDone(r)
+		return
+	}
+	r.done <- struct{}{}
 }
 
 func dial(ctx context.Context, addr string, a Auth, localIP string) (*conn, error) {
@@ -67,66 +155,218 @@ func dial(ctx context.Context, addr string, a Auth, localIP string) (*conn, erro
 		return nil, err
 	}
 	cred := oncrpc.AuthSys{Stamp: uint32(time.Now().Unix()), Machine: a.Machine, UID: a.UID, GID: a.GID}.Cred()
-	cn := &conn{c: c, auth: cred, pending: map[uint32]chan reply{}}
+	cn := &conn{c: c, auth: cred, pending: map[uint32]*request{}}
+	cn.wrote = sync.NewCond(&cn.wmu)
+	if sc, ok := c.(syscall.Conn); ok {
+		cn.raw, _ = sc.SyscallConn()
+	}
+	cn.tryWrite = cn.writevOnce
 	cn.xid.Store(uint32(time.Now().UnixNano()))
 	go cn.read()
 	return cn, nil
 }
 
-// read demultiplexes replies until the connection fails.
+// readBufferSize is the reader's buffer: many small replies per system call,
+// and little of a large READ reply copied through it (the rest of the data is
+// read from the socket into the caller's buffer).
+const readBufferSize = 64 << 10
+
+// read completes calls with their replies until the connection fails.
 func (cn *conn) read() {
-	r := bufio.NewReaderSize(cn.c, 1<<20)
+	br := bufio.NewReaderSize(cn.c, readBufferSize)
+	busy := false
 	var err error
+	var failed *request
 	for {
-		var msg []byte
-		msg, err = oncrpc.ReadRecord(r)
+		// While the reader completes calls (and completes the replies it
+		// holds whole, without a system call), the calls that callers and
+		// completions start queue; the queue goes out before the reader may
+		// wait for the socket.
+		if busy && !replyBuffered(br) {
+			busy = false
+			cn.wmu.Lock()
+			cn.busy = false
+			if len(cn.out) > 0 && !cn.writing {
+				cn.flush(false) // unlocks
+			} else {
+				cn.wmu.Unlock()
+			}
+		}
+		var r *request
+		r, err = cn.readReply(br)
 		if err != nil {
+			failed = r
 			break
 		}
-		if len(msg) < 4 {
-			err = errors.New("rpc: short reply")
-			break
+		if r == nil {
+			continue
 		}
-		xid := binary.BigEndian.Uint32(msg)
-		cn.mu.Lock()
-		ch := cn.pending[xid]
-		delete(cn.pending, xid)
-		cn.mu.Unlock()
-		if ch != nil {
-			cn.inFlight.Add(-1)
-			ch <- reply{body: msg}
+		if !busy {
+			busy = true
+			cn.wmu.Lock()
+			cn.busy = true
+			cn.wmu.Unlock()
 		}
+		r.finish()
 	}
+	// Nothing may write any more, and no write may still be reading a
+	// request's buffers when its call fails and its caller reuses them.
+	cn.c.Close()
+	cn.wmu.Lock()
+	for cn.writing {
+		cn.wrote.Wait()
+	}
+	if cn.writeErr == nil {
+		cn.writeErr = errors.New("rpc: connection lost")
+	}
+	clear(cn.out)
+	cn.out, cn.busy = nil, false
+	cn.wmu.Unlock()
+
 	cn.mu.Lock()
 	cn.err = fmt.Errorf("rpc: connection lost: %w", err)
-	for xid, ch := range cn.pending {
-		ch <- reply{err: cn.err}
+	all := make([]*request, 0, len(cn.pending)+1)
+	for xid, r := range cn.pending {
 		delete(cn.pending, xid)
+		all = append(all, r)
 	}
 	cn.mu.Unlock()
+	if failed != nil {
+		all = append(all, failed)
+	}
+	for _, r := range all {
+		r.err = cn.err
+		r.finish() // not under mu: a callback may start another call
+	}
 }
 
-// call sends one call, whose arguments are the concatenation of args, and waits
-// for its reply; it returns the procedure's results. The pieces go out in one
-// writev, so a WRITE's data is never copied.
-func (cn *conn) call(ctx context.Context, prog, vers, proc uint32, args ...[]byte) ([]byte, error) {
-	xid := cn.xid.Add(1)
+// replyBuffered says whether the reader holds the next reply whole.
+func replyBuffered(br *bufio.Reader) bool {
+	if br.Buffered() < 4 {
+		return false
+	}
+	mark, _ := br.Peek(4)
+	last, n := oncrpc.LastFragment(binary.BigEndian.Uint32(mark))
+	return last && br.Buffered()-4 >= n
+}
+
+// take removes the request a reply answers from the pending calls.
+func (cn *conn) take(xid uint32) *request {
+	cn.mu.Lock()
+	r := cn.pending[xid]
+	delete(cn.pending, xid)
+	cn.mu.Unlock()
+	if r != nil {
+		cn.inFlight.Add(-1)
+	}
+	return r
+}
+
+// readReply reads one reply and returns the request it completes (nil for a
+// reply nobody waits for any more). An error ends the connection; the request
+// returned with it has not been completed.
+func (cn *conn) readReply(br *bufio.Reader) (*request, error) {
+	mark, err := br.Peek(4)
+	if err != nil {
+		return nil, err
+	}
+	last, n := oncrpc.LastFragment(binary.BigEndian.Uint32(mark))
+	if n > oncrpc.MaxRecord {
+		return nil, errors.New("rpc: record larger than 64 MiB")
+	}
+	if !last {
+		// A reply in several fragments (Ganesha sends one): join them.
+		msg, err := oncrpc.ReadRecord(br)
+		if err != nil || len(msg) < 4 {
+			return nil, errors.Join(err, errors.New("rpc: short reply"))
+		}
+		r := cn.take(binary.BigEndian.Uint32(msg))
+		if r != nil {
+			at, err := oncrpc.ParseReplyHeader(msg)
+			r.err = err
+			if err == nil {
+				r.res = append(r.res, msg[at:]...)
+			}
+		}
+		return r, nil
+	}
+	br.Discard(4)
+	// Look at the start of the reply where it lies in the reader's buffer: a
+	// small reply whole, a large one's headers.
+	head, err := br.Peek(min(n, readBufferSize))
+	if err != nil {
+		return nil, err
+	}
+	if len(head) < 4 {
+		return nil, errors.New("rpc: short reply")
+	}
+	r := cn.take(binary.BigEndian.Uint32(head))
+	if r == nil {
+		_, err := br.Discard(n) // a late reply to a call that gave up waiting
+		return nil, err
+	}
+	at, err := oncrpc.ParseReplyHeader(head)
+	if err != nil {
+		r.err = err
+		_, err := br.Discard(n)
+		return r, err
+	}
+	results := head[at:]
+	if r.dst != nil {
+		if p := r.dataAt(results); p >= 0 && p+4 <= len(results) {
+			count := int(binary.BigEndian.Uint32(results[p:]))
+			pad := len(oncrpc.Padding(count))
+			if count <= len(r.dst) && at+p+4+count+pad == n {
+				// The data goes from the socket (or what of it the
+				// reader holds) straight into the caller's buffer.
+				r.res = append(r.res, results[:p+4]...)
+				br.Discard(at + p + 4) // buffered: cannot fail
+				if _, err := io.ReadFull(br, r.dst[:count]); err != nil {
+					return r, err
+				}
+				r.n = count
+				_, err := br.Discard(pad)
+				return r, err
+			}
+		}
+	}
+	// The whole results, into the request's own buffer.
+	r.res = append(r.res, results...)
+	br.Discard(len(head))
+	// The buffer grows as the bytes come, not as the record mark claims.
+	for k := n - at - len(results); k > 0; {
+		c := min(k, 1<<20)
+		r.res = append(r.res, make([]byte, c)...)
+		if _, err := io.ReadFull(br, r.res[len(r.res)-c:]); err != nil {
+			return r, err
+		}
+		k -= c
+	}
+	return r, nil
+}
+
+// start sends r (its header is made here; args are the arguments' pieces,
+// sent after it in one writev) and returns without waiting for the reply. On
+// an error the call is not pending and will not complete; otherwise the reader
+// completes it.
+func (cn *conn) start(r *request, prog, vers, proc uint32, args ...[]byte) error {
+	r.xid = cn.xid.Add(1)
 	size := 0
 	for _, a := range args {
 		size += len(a)
 	}
-	hdr := oncrpc.CallHeader(xid, prog, vers, proc, cn.auth, size)
+	r.hdr = oncrpc.AppendCallHeader(r.hdr[:0], r.xid, prog, vers, proc, cn.auth, size)
+	iov := append(r.iov[:0], r.hdr)
+	iov = append(iov, args...)
 
-	ch := make(chan reply, 1)
 	cn.mu.Lock()
 	if cn.err != nil {
 		cn.mu.Unlock()
-		return nil, cn.err
+		return cn.err
 	}
-	cn.pending[xid] = ch
+	cn.pending[r.xid] = r
 	cn.mu.Unlock()
-	cn.wmu.Lock()
-	// In flight: written to the socket, reply not yet read (the reader decrements).
+	// In flight: sent (or queued to be), reply not yet read (take decrements).
 	n := cn.inFlight.Add(1)
 	for {
 		m := cn.maxSeen.Load()
@@ -134,32 +374,179 @@ func (cn *conn) call(ctx context.Context, prog, vers, proc uint32, args ...[]byt
 			break
 		}
 	}
-	bufs := append(net.Buffers{hdr}, args...)
-	_, err := bufs.WriteTo(cn.c)
-	cn.wmu.Unlock()
-	if err != nil {
-		cn.forget(xid)
-		return nil, fmt.Errorf("rpc: send: %w", err)
+	if err := cn.send(r, iov); err != nil && cn.forget(r.xid) {
+		return err
+	}
+	// Queued or written, or failed after the reader took the call: the
+	// reader completes it either way.
+	return nil
+}
+
+// do sends r and waits for its reply. When do returns, nothing refers to r any
+// longer: neither the send queue nor the reader.
+func (cn *conn) do(ctx context.Context, r *request, prog, vers, proc uint32, args ...[]byte) error {
+	if err := cn.start(r, prog, vers, proc, args...); err != nil {
+		return err
 	}
 	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, r.err
-		}
-		return oncrpc.ParseReply(r.body)
+	case <-r.done:
+		return r.err
 	case <-ctx.Done():
-		cn.forget(xid)
-		return nil, ctx.Err()
+		if cn.forget(r.xid) {
+			// No reply will be delivered; wait until the request (and a
+			// WRITE's data, the caller's) has left the send queue.
+			cn.waitWritten(r.seq)
+			return ctx.Err()
+		}
+		// The reader is reading the reply (into the caller's buffer).
+		<-r.done
+		return r.err
 	}
 }
 
-func (cn *conn) forget(xid uint32) {
+// send queues a request's pieces. Unless somebody is writing the queue or the
+// reader is about to, the caller writes it.
+func (cn *conn) send(r *request, iov [][]byte) error {
+	cn.wmu.Lock()
+	if cn.writeErr != nil {
+		err := cn.writeErr
+		cn.wmu.Unlock()
+		return err
+	}
+	cn.out = append(cn.out, iov...)
+	cn.queued++
+	r.seq = cn.queued
+	if cn.writing || cn.busy {
+		cn.wmu.Unlock()
+		return nil
+	}
+	return cn.flush(true)
+}
+
+// flush writes the queue, and whatever is added to it meanwhile, until it is
+// empty. It is called with wmu held and nobody writing, and unlocks it.
+//
+// The reader calls it with wait false: it must not wait for the socket to take
+// more (the server may be waiting for the reader to take its replies before it
+// reads more requests), so whatever the socket does not take at once goes to
+// a goroutine that waits to write it.
+func (cn *conn) flush(wait bool) error {
+	cn.writing = true
+	for len(cn.out) > 0 && cn.writeErr == nil {
+		batch, upto := cn.out, cn.queued
+		cn.out = cn.spare[:0]
+		cn.wmu.Unlock()
+		var rest net.Buffers
+		var err error
+		if wait || cn.raw == nil {
+			cn.wbuf = batch // WriteTo consumes the slice it is given
+			_, err = cn.wbuf.WriteTo(cn.c)
+			cn.wbuf = nil
+		} else {
+			rest, err = cn.writeNow(batch)
+		}
+		cn.wmu.Lock()
+		if err == nil && len(rest) > 0 {
+			// The socket is full. rest is the tail of batch: the queue
+			// goes on after it.
+			cn.out = append(rest, cn.out...)
+			go func() {
+				cn.wmu.Lock()
+				cn.writing = false
+				cn.flush(true)
+			}()
+			cn.wmu.Unlock()
+			return nil
+		}
+		clear(batch)
+		cn.spare = batch[:0]
+		cn.written = upto
+		if err != nil {
+			cn.writeErr = fmt.Errorf("rpc: send: %w", err)
+			clear(cn.out)
+			cn.out = cn.out[:0]
+			cn.c.Close() // the calls queued behind fail with the connection
+		}
+	}
+	cn.writing = false
+	cn.wrote.Broadcast()
+	err := cn.writeErr
+	cn.wmu.Unlock()
+	return err
+}
+
+// writeNow writes what of bufs the socket takes without waiting, and returns
+// the rest.
+func (cn *conn) writeNow(bufs net.Buffers) (net.Buffers, error) {
+	for len(bufs) > 0 {
+		cn.tryIOV = bufs[:min(len(bufs), 1024)] // IOV_MAX
+		want := 0
+		for _, b := range cn.tryIOV {
+			want += len(b)
+		}
+		if err := cn.raw.Write(cn.tryWrite); err != nil {
+			return nil, err
+		}
+		n, err := cn.tryN, cn.tryErr
+		cn.tryIOV = nil
+		if err == unix.EAGAIN || err == unix.EINTR {
+			n, err = 0, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for left := n; len(bufs) > 0 && (left > 0 || len(bufs[0]) == 0); { // drop what was written
+			k := min(left, len(bufs[0]))
+			bufs[0], left = bufs[0][k:], left-k
+			if len(bufs[0]) == 0 {
+				bufs = bufs[1:]
+			}
+		}
+		if n < want {
+			return bufs, nil
+		}
+	}
+	return nil, nil
+}
+
+// writevOnce is tryWrite: one writev of tryIOV, whatever it writes.
+func (cn *conn) writevOnce(fd uintptr) bool {
+	cn.tryN, cn.tryErr = unix.Writev(int(fd), cn.tryIOV)
+	return true
+}
+
+// waitWritten waits until request number seq has been written (or the
+// connection cannot write any more).
+func (cn *conn) waitWritten(seq uint64) {
+	cn.wmu.Lock()
+	for cn.written < seq && cn.writeErr == nil {
+		cn.wrote.Wait()
+	}
+	cn.wmu.Unlock()
+}
+
+// forget removes a call from the pending ones; false if the reader already
+// took it.
+func (cn *conn) forget(xid uint32) bool {
 	cn.mu.Lock()
-	if _, ok := cn.pending[xid]; ok {
+	_, ok := cn.pending[xid]
+	if ok {
 		delete(cn.pending, xid)
 		cn.inFlight.Add(-1)
 	}
 	cn.mu.Unlock()
+	return ok
+}
+
+// call sends one call, whose arguments are the concatenation of args, and waits
+// for its reply; it returns the procedure's results (a copy the caller owns).
+func (cn *conn) call(ctx context.Context, prog, vers, proc uint32, args ...[]byte) ([]byte, error) {
+	r := getRequest()
+	defer putRequest(r)
+	if err := cn.do(ctx, r, prog, vers, proc, args...); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(r.res), nil
 }
 
 func (cn *conn) close() error { return cn.c.Close() }

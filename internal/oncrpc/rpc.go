@@ -69,7 +69,14 @@ func (a AuthSys) Cred() []byte {
 // argLen bytes, follow in the same one-fragment record. The caller sends the
 // arguments after it, appended or in the same writev.
 func CallHeader(xid, prog, vers, proc uint32, cred []byte, argLen int) []byte {
-	var e Encoder
+	return AppendCallHeader(nil, xid, prog, vers, proc, cred, argLen)
+}
+
+// AppendCallHeader appends what CallHeader returns to b, so that a caller can
+// reuse one buffer for every call.
+func AppendCallHeader(b []byte, xid, prog, vers, proc uint32, cred []byte, argLen int) []byte {
+	e := Encoder{b: b}
+	start := len(b)
 	e.U32(0) // record mark, set below
 	e.U32(xid)
 	e.U32(0) // CALL
@@ -80,7 +87,7 @@ func CallHeader(xid, prog, vers, proc uint32, cred []byte, argLen int) []byte {
 	e.b = append(e.b, cred...)
 	e.U32(0) // verifier AUTH_NONE
 	e.U32(0)
-	binary.BigEndian.PutUint32(e.b, lastFragment|uint32(len(e.b)-4+argLen))
+	binary.BigEndian.PutUint32(e.b[start:], lastFragment|uint32(len(e.b)-start-4+argLen))
 	return e.b
 }
 
@@ -106,21 +113,42 @@ func (e *Error) Error() string {
 // ParseReply checks a reply message's header and returns the procedure's
 // results that follow it. A denied or unaccepted call is an *Error.
 func ParseReply(msg []byte) ([]byte, error) {
+	n, err := ParseReplyHeader(msg)
+	if err != nil {
+		return nil, err
+	}
+	return msg[n:], nil
+}
+
+// ParseReplyHeader checks the reply header at the start of msg and returns its
+// length: the procedure's results start at msg[n:]. msg may end anywhere after
+// the header, so a client can check the header of a large reply before it has
+// read the rest. A denied or unaccepted call is an *Error.
+func ParseReplyHeader(msg []byte) (n int, err error) {
 	d := NewDecoder(msg)
 	d.U32() // xid
 	if d.U32() != 1 {
-		return nil, errors.New("rpc: not a reply")
+		if d.err != nil {
+			return 0, d.err
+		}
+		return 0, errors.New("rpc: not a reply")
 	}
 	if st := d.U32(); st != 0 {
-		return nil, &Error{Denied: true, Stat: d.U32()}
+		return 0, &Error{Denied: true, Stat: d.U32()}
 	}
 	d.U32()    // verifier flavor
 	d.Opaque() // verifier body
 	if st := d.U32(); st != 0 {
-		return nil, &Error{Stat: st}
+		return 0, &Error{Stat: st}
 	}
 	if d.err != nil {
-		return nil, d.err
+		return 0, d.err
 	}
-	return d.Rest(), nil
+	return d.off, nil
+}
+
+// LastFragment reports whether a record mark ends its record, and the length of
+// the fragment it starts.
+func LastFragment(mark uint32) (last bool, n int) {
+	return mark&lastFragment != 0, int(mark &^ lastFragment)
 }

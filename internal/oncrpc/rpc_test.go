@@ -62,6 +62,18 @@ func TestCallHeader(t *testing.T) {
 	if d.U32() != 0 || d.U32() != 0 || d.U32() != 42 || len(d.Rest()) != 0 || d.Err() != nil {
 		t.Fatal("verifier or arguments")
 	}
+	// Appended to a buffer that holds something already (a reused one), the
+	// header and its record mark are the same.
+	prefix := []byte("old call")
+	if got := AppendCallHeader(prefix, 7, 100003, 3, 1, cred, len(args)); !bytes.Equal(got[len(prefix):], msg[:len(msg)-len(args)]) {
+		t.Fatalf("appended header %x, want %x", got[len(prefix):], msg[:len(msg)-len(args)])
+	}
+	if last, n := LastFragment(binary.BigEndian.Uint32(msg)); !last || n != len(msg)-4 {
+		t.Fatalf("LastFragment: %v %d", last, n)
+	}
+	if last, n := LastFragment(1000); last || n != 1000 {
+		t.Fatalf("LastFragment of a first fragment: %v %d", last, n)
+	}
 }
 
 func replyHeader(xid, replyStat, acceptStat uint32) *Encoder {
@@ -111,6 +123,13 @@ func TestParseReply(t *testing.T) {
 	if _, err := ParseReply(replyHeader(1, 0, 3).Bytes()); !errors.As(err, &re) || re.Denied || re.Stat != 3 {
 		t.Fatalf("procedure unavailable: %#v", err)
 	}
+	// The header of a reply whose results have not all been read yet.
+	e = replyHeader(7, 0, 0)
+	n := len(e.Bytes())
+	e.U32(5)
+	if got, err := ParseReplyHeader(e.Bytes()[:n+2]); err != nil || got != n {
+		t.Fatalf("header of a partial reply: %d, %v; want %d", got, err, n)
+	}
 }
 
 // Garbage never panics the reply parser or the decoder reading its results.
@@ -121,6 +140,10 @@ func FuzzParseReply(f *testing.F) {
 	f.Add(e.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		res, err := ParseReply(b)
+		// ParseReplyHeader finds the same header.
+		if n, err2 := ParseReplyHeader(b); (err == nil) != (err2 == nil) || err == nil && !bytes.Equal(res, b[n:]) {
+			t.Fatalf("ParseReply %d bytes, %v; ParseReplyHeader %d, %v", len(res), err, n, err2)
+		}
 		if err == nil {
 			d := NewDecoder(res)
 			d.U32()

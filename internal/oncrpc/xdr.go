@@ -22,6 +22,9 @@ func Padding(n int) []byte { return zeros[:(4-n%4)%4] }
 // Encoder appends XDR to a byte slice; its zero value is empty and ready.
 type Encoder struct{ b []byte }
 
+// Reset empties the Encoder and keeps its buffer for reuse.
+func (e *Encoder) Reset() { e.b = e.b[:0] }
+
 // Bytes returns what has been encoded.
 func (e *Encoder) Bytes() []byte { return e.b }
 

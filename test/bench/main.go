@@ -75,6 +75,8 @@ func main() {
 	calRuns := flag.Int("calibrate-runs", 5, "interleaved runs per tool and job")
 	calSecs := flag.Float64("calibrate-seconds", 5, "seconds per calibration run")
 	nfsSecs := flag.Float64("nfs-seconds", 4, "seconds per NFS measurement")
+	nfsTargets := flag.String("nfs-targets", "", "comma-separated NFS targets to measure (basin = libnfs on the Basin volume, bare, legacy, local, legacy-local, bbench = basin bench --engine nfs); all when empty. With a subset the NFS tables of -doc are left as they are")
+	nfsProfile := flag.String("nfs-cpuprofile", "", "directory for a CPU profile of every basin bench --engine nfs run (pattern and round in the file name)")
 	withScale := flag.Bool("scale", true, "also take a server of its own to many volumes, restart it, and one volume to its snapshot limit")
 	scaleVols := flag.Int("scale-volumes", 1000, "volumes of 1 GiB the scale section creates")
 	scaleSnaps := flag.Int("scale-snapshots", 255, "snapshots the scale section takes of one volume")
@@ -130,7 +132,7 @@ func main() {
 	}
 	rep := result{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: *rounds, PerRound: *perRound, Millis: med, RoundMedians: res}
 	if *withNFS {
-		rep.NFS = runNFS(ctx, c, dataDir, benchHost, *rounds, *nfsSecs)
+		rep.NFS = runNFS(ctx, c, dataDir, benchHost, *rounds, *nfsSecs, *nfsTargets, *nfsProfile)
 	}
 	if *withSMB {
 		rep.SMB = runSMB(ctx, c, dataDir, *rounds, *nfsSecs)
@@ -372,7 +374,7 @@ func updateDoc(path string, r result) error {
 			return err
 		}
 	}
-	if len(r.NFS) > 0 {
+	if len(r.NFS) > 0 && nfsComplete(r.NFS[0]) {
 		var n strings.Builder
 		fmt.Fprintf(&n, "Measured %s on the same machine; NFSv3 over one TCP connection, median of %d interleaved runs per target.\n\n", r.Date, r.Rounds)
 		n.WriteString("| workload | Basin volume | bare Ganesha | local (fio) | Basin / bare | Basin / local | basin bench --engine nfs | basin bench / libnfs |\n|---|---|---|---|---|---|---|---|\n")

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -60,7 +62,9 @@ const fileSize = 1 << 30
 // runNFS measures NFSv3 through a Basin volume, through a bare Ganesha exporting the
 // same directory from a namespace on the same bridge, and fio on that directory,
 // side by side.
-func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, runs int, secs float64) []patternResult {
+// only, if not empty, is a comma-separated subset of the targets; profileDir, if not
+// empty, receives a CPU profile of every basin bench run.
+func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, runs int, secs float64, only, profileDir string) []patternResult {
 	bench := buildNFSBench()
 	open := map[string]any{"rules": []any{map[string]any{"allowedClients": bridgeHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
 	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=nfsbench", map[string]any{"shareName": "nfsbench", "storagePool": "pool",
@@ -77,10 +81,12 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 	stopBare := startBareGanesha(dataDir, mount, legacy)
 	atExit(stopBare)
 
-	targets := []struct {
+	type target struct {
 		name string
 		run  func(p pattern, file string) (mibps, iops float64)
-	}{
+	}
+	round := map[string]int{} // basin bench runs so far, per pattern (profile names)
+	all := []target{
 		{"basin", func(p pattern, file string) (float64, float64) {
 			return nfsBench(bench, fmt.Sprintf("nfs://%s/nfsbench/%s?version=3", ep, file), p, secs)
 		}},
@@ -93,13 +99,29 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 		{"local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(mount, file), p, secs) }},
 		{"legacy-local", func(p pattern, file string) (float64, float64) { return fio(filepath.Join(legacy, file), p, secs) }},
 		{"bbench", func(p pattern, _ string) (float64, float64) {
-			return basinBenchNFS(ctx, "nfs://"+ep+"/nfsbench", p, secs)
+			profile := ""
+			if profileDir != "" {
+				round[p.RW]++
+				profile = filepath.Join(profileDir, fmt.Sprintf("bbench-%s-%d.pprof", p.RW, round[p.RW]))
+			}
+			return basinBenchNFS(ctx, "nfs://"+ep+"/nfsbench", p, secs, profile)
 		}},
+	}
+	var targets []target
+	for _, t := range all {
+		if only == "" || slices.Contains(strings.Split(only, ","), t.name) {
+			targets = append(targets, t)
+		}
+	}
+	if len(targets) == 0 {
+		fatalf("-nfs-targets %q names none of %v", only, nfsTargetNames)
 	}
 	// The read patterns read the files the write pattern writes: make them whole first.
 	fill := pattern{Name: "fill", RW: "fill", BS: 1 << 20, QD: 8}
-	for _, t := range targets[:3] {
-		t.run(fill, t.name+".dat")
+	for _, t := range targets {
+		if t.name == "basin" || t.name == "bare" || t.name == "legacy" {
+			t.run(fill, t.name+".dat")
+		}
 	}
 	var out []patternResult
 	for _, p := range patterns {
@@ -111,11 +133,26 @@ func runNFS(ctx context.Context, c *client.Client, dataDir, bridgeHost string, r
 			samples[t.name] = append(samples[t.name], [2]float64{m, i})
 		})
 		r.MiBps, r.IOPS = medians(samples)
+		r.Samples = samples
 		log.Printf("%s: basin %.0f MiB/s %.0f IOPS, bare %.0f MiB/s %.0f IOPS, previous layout %.0f MiB/s %.0f IOPS, local %.0f MiB/s %.0f IOPS, basin bench %.0f MiB/s %.0f IOPS", p.Name,
 			r.MiBps["basin"], r.IOPS["basin"], r.MiBps["bare"], r.IOPS["bare"], r.MiBps["legacy"], r.IOPS["legacy"], r.MiBps["local"], r.IOPS["local"], r.MiBps["bbench"], r.IOPS["bbench"])
 		out = append(out, r)
 	}
 	return out
+}
+
+// nfsTargetNames are runNFS's targets, all of which the NFS tables need.
+var nfsTargetNames = []string{"basin", "bare", "legacy", "local", "legacy-local", "bbench"}
+
+// nfsComplete says whether a pattern was measured on every target (not with a
+// subset given to -nfs-targets).
+func nfsComplete(r patternResult) bool {
+	for _, n := range nfsTargetNames {
+		if _, ok := r.MiBps[n]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // interleave makes rounds of runs of n targets: each round runs every target once,
@@ -148,13 +185,25 @@ func medians(samples map[string][][2]float64) (mibps, iops map[string]float64) {
 // basinBenchNFS runs the pattern with basin bench's own NFS engine (one connection,
 // like the libnfs helper) on the Basin volume. Reads read a file of their own that
 // the engine lays out once; writes are unstable, as libnfs's are.
-func basinBenchNFS(ctx context.Context, url string, p pattern, secs float64) (mibps, iops float64) {
+// With profile set, the run's CPU profile goes to that file.
+func basinBenchNFS(ctx context.Context, url string, p pattern, secs float64, profile string) (mibps, iops float64) {
 	name := "bb-read"
 	if p.RW == "write" || p.RW == "randwrite" {
 		name = "bb-" + p.RW
 	}
 	e := &bench.NFS{URL: url, Conns: 1}
 	defer e.Close()
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatalf("%v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := bench.Run(ctx, e, bench.Job{Name: name, RW: p.RW, BS: int64(p.BS), IODepth: p.QD, NumJobs: 1, NrFiles: 1,
 		Size: fileSize, Runtime: time.Duration(secs * float64(time.Second)), TimeBased: true}, nil)
 	if err != nil {

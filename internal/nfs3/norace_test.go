@@ -1,0 +1,5 @@
+//go:build !race
+
+package nfs3
+
+const raceEnabled = false

@@ -41,35 +41,38 @@ generate:
 check-generated: generate
 	@git diff --exit-code -- internal/apiv1/enums_gen.go || { echo "enums_gen.go is stale: run make generate"; exit 1; }
 
-## fuzz: every fuzz target, each for FUZZTIME.
+## fuzz: every fuzz target, each for FUZZTIME (scripts/fuzz.sh).
+FUZZ_TARGETS := \
+	FuzzDecodeVolume:./internal/apiv1 \
+	FuzzDecodePool:./internal/apiv1 \
+	FuzzFilter:./internal/api \
+	FuzzUpdateMask:./internal/api \
+	FuzzServeHTTP:./internal/api \
+	FuzzToken:./internal/api \
+	FuzzParse:./internal/perf \
+	FuzzParseTextSpacing:./internal/perf \
+	FuzzParseReply:./internal/oncrpc \
+	FuzzDecodeResults:./internal/nfs3 \
+	FuzzReadReply:./internal/nfs3 \
+	FuzzDecodeCompound:./test/nfsraw \
+	FuzzSpecs:./internal/schedule \
+	FuzzParseNetwork:./internal/config \
+	FuzzOpen:./internal/secret \
+	FuzzParentDN:./test/addc \
+	FuzzOUPath:./internal/smb \
+	FuzzClassifyJoinError:./internal/smb \
+	FuzzParseWorkgroup:./internal/smb \
+	FuzzShareDiff:./internal/smb \
+	FuzzCheckDirectory:./internal/smb \
+	FuzzParseProfileDump:./internal/smb \
+	FuzzParseTcons:./internal/smb \
+	FuzzDecodeAgg:./internal/metrics \
+	FuzzParseStats:./internal/nfs \
+	FuzzParseAllIO:./internal/nfs \
+	FuzzParseTCPTable:./internal/metrics
+
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeVolume$$' -fuzztime $(FUZZTIME) ./internal/apiv1
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodePool$$' -fuzztime $(FUZZTIME) ./internal/apiv1
-	$(GO) test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime $(FUZZTIME) ./internal/api
-	$(GO) test -run '^$$' -fuzz '^FuzzUpdateMask$$' -fuzztime $(FUZZTIME) ./internal/api
-	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime $(FUZZTIME) ./internal/api
-	$(GO) test -run '^$$' -fuzz '^FuzzToken$$' -fuzztime $(FUZZTIME) ./internal/api
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/perf
-	$(GO) test -run '^$$' -fuzz '^FuzzParseTextSpacing$$' -fuzztime $(FUZZTIME) ./internal/perf
-	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME) ./internal/oncrpc
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResults$$' -fuzztime $(FUZZTIME) ./internal/nfs3
-	$(GO) test -run '^$$' -fuzz '^FuzzReadReply$$' -fuzztime $(FUZZTIME) ./internal/nfs3
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCompound$$' -fuzztime $(FUZZTIME) ./test/nfsraw
-	$(GO) test -run '^$$' -fuzz '^FuzzSpecs$$' -fuzztime $(FUZZTIME) ./internal/schedule
-	$(GO) test -run '^$$' -fuzz '^FuzzParseNetwork$$' -fuzztime $(FUZZTIME) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./internal/secret
-	$(GO) test -run '^$$' -fuzz '^FuzzParentDN$$' -fuzztime $(FUZZTIME) ./test/addc
-	$(GO) test -run '^$$' -fuzz '^FuzzOUPath$$' -fuzztime $(FUZZTIME) ./internal/smb
-	$(GO) test -run '^$$' -fuzz '^FuzzClassifyJoinError$$' -fuzztime $(FUZZTIME) ./internal/smb
-	$(GO) test -run '^$$' -fuzz '^FuzzParseWorkgroup$$' -fuzztime $(FUZZTIME) ./internal/smb
-	$(GO) test -run '^$$' -fuzz '^FuzzShareDiff$$' -fuzztime $(FUZZTIME) ./internal/smb
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckDirectory$$' -fuzztime $(FUZZTIME) ./internal/smb
-	$(GO) test -run '^$$' -fuzz '^FuzzParseProfileDump$$' -fuzztime $(FUZZTIME) ./internal/smb
-	$(GO) test -run '^$$' -fuzz '^FuzzParseTcons$$' -fuzztime $(FUZZTIME) ./internal/smb
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAgg$$' -fuzztime $(FUZZTIME) ./internal/metrics
-	$(GO) test -run '^$$' -fuzz '^FuzzParseStats$$' -fuzztime $(FUZZTIME) ./internal/nfs
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAllIO$$' -fuzztime $(FUZZTIME) ./internal/nfs
-	$(GO) test -run '^$$' -fuzz '^FuzzParseTCPTable$$' -fuzztime $(FUZZTIME) ./internal/metrics
+	GO=$(GO) scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 ## e2e: drive a real basin serve with the official Python client.
 e2e: build

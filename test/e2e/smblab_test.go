@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -76,6 +78,11 @@ func newSMBLab(t *testing.T, adExtra map[string]any, serverFlags ...string) *smb
 	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=smb", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 2048,
 		"network": "projects/p1/global/networks/default", "activeDirectory": l.ad})
 	l.h = s.host(150)
+	t.Cleanup(func() {
+		if t.Failed() {
+			l.logSambaTails()
+		}
+	})
 	if hold := os.Getenv("BASIN_E2E_HOLD"); hold != "" {
 		// Debugging: a failed test waits (at most 10 minutes) for the file
 		// named by BASIN_E2E_HOLD to be removed before it tears down.
@@ -92,6 +99,28 @@ func newSMBLab(t *testing.T, adExtra map[string]any, serverFlags ...string) *smb
 		})
 	}
 	return l
+}
+
+// logSambaTails logs the end of each Samba log of the lab's instances (smbd's,
+// winbindd's and its children's): what a failed logon or a hang left there.
+func (l *smbLab) logSambaTails() {
+	var files []string
+	filepath.WalkDir(filepath.Join(l.s.dataDir, "sandboxes"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "log.") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if len(b) > 3000 {
+			b = b[len(b)-3000:]
+		}
+		l.t.Logf("%s (tail):\n%s", f, b)
+	}
 }
 
 // restart stops Basin cleanly and starts it again. A clean stop deletes the

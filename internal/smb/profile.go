@@ -235,7 +235,9 @@ func ParseTcons(out []byte) (map[int][]string, error) {
 	for _, tc := range st.Tcons {
 		pid, err := strconv.Atoi(tc.ServerID.PID)
 		if err != nil || pid <= 0 {
-			return nil, fmt.Errorf("smbstatus -S -j: tree connect of %q by pid %q", tc.Service, tc.ServerID.PID)
+			// Not a local process's (another node's, or a record Samba
+			// itself would not read): placed nowhere, the rest still counts.
+			continue
 		}
 		if strings.EqualFold(tc.Service, "IPC$") || containsFold(shares[pid], tc.Service) {
 			continue
@@ -296,6 +298,7 @@ type Accountant struct {
 	finished map[int]bool        // exited children whose tree connects are still listed (a crash leaves them)
 	exited   []seenProcess       // seen children gone, not yet found in the parent's record
 	waited   int                 // Updates they have waited for it
+	former   map[int]bool        // earlier smbd parents whose records are still listed
 	shares   map[string]*ShareIO
 	// Unattributed is what could not be given to a share.
 	Unattributed ShareIO
@@ -305,6 +308,7 @@ type seenProcess struct {
 	io        ProcessIO
 	share     string // its one share ("": none or several)
 	ambiguous bool   // several shares
+	parent    int    // the smbd it was first seen under (whose record absorbs its exit)
 }
 
 // maxExitWait is how many Updates exited children wait for the parent to absorb
@@ -325,15 +329,32 @@ func (a *Accountant) Update(parent int, procs map[int]ProcessIO, tcons map[int][
 			a.shares[strings.ToLower(s)] = &ShareIO{}
 		}
 	}
-	if parent != a.parent || a.seen == nil {
-		// A new smbd: its database started empty (TDB_CLEAR_IF_FIRST), and
-		// what the old one's children did since the last read is lost.
+	if parent <= 0 {
+		return // no smbd (it is restarting): nobody to place anything under
+	}
+	if a.seen == nil {
+		a.seen, a.former = map[int]seenProcess{}, map[int]bool{}
+	}
+	if parent != a.parent {
+		// A new smbd. Until it clears the database (TDB_CLEAR_IF_FIRST) the
+		// old one's killed children's records and tree connects are still
+		// there: those seen before keep their counts (only their growth since
+		// counts), and once gone they are not waited for, as no parent absorbs
+		// them. What they did after their last read and never recorded is lost.
+		if a.parent > 0 {
+			a.former[a.parent] = true
+		}
 		a.parent, a.parentIO, a.exited, a.waited = parent, procs[parent], nil, 0
-		a.seen, a.early, a.finished = map[int]seenProcess{}, map[int]seenProcess{}, map[int]bool{}
+		a.early, a.finished = map[int]seenProcess{}, map[int]bool{}
+	}
+	for pid := range a.former {
+		if _, ok := procs[pid]; !ok || pid == parent {
+			delete(a.former, pid)
+		}
 	}
 	for pid, io := range procs {
-		if pid == parent {
-			continue
+		if pid == parent || a.former[pid] {
+			continue // the old smbd's own record: what it absorbed was counted
 		}
 		list := tcons[pid]
 		share := ""
@@ -359,12 +380,18 @@ func (a *Accountant) Update(parent int, procs map[int]ProcessIO, tcons map[int][
 			delete(a.early, pid)
 		}
 		a.credit(target, d)
-		a.seen[pid] = seenProcess{io: io, share: share, ambiguous: len(list) > 1}
+		under := parent
+		if had {
+			under = prev.parent
+		}
+		a.seen[pid] = seenProcess{io: io, share: share, ambiguous: len(list) > 1, parent: under}
 	}
 	for pid, sp := range a.seen {
 		if _, ok := procs[pid]; !ok {
-			a.exited = append(a.exited, sp)
-			a.finished[pid] = true
+			if sp.parent == parent {
+				a.exited = append(a.exited, sp)
+				a.finished[pid] = true
+			}
 			delete(a.seen, pid)
 		}
 	}

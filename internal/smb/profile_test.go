@@ -117,10 +117,15 @@ func TestParseTcons(t *testing.T) {
 	if err != nil || len(got) != 1 || len(got[7]) != 2 {
 		t.Errorf("ParseTcons = %v, %v; want pid 7 with docs and vol2, IPC$ left out", got, err)
 	}
-	for _, in := range []string{`{`, `{"tcons": {"1": {"service": "x", "server_id": {"pid": "x"}}}}`, `{"tcons": {"1": {"service": "x", "server_id": {"pid": "0"}}}}`} {
-		if _, err := ParseTcons([]byte(in)); err == nil {
-			t.Errorf("ParseTcons(%s) accepted", in)
-		}
+	if _, err := ParseTcons([]byte(`{`)); err == nil {
+		t.Errorf("ParseTcons({) accepted")
+	}
+	// A tree connect whose pid is not a local process's is left out; the
+	// others still count (one odd entry must not blind a whole instance).
+	odd := `{"tcons": {"1": {"service": "x", "server_id": {"pid": "x"}}, "2": {"service": "y", "server_id": {"pid": "0"}},
+		"3": {"service": "docs", "server_id": {"pid": "9"}}}}`
+	if got, err := ParseTcons([]byte(odd)); err != nil || len(got) != 1 || strings.Join(got[9], ",") != "docs" {
+		t.Errorf("ParseTcons with odd pids = %v, %v; want pid 9 with docs alone", got, err)
 	}
 	if got, err := ParseTcons([]byte(`{"timestamp": "x"}`)); err != nil || len(got) != 0 {
 		t.Errorf("no tree connects: %v, %v", got, err)
@@ -218,6 +223,40 @@ func TestAccountant(t *testing.T) {
 	if s := a.Shares()["idle"]; s.Writes != 2 || s.WriteBytes != 2<<20 || s.WriteNs != 40_000 || s.Other != 9 {
 		t.Errorf("writes: %+v", s)
 	}
+}
+
+// A restart of smbd kills its children, whose records stay in the database
+// (and their tree connects in smbstatus's) until the new smbd clears it: reads
+// in between, under the new parent or none yet, must not count them again.
+func TestAccountantSMBDRestartLeftovers(t *testing.T) {
+	var a Accountant
+	shares := []string{"docs"}
+	check := func(what string, want uint64) {
+		t.Helper()
+		if got := a.Shares()["docs"].Reads; got != want || a.Unattributed.Reads != 0 {
+			t.Fatalf("%s: docs %d reads, unattributed %d; want %d, 0", what, got, a.Unattributed.Reads, want)
+		}
+	}
+	tcons := map[int][]string{201: {"docs"}}
+	old := reads(500) // the old smbd's record: its exited children's, counted before
+	a.Update(100, map[int]ProcessIO{100: old, 201: reads(1000)}, tcons, shares)
+	check("before", 1000)
+	// Killed with 10 more reads done since the last look; no smbd yet.
+	a.Update(0, map[int]ProcessIO{100: old, 201: reads(1010)}, tcons, shares)
+	check("no smbd", 1000)
+	// The new smbd, before it cleared the database: the child's last reads
+	// count once, the rest was counted before.
+	a.Update(300, map[int]ProcessIO{100: old, 201: reads(1010)}, tcons, shares)
+	check("new smbd, old records", 1010)
+	a.Update(300, map[int]ProcessIO{100: old, 201: reads(1010)}, tcons, shares)
+	check("new smbd, old records read again", 1010)
+	// Cleared: the old child is gone without a parent to absorb it; the new
+	// smbd's children count from their first record.
+	a.Update(300, map[int]ProcessIO{300: {}, 301: reads(5)}, map[int][]string{301: {"docs"}}, shares)
+	check("database cleared", 1015)
+	p := reads(7)
+	a.Update(300, map[int]ProcessIO{300: p}, nil, shares)
+	check("the new child's exit, through the new parent", 1017)
 }
 
 func FuzzParseProfileDump(f *testing.F) {

@@ -665,7 +665,7 @@ func (m *Manager) runningInstance(ctx context.Context, sb *sandbox, id string) (
 	sb.smbMu.Lock()
 	in := sb.smb[id]
 	sb.smbMu.Unlock()
-	if in != nil && in.alive() && in.sup != nil {
+	if in != nil && in.alive() && in.sup.Load() != nil {
 		return in, rec, nil
 	}
 	in, err = m.bringUp(ctx, sb, id, rec)
@@ -894,14 +894,15 @@ func (m *Manager) SMBPID(network, ad, daemon string) int {
 // restartSMBD ends smbd (the supervisor starts it again with the current config)
 // and waits until the new one is ready.
 func (in *smbInstance) restartSMBD(ctx context.Context, timeout time.Duration) error {
-	if in.sup == nil {
+	sup := in.sup.Load()
+	if sup == nil {
 		return nil
 	}
-	old := in.sup.pid("smbd")
-	in.sup.signal("smbd", 15)
+	old := sup.pid("smbd")
+	sup.signal("smbd", 15)
 	err := waitFor(ctx, timeout+5*time.Second, func() bool {
-		p := in.sup.pid("smbd")
-		return p != 0 && p != old && in.sup.isReady("smbd")
+		p := sup.pid("smbd")
+		return p != 0 && p != old && sup.isReady("smbd")
 	})
 	if err != nil {
 		return fmt.Errorf("smbd of samba instance %s did not come back: %w", in.id, err)

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,8 +102,8 @@ type smbInstance struct {
 	log    *slog.Logger
 
 	holder *exec.Cmd
-	dead   chan struct{} // closed when the holder exits
-	sup    *supervisor   // nil until the daemons run
+	dead   chan struct{}              // closed when the holder exits
+	sup    atomic.Pointer[supervisor] // nil until the daemons run; read without the instance's lock (metrics)
 	cancel context.CancelFunc
 }
 
@@ -449,8 +450,8 @@ func (in *smbInstance) output(name string) io.WriteCloser {
 // startDaemons starts the supervisor and waits until every daemon is ready;
 // onRestart is the supervisor's OnRestart.
 func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter, timeout time.Duration, onRestart func(daemon, reason string)) error {
-	if in.sup != nil {
-		return in.sup.waitReadyTimeout(ctx, timeout)
+	if sup := in.sup.Load(); sup != nil {
+		return sup.waitReadyTimeout(ctx, timeout)
 	}
 	sup, err := newSupervisor(supervisorOptions{Starter: starter, Command: in.command, Output: in.output,
 		Log: in.log, ReadyTimeout: timeout, OnRestart: onRestart}, in.services())
@@ -467,7 +468,8 @@ func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter,
 		}
 		cancel()
 	}()
-	in.sup, in.cancel = sup, cancel
+	in.sup.Store(sup)
+	in.cancel = cancel
 	sup.start(life)
 	return sup.waitReadyTimeout(ctx, timeout)
 }
@@ -481,9 +483,8 @@ func (s *supervisor) waitReadyTimeout(ctx context.Context, timeout time.Duration
 
 // stopDaemons stops the daemons; the namespace stays.
 func (in *smbInstance) stopDaemons() {
-	if in.sup != nil {
-		in.sup.stop()
-		in.sup = nil
+	if sup := in.sup.Swap(nil); sup != nil {
+		sup.stop()
 	}
 	if in.cancel != nil {
 		in.cancel()
@@ -502,10 +503,11 @@ func (in *smbInstance) stop() {
 }
 
 func (in *smbInstance) pid(daemon string) int {
-	if in.sup == nil {
+	sup := in.sup.Load()
+	if sup == nil {
 		return 0
 	}
-	return in.sup.pid(daemon)
+	return sup.pid(daemon)
 }
 
 // readMembership reads the recorded membership; ok is false when there is none.

@@ -62,8 +62,15 @@ func (m *Manager) SMBIO(ctx context.Context, network string) (map[string]map[str
 	ins := slices.Collect(maps.Values(sb.smb))
 	sb.smbMu.Unlock()
 	var errs []error
+	ids := map[string]bool{}
 	for _, in := range ins {
+		ids[in.id] = true
 		if !in.alive() || in.pid("smbd") == 0 {
+			// Not serving (stopped, or smbd restarting): nothing was served
+			// since the last read, whose counters therefore stand.
+			if io, ok := m.smbIO.last(network, in.id); ok {
+				out[in.ad] = io
+			}
 			continue
 		}
 		io, err := m.instanceIO(ctx, network, in)
@@ -73,6 +80,7 @@ func (m *Manager) SMBIO(ctx context.Context, network string) (map[string]map[str
 		}
 		out[in.ad] = io
 	}
+	m.smbIO.prune(network, ids)
 	return out, errors.Join(errs...)
 }
 
@@ -83,6 +91,10 @@ func (m *Manager) instanceIO(ctx context.Context, network string, in *smbInstanc
 	m.smbIO.mu.Lock()
 	defer m.smbIO.mu.Unlock()
 	parent := in.pid("smbd")
+	if parent == 0 { // it went between the caller's look and the lock
+		a := m.smbIO.account(network, in.id)
+		return a.acc.Shares(), nil
+	}
 	children := childPIDs(parent)
 	dirs := smb.GlobalOptions{StateDir: in.dir}.Dirs()
 	dump, err := m.run.Run(ctx, "tdbdump", filepath.Join(dirs.Cache, smb.ProfileFile))
@@ -130,6 +142,30 @@ func (s *smbAccounts) account(network, id string) *smbAccount {
 		s.accs[k] = &smbAccount{}
 	}
 	return s.accs[k]
+}
+
+// last returns an instance's shares' I/O as its last read left them; ok is
+// false if it was never read.
+func (s *smbAccounts) last(network, id string) (map[string]smb.ShareIO, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accs[network+"/"+id]
+	if a == nil || a.read.IsZero() {
+		return nil, false
+	}
+	return a.acc.Shares(), true
+}
+
+// prune forgets the accounts of the network's instances that are gone (ids
+// are those it has).
+func (s *smbAccounts) prune(network string, ids map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.accs {
+		if n, id, _ := strings.Cut(k, "/"); n == network && !ids[id] {
+			delete(s.accs, k)
+		}
+	}
 }
 
 // childPIDs lists a process's children (none if it is gone).

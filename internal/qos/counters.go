@@ -22,7 +22,8 @@ type Interval struct {
 
 // Between returns what a class did from prev to cur, read dt apart. ok is false
 // when its counters went back (the class or an address's filter was made
-// again): nothing can be said of that interval.
+// again; its drops or overlimits, 32-bit, went back even if its bytes did not):
+// nothing can be said of that interval.
 //
 // Received is ΔBytes + ΔBacklog − ΔSent, at least 0: what HTB let through or
 // still holds, less what the addresses sent; a packet the queue dropped on the
@@ -37,11 +38,16 @@ type Interval struct {
 // pool's budget) rather than its own ceiling does not go over its own, and
 // counts nothing here.
 func Between(prev, cur Counters, dt time.Duration) (iv Interval, ok bool) {
-	if cur.Bytes < prev.Bytes || cur.Sent < prev.Sent || dt <= 0 {
+	// Packets, drops, overlimits and the backlog are 32-bit in the kernel's
+	// statistics: differences are taken modulo 2³², and so wrap correctly. A
+	// difference of 2³¹ or more is a counter that went back (no class drops or
+	// goes over 2³¹ times in one interval): a class made again, which can have
+	// moved more bytes than its predecessor had by the next read.
+	back32 := func(a, b uint64) bool { return uint32(b)-uint32(a) >= 1<<31 }
+	if cur.Bytes < prev.Bytes || cur.Sent < prev.Sent || dt <= 0 ||
+		back32(prev.Drops, cur.Drops) || back32(prev.Overlimits, cur.Overlimits) {
 		return Interval{}, false
 	}
-	// Packets, drops, overlimits and the backlog are 32-bit in the kernel's
-	// statistics: differences are taken modulo 2³², and so wrap correctly.
 	d32 := func(a, b uint64) float64 { return float64(uint32(b) - uint32(a)) }
 	iv.Sent = float64(cur.Sent - prev.Sent)
 	through := float64(cur.Bytes-prev.Bytes) + float64(int64(cur.Backlog)-int64(prev.Backlog))

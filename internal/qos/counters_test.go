@@ -36,13 +36,13 @@ func TestBetween(t *testing.T) {
 			want: Interval{Sent: 2e5}},
 		{name: "32-bit overlimits and drops wrap",
 			cur:  Counters{Bytes: base.Bytes + 10*ceil, Sent: base.Sent + 10*ceil, Overlimits: (base.Overlimits + 1<<32 - 1000 + 200) & (1<<32 - 1), Drops: 3, Backlog: base.Backlog, Ceil: ceil},
-			want: Interval{Sent: 10 * ceil, Drops: 1<<32 - 7 + 3, AtCeiling: 1}},
+			want: Interval{Sent: 10 * ceil, Drops: 7 + 3, AtCeiling: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prev := base
 			if tc.name == "32-bit overlimits and drops wrap" {
 				prev.Overlimits = 1<<32 - 1000
-				prev.Drops = 7
+				prev.Drops = 1<<32 - 7
 			}
 			got, ok := Between(prev, tc.cur, dt)
 			if !ok {
@@ -60,7 +60,11 @@ func TestBetween(t *testing.T) {
 		})
 	}
 	// Counters that went back (the class made again) say nothing of the interval.
-	for _, cur := range []Counters{{Bytes: base.Bytes - 1, Sent: base.Sent + 1}, {Bytes: base.Bytes + 1, Sent: base.Sent - 1}} {
+	// A class made again can have moved more bytes by the next read than its
+	// predecessor had: its 32-bit drops or overlimits going back say so.
+	remade := Counters{Bytes: base.Bytes + 1e6, Sent: base.Sent + 1e5, Overlimits: base.Overlimits, Drops: 2, Ceil: ceil}
+	remadeOver := Counters{Bytes: base.Bytes + 1e6, Sent: base.Sent + 1e5, Overlimits: 10, Drops: base.Drops, Ceil: ceil}
+	for _, cur := range []Counters{{Bytes: base.Bytes - 1, Sent: base.Sent + 1}, {Bytes: base.Bytes + 1, Sent: base.Sent - 1}, remade, remadeOver} {
 		if _, ok := Between(base, cur, dt); ok {
 			t.Errorf("Between(%+v, %+v) ok after a reset", base, cur)
 		}

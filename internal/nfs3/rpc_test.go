@@ -27,31 +27,51 @@ type call struct {
 // where a test needs to choose the replies: their order, their sizes, their
 // fragments, a dropped connection.
 type fakeServer struct {
-	ln   net.Listener
 	conn net.Conn
 	wmu  sync.Mutex
 	w    *bufio.Writer
+}
+
+// newRawServer connects a client to a server on loopback, and returns the
+// server's side of the connection, for a test to play the server itself.
+func newRawServer(t *testing.T) (net.Conn, *conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	cn, err := dial(context.Background(), ln.Addr().String(), Auth{UID: 1, GID: 1, Machine: "test"}, "")
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	sc := <-accepted
+	t.Cleanup(func() {
+		cn.close()
+		ln.Close()
+		if sc != nil {
+			sc.Close()
+		}
+	})
+	if sc == nil {
+		t.Fatal("accept failed")
+	}
+	return sc, cn
 }
 
 // A call's arguments are its own unless reuse is set: then the server reads
 // every call into the same buffer and allocates nothing.
 func newFakeServer(t *testing.T, reuse bool, handle func(s *fakeServer, c call)) (*fakeServer, *conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &fakeServer{ln: ln}
-	accepted := make(chan struct{})
+	sc, cn := newRawServer(t)
+	s := &fakeServer{conn: sc, w: bufio.NewWriterSize(sc, 1<<20)}
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		s.conn, s.w = c, bufio.NewWriterSize(c, 1<<20)
-		close(accepted)
-		r := bufio.NewReader(c)
+		r := bufio.NewReader(sc)
 		var buf []byte
 		mark := make([]byte, 4)
 		for {
@@ -73,36 +93,30 @@ func newFakeServer(t *testing.T, reuse bool, handle func(s *fakeServer, c call))
 			if err != nil {
 				return
 			}
-			d := oncrpc.NewDecoder(msg)
-			xid := d.U32()
-			for range 4 { // CALL, RPC version, program, version
-				d.U32()
-			}
-			proc := d.U32()
-			d.U32()
-			d.Opaque() // credential
-			d.U32()
-			d.Opaque() // verifier
-			if d.Err() != nil {
-				t.Errorf("call header: %v", d.Err())
+			c, err := parseCall(msg)
+			if err != nil {
+				t.Errorf("call header: %v", err)
 				return
 			}
-			handle(s, call{xid: xid, proc: proc, args: d.Rest()})
+			handle(s, c)
 		}
 	}()
-	cn, err := dial(context.Background(), ln.Addr().String(), Auth{UID: 1, GID: 1, Machine: "test"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-accepted
-	t.Cleanup(func() {
-		cn.close()
-		ln.Close()
-		if s.conn != nil {
-			s.conn.Close()
-		}
-	})
 	return s, cn
+}
+
+// parseCall decodes a call's header.
+func parseCall(msg []byte) (call, error) {
+	d := oncrpc.NewDecoder(msg)
+	xid := d.U32()
+	for range 4 { // CALL, RPC version, program, version
+		d.U32()
+	}
+	proc := d.U32()
+	d.U32()
+	d.Opaque() // credential
+	d.U32()
+	d.Opaque() // verifier
+	return call{xid: xid, proc: proc, args: d.Rest()}, d.Err()
 }
 
 // reply sends an accepted reply with results, split into fragments of at most
@@ -111,6 +125,19 @@ func (s *fakeServer) reply(xid uint32, results []byte, frag int) { s.replyStat(x
 
 // replyStat is reply with an accept_stat.
 func (s *fakeServer) replyStat(xid, stat uint32, results []byte, frag int) {
+	s.send(record(xid, stat, results, frag))
+}
+
+// send writes b as it is, in one write.
+func (s *fakeServer) send(b []byte) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.w.Write(b)
+	s.w.Flush()
+}
+
+// record is a reply as the server sends it: record marks and all.
+func record(xid, stat uint32, results []byte, frag int) []byte {
 	var e oncrpc.Encoder
 	e.U32(xid)
 	e.U32(1) // REPLY
@@ -122,19 +149,18 @@ func (s *fakeServer) replyStat(xid, stat uint32, results []byte, frag int) {
 	if frag <= 0 {
 		frag = len(msg)
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	var b []byte
 	for len(msg) > 0 {
 		k := min(frag, len(msg))
 		mark := uint32(k)
 		if k == len(msg) {
 			mark |= 0x80000000
 		}
-		binary.Write(s.w, binary.BigEndian, mark)
-		s.w.Write(msg[:k])
+		b = binary.BigEndian.AppendUint32(b, mark)
+		b = append(b, msg[:k]...)
 		msg = msg[k:]
 	}
-	s.w.Flush()
+	return b
 }
 
 // readArgs decodes READ's arguments.
@@ -172,6 +198,18 @@ func readResults(attrs bool, data []byte, eof bool) []byte {
 		e.U32(0)
 	}
 	e.Opaque(data)
+	return e.Bytes()
+}
+
+// writeResults encodes WRITE3resok: count bytes written, unstable.
+func writeResults(count uint32) []byte {
+	var e enc
+	e.U32(0) // NFS3_OK
+	e.U32(0) // wcc: no pre-op attributes
+	e.U32(0) // no post-op attributes
+	e.U32(count)
+	e.U32(0)                 // UNSTABLE
+	e.Fixed(make([]byte, 8)) // verifier
 	return e.Bytes()
 }
 
@@ -345,14 +383,7 @@ func TestWritePipelined(t *testing.T) {
 		mu.Lock()
 		got[off] = bytes.Clone(data)
 		mu.Unlock()
-		var e enc
-		e.U32(0) // NFS3_OK
-		e.U32(0) // wcc: no pre-op attributes
-		e.U32(0) // no post-op attributes
-		e.U32(count)
-		e.U32(0)                 // UNSTABLE
-		e.Fixed(make([]byte, 8)) // verifier
-		s.reply(c.xid, e.Bytes(), 0)
+		s.reply(c.xid, writeResults(count), 0)
 	})
 	c := &Client{conns: []*conn{cn}}
 	sizes := []int{1, 2, 3, 4, 4097, 1 << 20}
@@ -499,14 +530,7 @@ func TestReaderNeverWaitsToWrite(t *testing.T) {
 			serveReads(s, c)
 			return
 		}
-		var e enc
-		e.U32(0)
-		e.U32(0)
-		e.U32(0)
-		e.U32(1 << 20)
-		e.U32(0)
-		e.Fixed(make([]byte, 8))
-		s.reply(c.xid, e.Bytes(), 0)
+		s.reply(c.xid, writeResults(1<<20), 0)
 	})
 	tc := s.conn.(*net.TCPConn)
 	tc.SetReadBuffer(64 << 10)
@@ -580,11 +604,7 @@ func TestReadWriteAllocs(t *testing.T) {
 		return append(e.Bytes(), results...)
 	}
 	readReply := pack(readResults(true, pattern(0, 64<<10), false))
-	var e enc
-	for _, v := range []uint32{0, 0, 0, 4096, 0, 0, 0} {
-		e.U32(v)
-	}
-	writeReply := pack(e.Bytes())
+	writeReply := pack(writeResults(4096))
 	_, cn := newFakeServer(t, true, func(s *fakeServer, c call) {
 		res := readReply
 		if c.proc == procWrite {
@@ -626,16 +646,10 @@ func TestReadWriteAllocs(t *testing.T) {
 // Whatever the server sends, the reader does not panic, and puts no more into
 // a caller's buffer than it holds.
 func FuzzReadReply(f *testing.F) {
-	record := func(xid uint32, results []byte, frag int) []byte {
-		var b bytes.Buffer
-		s := &fakeServer{w: bufio.NewWriter(&b)}
-		s.reply(xid, results, frag)
-		return b.Bytes()
-	}
-	f.Add(record(1, readResults(true, []byte("0123456789"), true), 0))
-	f.Add(record(1, readResults(false, make([]byte, 40), false), 0)) // more than the buffer holds
-	f.Add(record(1, readResults(true, []byte("0123"), false), 30))
-	f.Add(append(record(2, []byte{0, 0, 0, 0}, 0), record(1, []byte{0, 0, 0, 5}, 0)...))
+	f.Add(record(1, 0, readResults(true, []byte("0123456789"), true), 0))
+	f.Add(record(1, 0, readResults(false, make([]byte, 40), false), 0)) // more than the buffer holds
+	f.Add(record(1, 0, readResults(true, []byte("0123"), false), 30))
+	f.Add(append(record(2, 0, []byte{0, 0, 0, 0}, 0), record(1, 0, []byte{0, 0, 0, 5}, 0)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cn := &conn{pending: map[uint32]*request{}}
 		dst := make([]byte, 16)

@@ -69,8 +69,8 @@ type conn struct {
 	busy     bool        // the reader is completing replies it holds, and writes the queue after
 	queued   uint64
 	written  uint64
-	wrote    *sync.Cond // on wmu: signalled after every write
-	writeErr error
+	wrote    *sync.Cond // on wmu: broadcast when a writer stops and when the connection fails
+	writeErr error      // set once nothing will write any more
 	// The reader's writes never wait for the socket (tryWrite): raw is the
 	// socket (nil if the connection has none), try* tryWrite's state.
 	raw      syscall.RawConn
@@ -221,6 +221,7 @@ func (cn *conn) read() {
 	}
 	clear(cn.out)
 	cn.out, cn.busy = nil, false
+	cn.wrote.Broadcast() // the calls that wait for a request queued here (waitWritten)
 	cn.wmu.Unlock()
 
 	cn.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -675,4 +676,83 @@ func FuzzReadReply(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hang is how long a test waits for what must happen before it calls it a
+// hang: far longer than it takes on the slowest machine.
+const hang = 20 * time.Second
+
+// waitUntil polls cond until it holds (true) or hang has passed (false).
+func waitUntil(cond func() bool) bool {
+	for end := time.Now().Add(hang); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// blockedIn says whether a goroutine is blocked with fn on its stack.
+func blockedIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte(fn)) && bytes.Contains(g, []byte("sync.(*Cond).Wait")) {
+			return true
+		}
+	}
+	return false
+}
+
+// queued is how many requests have been queued to be sent.
+func (cn *conn) queuedCount() uint64 {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	return cn.queued
+}
+
+// A call whose context ends while its request waits to be sent (the reader
+// is busy completing replies, and sends it after) returns when the
+// connection fails instead: here the reader, completing a reply, holds a
+// record no reply can be (empty) and fails on it, with the call still queued.
+func TestCancelledCallWakesWhenConnectionFails(t *testing.T) {
+	_, cn := newFakeServer(t, false, func(s *fakeServer, c call) {
+		if _, off, _ := readArgs(c); off == 1 {
+			// The reply and the empty record, in one write: the reader
+			// holds both when it completes the first.
+			s.send(append(record(c.xid, 0, readResults(false, pattern(1, 10), false), 0), 0x80, 0, 0, 0))
+		}
+	})
+	c := &Client{conns: []*conn{cn}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := make(chan error, 1)
+	err := c.ReadAsync(nil, make([]byte, 10), 1, func(int, bool, error) {
+		// On the reader, busy: a call started now waits in the queue.
+		go func() {
+			_, _, err := c.Read(ctx, nil, make([]byte, 10), 2)
+			res <- err
+		}()
+		if !waitUntil(func() bool { return cn.queuedCount() == 2 }) {
+			t.Error("the second call was not queued")
+			return
+		}
+		cancel()
+		// It gave up the call and waits for its request to leave the
+		// queue: only then may the reader go on, and fail.
+		if !waitUntil(func() bool { return blockedIn("(*conn).waitWritten") }) {
+			t.Error("the cancelled call did not wait for its request to leave the queue")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled call: %v", err)
+		}
+	case <-time.After(hang):
+		t.Fatalf("a cancelled call still waits %v after its connection failed", hang)
+	}
 }

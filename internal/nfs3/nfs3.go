@@ -276,6 +276,13 @@ func (c *Client) Create(ctx context.Context, dir []byte, name string, mode uint3
 
 // Read reads up to len(p) bytes at off into p and returns how many it read.
 // The data goes from the socket straight into p.
+//
+// If ctx ends before the reply, Read returns ctx.Err() (once its request has
+// left the send queue), and a late reply is skipped. If it ends while the reply
+// is coming into p, only failing the connection stops it: Read fails the
+// connection (its other calls fail with it), waits until the reader has
+// stopped, and returns ctx.Err(). Either way, nothing writes p once Read has
+// returned; what p holds after an error is undefined.
 func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int, bool, error) {
 	r := readRequest(fh, p, off)
 	defer putRequest(r)
@@ -364,7 +371,8 @@ const (
 )
 
 // Write writes p at off and returns how many bytes the server took. The data
-// goes to the socket from p, in the same writev as the call's header.
+// goes to the socket from p, in the same writev as the call's header. If ctx
+// ends, Write returns as Read does.
 func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how Stable) (int, error) {
 	r := writeRequest(fh, p, off, how)
 	defer putRequest(r)

@@ -82,6 +82,7 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[uint32]*request
 	err     error // set once the reader stops
+	why     error // why abort failed the connection
 
 	xid      atomic.Uint32
 	inFlight atomic.Int64
@@ -225,6 +226,9 @@ func (cn *conn) read() {
 	cn.wmu.Unlock()
 
 	cn.mu.Lock()
+	if cn.why != nil {
+		err = cn.why
+	}
 	cn.err = fmt.Errorf("rpc: connection lost: %w", err)
 	all := make([]*request, 0, len(cn.pending)+1)
 	for xid, r := range cn.pending {
@@ -385,6 +389,12 @@ func (cn *conn) start(r *request, prog, vers, proc uint32, args ...[]byte) error
 
 // do sends r and waits for its reply. When do returns, nothing refers to r any
 // longer: neither the send queue nor the reader.
+//
+// If ctx ends first, do returns ctx.Err(). A reply that has not begun to come
+// is skipped when it does; but once the reader has taken the call and reads
+// its reply (into r, or into the caller's buffer: r.dst), it can only be
+// stopped by failing the connection, and every other call on it fails too;
+// do returns once the reader has stopped.
 func (cn *conn) do(ctx context.Context, r *request, prog, vers, proc uint32, args ...[]byte) error {
 	if err := cn.start(r, prog, vers, proc, args...); err != nil {
 		return err
@@ -393,16 +403,32 @@ func (cn *conn) do(ctx context.Context, r *request, prog, vers, proc uint32, arg
 	case <-r.done:
 		return r.err
 	case <-ctx.Done():
-		if cn.forget(r.xid) {
-			// No reply will be delivered; wait until the request (and a
-			// WRITE's data, the caller's) has left the send queue.
-			cn.waitWritten(r.seq)
-			return ctx.Err()
-		}
-		// The reader is reading the reply (into the caller's buffer).
-		<-r.done
-		return r.err
 	}
+	if cn.forget(r.xid) {
+		// No reply will be delivered; wait until the request (and a
+		// WRITE's data, the caller's) has left the send queue.
+		cn.waitWritten(r.seq)
+		return ctx.Err()
+	}
+	select {
+	case <-r.done: // it came meanwhile
+		return r.err
+	default:
+	}
+	cn.abort(fmt.Errorf("rpc: a call gave up its reply halfway: %w", ctx.Err()))
+	<-r.done // the reader has stopped, and completed r
+	return ctx.Err()
+}
+
+// abort fails the connection because of why: a read or write blocked on it
+// fails at once, the reader stops, and every call on the connection fails.
+func (cn *conn) abort(why error) {
+	cn.mu.Lock()
+	if cn.why == nil {
+		cn.why = why
+	}
+	cn.mu.Unlock()
+	cn.c.Close()
 }
 
 // send queues a request's pieces. Unless somebody is writing the queue or the

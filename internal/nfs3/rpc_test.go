@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -747,12 +748,83 @@ func TestCancelledCallWakesWhenConnectionFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantCanceled(t, res, "after its connection failed")
+}
+
+// wantCanceled waits for a cancelled call's error, which must be its
+// context's; a call that does not return is a hang, when.
+func wantCanceled(t *testing.T, res <-chan error, when string) {
+	t.Helper()
 	select {
 	case err := <-res:
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled call: %v", err)
 		}
 	case <-time.After(hang):
-		t.Fatalf("a cancelled call still waits %v after its connection failed", hang)
+		t.Fatalf("a cancelled call still waits %v %s", hang, when)
+	}
+}
+
+// A call whose context ends while its reply is coming — the reader has taken
+// it and reads its results, a READ's into the caller's buffer — returns: the
+// server here sends half a large reply, then nothing. The connection fails
+// (the rest of the reply can go nowhere else), and the caller's buffer is
+// not written once the call has returned.
+func TestCancelDuringReply(t *testing.T) {
+	const size = 1 << 20
+	for _, tc := range []struct {
+		name    string
+		results []byte
+		call    func(ctx context.Context, c *Client, p []byte) error
+	}{
+		{"READ into the caller's buffer", readResults(false, pattern(0, size), false),
+			func(ctx context.Context, c *Client, p []byte) error {
+				_, _, err := c.Read(ctx, nil, p, 0)
+				return err
+			}},
+		{"LOOKUP's large results", func() []byte {
+			var e enc
+			e.U32(0)
+			e.Opaque(pattern(0, size))
+			return e.Bytes()
+		}(),
+			func(ctx context.Context, c *Client, _ []byte) error {
+				_, _, err := c.Lookup(ctx, nil, "x")
+				return err
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rest := make(chan []byte, 1)
+			s, cn := newFakeServer(t, false, func(s *fakeServer, c call) {
+				b := record(c.xid, 0, tc.results, 0)
+				s.send(b[:len(b)/2])
+				rest <- b[len(b)/2:]
+			})
+			c := &Client{conns: []*conn{cn}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := make([]byte, size)
+			res := make(chan error, 1)
+			go func() { res <- tc.call(ctx, c, p) }()
+			var tail []byte
+			select {
+			case tail = <-rest:
+			case <-time.After(hang):
+				t.Fatal("no call came")
+			}
+			if !waitUntil(func() bool { return cn.inFlight.Load() == 0 }) {
+				t.Fatal("the reader did not take the reply")
+			}
+			cancel()
+			wantCanceled(t, res, "with its reply stalled halfway")
+			was := bytes.Clone(p)
+			s.send(tail)
+			if _, _, err := c.Read(context.Background(), nil, make([]byte, 10), 0); err == nil || !strings.Contains(err.Error(), "gave up its reply") {
+				t.Errorf("the next call, on a connection failed by a call that gave up its reply halfway: %v", err)
+			}
+			if !bytes.Equal(p, was) {
+				t.Error("the buffer of a call that returned was written")
+			}
+		})
 	}
 }

@@ -293,9 +293,11 @@ func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int,
 }
 
 // ReadAsync starts what Read does and returns at once. done runs when the
-// READ completes, on the connection's reader goroutine: it must not block (it
-// may start more calls), and p is the caller's again once it runs. If
-// ReadAsync returns an error, the READ did not start and done does not run.
+// READ completes, on the connection's reader goroutine (or, if the reply came
+// before the call had been sent, on the goroutine that finished sending it):
+// it must not block (it may start more calls), and p is the caller's again
+// once it runs. If ReadAsync returns an error, the READ did not start and done
+// does not run.
 func (c *Client) ReadAsync(fh []byte, p []byte, off int64, done func(n int, eof bool, err error)) error {
 	r := readRequest(fh, p, off)
 	r.onDone, r.readDone = readDone, done
@@ -371,8 +373,9 @@ const (
 )
 
 // Write writes p at off and returns how many bytes the server took. The data
-// goes to the socket from p, in the same writev as the call's header. If ctx
-// ends, Write returns as Read does.
+// goes to the socket from p, in the same writev as the call's header, and
+// nothing reads p once Write has returned, even if the server answered before
+// it read all of p. If ctx ends, Write returns as Read does.
 func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how Stable) (int, error) {
 	r := writeRequest(fh, p, off, how)
 	defer putRequest(r)
@@ -383,9 +386,9 @@ func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how 
 }
 
 // WriteAsync starts what Write does and returns at once. done runs when the
-// WRITE completes, on the connection's reader goroutine: it must not block (it
-// may start more calls), and p is the caller's again once it runs. If
-// WriteAsync returns an error, the WRITE did not start and done does not run.
+// WRITE completes, as ReadAsync's does, and p is the caller's again once it
+// runs: nothing reads p any more. If WriteAsync returns an error, the WRITE
+// did not start and done does not run.
 func (c *Client) WriteAsync(fh []byte, p []byte, off int64, how Stable, done func(n int, err error)) error {
 	r := writeRequest(fh, p, off, how)
 	r.onDone, r.writeDone = writeDone, done

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -172,6 +173,20 @@ func readArgs(c call) (fh []byte, off uint64, count uint32) {
 	off = d.U64()
 	count = d.U32()
 	return fh, off, count
+}
+
+// writeArgs decodes WRITE's arguments, which must be whole.
+func writeArgs(c call) (off uint64, count uint32, data []byte, err error) {
+	d := oncrpc.NewDecoder(c.args)
+	d.Opaque() // fh
+	off = d.U64()
+	count = d.U32()
+	d.U32() // stable
+	data = d.Opaque()
+	if d.Err() != nil || len(d.Rest()) != 0 || int(count) != len(data) {
+		err = fmt.Errorf("WRITE at %d: %v, %d bytes left, count %d, data %d", off, d.Err(), len(d.Rest()), count, len(data))
+	}
+	return off, count, data, err
 }
 
 // pattern is the data the fake file holds at off.
@@ -373,14 +388,9 @@ func TestWritePipelined(t *testing.T) {
 	var mu sync.Mutex
 	got := map[uint64][]byte{}
 	_, cn := newFakeServer(t, false, func(s *fakeServer, c call) {
-		d := oncrpc.NewDecoder(c.args)
-		d.Opaque() // fh
-		off := d.U64()
-		count := d.U32()
-		d.U32() // stable
-		data := d.Opaque()
-		if d.Err() != nil || len(d.Rest()) != 0 || int(count) != len(data) {
-			t.Errorf("WRITE at %d: %v, %d bytes left, count %d, data %d", off, d.Err(), len(d.Rest()), count, len(data))
+		off, count, data, err := writeArgs(c)
+		if err != nil {
+			t.Error(err)
 		}
 		mu.Lock()
 		got[off] = bytes.Clone(data)
@@ -826,5 +836,99 @@ func TestCancelDuringReply(t *testing.T) {
 				t.Error("the buffer of a call that returned was written")
 			}
 		})
+	}
+}
+
+// A reply that comes before its call has been sent — from a server that
+// answers after reading only a call's XID, or guesses the next call's —
+// completes the call only once it has been sent. Callers reuse their data as
+// soon as their calls complete, and the pooled request's header goes to the
+// next call, yet the server receives both calls intact: a WRITE whose writev
+// the server holds up, and one queued behind it.
+func TestCompleteOnlyOnceSent(t *testing.T) {
+	sc, cn := newRawServer(t)
+	sc.(*net.TCPConn).SetReadBuffer(64 << 10)
+	cn.c.(*net.TCPConn).SetWriteBuffer(64 << 10)
+	c := &Client{conns: []*conn{cn}}
+	big, small := pattern(0, 4<<20), pattern(1, 4096)
+	completed := make(chan struct{}, 2)
+	reuse := func(p []byte, n int, err error) {
+		if err != nil || n != len(p) {
+			t.Errorf("WRITE of %d: %d %v", len(p), n, err)
+		}
+		for i := range p {
+			p[i] = 0xee
+		}
+		completed <- struct{}{}
+	}
+	writing := func() bool {
+		cn.wmu.Lock()
+		defer cn.wmu.Unlock()
+		return cn.writing
+	}
+
+	// The first WRITE's caller writes it, and waits for the socket: the
+	// server reads no more than its XID.
+	go func() {
+		if err := c.WriteAsync(nil, big, 0, Unstable, func(n int, err error) { reuse(big, n, err) }); err != nil {
+			t.Error(err)
+		}
+	}()
+	if !waitUntil(writing) {
+		t.Fatal("nobody writes the first WRITE")
+	}
+	br := bufio.NewReader(sc)
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(br, head); err != nil {
+		t.Fatal(err)
+	}
+	xid := binary.BigEndian.Uint32(head[4:])
+	// The second queues behind it.
+	go func() {
+		n, err := c.Write(context.Background(), nil, small, 1, Unstable)
+		reuse(small, n, err)
+		c.ReadAsync(nil, make([]byte, 10), 2, func(int, bool, error) {}) // with the pooled request, maybe
+	}()
+	if !waitUntil(func() bool { return cn.queuedCount() == 2 }) {
+		t.Fatal("the second WRITE was not queued")
+	}
+	sc.Write(append(record(xid, 0, writeResults(uint32(len(big))), 0), record(xid+1, 0, writeResults(uint32(len(small))), 0)...))
+	// A client that completes the calls now does so at once; the server
+	// gives it time to before it reads on.
+	select {
+	case <-completed:
+		t.Error("a WRITE completed before it was sent")
+		completed <- struct{}{}
+	case <-time.After(500 * time.Millisecond):
+	}
+	first := make([]byte, binary.BigEndian.Uint32(head)&^0x80000000)
+	copy(first, head[4:])
+	if _, err := io.ReadFull(br, first[4:]); err != nil {
+		t.Fatal(err)
+	}
+	second, err := oncrpc.ReadRecord(br)
+	if err != nil {
+		t.Fatalf("WRITE 2 as the server got it: %v", err)
+	}
+	for i, msg := range [][]byte{first, second} {
+		want := [][]byte{pattern(0, len(big)), pattern(1, len(small))}[i]
+		c, err := parseCall(msg)
+		if err == nil {
+			var data []byte
+			_, _, data, err = writeArgs(c)
+			if err == nil && (c.xid != xid+uint32(i) || !bytes.Equal(data, want)) {
+				err = fmt.Errorf("XID %d (want %d), data intact: %v", c.xid, xid+uint32(i), bytes.Equal(data, want))
+			}
+		}
+		if err != nil {
+			t.Errorf("WRITE %d as the server got it: %v", i+1, err)
+		}
+	}
+	for range 2 {
+		select {
+		case <-completed:
+		case <-time.After(hang):
+			t.Fatal("the WRITEs did not complete once sent")
+		}
 	}
 }

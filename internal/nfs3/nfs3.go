@@ -276,6 +276,13 @@ func (c *Client) Create(ctx context.Context, dir []byte, name string, mode uint3
 
 // Read reads up to len(p) bytes at off into p and returns how many it read.
 // The data goes from the socket straight into p.
+//
+// If ctx ends before the reply, Read returns ctx.Err() (once its request has
+// left the send queue), and a late reply is skipped. If it ends while the reply
+// is coming into p, only failing the connection stops it: Read fails the
+// connection (its other calls fail with it), waits until the reader has
+// stopped, and returns ctx.Err(). Either way, nothing writes p once Read has
+// returned; what p holds after an error is undefined.
 func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int, bool, error) {
 	r := readRequest(fh, p, off)
 	defer putRequest(r)
@@ -286,9 +293,11 @@ func (c *Client) Read(ctx context.Context, fh []byte, p []byte, off int64) (int,
 }
 
 // ReadAsync starts what Read does and returns at once. done runs when the
-// READ completes, on the connection's reader goroutine: it must not block (it
-// may start more calls), and p is the caller's again once it runs. If
-// ReadAsync returns an error, the READ did not start and done does not run.
+// READ completes, on the connection's reader goroutine (or, if the reply came
+// before the call had been sent, on the goroutine that finished sending it):
+// it must not block (it may start more calls), and p is the caller's again
+// once it runs. If ReadAsync returns an error, the READ did not start and done
+// does not run.
 func (c *Client) ReadAsync(fh []byte, p []byte, off int64, done func(n int, eof bool, err error)) error {
 	r := readRequest(fh, p, off)
 	r.onDone, r.readDone = readDone, done
@@ -364,7 +373,9 @@ const (
 )
 
 // Write writes p at off and returns how many bytes the server took. The data
-// goes to the socket from p, in the same writev as the call's header.
+// goes to the socket from p, in the same writev as the call's header, and
+// nothing reads p once Write has returned, even if the server answered before
+// it read all of p. If ctx ends, Write returns as Read does.
 func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how Stable) (int, error) {
 	r := writeRequest(fh, p, off, how)
 	defer putRequest(r)
@@ -375,9 +386,9 @@ func (c *Client) Write(ctx context.Context, fh []byte, p []byte, off int64, how 
 }
 
 // WriteAsync starts what Write does and returns at once. done runs when the
-// WRITE completes, on the connection's reader goroutine: it must not block (it
-// may start more calls), and p is the caller's again once it runs. If
-// WriteAsync returns an error, the WRITE did not start and done does not run.
+// WRITE completes, as ReadAsync's does, and p is the caller's again once it
+// runs: nothing reads p any more. If WriteAsync returns an error, the WRITE
+// did not start and done does not run.
 func (c *Client) WriteAsync(fh []byte, p []byte, off int64, how Stable, done func(n int, err error)) error {
 	r := writeRequest(fh, p, off, how)
 	r.onDone, r.writeDone = writeDone, done

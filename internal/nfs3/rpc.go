@@ -13,7 +13,14 @@
 // depth means to the server. ReadAsync and WriteAsync start a call without a
 // goroutine waiting for it: the reader runs the caller's function when the
 // reply comes, and that function may start the next call at once, as an event
-// loop like libnfs's does.
+// loop like libnfs's does. A call completes only once it has been sent, even
+// if its reply comes first (a server may answer a call it has not read whole):
+// then the goroutine that finishes sending it completes it.
+//
+// A call whose context ends before its reply begins to come returns once its
+// request has left the send queue, and the reply is skipped when it comes;
+// once the reply has begun, the reader is reading it (maybe into the caller's
+// buffer), and the call fails the connection to stop it.
 //
 // READ and WRITE, the calls of a load generator, cost no allocation and no copy
 // of their data on the client's side: a call's state (its encoded header, the
@@ -61,16 +68,22 @@ type conn struct {
 
 	// Sending (see send): requests queue in out, and whoever writes takes
 	// the queue until it is empty.
-	wmu      sync.Mutex
-	out      net.Buffers
-	spare    net.Buffers
-	wbuf     net.Buffers // what WriteTo writes: a field, so that it is not allocated per write
-	writing  bool        // someone is writing the queue
-	busy     bool        // the reader is completing replies it holds, and writes the queue after
-	queued   uint64
-	written  uint64
-	wrote    *sync.Cond // on wmu: signalled after every write
-	writeErr error
+	wmu     sync.Mutex
+	out     net.Buffers
+	spare   net.Buffers
+	wbuf    net.Buffers // what WriteTo writes: a field, so that it is not allocated per write
+	writing bool        // someone is writing the queue
+	busy    bool        // the reader is completing replies it holds, and writes the queue after
+	queued  uint64
+	// Requests 1 to written (in queue order) have been written, or never
+	// will be: no writer reads them any more. Stored under wmu; the reader
+	// loads it without (complete).
+	written  atomic.Uint64
+	wrote    *sync.Cond // on wmu: broadcast when written grows, a writer stops, the connection fails
+	writeErr error      // set once nothing will write any more
+	// Requests whose replies came before they were written (complete): the
+	// writer that writes them completes them (release). ready is release's.
+	early, ready []*request
 	// The reader's writes never wait for the socket (tryWrite): raw is the
 	// socket (nil if the connection has none), try* tryWrite's state.
 	raw      syscall.RawConn
@@ -81,7 +94,7 @@ type conn struct {
 
 	mu      sync.Mutex
 	pending map[uint32]*request
-	err     error // set once the reader stops
+	why     error // why abort failed the connection
 
 	xid      atomic.Uint32
 	inFlight atomic.Int64
@@ -97,8 +110,9 @@ type request struct {
 	args enc    // arguments, for callers that encode them here
 	iov  [4][]byte
 
-	// The reader completes the request by calling onDone if it is set, else
-	// by signalling done.
+	// Completing the request (finish) calls onDone if it is set, else
+	// signals done. A request completes once its reply has been read (or
+	// the connection has failed) and it has been written, whichever is last.
 	done   chan struct{}
 	onDone func(*request)
 
@@ -128,7 +142,7 @@ func getRequest() *request {
 }
 
 // putRequest returns r to the pool, once nothing refers to it: conn.do has
-// returned, or its onDone runs.
+// returned, or its onDone runs (neither happens before it has been written).
 func putRequest(r *request) {
 	if cap(r.res) > 1<<20 {
 		r.res = nil // an unusually large reply: don't keep its buffer
@@ -207,24 +221,31 @@ func (cn *conn) read() {
 			cn.busy = true
 			cn.wmu.Unlock()
 		}
-		r.finish()
+		cn.complete(r)
 	}
 	// Nothing may write any more, and no write may still be reading a
 	// request's buffers when its call fails and its caller reuses them.
 	cn.c.Close()
+	lost := cn.lost(err)
 	cn.wmu.Lock()
 	for cn.writing {
 		cn.wrote.Wait()
 	}
 	if cn.writeErr == nil {
-		cn.writeErr = errors.New("rpc: connection lost")
+		cn.writeErr = lost
 	}
 	clear(cn.out)
 	cn.out, cn.busy = nil, false
+	cn.written.Store(cn.queued)
+	early := cn.early
+	cn.early = nil
+	cn.wrote.Broadcast() // the calls that wait for a request queued here (waitWritten)
 	cn.wmu.Unlock()
+	for _, r := range early {
+		r.finish()
+	}
 
 	cn.mu.Lock()
-	cn.err = fmt.Errorf("rpc: connection lost: %w", err)
 	all := make([]*request, 0, len(cn.pending)+1)
 	for xid, r := range cn.pending {
 		delete(cn.pending, xid)
@@ -235,7 +256,7 @@ func (cn *conn) read() {
 		all = append(all, failed)
 	}
 	for _, r := range all {
-		r.err = cn.err
+		r.err = lost
 		r.finish() // not under mu: a callback may start another call
 	}
 }
@@ -248,6 +269,51 @@ func replyBuffered(br *bufio.Reader) bool {
 	mark, _ := br.Peek(4)
 	last, n := oncrpc.LastFragment(binary.BigEndian.Uint32(mark))
 	return last && br.Buffered()-4 >= n
+}
+
+// complete completes r, whose reply the reader has read, once r has been
+// written: a server may answer a call before it has read it all, and until
+// then a writer may still be reading r's header and a WRITE's data (the
+// caller's, who reuses it once the call completes). Then the writer that
+// writes r completes it (release).
+func (cn *conn) complete(r *request) {
+	if r.seq > cn.written.Load() {
+		cn.wmu.Lock()
+		if r.seq > cn.written.Load() {
+			cn.early = append(cn.early, r)
+			cn.wmu.Unlock()
+			return
+		}
+		cn.wmu.Unlock()
+	}
+	r.finish()
+}
+
+// release completes the requests whose replies came early (complete) that
+// have now been written. The writer calls it with wmu held, after it has
+// written; release unlocks wmu while it completes them.
+func (cn *conn) release() {
+	if len(cn.early) == 0 {
+		return
+	}
+	written := cn.written.Load()
+	ready, early := cn.ready[:0], cn.early[:0]
+	for _, r := range cn.early {
+		if r.seq <= written {
+			ready = append(ready, r)
+		} else {
+			early = append(early, r)
+		}
+	}
+	clear(cn.early[len(early):])
+	cn.early = early
+	cn.wmu.Unlock()
+	for _, r := range ready {
+		r.finish()
+	}
+	clear(ready)
+	cn.wmu.Lock()
+	cn.ready = ready[:0]
 }
 
 // take removes the request a reply answers from the pending calls.
@@ -347,23 +413,98 @@ func (cn *conn) readReply(br *bufio.Reader) (*request, error) {
 
 // start sends r (its header is made here; args are the arguments' pieces,
 // sent after it in one writev) and returns without waiting for the reply. On
-// an error the call is not pending and will not complete; otherwise the reader
-// completes it.
+// an error the call is not pending and will not complete; otherwise it
+// completes once its reply has been read (or the connection has failed) and
+// it has been written, whichever comes last.
 func (cn *conn) start(r *request, prog, vers, proc uint32, args ...[]byte) error {
-	r.xid = cn.xid.Add(1)
+	xid := cn.xid.Add(1)
+	r.xid = xid
 	size := 0
 	for _, a := range args {
 		size += len(a)
 	}
-	r.hdr = oncrpc.AppendCallHeader(r.hdr[:0], r.xid, prog, vers, proc, cn.auth, size)
+	r.hdr = oncrpc.AppendCallHeader(r.hdr[:0], xid, prog, vers, proc, cn.auth, size)
 	iov := append(r.iov[:0], r.hdr)
 	iov = append(iov, args...)
-
-	cn.mu.Lock()
-	if cn.err != nil {
-		cn.mu.Unlock()
-		return cn.err
+	if pending, err := cn.send(r, iov); err != nil && (!pending || cn.forget(xid)) {
+		return err
 	}
+	// Queued or written, or failed after the reader took the call: it
+	// completes either way (and r may already be another call's: only xid
+	// is this one's).
+	return nil
+}
+
+// do sends r and waits for its reply. When do returns, nothing refers to r any
+// longer: neither the send queue nor the reader.
+//
+// If ctx ends first, do returns ctx.Err(). A reply that has not begun to come
+// is skipped when it does; but once the reader has taken the call and reads
+// its reply (into r, or into the caller's buffer: r.dst), it can only be
+// stopped by failing the connection, and every other call on it fails too;
+// do returns once the reader has stopped.
+func (cn *conn) do(ctx context.Context, r *request, prog, vers, proc uint32, args ...[]byte) error {
+	if err := cn.start(r, prog, vers, proc, args...); err != nil {
+		return err
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+	}
+	if cn.forget(r.xid) {
+		// No reply will be delivered; wait until the request (and a
+		// WRITE's data, the caller's) has left the send queue.
+		cn.waitWritten(r.seq)
+		return ctx.Err()
+	}
+	select {
+	case <-r.done: // it came meanwhile
+		return r.err
+	default:
+	}
+	cn.abort(fmt.Errorf("rpc: a call gave up its reply halfway: %w", ctx.Err()))
+	<-r.done // the reader has stopped, and completed r
+	return ctx.Err()
+}
+
+// lost is the error of calls on a connection that failed with err, or that
+// abort failed.
+func (cn *conn) lost(err error) error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.why != nil {
+		err = cn.why
+	}
+	return fmt.Errorf("rpc: connection lost: %w", err)
+}
+
+// abort fails the connection because of why: a read or write blocked on it
+// fails at once, the reader stops, and every call on the connection fails.
+func (cn *conn) abort(why error) {
+	cn.mu.Lock()
+	if cn.why == nil {
+		cn.why = why
+	}
+	cn.mu.Unlock()
+	cn.c.Close()
+}
+
+// send makes r pending and queues its pieces. Unless somebody is writing the
+// queue or the reader is about to, the caller writes it. It returns whether r
+// became pending: not if the connection had failed.
+func (cn *conn) send(r *request, iov [][]byte) (pending bool, err error) {
+	cn.wmu.Lock()
+	if cn.writeErr != nil { // set before the reader fails the pending calls
+		err := cn.writeErr
+		cn.wmu.Unlock()
+		return false, err
+	}
+	cn.queued++
+	r.seq = cn.queued
+	// Pending only now that its place in the queue is known: the reader
+	// reads seq (complete).
+	cn.mu.Lock()
 	cn.pending[r.xid] = r
 	cn.mu.Unlock()
 	// In flight: sent (or queued to be), reply not yet read (take decrements).
@@ -374,53 +515,12 @@ func (cn *conn) start(r *request, prog, vers, proc uint32, args ...[]byte) error
 			break
 		}
 	}
-	if err := cn.send(r, iov); err != nil && cn.forget(r.xid) {
-		return err
-	}
-	// Queued or written, or failed after the reader took the call: the
-	// reader completes it either way.
-	return nil
-}
-
-// do sends r and waits for its reply. When do returns, nothing refers to r any
-// longer: neither the send queue nor the reader.
-func (cn *conn) do(ctx context.Context, r *request, prog, vers, proc uint32, args ...[]byte) error {
-	if err := cn.start(r, prog, vers, proc, args...); err != nil {
-		return err
-	}
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		if cn.forget(r.xid) {
-			// No reply will be delivered; wait until the request (and a
-			// WRITE's data, the caller's) has left the send queue.
-			cn.waitWritten(r.seq)
-			return ctx.Err()
-		}
-		// The reader is reading the reply (into the caller's buffer).
-		<-r.done
-		return r.err
-	}
-}
-
-// send queues a request's pieces. Unless somebody is writing the queue or the
-// reader is about to, the caller writes it.
-func (cn *conn) send(r *request, iov [][]byte) error {
-	cn.wmu.Lock()
-	if cn.writeErr != nil {
-		err := cn.writeErr
-		cn.wmu.Unlock()
-		return err
-	}
 	cn.out = append(cn.out, iov...)
-	cn.queued++
-	r.seq = cn.queued
 	if cn.writing || cn.busy {
 		cn.wmu.Unlock()
-		return nil
+		return true, nil
 	}
-	return cn.flush(true)
+	return true, cn.flush(true)
 }
 
 // flush writes the queue, and whatever is added to it meanwhile, until it is
@@ -460,13 +560,16 @@ func (cn *conn) flush(wait bool) error {
 		}
 		clear(batch)
 		cn.spare = batch[:0]
-		cn.written = upto
 		if err != nil {
-			cn.writeErr = fmt.Errorf("rpc: send: %w", err)
+			cn.writeErr = cn.lost(fmt.Errorf("send: %w", err))
 			clear(cn.out)
 			cn.out = cn.out[:0]
-			cn.c.Close() // the calls queued behind fail with the connection
+			upto = cn.queued // nothing will write the rest
+			cn.c.Close()     // the calls queued behind fail with the connection
 		}
+		cn.written.Store(upto)
+		cn.wrote.Broadcast()
+		cn.release()
 	}
 	cn.writing = false
 	cn.wrote.Broadcast()
@@ -519,7 +622,7 @@ func (cn *conn) writevOnce(fd uintptr) bool {
 // connection cannot write any more).
 func (cn *conn) waitWritten(seq uint64) {
 	cn.wmu.Lock()
-	for cn.written < seq && cn.writeErr == nil {
+	for cn.written.Load() < seq && cn.writeErr == nil {
 		cn.wrote.Wait()
 	}
 	cn.wmu.Unlock()

@@ -6,8 +6,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,31 +30,51 @@ type call struct {
 // where a test needs to choose the replies: their order, their sizes, their
 // fragments, a dropped connection.
 type fakeServer struct {
-	ln   net.Listener
 	conn net.Conn
 	wmu  sync.Mutex
 	w    *bufio.Writer
+}
+
+// newRawServer connects a client to a server on loopback, and returns the
+// server's side of the connection, for a test to play the server itself.
+func newRawServer(t *testing.T) (net.Conn, *conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	cn, err := dial(context.Background(), ln.Addr().String(), Auth{UID: 1, GID: 1, Machine: "test"}, "")
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	sc := <-accepted
+	t.Cleanup(func() {
+		cn.close()
+		ln.Close()
+		if sc != nil {
+			sc.Close()
+		}
+	})
+	if sc == nil {
+		t.Fatal("accept failed")
+	}
+	return sc, cn
 }
 
 // A call's arguments are its own unless reuse is set: then the server reads
 // every call into the same buffer and allocates nothing.
 func newFakeServer(t *testing.T, reuse bool, handle func(s *fakeServer, c call)) (*fakeServer, *conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &fakeServer{ln: ln}
-	accepted := make(chan struct{})
+	sc, cn := newRawServer(t)
+	s := &fakeServer{conn: sc, w: bufio.NewWriterSize(sc, 1<<20)}
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		s.conn, s.w = c, bufio.NewWriterSize(c, 1<<20)
-		close(accepted)
-		r := bufio.NewReader(c)
+		r := bufio.NewReader(sc)
 		var buf []byte
 		mark := make([]byte, 4)
 		for {
@@ -73,36 +96,30 @@ func newFakeServer(t *testing.T, reuse bool, handle func(s *fakeServer, c call))
 			if err != nil {
 				return
 			}
-			d := oncrpc.NewDecoder(msg)
-			xid := d.U32()
-			for range 4 { // CALL, RPC version, program, version
-				d.U32()
-			}
-			proc := d.U32()
-			d.U32()
-			d.Opaque() // credential
-			d.U32()
-			d.Opaque() // verifier
-			if d.Err() != nil {
-				t.Errorf("call header: %v", d.Err())
+			c, err := parseCall(msg)
+			if err != nil {
+				t.Errorf("call header: %v", err)
 				return
 			}
-			handle(s, call{xid: xid, proc: proc, args: d.Rest()})
+			handle(s, c)
 		}
 	}()
-	cn, err := dial(context.Background(), ln.Addr().String(), Auth{UID: 1, GID: 1, Machine: "test"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-accepted
-	t.Cleanup(func() {
-		cn.close()
-		ln.Close()
-		if s.conn != nil {
-			s.conn.Close()
-		}
-	})
 	return s, cn
+}
+
+// parseCall decodes a call's header.
+func parseCall(msg []byte) (call, error) {
+	d := oncrpc.NewDecoder(msg)
+	xid := d.U32()
+	for range 4 { // CALL, RPC version, program, version
+		d.U32()
+	}
+	proc := d.U32()
+	d.U32()
+	d.Opaque() // credential
+	d.U32()
+	d.Opaque() // verifier
+	return call{xid: xid, proc: proc, args: d.Rest()}, d.Err()
 }
 
 // reply sends an accepted reply with results, split into fragments of at most
@@ -111,6 +128,19 @@ func (s *fakeServer) reply(xid uint32, results []byte, frag int) { s.replyStat(x
 
 // replyStat is reply with an accept_stat.
 func (s *fakeServer) replyStat(xid, stat uint32, results []byte, frag int) {
+	s.send(record(xid, stat, results, frag))
+}
+
+// send writes b as it is, in one write.
+func (s *fakeServer) send(b []byte) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.w.Write(b)
+	s.w.Flush()
+}
+
+// record is a reply as the server sends it: record marks and all.
+func record(xid, stat uint32, results []byte, frag int) []byte {
 	var e oncrpc.Encoder
 	e.U32(xid)
 	e.U32(1) // REPLY
@@ -122,19 +152,18 @@ func (s *fakeServer) replyStat(xid, stat uint32, results []byte, frag int) {
 	if frag <= 0 {
 		frag = len(msg)
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	var b []byte
 	for len(msg) > 0 {
 		k := min(frag, len(msg))
 		mark := uint32(k)
 		if k == len(msg) {
 			mark |= 0x80000000
 		}
-		binary.Write(s.w, binary.BigEndian, mark)
-		s.w.Write(msg[:k])
+		b = binary.BigEndian.AppendUint32(b, mark)
+		b = append(b, msg[:k]...)
 		msg = msg[k:]
 	}
-	s.w.Flush()
+	return b
 }
 
 // readArgs decodes READ's arguments.
@@ -144,6 +173,20 @@ func readArgs(c call) (fh []byte, off uint64, count uint32) {
 	off = d.U64()
 	count = d.U32()
 	return fh, off, count
+}
+
+// writeArgs decodes WRITE's arguments, which must be whole.
+func writeArgs(c call) (off uint64, count uint32, data []byte, err error) {
+	d := oncrpc.NewDecoder(c.args)
+	d.Opaque() // fh
+	off = d.U64()
+	count = d.U32()
+	d.U32() // stable
+	data = d.Opaque()
+	if d.Err() != nil || len(d.Rest()) != 0 || int(count) != len(data) {
+		err = fmt.Errorf("WRITE at %d: %v, %d bytes left, count %d, data %d", off, d.Err(), len(d.Rest()), count, len(data))
+	}
+	return off, count, data, err
 }
 
 // pattern is the data the fake file holds at off.
@@ -172,6 +215,18 @@ func readResults(attrs bool, data []byte, eof bool) []byte {
 		e.U32(0)
 	}
 	e.Opaque(data)
+	return e.Bytes()
+}
+
+// writeResults encodes WRITE3resok: count bytes written, unstable.
+func writeResults(count uint32) []byte {
+	var e enc
+	e.U32(0) // NFS3_OK
+	e.U32(0) // wcc: no pre-op attributes
+	e.U32(0) // no post-op attributes
+	e.U32(count)
+	e.U32(0)                 // UNSTABLE
+	e.Fixed(make([]byte, 8)) // verifier
 	return e.Bytes()
 }
 
@@ -333,26 +388,14 @@ func TestWritePipelined(t *testing.T) {
 	var mu sync.Mutex
 	got := map[uint64][]byte{}
 	_, cn := newFakeServer(t, false, func(s *fakeServer, c call) {
-		d := oncrpc.NewDecoder(c.args)
-		d.Opaque() // fh
-		off := d.U64()
-		count := d.U32()
-		d.U32() // stable
-		data := d.Opaque()
-		if d.Err() != nil || len(d.Rest()) != 0 || int(count) != len(data) {
-			t.Errorf("WRITE at %d: %v, %d bytes left, count %d, data %d", off, d.Err(), len(d.Rest()), count, len(data))
+		off, count, data, err := writeArgs(c)
+		if err != nil {
+			t.Error(err)
 		}
 		mu.Lock()
 		got[off] = bytes.Clone(data)
 		mu.Unlock()
-		var e enc
-		e.U32(0) // NFS3_OK
-		e.U32(0) // wcc: no pre-op attributes
-		e.U32(0) // no post-op attributes
-		e.U32(count)
-		e.U32(0)                 // UNSTABLE
-		e.Fixed(make([]byte, 8)) // verifier
-		s.reply(c.xid, e.Bytes(), 0)
+		s.reply(c.xid, writeResults(count), 0)
 	})
 	c := &Client{conns: []*conn{cn}}
 	sizes := []int{1, 2, 3, 4, 4097, 1 << 20}
@@ -499,14 +542,7 @@ func TestReaderNeverWaitsToWrite(t *testing.T) {
 			serveReads(s, c)
 			return
 		}
-		var e enc
-		e.U32(0)
-		e.U32(0)
-		e.U32(0)
-		e.U32(1 << 20)
-		e.U32(0)
-		e.Fixed(make([]byte, 8))
-		s.reply(c.xid, e.Bytes(), 0)
+		s.reply(c.xid, writeResults(1<<20), 0)
 	})
 	tc := s.conn.(*net.TCPConn)
 	tc.SetReadBuffer(64 << 10)
@@ -580,11 +616,7 @@ func TestReadWriteAllocs(t *testing.T) {
 		return append(e.Bytes(), results...)
 	}
 	readReply := pack(readResults(true, pattern(0, 64<<10), false))
-	var e enc
-	for _, v := range []uint32{0, 0, 0, 4096, 0, 0, 0} {
-		e.U32(v)
-	}
-	writeReply := pack(e.Bytes())
+	writeReply := pack(writeResults(4096))
 	_, cn := newFakeServer(t, true, func(s *fakeServer, c call) {
 		res := readReply
 		if c.proc == procWrite {
@@ -626,16 +658,10 @@ func TestReadWriteAllocs(t *testing.T) {
 // Whatever the server sends, the reader does not panic, and puts no more into
 // a caller's buffer than it holds.
 func FuzzReadReply(f *testing.F) {
-	record := func(xid uint32, results []byte, frag int) []byte {
-		var b bytes.Buffer
-		s := &fakeServer{w: bufio.NewWriter(&b)}
-		s.reply(xid, results, frag)
-		return b.Bytes()
-	}
-	f.Add(record(1, readResults(true, []byte("0123456789"), true), 0))
-	f.Add(record(1, readResults(false, make([]byte, 40), false), 0)) // more than the buffer holds
-	f.Add(record(1, readResults(true, []byte("0123"), false), 30))
-	f.Add(append(record(2, []byte{0, 0, 0, 0}, 0), record(1, []byte{0, 0, 0, 5}, 0)...))
+	f.Add(record(1, 0, readResults(true, []byte("0123456789"), true), 0))
+	f.Add(record(1, 0, readResults(false, make([]byte, 40), false), 0)) // more than the buffer holds
+	f.Add(record(1, 0, readResults(true, []byte("0123"), false), 30))
+	f.Add(append(record(2, 0, []byte{0, 0, 0, 0}, 0), record(1, 0, []byte{0, 0, 0, 5}, 0)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cn := &conn{pending: map[uint32]*request{}}
 		dst := make([]byte, 16)
@@ -661,4 +687,248 @@ func FuzzReadReply(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hang is how long a test waits for what must happen before it calls it a
+// hang: far longer than it takes on the slowest machine.
+const hang = 20 * time.Second
+
+// waitUntil polls cond until it holds (true) or hang has passed (false).
+func waitUntil(cond func() bool) bool {
+	for end := time.Now().Add(hang); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// blockedIn says whether a goroutine is blocked with fn on its stack.
+func blockedIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte(fn)) && bytes.Contains(g, []byte("sync.(*Cond).Wait")) {
+			return true
+		}
+	}
+	return false
+}
+
+// queued is how many requests have been queued to be sent.
+func (cn *conn) queuedCount() uint64 {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	return cn.queued
+}
+
+// A call whose context ends while its request waits to be sent (the reader
+// is busy completing replies, and sends it after) returns when the
+// connection fails instead: here the reader, completing a reply, holds a
+// record no reply can be (empty) and fails on it, with the call still queued.
+func TestCancelledCallWakesWhenConnectionFails(t *testing.T) {
+	_, cn := newFakeServer(t, false, func(s *fakeServer, c call) {
+		if _, off, _ := readArgs(c); off == 1 {
+			// The reply and the empty record, in one write: the reader
+			// holds both when it completes the first.
+			s.send(append(record(c.xid, 0, readResults(false, pattern(1, 10), false), 0), 0x80, 0, 0, 0))
+		}
+	})
+	c := &Client{conns: []*conn{cn}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := make(chan error, 1)
+	err := c.ReadAsync(nil, make([]byte, 10), 1, func(int, bool, error) {
+		// On the reader, busy: a call started now waits in the queue.
+		go func() {
+			_, _, err := c.Read(ctx, nil, make([]byte, 10), 2)
+			res <- err
+		}()
+		if !waitUntil(func() bool { return cn.queuedCount() == 2 }) {
+			t.Error("the second call was not queued")
+			return
+		}
+		cancel()
+		// It gave up the call and waits for its request to leave the
+		// queue: only then may the reader go on, and fail.
+		if !waitUntil(func() bool { return blockedIn("(*conn).waitWritten") }) {
+			t.Error("the cancelled call did not wait for its request to leave the queue")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCanceled(t, res, "after its connection failed")
+}
+
+// wantCanceled waits for a cancelled call's error, which must be its
+// context's; a call that does not return is a hang, when.
+func wantCanceled(t *testing.T, res <-chan error, when string) {
+	t.Helper()
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled call: %v", err)
+		}
+	case <-time.After(hang):
+		t.Fatalf("a cancelled call still waits %v %s", hang, when)
+	}
+}
+
+// A call whose context ends while its reply is coming — the reader has taken
+// it and reads its results, a READ's into the caller's buffer — returns: the
+// server here sends half a large reply, then nothing. The connection fails
+// (the rest of the reply can go nowhere else), and the caller's buffer is
+// not written once the call has returned.
+func TestCancelDuringReply(t *testing.T) {
+	const size = 1 << 20
+	for _, tc := range []struct {
+		name    string
+		results []byte
+		call    func(ctx context.Context, c *Client, p []byte) error
+	}{
+		{"READ into the caller's buffer", readResults(false, pattern(0, size), false),
+			func(ctx context.Context, c *Client, p []byte) error {
+				_, _, err := c.Read(ctx, nil, p, 0)
+				return err
+			}},
+		{"LOOKUP's large results", func() []byte {
+			var e enc
+			e.U32(0)
+			e.Opaque(pattern(0, size))
+			return e.Bytes()
+		}(),
+			func(ctx context.Context, c *Client, _ []byte) error {
+				_, _, err := c.Lookup(ctx, nil, "x")
+				return err
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rest := make(chan []byte, 1)
+			s, cn := newFakeServer(t, false, func(s *fakeServer, c call) {
+				b := record(c.xid, 0, tc.results, 0)
+				s.send(b[:len(b)/2])
+				rest <- b[len(b)/2:]
+			})
+			c := &Client{conns: []*conn{cn}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := make([]byte, size)
+			res := make(chan error, 1)
+			go func() { res <- tc.call(ctx, c, p) }()
+			var tail []byte
+			select {
+			case tail = <-rest:
+			case <-time.After(hang):
+				t.Fatal("no call came")
+			}
+			if !waitUntil(func() bool { return cn.inFlight.Load() == 0 }) {
+				t.Fatal("the reader did not take the reply")
+			}
+			cancel()
+			wantCanceled(t, res, "with its reply stalled halfway")
+			was := bytes.Clone(p)
+			s.send(tail)
+			if _, _, err := c.Read(context.Background(), nil, make([]byte, 10), 0); err == nil || !strings.Contains(err.Error(), "gave up its reply") {
+				t.Errorf("the next call, on a connection failed by a call that gave up its reply halfway: %v", err)
+			}
+			if !bytes.Equal(p, was) {
+				t.Error("the buffer of a call that returned was written")
+			}
+		})
+	}
+}
+
+// A reply that comes before its call has been sent — from a server that
+// answers after reading only a call's XID, or guesses the next call's —
+// completes the call only once it has been sent. Callers reuse their data as
+// soon as their calls complete, and the pooled request's header goes to the
+// next call, yet the server receives both calls intact: a WRITE whose writev
+// the server holds up, and one queued behind it.
+func TestCompleteOnlyOnceSent(t *testing.T) {
+	sc, cn := newRawServer(t)
+	sc.(*net.TCPConn).SetReadBuffer(64 << 10)
+	cn.c.(*net.TCPConn).SetWriteBuffer(64 << 10)
+	c := &Client{conns: []*conn{cn}}
+	big, small := pattern(0, 4<<20), pattern(1, 4096)
+	completed := make(chan struct{}, 2)
+	reuse := func(p []byte, n int, err error) {
+		if err != nil || n != len(p) {
+			t.Errorf("WRITE of %d: %d %v", len(p), n, err)
+		}
+		for i := range p {
+			p[i] = 0xee
+		}
+		completed <- struct{}{}
+	}
+	writing := func() bool {
+		cn.wmu.Lock()
+		defer cn.wmu.Unlock()
+		return cn.writing
+	}
+
+	// The first WRITE's caller writes it, and waits for the socket: the
+	// server reads no more than its XID.
+	go func() {
+		if err := c.WriteAsync(nil, big, 0, Unstable, func(n int, err error) { reuse(big, n, err) }); err != nil {
+			t.Error(err)
+		}
+	}()
+	if !waitUntil(writing) {
+		t.Fatal("nobody writes the first WRITE")
+	}
+	br := bufio.NewReader(sc)
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(br, head); err != nil {
+		t.Fatal(err)
+	}
+	xid := binary.BigEndian.Uint32(head[4:])
+	// The second queues behind it.
+	go func() {
+		n, err := c.Write(context.Background(), nil, small, 1, Unstable)
+		reuse(small, n, err)
+		c.ReadAsync(nil, make([]byte, 10), 2, func(int, bool, error) {}) // with the pooled request, maybe
+	}()
+	if !waitUntil(func() bool { return cn.queuedCount() == 2 }) {
+		t.Fatal("the second WRITE was not queued")
+	}
+	sc.Write(append(record(xid, 0, writeResults(uint32(len(big))), 0), record(xid+1, 0, writeResults(uint32(len(small))), 0)...))
+	// A client that completes the calls now does so at once; the server
+	// gives it time to before it reads on.
+	select {
+	case <-completed:
+		t.Error("a WRITE completed before it was sent")
+		completed <- struct{}{}
+	case <-time.After(500 * time.Millisecond):
+	}
+	first := make([]byte, binary.BigEndian.Uint32(head)&^0x80000000)
+	copy(first, head[4:])
+	if _, err := io.ReadFull(br, first[4:]); err != nil {
+		t.Fatal(err)
+	}
+	second, err := oncrpc.ReadRecord(br)
+	if err != nil {
+		t.Fatalf("WRITE 2 as the server got it: %v", err)
+	}
+	for i, msg := range [][]byte{first, second} {
+		want := [][]byte{pattern(0, len(big)), pattern(1, len(small))}[i]
+		c, err := parseCall(msg)
+		if err == nil {
+			var data []byte
+			_, _, data, err = writeArgs(c)
+			if err == nil && (c.xid != xid+uint32(i) || !bytes.Equal(data, want)) {
+				err = fmt.Errorf("XID %d (want %d), data intact: %v", c.xid, xid+uint32(i), bytes.Equal(data, want))
+			}
+		}
+		if err != nil {
+			t.Errorf("WRITE %d as the server got it: %v", i+1, err)
+		}
+	}
+	for range 2 {
+		select {
+		case <-completed:
+		case <-time.After(hang):
+			t.Fatal("the WRITEs did not complete once sent")
+		}
+	}
 }

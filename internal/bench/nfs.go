@@ -16,7 +16,9 @@ import (
 // their calls on them, so the server really sees iodepth × numjobs requests.
 // Its files start I/O and call back (asyncFile): each worker's next call goes
 // out from the completion of the one before, on the connection's reader
-// goroutine, with no goroutine hand-off per call, as libnfs's event loop does.
+// goroutine (or, for a reply that came before its call was fully sent, the
+// goroutine that finished sending it), with no goroutine hand-off per call, as
+// libnfs's event loop does.
 type NFS struct {
 	// URL is nfs://HOST/export[/dir].
 	URL      string
@@ -166,8 +168,8 @@ func (f *nfsFile) WriteAt(p []byte, off int64) error {
 	return f.write(context.Background(), p, off, f.stable)
 }
 
-// StartRead implements asyncFile: the I/O runs on the connection's reader
-// goroutine, as ReadAt's loop does (a short read continues where it ended).
+// StartRead implements asyncFile: the I/O completes on the connection's reader
+// goroutine as a rule (nfs3.Client.ReadAsync), and continues as ReadAt's loop does (a short read continues where it ended).
 func (f *nfsFile) StartRead(p []byte, off int64, done func(error)) error {
 	o := newNFSOp(f, p, off, done)
 	if err := f.c.ReadAsync(f.fh, p, off, o.onRead); err != nil {

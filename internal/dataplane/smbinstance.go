@@ -359,8 +359,12 @@ func (in *smbInstance) services() []Service {
 	svcs := []Service{
 		{Name: "samba-dcerpcd", Argv: append([]string{dcerpcdBinary, "--libexec-rpcds"}, fg...), Env: in.environ(), Caps: dcerpcdCaps,
 			Ready: dialReady(filepath.Join(smb.GlobalOptions{StateDir: in.dir}.Dirs().NCALRPC, "np", "winreg"))},
+		// winbindd after samba-dcerpcd: its local domain's child asks
+		// samba-dcerpcd (SAM) as soon as it starts, and logged "Can't
+		// connect to a running samba-dcerpcd" when both started together.
 		{Name: "winbindd", Argv: append([]string{"winbindd"}, fg...), Env: in.environ(), Caps: winbinddCaps,
-			Ready: dialReady(filepath.Join(root, smb.WinbinddSocketDir, "pipe"))},
+			DependsOn: []string{"samba-dcerpcd"},
+			Ready:     dialReady(filepath.Join(root, smb.WinbinddSocketDir, "pipe"))},
 		// smbd starts once winbindd and samba-dcerpcd answer, and starts again
 		// after either restarts: an smbd that came up while winbindd was down
 		// left clients hanging (NT_STATUS_IO_TIMEOUT) in about one run in four.

@@ -95,7 +95,11 @@ type Backend interface {
 	Usage(ctx context.Context, key string) (Usage, error)
 	// Inventory lists what exists, for orphan collection.
 	Inventory(ctx context.Context) (Inventory, error)
-	// StoreSpace reports the node store's size and free space.
+	// StoreSpace reports what the node store holds for volumes (what pools may
+	// commit at an overcommit ratio of 1: its size less its own overhead and what
+	// it keeps) and what volumes may still be given. EnsureVolume and Resize
+	// refuse, with ErrStoreFull, what the store cannot give without taking space
+	// promised to other volumes.
 	StoreSpace(ctx context.Context) (sizeBytes, freeBytes int64, err error)
 }
 
@@ -112,6 +116,10 @@ type VolumeStatus struct {
 	CapacityBytes int64       // the filesystem's size
 	UsedBytes     int64       // bytes used by the volume and its snapshots
 	Mode          fs.FileMode // permission bits of the volume root
+	// SpaceNote says, in words for the volume's user, why its filesystem is
+	// not what its capacity promises (thin provisioning on a full store); "" if
+	// it is.
+	SpaceNote string
 }
 
 // SnapshotStatus is what the backend observes of a snapshot.
@@ -126,3 +134,7 @@ type Inventory struct {
 	Volumes   []string            // keys with a filesystem or mount point
 	Snapshots map[string][]string // key -> snapshot names
 }
+
+// ErrStoreFull is returned when the node's store cannot hold what was asked (a
+// volume, its growth or a clone) without taking space promised to others.
+var ErrStoreFull = errors.New("the node's store has no room left for it")

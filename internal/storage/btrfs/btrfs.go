@@ -62,8 +62,23 @@ type Options struct {
 	// file DataDir/store.img of ImageSize bytes on a loop device, mounted on
 	// DataDir/store.
 	Store string
-	// ImageSize is the store image's size; default 64 GiB.
+	// ImageSize is the store image's size; 0 sizes it from the free space of the
+	// data directory's filesystem (less hostReserve, at most 64 GiB). A new image
+	// larger than that free space is refused. The image is allocated in full
+	// (space.go).
 	ImageSize int64
+	// Thin provisions volumes thin: a volume's filesystem starts smaller than its
+	// capacity and grows as it fills, while the store has room (Run). Otherwise
+	// (the default) a volume's capacity is allocated when it is made.
+	Thin bool
+	// ThinInitial is the largest filesystem a thin volume starts with; 0: 1 GiB.
+	ThinInitial int64
+	// Reserve is store space never given to volumes for good: the headroom a full
+	// volume borrows for a snapshot, and slack. 0: 5 % of the store, between
+	// 128 MiB and 4 GiB; below 0: none.
+	Reserve int64
+	// WatchInterval is how often Run looks at the volumes' space; 0: half a second.
+	WatchInterval time.Duration
 	// Runner runs btrfs, mount, losetup and cp; nil = runner.Exec.
 	Runner runner.Runner
 	// Logger; nil discards.
@@ -86,8 +101,14 @@ type Backend struct {
 	// with sandboxes.
 	fsDir string
 
-	mu        sync.Mutex
-	started   bool
+	mu      sync.Mutex
+	started bool
+	acct    spaceState // the store's space accounting (space.go)
+	// keyMu guards keys: a lock per volume, held by every call that changes a
+	// volume's filesystem or image and by the watcher (Run), which skips a
+	// volume that is busy.
+	keyMu     sync.Mutex
+	keys      map[string]*sync.Mutex
 	vols      map[string]*volume // opened volumes by key
 	failpoint func(op, key, step string) error
 
@@ -110,8 +131,11 @@ var _ storage.Backend = (*Backend)(nil)
 
 // New returns a Backend; call Start before use.
 func New(opts Options) *Backend {
-	if opts.ImageSize == 0 {
-		opts.ImageSize = 64 << 30
+	if opts.ThinInitial <= 0 {
+		opts.ThinInitial = defaultThinInitial
+	}
+	if opts.WatchInterval <= 0 {
+		opts.WatchInterval = 500 * time.Millisecond
 	}
 	r := opts.Runner
 	if r == nil {
@@ -127,7 +151,8 @@ func New(opts Options) *Backend {
 		dataDir = opts.DataDir
 	}
 	return &Backend{opts: opts, run: r, log: log, mounts: filepath.Join(dataDir, "mounts"),
-		fsDir: filepath.Join(dataDir, "fs"), vols: map[string]*volume{}}
+		fsDir: filepath.Join(dataDir, "fs"), vols: map[string]*volume{}, keys: map[string]*sync.Mutex{},
+		acct: spaceState{shared: map[string]int64{}, notes: map[string]string{}, giveBack: map[string]time.Time{}}}
 }
 
 func (b *Backend) btrfs(ctx context.Context, args ...string) ([]byte, error) {
@@ -166,6 +191,19 @@ func (b *Backend) Start(ctx context.Context) error {
 	imgs, err := filepath.Glob(filepath.Join(b.imagesDir(), "*.img"))
 	if err != nil {
 		return err
+	}
+	b.refreshDebt()
+	// Every image is allocated up to its filesystem's size (images made by an
+	// earlier Basin were sparse): what a volume holds is then its own.
+	for _, img := range imgs {
+		size, allocated, err := fileSize(img)
+		if err != nil || allocated >= size {
+			continue
+		}
+		if err := allocateFile(img, size); err != nil {
+			b.setNote(imageKey(img), "this volume's storage is not fully allocated: the node's store is short of space")
+			b.log.Error("volume image not fully allocated: the store is short of space, and a write may fail", "volume", imageKey(img), "err", err)
+		}
 	}
 	// Opened side by side: each open waits mostly on the kernel (attach, mount),
 	// and a restart serves nothing until every volume is open.
@@ -257,15 +295,40 @@ func (b *Backend) attachStore(ctx context.Context) error {
 		return err
 	}
 	if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
-		tmp := img + ".new"
-		if err := createSparse(tmp, b.opts.ImageSize); err != nil {
-			return fmt.Errorf("create store image: %w", err)
+		size, err := b.storeImageSize(b.opts.DataDir)
+		if err != nil {
+			return err
 		}
-		if _, err := b.run.Run(ctx, "mkfs.btrfs", "-q", tmp); err != nil {
+		tmp := img + ".new"
+		os.Remove(tmp)
+		if err := createImage(tmp, size); err != nil {
+			return fmt.Errorf("create store image of %s: %w", gibs(size), err)
+		}
+		// Mixed block groups: the store's metadata (extents of the images,
+		// split as volumes write into them) takes what it needs of the free
+		// space, never stranded by data chunks that fallocate took.
+		if _, err := b.run.Run(ctx, "mkfs.btrfs", "-q", "--mixed", tmp); err != nil {
+			os.Remove(tmp)
 			return fmt.Errorf("mkfs: %w", err)
 		}
 		if err := os.Rename(tmp, img); err != nil {
 			return err
+		}
+		b.log.Info("store image made", "size", size, "path", img)
+	} else if err == nil {
+		// Allocated in full at every start: an image an earlier Basin left
+		// sparse, or whose blocks a trim gave back, gets them now or the start
+		// says why.
+		if size, allocated, err := fileSize(img); err == nil && allocated < size {
+			if err := allocateFile(img, size); err != nil {
+				free, _, _ := hostFree(b.opts.DataDir)
+				if !b.opts.Thin {
+					return fmt.Errorf("the store image %s (%s) is not fully allocated and its filesystem has only %s free: "+
+						"a volume's write could fail when that filesystem fills; free space on it, or accept the risk with --overcommit-ratio above 1 (thin provisioning)",
+						img, gibs(size), gibs(free))
+				}
+				b.log.Error("store image not fully allocated (thin provisioning): writes may fail when its filesystem fills", "image", img, "free", free, "err", err)
+			}
 		}
 	}
 	loop, err := b.attach(ctx, img, false)
@@ -281,7 +344,7 @@ func (b *Backend) attachStore(ctx context.Context) error {
 		return fmt.Errorf("store %s is mounted from %s, not from its image's %s", b.top, e.Source, loop)
 	}
 	if !mounted {
-		if _, err := b.run.Run(ctx, "mount", "-t", "btrfs", "-o", "noatime,nosuid,nodev,noexec", loop, b.top); err != nil {
+		if _, err := b.run.Run(ctx, "mount", "-t", "btrfs", "-o", "noatime,nosuid,nodev,noexec,nodiscard", loop, b.top); err != nil {
 			return fmt.Errorf("mount store: %w", err)
 		}
 	}
@@ -335,6 +398,7 @@ func (b *Backend) attach(ctx context.Context, img string, directIO bool) (string
 	if err != nil {
 		return "", err
 	}
+	noDiscard(dev)
 	b.setLoop(img, dev)
 	return dev, nil
 }
@@ -598,7 +662,7 @@ func (b *Backend) mountWhole(ctx context.Context, img, dir string) (*volume, err
 		}
 	}
 	if !mounted {
-		if err := mountBtrfs(dev, dir, "noatime,nosuid,nodev,noexec,subvolid=5"); err != nil {
+		if err := mountBtrfs(dev, dir, "noatime,nosuid,nodev,noexec,nodiscard,subvolid=5"); err != nil {
 			return nil, fmt.Errorf("mount %s: %w", img, err)
 		}
 	}
@@ -618,20 +682,12 @@ func (b *Backend) space(key string) (size, used int64, err error) {
 	return int64(s.Blocks) * s.Bsize, int64(s.Blocks-s.Bfree) * s.Bsize, nil
 }
 
-// StoreSpace implements storage.Backend.
-func (b *Backend) StoreSpace(ctx context.Context) (size, free int64, err error) {
-	var s unix.Statfs_t
-	if err := unix.Statfs(b.imagesDir(), &s); err != nil {
-		return 0, 0, fmt.Errorf("statfs store: %w", err)
-	}
-	return int64(s.Blocks) * s.Bsize, int64(s.Bavail) * s.Bsize, nil
-}
-
 // EnsureVolume implements storage.Backend. The filesystem is made in a ".new" image
 // that takes its final name only when complete, so a crash at any point leaves
 // either nothing or a whole volume. A volume that exists is left as it is, except
 // that live data a cut-short revert set aside is put back.
 func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from *storage.SnapshotRef) error {
+	defer b.lockKey(key)()
 	if _, err := os.Stat(b.imagePath(key)); err == nil {
 		if _, err := b.open(ctx, key); err != nil {
 			return err
@@ -648,7 +704,13 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from
 	} else {
 		err = b.makeClone(ctx, key, tmp, size, *from)
 	}
+	if err == nil {
+		err = setNominal(tmp, size)
+	}
 	if err != nil {
+		b.acct.mu.Lock()
+		delete(b.acct.shared, key)
+		b.acct.mu.Unlock()
 		return errors.Join(err, b.discard(ctx, key, tmp))
 	}
 	if err := os.Rename(tmp, b.imagePath(key)); err != nil {
@@ -680,7 +742,7 @@ func (b *Backend) discard(ctx context.Context, key, tmp string) error {
 }
 
 func (b *Backend) makeEmpty(ctx context.Context, key, tmp string, size int64) error {
-	if err := createSparse(tmp, size); err != nil {
+	if err := b.newImageFile(tmp, b.initialFS(size)); err != nil {
 		return err
 	}
 	// Mixed block groups: data and metadata share chunks, so a volume that was once
@@ -732,20 +794,28 @@ func (b *Backend) makeClone(ctx context.Context, key, tmp string, size int64, fr
 	if _, err := b.btrfs(ctx, "filesystem", "sync", b.fsPath(from.VolumeKey)); err != nil {
 		return err
 	}
-	if _, err := b.run.Run(ctx, "cp", "--reflink=always", b.imagePath(from.VolumeKey), tmp); err != nil {
-		b.log.Warn("store cannot reflink; copying the whole image", "volume", key, "err", err)
-		if _, err := b.run.Run(ctx, "cp", "--sparse=always", b.imagePath(from.VolumeKey), tmp); err != nil {
-			return fmt.Errorf("copy %s: %w", from.VolumeKey, err)
+	// The copy shares the source image's written extents (instant on a store
+	// that can reflink); both images then owe the store what rewriting them
+	// would take, and the copy's never-written blocks are allocated to it.
+	b.acct.mu.Lock()
+	shared, err := cloneWritten(b.imagePath(from.VolumeKey), tmp)
+	if err == nil && shared > 0 {
+		b.markShared(b.imagePath(from.VolumeKey), shared)
+		b.markShared(tmp, shared)
+	}
+	if err == nil {
+		var srcSize int64
+		if srcSize, _, err = fileSize(tmp); err == nil {
+			err = b.grant(tmp, srcSize, false)
 		}
+	}
+	b.acct.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", from.VolumeKey, err)
 	}
 	// A filesystem id is how the kernel and NFS tell filesystems apart: never two alike.
 	if err := b.runTool(ctx, "btrfstune", "-m", tmp); err != nil {
 		return fmt.Errorf("new filesystem id for %s: %w", key, err)
-	}
-	if fi, err := os.Stat(tmp); err == nil && fi.Size() < size {
-		if err := os.Truncate(tmp, size); err != nil {
-			return err
-		}
 	}
 	v, err := b.mountWhole(ctx, tmp, b.fsPath(key))
 	if err != nil {
@@ -775,7 +845,14 @@ func (b *Backend) makeClone(ctx context.Context, key, tmp string, size int64, fr
 	b.mu.Lock()
 	b.vols[key] = v
 	b.mu.Unlock()
-	if err := b.resizeFS(ctx, key, tmp, v, size); err != nil {
+	// Its filesystem at its capacity, or thin at least what the copy holds.
+	fsSize := size
+	if b.opts.Thin {
+		if cur, _, err := b.space(key); err == nil {
+			fsSize = min(size, max(cur, b.initialFS(size)))
+		}
+	}
+	if err := b.resizeFS(ctx, key, tmp, v, fsSize, false); err != nil {
 		return err
 	}
 	return b.ensureConsistent(ctx, key)
@@ -805,8 +882,11 @@ func (b *Backend) ensureConsistent(ctx context.Context, key string) error {
 	return nil
 }
 
-// Resize implements storage.Backend.
+// Resize implements storage.Backend: the volume's capacity becomes size, its
+// filesystem too (thin: its filesystem shrinks if larger, and grows as it fills).
+// The capacity is recorded last, so a resize cut short runs again.
 func (b *Backend) Resize(ctx context.Context, key string, size int64) error {
+	defer b.lockKey(key)()
 	v, err := b.open(ctx, key)
 	if err != nil {
 		return err
@@ -814,15 +894,27 @@ func (b *Backend) Resize(ctx context.Context, key string, size int64) error {
 	if v == nil {
 		return fmt.Errorf("volume %s has no filesystem", key)
 	}
-	return b.resizeFS(ctx, key, b.imagePath(key), v, size)
+	fsSize := size
+	if b.opts.Thin {
+		cur, _, err := b.space(key)
+		if err != nil {
+			return err
+		}
+		fsSize = min(size, max(cur, b.initialFS(size)))
+	}
+	if err := b.resizeFS(ctx, key, b.imagePath(key), v, fsSize, false); err != nil {
+		return err
+	}
+	return setNominal(b.imagePath(key), size)
 }
 
 // minSize is the smallest size the kernel resizes a btrfs filesystem to.
 const minSize = 256 << 20
 
-// resizeFS brings a volume's filesystem and image to size: to grow, the image then
-// the filesystem; to shrink, the filesystem then the image.
-func (b *Backend) resizeFS(ctx context.Context, key, img string, v *volume, size int64) error {
+// resizeFS brings a volume's filesystem and image to size: to grow, the image
+// (allocated from the store, which may refuse: storage.ErrStoreFull; borrow: from
+// its reserve too) then the filesystem; to shrink, the filesystem then the image.
+func (b *Backend) resizeFS(ctx context.Context, key, img string, v *volume, size int64, borrow bool) error {
 	cur, _, err := b.space(key)
 	if err != nil {
 		return err
@@ -837,9 +929,22 @@ func (b *Backend) resizeFS(ctx context.Context, key, img string, v *volume, size
 			}
 			return fmt.Errorf("shrink %s: %w", key, err)
 		}
-	}
-	if err := os.Truncate(img, size); err != nil {
-		return err
+		if err := os.Truncate(img, size); err != nil {
+			return err
+		}
+	} else {
+		b.acct.mu.Lock()
+		err := b.grant(img, size, borrow)
+		b.acct.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("grow %s: %w", key, err)
+		}
+		if fi, err := os.Stat(img); err == nil && fi.Size() > size {
+			// A grow cut short after its image grew further.
+			if err := os.Truncate(img, size); err != nil {
+				return err
+			}
+		}
 	}
 	if _, err := b.run.Run(ctx, "losetup", "-c", v.dev); err != nil {
 		return fmt.Errorf("resize %s: %w", v.dev, err)
@@ -850,6 +955,24 @@ func (b *Backend) resizeFS(ctx context.Context, key, img string, v *volume, size
 		}
 	}
 	return nil
+}
+
+// lockKey locks volume key against the watcher and returns the unlock.
+func (b *Backend) lockKey(key string) func() {
+	m := b.keyLock(key)
+	m.Lock()
+	return m.Unlock
+}
+
+func (b *Backend) keyLock(key string) *sync.Mutex {
+	b.keyMu.Lock()
+	defer b.keyMu.Unlock()
+	m := b.keys[key]
+	if m == nil {
+		m = &sync.Mutex{}
+		b.keys[key] = m
+	}
+	return m
 }
 
 // SetMode implements storage.Backend.
@@ -965,6 +1088,7 @@ func (b *Backend) unmountAll(ctx context.Context, key string) error {
 
 // DeleteVolume implements storage.Backend.
 func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
+	defer b.lockKey(key)()
 	if err := b.unmountAll(ctx, key); err != nil {
 		return err
 	}
@@ -982,6 +1106,11 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 			return err
 		}
 	}
+	b.acct.mu.Lock()
+	delete(b.acct.shared, key) // what it shared is its partners' alone now: mapped again
+	delete(b.acct.notes, key)
+	delete(b.acct.giveBack, key)
+	b.acct.mu.Unlock()
 	return nil
 }
 
@@ -1042,6 +1171,7 @@ func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
 // volume's filesystem, O(1) whatever the volume holds and however many snapshots
 // it has (nothing here lists or counts them).
 func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
+	defer b.lockKey(key)()
 	v, err := b.open(ctx, key)
 	if err != nil {
 		return err
@@ -1053,7 +1183,17 @@ func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
 	if _, err := os.Stat(p); err == nil {
 		return nil
 	}
-	if err := snapshotReadOnly(b.livePath(key), p); err != nil {
+	err = snapshotReadOnly(b.livePath(key), p)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		// A full volume: borrow headroom from the store's reserve for the
+		// snapshot's metadata (the watcher gives it back).
+		if herr := b.borrowHeadroom(ctx, key, v); herr != nil {
+			b.log.Warn("no headroom for a full volume's snapshot", "volume", key, "err", herr)
+		} else {
+			err = snapshotReadOnly(b.livePath(key), p)
+		}
+	}
+	if err != nil {
 		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 			err = fmt.Errorf("%w (%v)", storage.ErrNoSpace, err)
 		}

@@ -167,11 +167,18 @@ func (b *Backend) status(key string, m mounts) (storage.VolumeStatus, error) {
 	}
 	st.UsedBytes = used
 	// The filesystem and its image must agree; if they don't (a resize was cut
-	// short) the size is reported unknown, so a resize runs again.
+	// short) the size is reported unknown, so a resize runs again. The capacity
+	// is the one recorded on the image: the filesystem may be smaller (thin) or
+	// larger (headroom borrowed for a snapshot); images an earlier Basin made
+	// have none, and their filesystem is their capacity.
 	st.CapacityBytes = -1
 	if img.Size() == size {
 		st.CapacityBytes = size
+		if n, ok := nominal(b.imagePath(key)); ok {
+			st.CapacityBytes = n
+		}
 	}
+	st.SpaceNote = b.note(key)
 	return st, nil
 }
 

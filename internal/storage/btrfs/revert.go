@@ -22,6 +22,7 @@ import (
 // EnsureVolume put the set-aside data back instead (recoverLive), so a revert
 // abandoned half-way loses nothing.
 func (b *Backend) Revert(ctx context.Context, key, snap string) error {
+	defer b.lockKey(key)()
 	v, err := b.open(ctx, key)
 	if err != nil {
 		return err

@@ -63,7 +63,9 @@ type Backend struct {
 	// a test blocks in it to hold an operation inside the backend. Set it before
 	// the calls it should see.
 	Gate func(op, key string)
-	// StoreSize is the store's size StoreSpace reports; 0 = 1 TiB.
+	// StoreSize is the store's size StoreSpace reports; 0 = 1 PiB. Volumes are
+	// thick: each takes its capacity from it, and a create or growth past it
+	// fails with storage.ErrStoreFull, as on the real backend.
 	StoreSize int64
 
 	mu          sync.Mutex
@@ -73,6 +75,7 @@ type Backend struct {
 	inflight    map[string]int
 	maxInflight map[string]int
 	failpoint   func(op, key, step string) error
+	notes       map[string]string // SetSpaceNote
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -80,7 +83,7 @@ var _ storage.Backend = (*Backend)(nil)
 // New returns an empty fake store.
 func New() *Backend {
 	return &Backend{vols: map[string]*volume{}, failures: map[string]error{}, calls: map[string]int{},
-		inflight: map[string]int{}, maxInflight: map[string]int{}}
+		inflight: map[string]int{}, maxInflight: map[string]int{}, notes: map[string]string{}}
 }
 
 // Fail makes every later call of method fail with err (nil clears it).
@@ -213,11 +216,41 @@ func (v *volume) exclusive(snap string) int64 {
 	return x
 }
 
-func (b *Backend) status(v *volume) storage.VolumeStatus {
+func (b *Backend) status(key string, v *volume) storage.VolumeStatus {
 	if v == nil || v.live == nil {
 		return storage.VolumeStatus{}
 	}
-	return storage.VolumeStatus{Exists: true, Mounted: v.mounted, CapacityBytes: v.size, UsedBytes: v.used(), Mode: v.live.mode}
+	return storage.VolumeStatus{Exists: true, Mounted: v.mounted, CapacityBytes: v.size, UsedBytes: v.used(), Mode: v.live.mode,
+		SpaceNote: b.notes[key]}
+}
+
+// SetSpaceNote sets what ObserveVolume(s) says of a volume's space ("" clears it),
+// as the real backend does when a thin volume cannot grow.
+func (b *Backend) SetSpaceNote(key, note string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.notes[key] = note
+}
+
+// storeSize is StoreSize or its default. The caller holds mu.
+func (b *Backend) storeSize() int64 {
+	if b.StoreSize == 0 {
+		return 1 << 50
+	}
+	return b.StoreSize
+}
+
+// room refuses to give n more bytes when the volumes' capacities would pass the
+// store's size. The caller holds mu.
+func (b *Backend) room(n int64) error {
+	var given int64
+	for _, v := range b.vols {
+		given += v.size
+	}
+	if given+n > b.storeSize() {
+		return fmt.Errorf("%d bytes more: %w", n, storage.ErrStoreFull)
+	}
+	return nil
 }
 
 // ObserveVolumes implements storage.Backend.
@@ -228,7 +261,7 @@ func (b *Backend) ObserveVolumes(ctx context.Context) (map[string]storage.Volume
 	defer b.mu.Unlock()
 	out := map[string]storage.VolumeStatus{}
 	for k, v := range b.vols {
-		if st := b.status(v); st.Exists {
+		if st := b.status(k, v); st.Exists {
 			out[k] = st
 		}
 	}
@@ -241,7 +274,7 @@ func (b *Backend) ObserveVolume(ctx context.Context, key string) (storage.Volume
 		return storage.VolumeStatus{}, err
 	}
 	defer b.mu.Unlock()
-	return b.status(b.vols[key]), nil
+	return b.status(key, b.vols[key]), nil
 }
 
 // EnsureVolume implements storage.Backend. A volume whose live data a cut-short
@@ -253,6 +286,9 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from
 	defer b.end(key)
 	if v, ok := b.vols[key]; ok {
 		return v.recover(key)
+	}
+	if err := b.room(size); err != nil {
+		return err
 	}
 	v := &volume{size: size, base: emptyFS, live: &tree{mode: 0o755, files: map[string]*extent{}}, snaps: map[string]*snapshot{}}
 	if from != nil {
@@ -299,6 +335,11 @@ func (b *Backend) Resize(ctx context.Context, key string, size int64) error {
 	}
 	if size < v.size && size < v.used() {
 		return fmt.Errorf("shrink %s: %w", key, storage.ErrTooSmall)
+	}
+	if size > v.size {
+		if err := b.room(size - v.size); err != nil {
+			return err
+		}
 	}
 	v.size = size
 	return nil
@@ -572,20 +613,16 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 	return inv, nil
 }
 
-// StoreSpace implements storage.Backend: a store of StoreSize bytes (default 1 TiB)
-// whose free space is what the volumes' usage leaves.
+// StoreSpace implements storage.Backend: a store of StoreSize bytes (default 1 PiB)
+// whose free space is what the volumes' capacities leave.
 func (b *Backend) StoreSpace(ctx context.Context) (size, free int64, err error) {
 	if err := b.observe(ctx, "StoreSpace"); err != nil {
 		return 0, 0, err
 	}
 	defer b.mu.Unlock()
-	size = b.StoreSize
-	if size == 0 {
-		size = 1 << 40
-	}
-	free = size
+	size, free = b.storeSize(), b.storeSize()
 	for _, v := range b.vols {
-		free -= v.used()
+		free -= v.size
 	}
 	return size, max(free, 0), nil
 }

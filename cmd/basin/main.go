@@ -89,6 +89,67 @@ func (s intSizeFlag) Set(v string) error {
 	return nil
 }
 
+// autoSizeFlag is a size that may be "auto" (0); "none" is -1 where allowed.
+type autoSizeFlag struct {
+	n        *int64
+	zeroNone bool // "0" and "none" mean none (-1), not auto
+}
+
+func (s autoSizeFlag) String() string {
+	switch {
+	case s.n == nil || *s.n == 0:
+		return "auto"
+	case *s.n < 0:
+		return "none"
+	}
+	return strconv.FormatInt(*s.n, 10)
+}
+
+func (s autoSizeFlag) Set(v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "auto":
+		*s.n = 0
+		return nil
+	case "none":
+		if s.zeroNone {
+			*s.n = -1
+			return nil
+		}
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	if n == 0 && s.zeroNone {
+		n = -1
+	}
+	*s.n = n
+	return nil
+}
+
+// gibFlag sets a byte count from a number of GiB (0: none, -1).
+type gibFlag struct{ n *int64 }
+
+func (g gibFlag) String() string {
+	if g.n == nil || *g.n <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(*g.n>>30, 10)
+}
+
+func (g gibFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > 1<<20 {
+		return fmt.Errorf("invalid number of GiB %q", v)
+	}
+	if n == 0 {
+		*g.n = -1
+	} else {
+		*g.n = n << 30
+	}
+	return nil
+}
+
 func parseSize(v string) (int64, error) {
 	u := strings.ToUpper(strings.TrimSpace(v))
 	u = strings.TrimSuffix(strings.TrimSuffix(u, "IB"), "B")
@@ -119,12 +180,14 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir)")
 	fs.StringVar(&cfg.GaneshaPrefix, "ganesha-prefix", cfg.GaneshaPrefix, "where scripts/setup.sh installed Basin's hardened NFS-Ganesha")
-	fs.Var(sizeFlag{&cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G")
+	fs.Var(autoSizeFlag{n: &cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G; auto: the free space of --data-dir's filesystem less 256 MiB, at most 64G (the image is allocated in full when made)")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")
 	fs.DurationVar(&cfg.SyncWait, "sync-wait", cfg.SyncWait, "how long a mutating call waits for its operation before answering (0s: answer at once; clients then poll)")
 	fs.IntVar(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "requests per minute per principal (0: unlimited); over it, 429 with Retry-After")
-	fs.Float64Var(&cfg.OvercommitRatio, "overcommit-ratio", cfg.OvercommitRatio, "the capacity of all pools together may reach this many times the store's size")
-	fs.Int64Var(&cfg.StoreReserveGib, "store-reserve-gib", cfg.StoreReserveGib, "refuse volume creates and growths, clones and snapshots while the store has less than this many GiB free (0: no reserve)")
+	fs.Float64Var(&cfg.OvercommitRatio, "overcommit-ratio", cfg.OvercommitRatio, "the capacity of all pools together may reach this many times what the store holds for volumes; above 1, volumes are thin-provisioned")
+	fs.Var(autoSizeFlag{n: &cfg.StoreReserve, zeroNone: true}, "store-reserve", "store space never given to volumes for good (the headroom a full volume borrows to take a snapshot), e.g. 2G; auto: 5% of the store, between 128M and 4G; none")
+	fs.Var(gibFlag{&cfg.StoreReserve}, "store-reserve-gib", "the same as --store-reserve, in GiB (0: none)")
+	fs.Var(autoSizeFlag{n: &cfg.ThinInitial}, "thin-initial", "with --overcommit-ratio above 1: the largest filesystem a volume starts with, e.g. 256M (it grows as it fills); auto: 1G")
 	fs.BoolVar(&cfg.QoS, "qos", cfg.QoS, "hold every volume to its service level's throughput with traffic control (false: no shaping)")
 	fs.Float64Var(&cfg.Limits.MinVolumeThroughput, "qos-floor-mibps", cfg.Limits.MinVolumeThroughput, "smallest throughput ceiling in MiB/s of a volume in an AUTO pool, however small it is")
 	fs.Float64Var(&cfg.QoSWireOverhead, "qos-wire-overhead", cfg.QoSWireOverhead, "wire bytes allowed per byte of client payload (headers and acks), so that clients get their full limit")

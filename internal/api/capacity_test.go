@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func withCapacity(c *fakeCapacity, ratio float64, reserveGib int64) envOpt {
+func withCapacity(c Capacity, ratio float64) envOpt {
 	return func(o *Options) {
-		o.Capacity, o.OvercommitRatio, o.StoreReserveBytes = c, ratio, reserveGib<<30
+		o.Capacity, o.OvercommitRatio = c, ratio
 	}
 }
 
@@ -22,7 +22,7 @@ func (e *env) count(collection string) int {
 // project and location.
 func TestOvercommitGuard(t *testing.T) {
 	c := newFakeCapacity(6, 6)
-	e := newEnv(t, withCapacity(c, 1.0, 1))
+	e := newEnv(t, withCapacity(c, 1.0))
 	body := func(gib int) map[string]any {
 		return map[string]any{"serviceLevel": "PREMIUM", "capacityGib": gib, "network": "projects/p1/global/networks/default"}
 	}
@@ -43,49 +43,66 @@ func TestOvercommitGuard(t *testing.T) {
 
 	// A ratio above 1 lets pools promise more than the store holds.
 	c2 := newFakeCapacity(6, 6)
-	e2 := newEnv(t, withCapacity(c2, 2.5, 1))
+	e2 := newEnv(t, withCapacity(c2, 2.5))
 	e2.pool("pool1", 15, nil)
 	e2.fails("POST", loc+"/storagePools?storagePoolId=pool2", body(1), 400, "FAILED_PRECONDITION")
 }
 
-// Volume creates and grows, clones and snapshots need the store to keep a reserve free.
-func TestStoreReserve(t *testing.T) {
+// Volume creates, clones and growths need the store to have room for them; a
+// snapshot needs none (it lives in its volume's space), nor what frees space.
+func TestStoreRoom(t *testing.T) {
 	c := newFakeCapacity(100, 50)
-	e := newEnv(t, withCapacity(c, 1.0, 2))
+	e := newEnv(t, withCapacity(c, 1.0))
 	e.pool("pool1", 100, nil)
 	e.volume("vol1", "pool1", 10, nil)
 	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
-	c.set(func(c *fakeCapacity) { c.free = 1 << 30 }) // below the 2 GiB reserve
+	c.set(func(c *fakeCapacity) { c.free = 3 << 30 }) // room for 3 GiB more
 	src := "projects/p1/locations/us-east4/volumes/vol1/snapshots/s1"
 	for name, call := range map[string]struct {
 		method, path string
 		body         any
 	}{
-		"volume create": {"POST", loc + "/volumes?volumeId=vol2", map[string]any{"shareName": "vol2", "storagePool": "pool1", "capacityGib": 1, "protocols": []string{"NFSV3"}}},
+		"volume create": {"POST", loc + "/volumes?volumeId=vol2", map[string]any{"shareName": "vol2", "storagePool": "pool1", "capacityGib": 4, "protocols": []string{"NFSV3"}}},
 		"clone":         {"POST", loc + "/volumes?volumeId=clone1", map[string]any{"shareName": "clone1", "storagePool": "pool1", "capacityGib": 10, "protocols": []string{"NFSV3"}, "restoreParameters": map[string]any{"sourceSnapshot": src}}},
-		"grow":          {"PATCH", loc + "/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 11}},
-		"snapshot":      {"POST", loc + "/volumes/vol1/snapshots?snapshotId=s2", map[string]any{}},
+		"grow":          {"PATCH", loc + "/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 14}},
 	} {
 		r := e.fails(call.method, call.path, call.body, 400, "FAILED_PRECONDITION")
-		if msg := errMessage(r); !strings.Contains(msg, "free") || !strings.Contains(msg, "2 GiB") {
-			t.Errorf("%s: refusal does not explain the reserve: %s", name, msg)
+		if msg := errMessage(r); !strings.Contains(msg, "capacityGib") || !strings.Contains(msg, "3 GiB") {
+			t.Errorf("%s: refusal does not name the field and the room left: %s", name, msg)
 		}
 	}
-	// What frees or does not take space still works.
+	// What fits, frees space or takes none still works.
+	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s2", map[string]any{})
+	e.run("PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 13})
 	e.run("PATCH", loc+"/volumes/vol1?updateMask=description", map[string]any{"description": "d"})
 	e.run("PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 9})
 	e.run("DELETE", loc+"/volumes/vol1/snapshots/s1", nil)
 	if n := e.count("volumes"); n != 1 {
-		t.Fatalf("%d volumes, want 1", n)
+		t.Fatalf("%d volumes, want 1 (nothing half-created)", n)
 	}
-	c.set(func(c *fakeCapacity) { c.free = 3 << 30 })
-	e.volume("vol2", "pool1", 1, nil)
+	e.volume("vol2", "pool1", 3, nil)
+}
+
+// thinCapacity is a store that provisions thin: a new volume takes at most 1 GiB.
+type thinCapacity struct{ *fakeCapacity }
+
+func (thinCapacity) Allocation(capacity int64) int64 { return min(capacity, 1<<30) }
+
+// With thin provisioning a volume takes only what its filesystem starts with.
+func TestStoreRoomThin(t *testing.T) {
+	c := newFakeCapacity(100, 2)
+	e := newEnv(t, withCapacity(thinCapacity{c}, 4))
+	e.pool("pool1", 100, nil)
+	e.volume("vol1", "pool1", 50, nil) // takes 1 GiB of the 2 free
+	e.run("PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": 60})
+	c.set(func(c *fakeCapacity) { c.free = 512 << 20 })
+	e.fails("POST", loc+"/volumes?volumeId=vol2", map[string]any{"shareName": "vol2", "storagePool": "pool1", "capacityGib": 5, "protocols": []string{"NFSV3"}}, 400, "FAILED_PRECONDITION")
 }
 
 // A shrink reads the volume's usage fresh: the stored usedGib may be stale.
 func TestShrinkBelowFreshUsage(t *testing.T) {
 	c := newFakeCapacity(100, 50)
-	e := newEnv(t, withCapacity(c, 1.0, 1))
+	e := newEnv(t, withCapacity(c, 1.0))
 	e.pool("pool1", 100, nil)
 	e.volume("vol1", "pool1", 50, nil)
 	key := e.volumeRecord("vol1").Key
@@ -104,7 +121,7 @@ func TestShrinkBelowFreshUsage(t *testing.T) {
 // nothing written.
 func TestCapacityUnreadable(t *testing.T) {
 	c := newFakeCapacity(100, 50)
-	e := newEnv(t, withCapacity(c, 1.0, 1))
+	e := newEnv(t, withCapacity(c, 1.0))
 	e.pool("pool1", 10, nil)
 	c.set(func(c *fakeCapacity) {
 		c.err = errors.New("btrfs filesystem usage /var/lib/basin/store: exit status 1")

@@ -19,8 +19,8 @@ func (s *Server) intents() *intent.Service {
 		}
 		s.intent = intent.New(intent.Options{
 			Networks: s.opts.Networks, Limits: s.opts.Limits, Capacity: capacity,
-			OvercommitRatio: s.opts.OvercommitRatio, StoreReserveBytes: s.opts.StoreReserveBytes,
-			Secrets: s.opts.Secrets, Now: s.now, Logger: s.log,
+			OvercommitRatio: s.opts.OvercommitRatio,
+			Secrets:         s.opts.Secrets, Now: s.now, Logger: s.log,
 			DefaultThroughputCapMibps: s.opts.DefaultThroughputCapMibps, OnSettingsChanged: s.opts.OnSettingsChanged,
 		})
 	})

@@ -106,15 +106,12 @@ type Options struct {
 	// process exits (for tests).
 	Secrets Sealer
 	// Capacity reads the node store's space and volumes' usage; nil = no capacity
-	// guard (pools are not checked against the store, no reserve is kept, shrinks
-	// are checked against the last observed usage).
+	// guard (pools are not checked against the store, volumes not against its
+	// free space, shrinks against the last observed usage).
 	Capacity Capacity
 	// OvercommitRatio: Σ capacity of all pools on the node may reach this many times
 	// the store's size; 0 = 1.0.
 	OvercommitRatio float64
-	// StoreReserveBytes: volume creates and growths, clones and snapshots are
-	// refused while the store has less than this free; 0 = 1 GiB, negative = none.
-	StoreReserveBytes int64
 	// DefaultThroughputCapMibps is a project's throughput cap (MiB/s, per project
 	// and location) where its settings set none; 0 = no cap.
 	DefaultThroughputCapMibps float64
@@ -184,9 +181,6 @@ func newServer(opts Options, table []Route) *Server {
 	}
 	if opts.OvercommitRatio <= 0 || math.IsNaN(opts.OvercommitRatio) {
 		opts.OvercommitRatio = 1
-	}
-	if opts.StoreReserveBytes == 0 {
-		opts.StoreReserveBytes = 1 << 30
 	}
 	if opts.Secrets == nil {
 		opts.Secrets = secret.NewEphemeral()

@@ -35,7 +35,8 @@ type Config struct {
 	Store string
 	// GaneshaPrefix is where Basin's hardened NFS-Ganesha is installed.
 	GaneshaPrefix string
-	// StoreSize is the image file's size in bytes.
+	// StoreSize is the image file's size in bytes; 0 sizes it from the free space
+	// of DataDir's filesystem (storage/btrfs).
 	StoreSize int64
 	// InsecureNoAuth turns authentication off (local development only).
 	InsecureNoAuth bool
@@ -54,11 +55,17 @@ type Config struct {
 	// answering with it still running; 0 = always answer at once.
 	SyncWait time.Duration
 	// OvercommitRatio: the capacity of all pools on this node together may reach this
-	// many times the store's size (default 1.0: no overcommit). Must be > 0.
+	// many times what the store holds for volumes (default 1.0: no overcommit, and
+	// every volume's capacity allocated when it is made). Above 1, volumes are
+	// thin-provisioned. Must be > 0.
 	OvercommitRatio float64
-	// StoreReserveGib: volume creates and growths, clones and snapshots are refused
-	// while the store has less than this many GiB free (default 1; 0 = no reserve).
-	StoreReserveGib int64
+	// StoreReserve is store space never given to volumes for good (the headroom a
+	// full volume borrows for a snapshot, slack): 0 = 5 % of the store, between
+	// 128 MiB and 4 GiB; negative = none.
+	StoreReserve int64
+	// ThinInitial is the largest filesystem a thin-provisioned volume starts with
+	// (0: 1 GiB); it grows as it fills.
+	ThinInitial int64
 	// ProjectThroughputCapMibps is the throughput cap (MiB/s, read + write, client
 	// payload) a project's volumes in a location share where the project's
 	// settings set none (default 0: no cap). At most model.MaxThroughputCapMibps.
@@ -112,7 +119,6 @@ func Default() Config {
 		Listen:          "127.0.0.1:8780",
 		Locations:       []string{"local"},
 		Networks:        []Network{DefaultNetwork},
-		StoreSize:       64 << 30,
 		GaneshaPrefix:   DefaultGaneshaPrefix,
 		Limits:          model.DefaultLimits(),
 		QoS:             true,
@@ -126,7 +132,6 @@ func Default() Config {
 			MaxHeaderBytes: 64 << 10, MaxConns: 512},
 
 		OvercommitRatio: 1.0,
-		StoreReserveGib: 1,
 	}
 }
 
@@ -180,8 +185,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--network %s: endpoint range %s-%s: %w", n.Name, n.FirstEndpoint, n.LastEndpoint, err)
 		}
 	}
-	if c.Store == "" && c.StoreSize < 1<<30 {
-		return fmt.Errorf("--store-size must be at least 1 GiB, got %d bytes", c.StoreSize)
+	if c.Store == "" && c.StoreSize != 0 && c.StoreSize < 1<<30 {
+		return fmt.Errorf("--store-size must be at least 1 GiB (or auto), got %d bytes", c.StoreSize)
 	}
 	if !filepath.IsAbs(c.GaneshaPrefix) {
 		return fmt.Errorf("--ganesha-prefix must be an absolute path, got %q", c.GaneshaPrefix)
@@ -195,8 +200,8 @@ func (c *Config) Validate() error {
 	if !(c.OvercommitRatio > 0) || math.IsInf(c.OvercommitRatio, 1) {
 		return fmt.Errorf("--overcommit-ratio must be a number above 0, got %g", c.OvercommitRatio)
 	}
-	if c.StoreReserveGib < 0 {
-		return fmt.Errorf("--store-reserve-gib must be 0 or more, got %d", c.StoreReserveGib)
+	if c.ThinInitial != 0 && c.ThinInitial < 64<<20 {
+		return fmt.Errorf("--thin-initial must be at least 64 MiB, got %d bytes", c.ThinInitial)
 	}
 	if v := c.QoSWireOverhead; !(v >= 1 && v <= 2) {
 		return fmt.Errorf("--qos-wire-overhead %v must be between 1 and 2", v)

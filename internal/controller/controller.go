@@ -73,6 +73,10 @@ type Options struct {
 	// outcome: "done", "failed" or "cancelled" (internal/metrics.Health). An
 	// operation interrupted by shutdown has not finished.
 	OperationDone func(kind model.OpKind, outcome string)
+	// SpaceNoted, if set, is called after a resync pass wrote a volume's state
+	// details from its space note (storage.VolumeStatus.SpaceNote): note is the
+	// new one, "" when it cleared.
+	SpaceNoted func(ctx context.Context, v *model.Volume, note string)
 }
 
 // DataPlane is what the controller needs of the NFS data plane (package dataplane).

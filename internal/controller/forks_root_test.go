@@ -48,7 +48,9 @@ func TestReconcilePassForksNothingPerVolume(t *testing.T) {
 	}
 	ctx := context.Background()
 	forks := &forkCounter{}
-	be := btrfs.New(btrfs.Options{DataDir: t.TempDir(), ImageSize: 48 << 30, Runner: forks})
+	// Thin, with small first filesystems: 200 volumes of 1 GiB on a 32 GiB store
+	// (allocated in full on the host).
+	be := btrfs.New(btrfs.Options{DataDir: t.TempDir(), ImageSize: 32 << 30, Thin: true, ThinInitial: 128 << 20, Runner: forks})
 	if err := be.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

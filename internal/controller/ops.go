@@ -98,6 +98,9 @@ func statusOf(op *model.Operation, cause error) *model.Status {
 		return &model.Status{Code: 9, Message: "capacityGib: the volume's data and snapshots do not fit in the capacity asked for"}
 	case errors.Is(cause, storage.ErrNoSpace):
 		return &model.Status{Code: 8, Message: "the volume is full: there is no room left in it for the snapshot"}
+	case errors.Is(cause, storage.ErrStoreFull):
+		return &model.Status{Code: 9, Message: "capacityGib: this Basin node's store has no room left for it (space promised to other volumes is kept for them); " +
+			"delete volumes or ask the administrator"}
 	}
 	if msg, ok := model.UserMessage(cause); ok {
 		code := int32(13)
@@ -143,9 +146,10 @@ func (c *Controller) fail(ctx context.Context, h handler, op *model.Operation, c
 		if err := tx.Get(store.KindOperation, op.Name(), &cur); err != nil {
 			return err
 		}
-		// A cancelled operation, or a shrink that did not fit (refused before any
-		// change), leaves the resource as it was.
-		restore := errors.Is(cause, errCancelled) || errors.Is(cause, storage.ErrTooSmall)
+		// A cancelled operation, a shrink that did not fit or a growth the store
+		// had no room for (both refused before any change) leaves the resource as
+		// it was.
+		restore := errors.Is(cause, errCancelled) || errors.Is(cause, storage.ErrTooSmall) || errors.Is(cause, storage.ErrStoreFull)
 		if err := markFailedTarget(tx, h.storeKind(), &cur, st, restore); err != nil {
 			return err
 		}

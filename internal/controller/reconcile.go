@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,25 @@ type usageUpdate struct {
 	volume    string
 	used      int64
 	snapshots map[string]float64 // snapshot name -> exclusive bytes
+	details   *string            // the volume's state details, when its space note changed
+}
+
+// spaceDetailsPrefix starts the state details the resync writes from the
+// backend's space note (storage.VolumeStatus.SpaceNote): it replaces only its own.
+const spaceDetailsPrefix = "Space: "
+
+// spaceDetails returns the state details v should have for its space note, and
+// whether they differ from what it has. Details of another's (an operation's,
+// the scheduler's) are left alone.
+func spaceDetails(v *model.Volume, note string) (string, bool) {
+	if v.State != model.StateReady || (v.Details != "" && !strings.HasPrefix(v.Details, spaceDetailsPrefix)) {
+		return "", false
+	}
+	want := ""
+	if note != "" {
+		want = spaceDetailsPrefix + note
+	}
+	return want, want != v.Details
 }
 
 // resyncVolume repairs one volume (which the caller has locked) and reports its
@@ -194,7 +214,11 @@ func (c *Controller) resyncVolume(ctx context.Context, name string, observed map
 			up.snapshots[s.Name()] = float64(b)
 		}
 	}
-	if up.used == v.UsedBytes && len(up.snapshots) == 0 {
+	if d, changed := spaceDetails(v, obs.SpaceNote); changed {
+		up.details = &d
+		c.log.Info("volume space note", "volume", v.Name(), "note", obs.SpaceNote)
+	}
+	if up.used == v.UsedBytes && len(up.snapshots) == 0 && up.details == nil {
 		return nil, nil
 	}
 	return &up, nil
@@ -205,14 +229,23 @@ func (c *Controller) writeUsage(ctx context.Context, updates []usageUpdate) erro
 	if len(updates) == 0 {
 		return nil
 	}
-	return c.st.Update(ctx, func(tx store.Tx) error {
+	var noted []*model.Volume
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		noted = noted[:0]
 		for _, up := range updates {
 			cur, err := store.Get[model.Volume](tx, store.KindVolume, up.volume)
 			if err != nil {
 				continue // deleted meanwhile
 			}
-			if cur.UsedBytes != up.used {
-				cur.UsedBytes = up.used
+			changed := cur.UsedBytes != up.used
+			cur.UsedBytes = up.used
+			if up.details != nil {
+				if d, ok := spaceDetails(cur, strings.TrimPrefix(*up.details, spaceDetailsPrefix)); ok {
+					cur.Details, changed = d, true
+					noted = append(noted, cur)
+				}
+			}
+			if changed {
 				if err := store.PutVolume(tx, cur); err != nil {
 					return err
 				}
@@ -230,6 +263,12 @@ func (c *Controller) writeUsage(ctx context.Context, updates []usageUpdate) erro
 		}
 		return nil
 	})
+	if err == nil && c.opts.SpaceNoted != nil {
+		for _, v := range noted {
+			c.opts.SpaceNoted(ctx, v, strings.TrimPrefix(v.Details, spaceDetailsPrefix))
+		}
+	}
+	return err
 }
 
 // expireOperations deletes finished operations older than the retention.

@@ -62,7 +62,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		defer func() { err = errors.Join(err, dataplane.UnshareMounts(context.Background(), run, dir)) }()
 	}
 
-	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, ImageSize: cfg.StoreSize, Logger: log.With("component", "btrfs")})
+	// Above an overcommit ratio of 1 pools may promise more than the store holds:
+	// volumes are then thin-provisioned (their filesystems grow as they fill).
+	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, ImageSize: cfg.StoreSize, Thin: cfg.OvercommitRatio > 1,
+		ThinInitial: cfg.ThinInitial, Reserve: cfg.StoreReserve, Logger: log.With("component", "btrfs")})
 	if err := be.Start(ctx); err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
@@ -72,6 +75,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		defer cancel()
 		err = errors.Join(err, be.Stop(stopCtx))
 	}()
+	// The volumes' space watcher (thin volumes grow as they fill; headroom a full
+	// volume borrowed is given back), stopped before the volumes are unmounted.
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	go func() { be.Run(watchCtx); close(watchDone) }() //nolint:errcheck // Run returns nil when cancelled
+	defer func() { stopWatch(); <-watchDone }()
 
 	var dpNetworks []dataplane.Network
 	for _, n := range cfg.Networks {
@@ -124,8 +133,22 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	} else {
 		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
 	}
+	// A volume's space note (thin provisioning on a full store) goes on its state
+	// details, into the log and the audit log (through the API, made below).
+	var audit func(ctx context.Context, v *model.Volume, note string)
+	spaceNoted := func(ctx context.Context, v *model.Volume, note string) {
+		if note != "" {
+			log.Warn("volume short of space", "volume", v.Name(), "note", note)
+		} else {
+			log.Info("volume no longer short of space", "volume", v.Name())
+		}
+		if audit != nil {
+			audit(ctx, v, note)
+		}
+	}
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
-		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health)})
+		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health), SpaceNoted: spaceNoted})
+	reg.MustRegister(newStoreCollector(be))
 	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth))
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
 	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
@@ -142,21 +165,26 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		rateLimit = -1 // 0 on the command line: no limit
 	}
 	// The store's space and volumes' usage, read fresh, back the overcommit guard,
-	// the free-space reserve and shrink checks.
+	// the store's room for new volumes and shrink checks.
 	var capacity api.Capacity = be
-	reserve := cfg.StoreReserveGib << 30
-	if reserve == 0 {
-		reserve = -1 // 0 on the command line: no reserve
-	}
 	failedAuthLimit := cfg.FailedAuthLimit
 	if failedAuthLimit == 0 {
 		failedAuthLimit = -1 // 0 on the command line: no limit
 	}
 	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
 		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
-		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit,
+		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, FailedAuthLimit: failedAuthLimit,
 		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
 		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler, ObserveRequest: health.ObserveRequest})
+
+	audit = func(ctx context.Context, v *model.Volume, note string) {
+		var err error
+		if note != "" {
+			err = model.Errorf(model.ErrResourceExhausted, "%s", note)
+		}
+		srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:space-watcher", Project: v.Project, Method: "basin.volumes.space",
+			Resource: v.Name(), Err: err})
+	}
 
 	ln, err := listen(cfg)
 	if err != nil {

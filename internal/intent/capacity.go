@@ -19,6 +19,8 @@ func (s *Service) checkPoolCommit(ctx context.Context, tx store.Tx, pl *model.Po
 	if s.opts.Capacity == nil || pl.CapacityGib <= prevGib {
 		return nil
 	}
+	// What pools may commit at a ratio of 1: the store's size less its own
+	// overhead and what it keeps (its metadata, its reserve).
 	size, _, err := s.opts.Capacity.StoreSpace(ctx)
 	if err != nil {
 		return fmt.Errorf("read store space: %w", err)
@@ -35,25 +37,44 @@ func (s *Service) checkPoolCommit(ctx context.Context, tx store.Tx, pl *model.Po
 		s.log.Info("pool capacity refused: node store overcommitted", "pool", pl.Name(), "capacity_gib", pl.CapacityGib,
 			"other_pools_gib", others, "limit_gib", limitGib, "store_bytes", size, "overcommit_ratio", s.opts.OvercommitRatio)
 		return model.Errorf(model.ErrFailedPrecondition, "capacityGib: this Basin node cannot commit %d GiB more to storage pools "+
-			"(its store holds %d GiB and pools may commit %g times that in all); ask the administrator", pl.CapacityGib-prevGib, size/gib, s.opts.OvercommitRatio)
+			"(its store holds %s for volumes and pools may commit %g times that in all); ask the administrator", pl.CapacityGib-prevGib, gibString(size), s.opts.OvercommitRatio)
 	}
 	return nil
 }
 
-// checkStoreReserve refuses what takes store space (a volume create or growth, a
-// clone, a snapshot) while the store has less than the reserve free.
-func (s *Service) checkStoreReserve(ctx context.Context) error {
-	if s.opts.Capacity == nil || s.opts.StoreReserveBytes <= 0 {
+// allocation is what a volume of capacityGib takes from the store when it is
+// made (all of it, unless the backend provisions thin).
+func (s *Service) allocation(capacityGib int64) int64 {
+	if a, ok := s.opts.Capacity.(Allocator); ok {
+		return a.Allocation(capacityGib * gib)
+	}
+	return capacityGib * gib
+}
+
+// checkStoreRoom refuses a volume create, clone or growth (from prevGib; 0 for a
+// create) that the store cannot give the space it takes now: the backend keeps
+// space promised to other volumes, its reserve and clones' debt, and refuses too,
+// so this check only spares the caller an operation that would fail. A snapshot
+// needs none: it lives in its volume's own space.
+func (s *Service) checkStoreRoom(ctx context.Context, capacityGib, prevGib int64) error {
+	if s.opts.Capacity == nil {
+		return nil
+	}
+	need := s.allocation(capacityGib)
+	if prevGib > 0 {
+		need -= s.allocation(prevGib)
+	}
+	if need <= 0 {
 		return nil
 	}
 	_, free, err := s.opts.Capacity.StoreSpace(ctx)
 	if err != nil {
 		return fmt.Errorf("read store space: %w", err)
 	}
-	if free < s.opts.StoreReserveBytes {
-		s.log.Warn("store below its free-space reserve", "free_bytes", free, "reserve_bytes", s.opts.StoreReserveBytes)
-		return model.Errorf(model.ErrFailedPrecondition, "this Basin node's store has less than its %s reserve free: no volume can be created or grown, "+
-			"and no snapshot taken, until space is freed (delete snapshots or volumes, or ask the administrator)", gibString(s.opts.StoreReserveBytes))
+	if need > free {
+		s.log.Warn("store has no room for a volume", "need_bytes", need, "free_bytes", free)
+		return model.Errorf(model.ErrFailedPrecondition, "capacityGib: this Basin node's store has %s free for volumes, less than the %s this needs; "+
+			"delete volumes or ask the administrator", gibString(free), gibString(need))
 	}
 	return nil
 }

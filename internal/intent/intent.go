@@ -28,9 +28,20 @@ import (
 // Capacity reports the node store's space and volumes' usage, read fresh from the
 // storage backend. Its methods run inside a store transaction, so they should be
 // cheap (a statfs, a quota-group read).
+//
+// StoreSpace's size is what pools may commit at an overcommit ratio of 1 (the
+// store less its overhead and what it keeps), its free what volumes may still be
+// given.
 type Capacity interface {
 	StoreSpace(ctx context.Context) (sizeBytes, freeBytes int64, err error)
 	VolumeUsedBytes(ctx context.Context, key string) (int64, error) // key = model.Volume.Key
+}
+
+// Allocator is a Capacity that says what a new volume takes from the store (less
+// than its capacity when the store provisions thin). Without it a volume takes
+// its capacity.
+type Allocator interface {
+	Allocation(capacityBytes int64) int64
 }
 
 // Sealer seals a secret for storage, bound to aad (where it belongs); see
@@ -54,9 +65,6 @@ type Options struct {
 	// OvercommitRatio: Σ capacity of all pools on the node may reach this many times
 	// the store's size; 0 = 1.0.
 	OvercommitRatio float64
-	// StoreReserveBytes: volume creates and growths, clones and snapshots are
-	// refused while the store has less than this free; 0 = 1 GiB, negative = none.
-	StoreReserveBytes int64
 	// Secrets seals the Active Directory join password before it is stored.
 	Secrets Sealer
 	// DefaultThroughputCapMibps is the project throughput cap (MiB/s, per project
@@ -88,9 +96,6 @@ func New(opts Options) *Service {
 	}
 	if !(opts.DefaultThroughputCapMibps > 0) || math.IsInf(opts.DefaultThroughputCapMibps, 1) {
 		opts.DefaultThroughputCapMibps = 0
-	}
-	if opts.StoreReserveBytes == 0 {
-		opts.StoreReserveBytes = 1 << 30
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -66,9 +66,8 @@ func (s *Service) CreateSnapshot(ctx context.Context, st store.Store, req Snapsh
 		if len(snaps) >= s.opts.Limits.MaxSnapshotsPerVol {
 			return model.Errorf(model.ErrFailedPrecondition, "volume %s already has %d snapshots, the most a volume may have", v.ID, len(snaps))
 		}
-		if err := s.checkStoreReserve(ctx); err != nil {
-			return err
-		}
+		// No store space is checked: a snapshot lives in its volume's own space,
+		// and a full volume borrows headroom from the store's reserve for it.
 		return tx.Insert(store.KindSnapshot, sn.Name(), vol, sn)
 	})
 }

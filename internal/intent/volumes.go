@@ -88,7 +88,7 @@ func (s *Service) CreateVolume(ctx context.Context, st store.Store, req VolumeCr
 		if err := s.allocateEndpoint(tx, v); err != nil {
 			return err
 		}
-		if err := s.checkStoreReserve(ctx); err != nil {
+		if err := s.checkStoreRoom(ctx, v.CapacityGib, 0); err != nil {
 			return err
 		}
 		return tx.Insert(store.KindVolume, v.Name(), loc, v)
@@ -486,7 +486,7 @@ func (s *Service) UpdateVolume(ctx context.Context, st store.Store, req VolumeUp
 				return err
 			}
 		case v.CapacityGib > prev.CapacityGib:
-			if err := s.checkStoreReserve(ctx); err != nil {
+			if err := s.checkStoreRoom(ctx, v.CapacityGib, prev.CapacityGib); err != nil {
 				return err
 			}
 		}

@@ -57,7 +57,7 @@ func runScale(basin string, nVols, nSnaps int, logLevel string) scaleResult {
 	addr := freeAddr()
 	var cmd *exec.Cmd
 	start := func() time.Time {
-		cmd = exec.Command(basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "64G", "--log-level", logLevel,
+		cmd = exec.Command(basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "64G", "--thin-initial", "64M", "--log-level", logLevel,
 			"--overcommit-ratio", "10000", "--network", "default="+scaleBridge+","+scaleCIDR)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		t := time.Now()

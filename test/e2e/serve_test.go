@@ -99,10 +99,11 @@ func newServer(t *testing.T, env ...string) *server {
 func (s *server) start(extra ...string) {
 	s.t.Helper()
 	s.log = &bytes.Buffer{}
-	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "4G", "--location", "us-east4",
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "12G", "--location", "us-east4",
 		"--network", "default=" + s.bridge + "," + s.subnet.String(),
-		// Pools of 100 GiB on a 4 GiB store; client hosts live at .128 and above,
-		// outside the default endpoint range (.10–.127).
+		// Pools of 100 GiB on a 12 GiB store (allocated in full on the host):
+		// volumes are thin-provisioned, those of 1 GiB whole; client hosts live
+		// at .128 and above, outside the default endpoint range (.10–.127).
 		"--overcommit-ratio", "1000",
 		// Volumes here are of 1 or 10 GiB, which the real floor (4 MiB/s) would
 		// hold to a crawl: tests not about service levels give every volume a

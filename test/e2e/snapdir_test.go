@@ -155,12 +155,29 @@ func (sv *snapView) wantAbsent(names ...string) {
 // snapshot directory on, open to the subnet read-write) and returns it with the
 // volume's endpoint, a client host and its view of the volume: an NFSv3 mount and
 // an NFSv4.1 session.
+//
+// Its server provisions thin (the e2e servers' overcommit): a 1 GiB volume is
+// provisioned whole, but a growth would not grow its filesystem until it fills.
+// thickSnapshotVolume's server does not overcommit.
 func snapshotVolume(t *testing.T, ctx context.Context) (*server, *client.Client, netip.Addr, *clienthost.Host, *snapView) {
+	return snapshotVolumeOn(t, ctx, false)
+}
+
+func thickSnapshotVolume(t *testing.T, ctx context.Context) (*server, *client.Client, netip.Addr, *clienthost.Host, *snapView) {
+	return snapshotVolumeOn(t, ctx, true)
+}
+
+func snapshotVolumeOn(t *testing.T, ctx context.Context, thick bool) (*server, *client.Client, netip.Addr, *clienthost.Host, *snapView) {
 	t.Helper()
 	s := newServer(t)
-	s.start()
+	if thick {
+		s.start("--overcommit-ratio", "1")
+		mutate(t, s.client(), "POST", loc+"/storagePools?storagePoolId=pool1", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "4", "network": "projects/p1/global/networks/default"})
+	} else {
+		s.start()
+		nfsPool(t, s.client())
+	}
 	c := s.client()
-	nfsPool(t, c)
 	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
 		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
 		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})

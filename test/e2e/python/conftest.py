@@ -55,8 +55,9 @@ class Basin:
         self.proc = subprocess.Popen(
             [BASIN_BIN, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
              # The tests make pools of up to 2 TiB on a 4 GiB store: let pools
-             # promise far more than the store holds (10000 x 4 GiB).
-             "--store-size", "4G", "--overcommit-ratio", "10000", "--location", LOCATION,
+             # promise far more than the store holds (thin provisioning; each
+             # volume's filesystem starts at 128 MiB at most).
+             "--store-size", "4G", "--overcommit-ratio", "10000", "--thin-initial", "128M", "--location", LOCATION,
              "--network", f"default=bpy{self.port},10.99.{next(_networks)}.0/24", *extra_args],
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30

@@ -96,9 +96,11 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 // GaneshaPatchSet names the patches this Basin relies on (names with '/' refused in
 // every NFSv3 procedure, no server-side symlink following, handles confined to
 // their export's filesystem, `..` never claiming a filesystem; `.snapshot` reached
-// by name; docs/security.md). scripts/ganesha/build.sh records the set it applied in
+// by name; special files' content never opened and no device nodes; requests in
+// flight over DBus for the watchdog; log lines at a bounded rate;
+// docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-2"
+const GaneshaPatchSet = "basin-ganesha-4.3-3"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {

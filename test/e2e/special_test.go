@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -100,4 +101,67 @@ func mount3Conns(t *testing.T, ctx context.Context, h *clienthost.Host, ep netip
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// logBound is what Ganesha's log may take in a sandbox, whatever clients send:
+// ganesha.log and its one rotated copy, ganesha.log.1, 8 MiB each
+// (docs/security.md).
+const logBound = 16 << 20
+
+// TestGaneshaLogIsBounded floods an NFS endpoint with malformed calls
+// (nfsops.Malformed: NFSv4 COMPOUNDs of a minor version that does not exist, a
+// tag that is not UTF-8, no or too many operations; undecodable arguments and
+// credentials; unknown programs, versions and procedures) from a client host:
+// Ganesha's log grows by a few lines, not one per call, stays under its bound,
+// and the volume is still served.
+func TestGaneshaLogIsBounded(t *testing.T) {
+	s := newServer(t)
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	s.openVolume(c, "vol1")
+	ep := endpoint(t, c, "vol1")
+	h := s.host(201)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	logs := filepath.Join(s.dataDir, "sandboxes", "default", "logs")
+	size := func() (total int64, files map[string]int64) {
+		files = map[string]int64{}
+		matches, _ := filepath.Glob(filepath.Join(logs, "ganesha*"))
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil {
+				files[filepath.Base(m)] = st.Size()
+				total += st.Size()
+			}
+		}
+		return total, files
+	}
+	before, _ := size()
+	const calls = 20000
+	t0 := time.Now()
+	answered, err := nfsops.SendMalformed(ctx, func(ctx context.Context) (c net.Conn, err error) {
+		err = h.Within(func() error {
+			var d net.Dialer
+			c, err = d.DialContext(ctx, "tcp", netip.AddrPortFrom(ep, 2049).String())
+			return err
+		})
+		return c, err
+	}, calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	time.Sleep(2 * time.Second) // what Ganesha still writes
+	after, files := size()
+	t.Logf("%d malformed calls in %v, %d answered; Ganesha's log files %v: %d bytes more", calls, took, answered, files, after-before)
+	if grew := after - before; grew > 64<<10 {
+		t.Errorf("%d malformed calls grew Ganesha's log by %d bytes; want under 64 KiB", calls, grew)
+	}
+	if after > logBound {
+		t.Errorf("Ganesha's log files take %d bytes, over their bound of %d", after, logBound)
+	}
+	v := mount3(t, ctx, h, ep, "/vol1")
+	if _, err := v.ReadDir(ctx, v.Root); err != nil {
+		t.Errorf("the volume is not served after the flood: %v", err)
+	}
 }

@@ -24,7 +24,7 @@ type Reader struct {
 	fails   []string
 }
 
-// StartReader reads fh (whose content is want) through c every 100 ms, each
+// StartReader reads fh (whose content is want) through c every 20 ms, each
 // read with a deadline of ReadBound, until Stop.
 func StartReader(ctx context.Context, c *nfs3.Client, fh []byte, want string) *Reader {
 	r := &Reader{stop: make(chan struct{}), done: make(chan struct{})}
@@ -37,7 +37,7 @@ func StartReader(ctx context.Context, c *nfs3.Client, fh []byte, want string) *R
 				return
 			case <-ctx.Done():
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
 			rctx, cancel := context.WithTimeout(ctx, ReadBound)
 			t0 := time.Now()
@@ -68,6 +68,13 @@ func (r *Reader) Check(t testing.TB, when string) {
 	if r.slowest >= ReadBound {
 		t.Errorf("another tenant's read took %v %s (bound %v)", r.slowest, when, ReadBound)
 	}
+}
+
+// Reads is the number of reads so far.
+func (r *Reader) Reads() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads
 }
 
 // Stop stops the reads.

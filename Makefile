@@ -69,6 +69,7 @@ FUZZ_TARGETS := \
 	FuzzDecodeAgg:./internal/metrics \
 	FuzzParseStats:./internal/nfs \
 	FuzzParseAllIO:./internal/nfs \
+	FuzzParseInFlight:./internal/nfs \
 	FuzzParseTCPTable:./internal/metrics
 
 fuzz:

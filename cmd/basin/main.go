@@ -180,6 +180,8 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir)")
 	fs.StringVar(&cfg.GaneshaPrefix, "ganesha-prefix", cfg.GaneshaPrefix, "where scripts/setup.sh installed Basin's hardened NFS-Ganesha")
+	fs.DurationVar(&cfg.NFSStuckAfter, "nfs-stuck-after", cfg.NFSStuckAfter, "an NFS request in flight longer than this is stuck: logged and counted (basin_nfs_stuck_requests_total)")
+	fs.DurationVar(&cfg.NFSWedgedAfter, "nfs-wedged-after", cfg.NFSWedgedAfter, "restart a Ganesha that for this long finished no request and answered no NULL call")
 	fs.Var(autoSizeFlag{n: &cfg.StoreSize}, "store-size", "size of the store image file, e.g. 64G; auto: the free space of --data-dir's filesystem less 256 MiB, at most 64G (the image is allocated in full when made)")
 	fs.BoolVar(&cfg.InsecureNoAuth, "insecure-no-auth", false, "turn authentication off (local development only)")
 	fs.DurationVar(&cfg.SyncWait, "sync-wait", cfg.SyncWait, "how long a mutating call waits for its operation before answering (0s: answer at once; clients then poll)")

@@ -35,6 +35,12 @@ type Config struct {
 	Store string
 	// GaneshaPrefix is where Basin's hardened NFS-Ganesha is installed.
 	GaneshaPrefix string
+	// NFSStuckAfter: an NFS request in flight longer than this is stuck: logged
+	// and counted (default 30 s).
+	NFSStuckAfter time.Duration
+	// NFSWedgedAfter: a Ganesha that for this long finished no request and
+	// answered no NULL call is restarted (default 60 s).
+	NFSWedgedAfter time.Duration
 	// StoreSize is the image file's size in bytes; 0 sizes it from the free space
 	// of DataDir's filesystem (storage/btrfs).
 	StoreSize int64
@@ -120,6 +126,8 @@ func Default() Config {
 		Locations:       []string{"local"},
 		Networks:        []Network{DefaultNetwork},
 		GaneshaPrefix:   DefaultGaneshaPrefix,
+		NFSStuckAfter:   30 * time.Second,
+		NFSWedgedAfter:  60 * time.Second,
 		Limits:          model.DefaultLimits(),
 		QoS:             true,
 		QoSWireOverhead: 1.025,
@@ -190,6 +198,14 @@ func (c *Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.GaneshaPrefix) {
 		return fmt.Errorf("--ganesha-prefix must be an absolute path, got %q", c.GaneshaPrefix)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--nfs-stuck-after", c.NFSStuckAfter}, {"--nfs-wedged-after", c.NFSWedgedAfter}} {
+		if d.v < time.Second || d.v > 24*time.Hour {
+			return fmt.Errorf("%s must be between 1s and 24h, got %v", d.flag, d.v)
+		}
 	}
 	if c.Store != "" && !filepath.IsAbs(c.Store) {
 		return fmt.Errorf("--store must be an absolute path, got %q", c.Store)

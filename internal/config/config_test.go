@@ -48,6 +48,9 @@ func TestValidate(t *testing.T) {
 		{"write timeout under sync wait", func(c *Config) { c.HTTP.WriteTimeout = c.HTTP.ReadTimeout + time.Second }, "--http-write-timeout"},
 		{"tiny headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 100 }, "--http-max-header-bytes"},
 		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "--http-max-conns"},
+		{"no stuck bound", func(c *Config) { c.NFSStuckAfter = 0 }, "--nfs-stuck-after"},
+		{"stuck bound in ms", func(c *Config) { c.NFSStuckAfter = 500 * time.Millisecond }, "--nfs-stuck-after"},
+		{"wedged bound of a week", func(c *Config) { c.NFSWedgedAfter = 7 * 24 * time.Hour }, "--nfs-wedged-after"},
 	}
 	for _, tc := range cases {
 		c := Default()

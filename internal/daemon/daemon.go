@@ -90,7 +90,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// hooks of the data plane, the controller and the API, and the volumes.
 	reg, health := metricsRegistry()
 	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
-		Logger: log.With("component", "dataplane"), OnRestart: health.DaemonRestarted})
+		Logger: log.With("component", "dataplane"), OnRestart: health.DaemonRestarted,
+		StuckRequestAfter: cfg.NFSStuckAfter, WedgedAfter: cfg.NFSWedgedAfter, OnStuckRequests: health.NFSStuckRequests})
 	if err := dp.Start(ctx); err != nil {
 		return fmt.Errorf("data plane: %w", err)
 	}

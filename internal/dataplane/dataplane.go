@@ -15,8 +15,13 @@
 //     restart (Ganesha gets its exports back).
 //   - supervisor.go runs Services and knows nothing of Ganesha: dependencies
 //     first, each started once what it depends on is ready; a daemon that exits is
-//     restarted with backoff, and its dependents with it. It starts processes through
+//     restarted with backoff, and its dependents with it, and one its Watch finds
+//     wedged is killed and restarted the same way. It starts processes through
 //     runner.Starter, so it is tested with runner.FakeStarter, without root.
+//   - watchdog.go is Ganesha's Watch: it logs and counts NFS requests in flight
+//     past a bound (Ganesha reports them over DBus) and finds a Ganesha that
+//     finishes nothing and answers no NULL call wedged. logcap.go bounds every
+//     daemon's log file.
 //   - view.go observes a network at once for the controller: View runs one
 //     `ip addr show`, reads the mount table once and lists Ganesha's exports in one
 //     DBus call, whatever the number of volumes.
@@ -96,9 +101,11 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 // GaneshaPatchSet names the patches this Basin relies on (names with '/' refused in
 // every NFSv3 procedure, no server-side symlink following, handles confined to
 // their export's filesystem, `..` never claiming a filesystem; `.snapshot` reached
-// by name; docs/security.md). scripts/ganesha/build.sh records the set it applied in
+// by name; special files' content never opened and no device nodes; requests in
+// flight over DBus for the watchdog; log lines at a bounded rate;
+// docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-2"
+const GaneshaPatchSet = "basin-ganesha-4.3-3"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {
@@ -149,9 +156,22 @@ type Options struct {
 	Ganesha Ganesha
 	// OnRestart, if set, is called whenever a sandbox's daemon (dbus, rpcbind,
 	// ganesha, smbd, winbindd, samba-dcerpcd) is started again, with its name and
-	// why: RestartExited or RestartDependency (internal/metrics.Health counts
-	// them). It must not block.
+	// why: RestartExited, RestartWedged or RestartDependency
+	// (internal/metrics.Health counts them). It must not block.
 	OnRestart func(daemon, reason string)
+	// StuckRequestAfter: an NFS request in flight longer than this is stuck: the
+	// Ganesha watchdog logs it and reports it to OnStuckRequests (watchdog.go).
+	// Default DefaultStuckRequestAfter (30 s).
+	StuckRequestAfter time.Duration
+	// WedgedAfter: a Ganesha that for this long finished no request and
+	// answered no NFS NULL call is wedged: it is killed and started again, like
+	// one that died. Default DefaultWedgedAfter (60 s); detection takes at most
+	// this and one look of the watchdog (5 s, less with shorter bounds).
+	WedgedAfter time.Duration
+	// OnStuckRequests, if set, is called after each look of a network's Ganesha
+	// watchdog with the requests found stuck since its last look and those stuck
+	// now (internal/metrics.Health counts them). It must not block.
+	OnStuckRequests func(network string, found, stuck int)
 }
 
 // Manager owns the sandboxes.
@@ -186,6 +206,12 @@ func New(opts Options) *Manager {
 	}
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 20 * time.Second
+	}
+	if opts.StuckRequestAfter <= 0 {
+		opts.StuckRequestAfter = DefaultStuckRequestAfter
+	}
+	if opts.WedgedAfter <= 0 {
+		opts.WedgedAfter = DefaultWedgedAfter
 	}
 	return &Manager{opts: opts, run: opts.Runner, log: opts.Logger, sandboxes: map[string]*sandbox{}}
 }

@@ -56,6 +56,14 @@ type sandbox struct {
 	// baseMounts are the lines of the sandbox's own mounts (its root, /usr, /etc…,
 	// not the volumes'), read once when it starts; see writeMtab.
 	baseMounts []string
+	// watch configures the Ganesha watchdog (watchdog.go).
+	watch watchOptions
+}
+
+// watchOptions are the Manager's Options for the Ganesha watchdog.
+type watchOptions struct {
+	stuckAfter, wedgedAfter time.Duration
+	onStuck                 func(network string, found, stuck int)
 }
 
 // ganeshaBus is what a sandbox asks of its Ganesha: nfs.DBus.
@@ -110,7 +118,8 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	dir := m.sandboxDir(n.Name)
 	sb := &sandbox{net: n, dataDir: m.opts.DataDir, dir: dir, ns: nsName(n), run: m.run, log: m.log.With("network", n.Name),
 		timeout: m.opts.ReadyTimeout, dead: make(chan struct{}), ganesha: m.opts.Ganesha,
-		loaded: map[uint64]loadedExport{}, smb: map[string]*smbInstance{}}
+		loaded: map[uint64]loadedExport{}, smb: map[string]*smbInstance{},
+		watch: watchOptions{stuckAfter: m.opts.StuckRequestAfter, wedgedAfter: m.opts.WedgedAfter, onStuck: m.opts.OnStuckRequests}}
 	sb.bus = &nfs.DBus{Address: sb.busAddress()}
 	defer func() {
 		if err != nil {
@@ -450,8 +459,10 @@ func (sb *sandbox) alive() bool {
 
 // services are the sandbox's daemons: a private dbus-daemon and rpcbind, which
 // Ganesha registers with as it starts (so it restarts when either does), and
-// Ganesha, which starts with no export and is given its exports again after a
-// restart. Each keeps only the capabilities it needs.
+// Ganesha, which starts with no export, is given its exports again after a
+// restart, logs to its standard error (into a bounded file, see output) and is
+// watched for stuck requests and for being wedged (watchdog.go). Each keeps
+// only the capabilities it needs.
 func (sb *sandbox) services() []Service {
 	holderRoot := filepath.Join("/proc", strconv.Itoa(sb.holder.Process.Pid), "root")
 	return []Service{
@@ -461,9 +472,9 @@ func (sb *sandbox) services() []Service {
 		{Name: "rpcbind", Argv: []string{"rpcbind", "-f", "-w"}, Caps: rpcbindCaps, Wrap: rpcbindArgv,
 			Ready: dialReady(filepath.Join(holderRoot, "run", "rpcbind.sock"))},
 		{Name: "ganesha", Argv: []string{sb.ganesha.Binary(), "-F", "-f", filepath.Join(sb.dir, "ganesha.conf"),
-			"-L", filepath.Join(sb.dir, "logs", "ganesha.log"), "-p", filepath.Join(sb.dir, "ganesha.pid"), "-N", "NIV_EVENT"},
+			"-L", "STDERR", "-p", filepath.Join(sb.dir, "ganesha.pid"), "-N", "NIV_EVENT"},
 			Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + sb.busAddress()}, Caps: ganeshaCaps, DependsOn: []string{"dbus", "rpcbind"},
-			Ready: sb.bus.Ping, Reapply: sb.reload},
+			Ready: sb.bus.Ping, Reapply: sb.reload, Watch: sb.watchGanesha},
 	}
 }
 
@@ -494,14 +505,19 @@ func (sb *sandbox) command(s Service) runner.Command {
 	return runner.Command{Name: "nsenter", Args: args, Env: s.Env}
 }
 
-// output appends a service's output to logs/<name>.out.
+// output appends a service's output to logs/<name>.out (Ganesha's, its log, to
+// logs/ganesha.log), a file of bounded size with one rotated copy (logcap.go).
 func (sb *sandbox) output(name string) io.WriteCloser {
-	f, err := os.OpenFile(filepath.Join(sb.dir, "logs", name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	file := name + ".out"
+	if name == "ganesha" {
+		file = "ganesha.log"
+	}
+	l, err := openCappedLog(filepath.Join(sb.dir, "logs", file), daemonLogMax)
 	if err != nil {
 		sb.log.Warn("daemon output", "daemon", name, "err", err)
 		return nopCloser{io.Discard}
 	}
-	return f
+	return l
 }
 
 type nopCloser struct{ io.Writer }

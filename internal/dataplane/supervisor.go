@@ -42,6 +42,11 @@ type Service struct {
 	// passed and before the daemon counts as ready: it gives a daemon that starts
 	// empty its state again (Ganesha's exports). ctx ends when the process does.
 	Reapply func(ctx context.Context) error
+	// Watch, if set, runs from the moment the daemon is ready until its process
+	// ends (ctx ends then). It returns only to report the daemon wedged: alive
+	// but serving nothing. The supervisor then kills it (SIGKILL) and starts it
+	// again like a daemon that died, counting the restart as RestartWedged.
+	Watch func(ctx context.Context) error
 }
 
 // supervisorOptions configure a supervisor; the zero value of each field but
@@ -64,13 +69,15 @@ type supervisorOptions struct {
 	StopTimeout time.Duration
 	// OnRestart, if set, is called each time a service is about to be started
 	// again, with its name and why: RestartExited (it exited, failed to start or
-	// was killed for not being ready) or RestartDependency.
+	// was killed for not being ready), RestartWedged (its Watch found it wedged)
+	// or RestartDependency.
 	OnRestart func(service, reason string)
 }
 
 // Why a service is started again (supervisorOptions.OnRestart).
 const (
 	RestartExited     = "exited"
+	RestartWedged     = "wedged"
 	RestartDependency = "dependency"
 )
 
@@ -101,6 +108,7 @@ type svcState struct {
 	ready   bool
 	starts  int
 	restart bool // a dependency restarted: this exit is no crash
+	wedged  bool // its Watch found it wedged and it was killed
 }
 
 // newSupervisor checks services (unique names, known dependencies, no cycle) and
@@ -239,8 +247,8 @@ func (s *supervisor) loop(svc Service) {
 			close(exited)
 		}
 		st.proc, st.exited, st.ready = nil, nil, false
-		byDependency := st.restart
-		st.restart = false
+		byDependency, wedged := st.restart, st.wedged
+		st.restart, st.wedged = false, false
 		stopping := s.stopping
 		if !stopping {
 			for _, u := range s.users[svc.Name] {
@@ -257,7 +265,11 @@ func (s *supervisor) loop(svc Service) {
 			s.restarted(svc.Name, RestartDependency)
 			continue
 		}
-		s.restarted(svc.Name, RestartExited)
+		if wedged {
+			s.restarted(svc.Name, RestartWedged)
+		} else {
+			s.restarted(svc.Name, RestartExited)
+		}
 		if time.Since(started) >= s.opts.ResetAfter {
 			backoff = s.opts.MinBackoff
 		}
@@ -376,11 +388,27 @@ func (s *supervisor) settle(ctx context.Context, svc Service, proc runner.Proces
 		}
 	}
 	s.mu.Lock()
-	if st := s.state[svc.Name]; st.proc == proc && ctx.Err() == nil {
+	st := s.state[svc.Name]
+	ready := st.proc == proc && ctx.Err() == nil
+	if ready {
 		st.ready = true
 		s.broadcast()
 	}
 	s.mu.Unlock()
+	if !ready || svc.Watch == nil {
+		return
+	}
+	err := svc.Watch(ctx)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	if st.proc == proc {
+		st.wedged = true
+	}
+	s.mu.Unlock()
+	log.Error("daemon wedged; killing it to start it again", "err", err)
+	proc.Signal(syscall.SIGKILL) //nolint:errcheck // it is restarted either way
 }
 
 // terminate sends SIGTERM, then SIGKILL after StopTimeout, and waits for the exit.

@@ -305,19 +305,35 @@ func TestSupervisorRefuses(t *testing.T) {
 	}
 }
 
+// restartCounts counts the restarts a supervisor reports, by "service reason".
+type restartCounts struct {
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (r *restartCounts) add(service, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.got == nil {
+		r.got = map[string]int{}
+	}
+	r.got[service+" "+reason]++
+}
+
+func (r *restartCounts) get() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.got)
+}
+
 // Every restart is reported with its reason: a daemon that crashed "exited", its
 // dependents "dependency"; first starts and stop report nothing.
 func TestSupervisorReportsRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := &runner.FakeStarter{}
 		ts := newTestServices()
-		var mu sync.Mutex
-		got := map[string]int{}
-		sup, err := newSupervisor(supervisorOptions{Starter: fs, OnRestart: func(service, reason string) {
-			mu.Lock()
-			got[service+" "+reason]++
-			mu.Unlock()
-		}}, ts.services)
+		restarts := &restartCounts{}
+		sup, err := newSupervisor(supervisorOptions{Starter: fs, OnRestart: restarts.add}, ts.services)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,9 +353,71 @@ func TestSupervisorReportsRestarts(t *testing.T) {
 		}
 		sup.stop()
 		want := map[string]int{"dbus exited": 1, "ganesha dependency": 1, "ganesha exited": 1}
-		mu.Lock()
-		defer mu.Unlock()
-		if !maps.Equal(got, want) {
+		if got := restarts.get(); !maps.Equal(got, want) {
+			t.Fatalf("restarts reported %v, want %v", got, want)
+		}
+	})
+}
+
+// A daemon whose Watch reports it wedged is killed and started again, its state
+// re-applied and the restart reported as "wedged"; its Watch runs only while it
+// is ready and ends with its process.
+func TestSupervisorKillsWedged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &runner.FakeStarter{}
+		ts := newTestServices()
+		var wedge atomic.Bool
+		var watching atomic.Int32
+		ts.services[2].Watch = func(ctx context.Context) error {
+			watching.Add(1)
+			defer watching.Add(-1)
+			for {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Second):
+				}
+				if wedge.CompareAndSwap(true, false) {
+					return errors.New("no request finished for 60s")
+				}
+			}
+		}
+		restarts := &restartCounts{}
+		sup, err := newSupervisor(supervisorOptions{Starter: fs, OnRestart: restarts.add}, ts.services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sup.start(context.Background())
+		defer sup.stop()
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // healthy: left alone
+		first := fs.Running("ganesha")
+		if len(fs.Starts("ganesha")) != 1 || watching.Load() != 1 {
+			t.Fatalf("a healthy daemon: %d starts, %d watches", len(fs.Starts("ganesha")), watching.Load())
+		}
+		wedge.Store(true)
+		time.Sleep(1500 * ms)
+		synctest.Wait()
+		if !first.Exited() || !slices.Equal(first.Signals(), []os.Signal{syscall.SIGKILL}) {
+			t.Fatalf("the wedged daemon: exited %v, signals %v; want killed", first.Exited(), first.Signals())
+		}
+		if err := sup.waitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if len(fs.Starts("ganesha")) != 2 || ts.reapply.Load() != 1 || watching.Load() != 1 {
+			t.Fatalf("after the kill: %d starts, %d re-applies, %d watches; want 2, 1, 1", len(fs.Starts("ganesha")), ts.reapply.Load(), watching.Load())
+		}
+		fs.Running("ganesha").Exit(errCrash) // a crash ends its watch
+		synctest.Wait()
+		if watching.Load() != 0 {
+			t.Fatal("the watch outlived its process")
+		}
+		time.Sleep(time.Second)
+		sup.stop()
+		if got, want := restarts.get(), map[string]int{"ganesha wedged": 1, "ganesha exited": 1}; !maps.Equal(got, want) {
 			t.Fatalf("restarts reported %v, want %v", got, want)
 		}
 	})

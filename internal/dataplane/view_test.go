@@ -329,7 +329,7 @@ func TestServiceCommands(t *testing.T) {
 		"rpcbind": "nsenter -t 4242 -m -n -- " + strings.Join(rpcbindArgv, " ") + " setpriv --bounding-set " + rpcbindCaps +
 			" --inh-caps -all --no-new-privs -- rpcbind -f -w",
 		"ganesha": "nsenter -t 4242 -m -n -- setpriv --bounding-set " + ganeshaCaps + " --inh-caps -all --no-new-privs -- " +
-			"/opt/ganesha/bin/ganesha.nfsd -F -f /data/sandboxes/bsx/ganesha.conf -L /data/sandboxes/bsx/logs/ganesha.log " +
+			"/opt/ganesha/bin/ganesha.nfsd -F -f /data/sandboxes/bsx/ganesha.conf -L STDERR " +
 			"-p /data/sandboxes/bsx/ganesha.pid -N NIV_EVENT",
 	}
 	for _, s := range sb.services() {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,15 +11,20 @@ import (
 
 // Health is Basin's own health on /metrics: API requests (a histogram of their
 // durations by method, route pattern and status code), operations finished by
-// kind and outcome, and data-plane daemon restarts by daemon and reason. Every
-// label takes values from a bounded set: route patterns come from the API's route
-// table, never from request paths. The daemon hands its methods to the API, the
-// controller and the data plane as hooks; the controller's queue is a gauge of its
-// own (QueueGauge).
+// kind and outcome, data-plane daemon restarts by daemon and reason, and NFS
+// requests stuck in Ganesha (found, and stuck now). Every label takes values
+// from a bounded set: route patterns come from the API's route table, never from
+// request paths. The daemon hands its methods to the API, the controller and the
+// data plane as hooks; the controller's queue is a gauge of its own
+// (QueueGauge).
 type Health struct {
 	requests   *prometheus.HistogramVec
 	operations *prometheus.CounterVec
 	restarts   *prometheus.CounterVec
+	stuckFound prometheus.Counter
+
+	mu         sync.Mutex
+	stuckByNet map[string]int // network → requests stuck now
 }
 
 // requestBuckets span a cached GET (a fraction of a millisecond) to a mutating
@@ -34,10 +40,24 @@ func NewHealth(reg prometheus.Registerer) *Health {
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "basin_operations_total",
 			Help: "Operations finished, by kind (volume.create, …; \"unknown\" for a kind this Basin does not run) and outcome (done, failed, cancelled)."}, []string{"kind", "outcome"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "basin_dataplane_daemon_restarts_total",
-			Help: "Data-plane daemons started again, by daemon (ganesha, smbd, winbindd, …) and reason (exited: it crashed, failed to start or was not ready in time; dependency: a daemon it depends on restarted)."},
+			Help: "Data-plane daemons started again, by daemon (ganesha, smbd, winbindd, …) and reason (exited: it crashed, failed to start or was not ready in time; wedged: it served nothing and was killed; dependency: a daemon it depends on restarted)."},
 			[]string{"daemon", "reason"}),
+		stuckFound: prometheus.NewCounter(prometheus.CounterOpts{Name: "basin_nfs_stuck_requests_total",
+			Help: "NFS requests found in flight for longer than the stuck-request bound (--nfs-stuck-after), each counted once."}),
+		stuckByNet: map[string]int{},
 	}
-	reg.MustRegister(h.requests, h.operations, h.restarts)
+	stuckNow := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "basin_nfs_stuck_requests",
+		Help: "NFS requests in flight for longer than the stuck-request bound now, as of each network's last look."},
+		func() float64 {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			n := 0
+			for _, v := range h.stuckByNet {
+				n += v
+			}
+			return float64(n)
+		})
+	reg.MustRegister(h.requests, h.operations, h.restarts, h.stuckFound, stuckNow)
 	return h
 }
 
@@ -69,9 +89,22 @@ func (h *Health) OperationDone(kind, outcome string) {
 }
 
 // DaemonRestarted records that the data plane starts daemon again, and why
-// ("exited" or "dependency").
+// ("exited", "wedged" or "dependency").
 func (h *Health) DaemonRestarted(daemon, reason string) {
 	h.restarts.WithLabelValues(daemon, reason).Inc()
+}
+
+// NFSStuckRequests records a look of network's Ganesha watchdog: found requests
+// stuck since its last look, and stuck requests stuck now.
+func (h *Health) NFSStuckRequests(network string, found, stuck int) {
+	h.stuckFound.Add(float64(found))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if stuck == 0 {
+		delete(h.stuckByNet, network)
+	} else {
+		h.stuckByNet[network] = stuck
+	}
 }
 
 // QueueGauge is the controller's queue depth as a gauge: depth returns the

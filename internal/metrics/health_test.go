@@ -31,16 +31,28 @@ func TestHealth(t *testing.T) {
 	h.DaemonRestarted("ganesha", "dependency")
 	h.DaemonRestarted("smbd", "exited")
 	h.DaemonRestarted("smbd", "exited")
+	h.DaemonRestarted("ganesha", "wedged")
+	h.NFSStuckRequests("default", 2, 2)
+	h.NFSStuckRequests("other", 1, 1)
+	h.NFSStuckRequests("default", 1, 3)
+	h.NFSStuckRequests("other", 0, 0) // its Ganesha restarted
 
 	want := `
 # HELP basin_controller_queue_depth Unfinished operations waiting for a worker (the controller's queue).
 # TYPE basin_controller_queue_depth gauge
 basin_controller_queue_depth 3
-# HELP basin_dataplane_daemon_restarts_total Data-plane daemons started again, by daemon (ganesha, smbd, winbindd, …) and reason (exited: it crashed, failed to start or was not ready in time; dependency: a daemon it depends on restarted).
+# HELP basin_dataplane_daemon_restarts_total Data-plane daemons started again, by daemon (ganesha, smbd, winbindd, …) and reason (exited: it crashed, failed to start or was not ready in time; wedged: it served nothing and was killed; dependency: a daemon it depends on restarted).
 # TYPE basin_dataplane_daemon_restarts_total counter
 basin_dataplane_daemon_restarts_total{daemon="ganesha",reason="dependency"} 1
 basin_dataplane_daemon_restarts_total{daemon="ganesha",reason="exited"} 1
+basin_dataplane_daemon_restarts_total{daemon="ganesha",reason="wedged"} 1
 basin_dataplane_daemon_restarts_total{daemon="smbd",reason="exited"} 2
+# HELP basin_nfs_stuck_requests NFS requests in flight for longer than the stuck-request bound now, as of each network's last look.
+# TYPE basin_nfs_stuck_requests gauge
+basin_nfs_stuck_requests 3
+# HELP basin_nfs_stuck_requests_total NFS requests found in flight for longer than the stuck-request bound (--nfs-stuck-after), each counted once.
+# TYPE basin_nfs_stuck_requests_total counter
+basin_nfs_stuck_requests_total 4
 # HELP basin_operations_total Operations finished, by kind (volume.create, …; "unknown" for a kind this Basin does not run) and outcome (done, failed, cancelled).
 # TYPE basin_operations_total counter
 basin_operations_total{kind="snapshot.create",outcome="cancelled"} 1
@@ -48,7 +60,7 @@ basin_operations_total{kind="volume.create",outcome="done"} 2
 basin_operations_total{kind="volume.update",outcome="failed"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "basin_controller_queue_depth",
-		"basin_dataplane_daemon_restarts_total", "basin_operations_total"); err != nil {
+		"basin_dataplane_daemon_restarts_total", "basin_operations_total", "basin_nfs_stuck_requests", "basin_nfs_stuck_requests_total"); err != nil {
 		t.Fatal(err)
 	}
 	depth = 0

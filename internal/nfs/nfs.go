@@ -248,16 +248,21 @@ func (d *DBus) call(ctx context.Context, method string, args ...any) (*dbus.Call
 	return d.callIface(ctx, exportIface, method, args...)
 }
 
-// callIface calls a method of Ganesha's export manager. A call that fails for want
-// of a working connection (not an error reply) drops the connection; if that
-// connection was an old one, the call is made once more on a new one.
+// callIface calls a method of Ganesha's export manager.
 func (d *DBus) callIface(ctx context.Context, iface, method string, args ...any) (*dbus.Call, error) {
+	return d.callObject(ctx, exportMgr, iface, method, args...)
+}
+
+// callObject calls a method of one of Ganesha's objects. A call that fails for
+// want of a working connection (not an error reply) drops the connection; if that
+// connection was an old one, the call is made once more on a new one.
+func (d *DBus) callObject(ctx context.Context, path dbus.ObjectPath, iface, method string, args ...any) (*dbus.Call, error) {
 	for {
 		conn, fresh, err := d.connect(ctx)
 		if err != nil {
 			return nil, err
 		}
-		call := conn.Object(ganeshaName, exportMgr).CallWithContext(ctx, iface+"."+method, 0, args...)
+		call := conn.Object(ganeshaName, path).CallWithContext(ctx, iface+"."+method, 0, args...)
 		var reply dbus.Error
 		if call.Err == nil || errors.As(call.Err, &reply) || ctx.Err() != nil {
 			return call, call.Err

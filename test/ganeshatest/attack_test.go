@@ -19,7 +19,7 @@ import (
 	"github.com/basin-nas/basin/test/nfsraw"
 )
 
-var ganeshaBin = flag.String("ganesha.bin", envOr("NFSATK_GANESHA", DefaultBin),
+var ganeshaBin = flag.String("ganesha.bin", envOr("NFSATK_GANESHA", PatchedBin()),
 	"ganesha.nfsd to attack; with "+DebianBin+" the attacks are only reported, not failed")
 
 func envOr(k, d string) string {

@@ -32,7 +32,7 @@ func TestReadCost(t *testing.T) {
 	fs.Settle()
 	os.Chmod(dir, 0o777)
 	exports := []Export{{ID: 1, Path: dir, Pseudo: "/vol", Clients: []Client{{IP: "127.0.0.1", Access: "RW", Squash: "no_root_squash"}}}}
-	bins := map[string]string{"patched": DefaultBin, "debian": DebianBin}
+	bins := map[string]string{"patched": PatchedBin(), "debian": DebianBin}
 	patterns := []struct {
 		name, rw string
 		bs       int64

@@ -27,6 +27,16 @@ import (
 // DefaultBin is Basin's patched Ganesha (scripts/ganesha/build.sh).
 const DefaultBin = "/usr/local/lib/basin/ganesha/bin/ganesha.nfsd"
 
+// PatchedBin is the patched Ganesha the tests run: the one in
+// $BASIN_GANESHA_PREFIX (a build of one's own, scripts/ganesha/build.sh
+// --prefix) if set, else DefaultBin.
+func PatchedBin() string {
+	if prefix := os.Getenv("BASIN_GANESHA_PREFIX"); prefix != "" {
+		return filepath.Join(prefix, "bin", "ganesha.nfsd")
+	}
+	return DefaultBin
+}
+
 // DebianBin is Debian's unpatched Ganesha.
 const DebianBin = "/usr/bin/ganesha.nfsd"
 

@@ -39,6 +39,7 @@ const (
 	ErrSymlink    Status = 10029
 	ErrBadStateID Status = 10025
 	ErrOpenMode   Status = 10038
+	ErrOpIllegal  Status = 10044
 )
 
 var statusNames = map[Status]string{
@@ -48,6 +49,7 @@ var statusNames = map[Status]string{
 	10004: "NFS4ERR_NOTSUPP", 10006: "NFS4ERR_SERVERFAULT", 10007: "NFS4ERR_BADTYPE", 10016: "NFS4ERR_WRONGSEC",
 	10020: "NFS4ERR_NOFILEHANDLE", 10025: "NFS4ERR_BAD_STATEID", 10029: "NFS4ERR_SYMLINK", 10038: "NFS4ERR_OPENMODE",
 	10040: "NFS4ERR_BADCHAR", 10041: "NFS4ERR_BADNAME",
+	10022: "NFS4ERR_STALE_CLIENTID", 10027: "NFS4ERR_NOT_SAME", 10044: "NFS4ERR_OP_ILLEGAL", 10059: "NFS4ERR_LAYOUTUNAVAILABLE", 10071: "NFS4ERR_OP_NOT_IN_SESSION", 10083: "NFS4ERR_WRONG_TYPE",
 }
 
 func (s Status) String() string {
@@ -150,6 +152,9 @@ func decodeCompound(res []byte, ops []Op) (Status, int, error) {
 	}
 	for i := 0; i < n; i++ {
 		if code := d.U32(); code != ops[i].code() {
+			if code == opIllegal { // an operation the server does not know
+				return Status(d.U32()), i, d.Err()
+			}
 			return 0, -1, fmt.Errorf("compound: result %d is op %d, want %d", i, code, ops[i].code())
 		}
 		ost := Status(d.U32())
@@ -191,6 +196,10 @@ func StatusOf(err error) (Status, bool) {
 	}
 	return 0, false
 }
+
+// opIllegal is OP_ILLEGAL, the result a server gives for an operation it does
+// not know (with NFS4ERR_OP_ILLEGAL).
+const opIllegal = 10044
 
 var anonStateID [16]byte // seqid 0, other all zeros: the anonymous stateid
 

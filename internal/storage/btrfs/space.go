@@ -85,6 +85,7 @@ const (
 type spaceState struct {
 	mu     sync.Mutex       // serialises allocations from the store
 	shared map[string]int64 // volume key → bytes its image shares with another
+	added  map[string]int64 // shared bytes added while refreshDebt maps (nil when it does not)
 	notes  map[string]string
 	// giveBack is when each volume last tried to give headroom back.
 	giveBack map[string]time.Time
@@ -643,14 +644,20 @@ func imageKey(img string) string {
 func (b *Backend) markShared(img string, n int64) {
 	unix.Setxattr(img, sharedXattr, []byte("1"), 0) //nolint:errcheck // the in-memory debt holds until the next start
 	b.acct.shared[imageKey(img)] += n
+	if b.acct.added != nil {
+		b.acct.added[imageKey(img)] += n // a refresh is mapping: keep it on top
+	}
 }
 
 // refreshDebt maps every image marked shared and records what it shares now;
-// an image that shares nothing any more is unmarked. It holds space.mu
-// throughout, so no allocation sees the debt half counted.
+// an image that shares nothing any more is unmarked. Mapping runs outside
+// acct.mu (the API reads the store's space inside its transactions); what a clone
+// adds meanwhile is kept on top of what was mapped.
 func (b *Backend) refreshDebt() {
 	b.acct.mu.Lock()
-	defer b.acct.mu.Unlock()
+	b.acct.added = map[string]int64{}
+	old := b.acct.shared
+	b.acct.mu.Unlock()
 	imgs, _ := filepath.Glob(filepath.Join(b.imagesDir(), "*.img*"))
 	debt := map[string]int64{}
 	for _, img := range imgs {
@@ -662,7 +669,7 @@ func (b *Backend) refreshDebt() {
 		if err != nil {
 			// Keep what was counted (the debt only shrinks on its own), or
 			// the whole image.
-			if n = b.acct.shared[key]; n == 0 {
+			if n = old[key]; n == 0 {
 				_, n, _ = fileSize(img)
 			}
 		}
@@ -672,6 +679,12 @@ func (b *Backend) refreshDebt() {
 		}
 		debt[key] += n
 	}
+	b.acct.mu.Lock()
+	defer b.acct.mu.Unlock()
+	for k, n := range b.acct.added {
+		debt[k] += n
+	}
+	b.acct.added = nil
 	b.acct.shared = debt
 	b.acct.lastDebt = time.Now()
 }

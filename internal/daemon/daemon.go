@@ -124,9 +124,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	} else {
 		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
 	}
+	if cfg.TestResyncInterval > 0 {
+		log.Warn("test mode: the controller resyncs and observes the storage's health more often", "interval", cfg.TestResyncInterval)
+	}
+	var srv *api.Server // audits the storage's health changes; made below, called only once the controller runs
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
-		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health)})
-	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth))
+		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health),
+		Resync: cfg.TestResyncInterval, HealthInterval: cfg.TestResyncInterval,
+		OnHealthChange: func(ctx context.Context, ch controller.HealthChange) error {
+			return srv.RecordSystemCall(ctx, healthAudit(ch))
+		}})
+	registerController(reg, ctrl)
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
 	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
 		SMB: smbIO{dp}, QoS: tcCounters, Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
@@ -152,8 +160,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if failedAuthLimit == 0 {
 		failedAuthLimit = -1 // 0 on the command line: no limit
 	}
-	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
-		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
+	srv = api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
+		Logger: log.With("component", "api"), Ready: ready.Load, Health: ctrl, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, StoreReserveBytes: reserve, FailedAuthLimit: failedAuthLimit,
 		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
 		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler, ObserveRequest: health.ObserveRequest})
@@ -267,6 +275,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		log.Warn("snapshot schedules", "err", err)
 	}
 	return nil
+}
+
+// healthAudit is the audit entry of a volume going into ERROR because its
+// storage failed (basin.volumes.storageFailed, with the words its stateDetails
+// show), or back (basin.volumes.storageRecovered).
+func healthAudit(ch controller.HealthChange) api.SystemCall {
+	c := api.SystemCall{Principal: "basin:storage-health", Project: ch.Project, Method: "basin.volumes.storageRecovered",
+		Resource: ch.Volume, Time: ch.Time, Details: "The volume's storage is healthy again."}
+	if ch.Reason != "" {
+		c.Method, c.Details = "basin.volumes.storageFailed", ch.Details
+	}
+	return c
 }
 
 // snapshotClock is the snapshot scheduler's clock: the wall clock, or for tests a

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/store"
 )
 
 // changeLog collects what OnHealthChange is handed; fail makes it refuse.
@@ -201,5 +203,20 @@ func TestRestartOntoFailingStorage(t *testing.T) {
 	c := h.start(t)
 	if why := c.NotReady(); why != "the volume store reports I/O errors" {
 		t.Fatalf("not ready %q", why)
+	}
+}
+
+// An operation that fails on a volume whose storage is failing says so (code 9,
+// the fault's words) rather than naming a step.
+func TestOperationOnFailingStorageSaysSo(t *testing.T) {
+	h := newHarness(t)
+	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(h.withDataPlane()), Resync: time.Hour, StepAttempts: 1})
+	v := servedVolumes(t, h, c, 1)[0]
+	h.be.SetFault(v.Key, storage.Fault{Reason: storage.FaultReadOnly})
+	c.healthPass(context.Background())
+	sn := &model.Snapshot{Meta: model.Meta{Project: "p", Location: "l", ID: "s1", CreateTime: t0.Add(time.Hour), State: model.StateCreating}, Volume: v.ID}
+	op := h.run(t, c, newOp(model.OpSnapshotCreate, sn.Name(), t0.Add(time.Hour)), func(tx store.Tx) error { return store.PutSnapshot(tx, sn) })
+	if op.Error == nil || op.Error.Code != 9 || !strings.Contains(op.Error.Message, "read-only") || strings.Contains(op.Error.Message, "/") {
+		t.Fatalf("snapshot of a read-only volume: %+v", op.Error)
 	}
 }

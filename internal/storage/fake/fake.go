@@ -169,12 +169,12 @@ func (b *Backend) begin(ctx context.Context, op, key string) error {
 	return err
 }
 
-// writes are the mutating calls that write into a volume's filesystem or the
-// store, which a read-only filesystem refuses. (EnsureVolume of a volume that
-// exists writes nothing, as on the real backend; it is refused only for a new
-// one, in a read-only store.)
-var writes = map[string]bool{"Resize": true, "SetMode": true, "Revert": true, "EnsureSnapshot": true,
-	"DeleteSnapshot": true, "DeleteVolume": true}
+// writes are the mutating calls that write into a volume's filesystem, which a
+// read-only filesystem refuses. Calls with nothing to do write nothing, as on
+// the real backend: EnsureVolume of a volume that exists (refused for a new one
+// in a read-only store), DeleteSnapshot of an absent snapshot, DeleteVolume of
+// an absent volume.
+var writes = map[string]bool{"Resize": true, "SetMode": true, "Revert": true, "EnsureSnapshot": true}
 
 // readOnly reports whether volume key's filesystem, or the store, is read-only.
 func (b *Backend) readOnly(key string) bool {
@@ -390,6 +390,9 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 		return err
 	}
 	defer b.end(key)
+	if _, ok := b.vols[key]; ok && b.storeFault.Reason == storage.FaultReadOnly {
+		return &fs.PathError{Op: "DeleteVolume", Path: key, Err: syscall.EROFS}
+	}
 	delete(b.vols, key)
 	return nil
 }
@@ -483,7 +486,10 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
 		return err
 	}
 	defer b.end(key)
-	if v, ok := b.vols[key]; ok {
+	if v, ok := b.vols[key]; ok && v.snaps[snap] != nil {
+		if b.readOnly(key) {
+			return &fs.PathError{Op: "DeleteSnapshot", Path: b.SnapshotMountPath(key, snap), Err: syscall.EROFS}
+		}
 		delete(v.snaps, snap) // as the real one: unmounted first
 	}
 	return nil

@@ -245,6 +245,14 @@ func serve(args []string) int {
 		}
 		cfg.TestSnapshotClockSpeed = speed
 	}
+	if d := os.Getenv("BASIN_TEST_RESYNC_INTERVAL"); d != "" {
+		interval, err := time.ParseDuration(d)
+		if err != nil || interval <= 0 {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_RESYNC_INTERVAL: want a positive duration")
+			return 2
+		}
+		cfg.TestResyncInterval = interval
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		fmt.Fprintln(os.Stderr, "basin serve: --log-level:", err)

@@ -55,6 +55,14 @@ func (s *Server) audit(rq *request) {
 // writeAudit writes one entry to the audit log and, if it names a valid project, to
 // the store.
 func (s *Server) writeAudit(ctx context.Context, e *model.AuditEntry) {
+	if err := s.storeAudit(ctx, e); err != nil {
+		s.log.Error("audit entry not stored", "err", err, "request_id", e.RequestID)
+	}
+}
+
+// storeAudit writes e to the audit log file and the store, and reports whether
+// the store took it.
+func (s *Server) storeAudit(ctx context.Context, e *model.AuditEntry) error {
 	if s.opts.AuditLog != nil {
 		if b, err := json.Marshal(e); err == nil {
 			s.auditMu.Lock()
@@ -63,14 +71,11 @@ func (s *Server) writeAudit(ctx context.Context, e *model.AuditEntry) {
 		}
 	}
 	if e.Project == "" || !projectRE.MatchString(e.Project) {
-		return
+		return nil
 	}
-	err := s.st.Update(ctx, func(tx store.Tx) error {
+	return s.st.Update(ctx, func(tx store.Tx) error {
 		return tx.Put(store.KindAudit, "projects/"+e.Project+"/auditLogs/"+e.ID, "projects/"+e.Project, e)
 	})
-	if err != nil {
-		s.log.Error("audit entry not stored", "err", err, "request_id", e.RequestID)
-	}
 }
 
 // refusals aggregates the audit records of refused calls (unauthenticated or

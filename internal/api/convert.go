@@ -146,6 +146,14 @@ func (s *Server) volumeToWire(v *model.Volume, pool *model.Pool) apiv1.Volume {
 		SecurityStyle: apiv1.SecurityStyle(v.SecurityStyle), KerberosEnabled: v.KerberosEnabled,
 		EncryptionType: apiv1.EncryptionType(1),
 	}
+	// Storage that failed (health observed now, not stored: the database may be
+	// on the failing disk) shows over the record's state, unless an operation
+	// runs on the volume: it owns the state until it ends.
+	if s.opts.Health != nil && !v.State.Busy() {
+		if msg := s.opts.Health.VolumeFault(v.Key); msg != "" {
+			w.State, w.StateDetails = volumeState(model.StateError), msg
+		}
+	}
 	if v.HasExportPolicy {
 		w.ExportPolicy = &apiv1.ExportPolicy{Rules: exportRulesToWire(v.ExportRules)}
 	}

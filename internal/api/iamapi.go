@@ -435,7 +435,7 @@ func (s *Server) listAuditLogs(rq *request, project string) {
 		for _, e := range entries {
 			items = append(items, apiv1.AuditLogEntry{Name: "projects/" + project + "/auditLogs/" + e.ID, Time: apiv1.FormatTime(e.Time),
 				Principal: e.Principal, Method: e.Method, Resource: e.Resource, Status: e.Status, Outcome: e.Outcome,
-				RequestID: e.RequestID, ClientAddress: e.Client, Count: e.Count, Throttled: e.Throttled})
+				RequestID: e.RequestID, ClientAddress: e.Client, Count: e.Count, Throttled: e.Throttled, Details: e.Details})
 		}
 		return err
 	})

@@ -19,8 +19,10 @@ func (s *Server) Healthz() http.Handler {
 	})
 }
 
-// Readyz answers readiness probes: 200 "ready" once Options.Ready says so, 503
-// before.
+// Readyz answers readiness probes: 200 "ready" once Options.Ready says so and
+// the storage is healthy; 503 "not ready" before, and 503 with the reason in a
+// few words while the store or a volume's storage is failing
+// (docs/architecture.md, "Readiness").
 func (s *Server) Readyz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, slog.LevelDebug, func(rq *request) {
@@ -29,6 +31,13 @@ func (s *Server) Readyz() http.Handler {
 				rq.status = http.StatusServiceUnavailable
 				http.Error(w, "not ready", http.StatusServiceUnavailable)
 				return
+			}
+			if s.opts.Health != nil {
+				if why := s.opts.Health.NotReady(); why != "" {
+					rq.status = http.StatusServiceUnavailable
+					http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+					return
+				}
 			}
 			rq.status = http.StatusOK
 			io.WriteString(w, "ready\n")

@@ -64,6 +64,17 @@ type Operations interface {
 	WaitDone(ctx context.Context, name string) bool
 }
 
+// Health is the storage's health as the controller observes it (without the
+// database, which may be on the failing disk).
+type Health interface {
+	// VolumeFault returns why the storage of the volume with storage key cannot
+	// be trusted with writes, in words for its users; "" if it can.
+	VolumeFault(key string) string
+	// NotReady returns in a few words, naming no volume, why the node should not
+	// be given new work; "" if it may.
+	NotReady() string
+}
+
 // Options configures a Server.
 type Options struct {
 	Store store.Store
@@ -86,6 +97,10 @@ type Options struct {
 	SyncWait time.Duration
 	// Ready reports whether the service can take requests (for /readyz).
 	Ready func() bool
+	// Health is what the controller last observed of the storage's health: a
+	// volume whose storage failed is shown in ERROR with its words, and /readyz
+	// fails while any does. nil = volumes show their records' state.
+	Health Health
 	// RateLimit is how many requests a principal (or, unauthenticated, an address)
 	// may make per minute; 0 = 1200, negative = unlimited.
 	RateLimit int

@@ -85,6 +85,9 @@ type AuditLogEntry struct {
 	// stands for; omitted = 1. Throttled is how many of them were answered 429.
 	Count     int `json:"count,omitempty"`
 	Throttled int `json:"throttled,omitempty"`
+	// Details says more of what Basin did on its own (a volume's storage
+	// failing, and back), in words for the project's users.
+	Details string `json:"details,omitempty"`
 }
 
 // List responses of the identity surfaces.

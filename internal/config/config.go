@@ -96,6 +96,10 @@ type Config struct {
 	// sees schedules run against real storage; for tests only (env
 	// BASIN_TEST_SNAPSHOT_CLOCK_SPEED).
 	TestSnapshotClockSpeed float64
+	// TestResyncInterval, if set, is how often the controller re-applies desired
+	// state and observes the storage's health (30 s and 10 s otherwise), so that
+	// a test sees several passes; for tests only (env BASIN_TEST_RESYNC_INTERVAL).
+	TestResyncInterval time.Duration
 }
 
 // HTTPLimits bound what one client can hold of the API's HTTP server.

@@ -13,7 +13,10 @@
 // backend observes, so an operation interrupted at any point is simply run again on
 // the next start. Beside the workers, a resync (reconcile.go) periodically
 // re-applies the desired state of every idle volume, refreshes usage and, at
-// start, deletes storage that no record accounts for.
+// start, deletes what a cut-short create left; it never takes down what serves
+// on an observation it cannot confirm. A health loop (health.go) observes
+// whether the storage can still be trusted with writes: volumes whose storage
+// fails are shown in ERROR and the node is not ready.
 //
 // Imported by the daemon only.
 package controller
@@ -68,6 +71,13 @@ type Options struct {
 	// StepDelay pauses before every step. It is fault injection for crash tests
 	// (a window in which to kill the process mid-operation); zero in production.
 	StepDelay time.Duration
+	// HealthInterval is how often the storage's health is observed (health.go);
+	// default 10 s.
+	HealthInterval time.Duration
+	// OnHealthChange, if set, records a volume going into ERROR because its
+	// storage failed, or back (the daemon writes an audit entry). A change it
+	// returns an error for is handed to it again after the next health pass.
+	OnHealthChange func(ctx context.Context, ch HealthChange) error
 	// OperationDone, if set, is called when an operation has finished and its
 	// result is stored, with its kind ("unknown" for a kind no handler runs) and
 	// outcome: "done", "failed" or "cancelled" (internal/metrics.Health). An
@@ -133,6 +143,7 @@ type Controller struct {
 	qosApply sync.Mutex // one ApplyQoS at a time
 	// queued is how many unfinished operations the last schedule left waiting.
 	queued atomic.Int64
+	health healthState // health.go
 }
 
 // New returns a Controller; Run starts it.
@@ -151,6 +162,9 @@ func New(opts Options) *Controller {
 	}
 	if opts.StepAttempts == 0 {
 		opts.StepAttempts = 3
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = 10 * time.Second
 	}
 	if opts.ResumeWait == 0 {
 		opts.ResumeWait = 30 * time.Second
@@ -229,11 +243,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.log.Error("initial reconcile", "err", err)
 	}
 	c.resumeAll(ctx)
+	c.healthPass(ctx) // before ready: a restart onto failing storage is not ready
 	close(c.ready)
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go func() {
 		defer c.wg.Done()
 		c.resyncLoop(ctx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.healthLoop(ctx)
 	}()
 	go func() {
 		defer c.wg.Done()
@@ -274,7 +293,16 @@ func (c *Controller) resumeAll(ctx context.Context) {
 }
 
 func (c *Controller) resyncLoop(ctx context.Context) {
-	tick := time.NewTicker(c.opts.Resync)
+	every(ctx, c.opts.Resync, func() {
+		if err := c.resync(ctx, false); err != nil && ctx.Err() == nil {
+			c.log.Warn("reconcile", "err", err)
+		}
+	})
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
@@ -282,9 +310,7 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if err := c.resync(ctx, false); err != nil && ctx.Err() == nil {
-			c.log.Warn("reconcile", "err", err)
-		}
+		fn()
 	}
 }
 

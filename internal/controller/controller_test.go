@@ -291,7 +291,10 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// Storage that no record accounts for is removed at start; storage of records is not.
+// What a create cut short left, which no record accounts for and which holds no
+// data, is removed at start; a whole volume or a snapshot without a record is
+// kept (TestOrphanCollectionKeepsDataWhenRecordsAreMissing says why); storage of
+// records is kept and re-applied.
 func TestCollectOrphans(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
@@ -300,14 +303,20 @@ func TestCollectOrphans(t *testing.T) {
 	h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
 	h.be.EnsureVolume(ctx, v.Key, 1<<30, nil)
 	h.be.EnsureSnapshot(ctx, v.Key, "stray")      // snapshot without a record
-	h.be.EnsureVolume(ctx, "korphan", 1<<30, nil) // orphan volume
+	h.be.EnsureVolume(ctx, "korphan", 1<<30, nil) // whole volume without a record
+	h.be.LeaveUnfinished("kleftover")             // a create cut short
 	h.start(t)
 	st := h.be.State()
-	if _, ok := st.Volumes["korphan"]; ok {
-		t.Fatal("orphan volume kept")
+	inv, err := h.be.Inventory(ctx)
+	must(t, err)
+	if slices.Contains(inv.Volumes, "kleftover") {
+		t.Fatal("an unfinished create's leftovers kept")
 	}
-	if len(st.Snapshots[v.Key]) != 0 {
-		t.Fatal("stray snapshot kept")
+	if _, ok := st.Volumes["korphan"]; !ok {
+		t.Fatal("a whole volume without a record deleted")
+	}
+	if !slices.Equal(st.Snapshots[v.Key], []string{"stray"}) {
+		t.Fatal("a snapshot without a record deleted")
 	}
 	if !st.Volumes[v.Key] || st.Sizes[v.Key] != 2<<30 {
 		t.Fatalf("the real volume was not kept and re-applied: %+v", st)
@@ -376,6 +385,7 @@ func TestExpiresOldAuditEntries(t *testing.T) {
 
 func (h *harness) withDataPlane() *dpfake.DataPlane {
 	h.dp = dpfake.New()
+	h.dp.Mounted = h.be.Mounted // an export stands only on its mount, as in a sandbox
 	return h.dp
 }
 

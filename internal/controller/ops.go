@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/storage"
@@ -138,6 +139,13 @@ func (e *stepError) Unwrap() error { return e.err }
 // before starting).
 func (c *Controller) fail(ctx context.Context, h handler, op *model.Operation, cause error) error {
 	st := statusOf(op, cause)
+	if st.Code == 13 {
+		// An internal error on a volume whose storage is failing is most likely
+		// that failure: say so rather than name a step.
+		if words := c.storageFaultOf(ctx, op); words != "" {
+			st = &model.Status{Code: 9, Message: "The operation could not finish: the volume's storage is failing. " + words}
+		}
+	}
 	if err := h.undo(ctx, op); err != nil {
 		return err
 	}
@@ -156,6 +164,21 @@ func (c *Controller) fail(ctx context.Context, h handler, op *model.Operation, c
 		cur.Done, cur.EndTime, cur.Error, cur.StatusMessage = true, c.opts.Now().UTC(), st, ""
 		return store.PutOperation(tx, &cur)
 	})
+}
+
+// storageFaultOf returns the words of the storage failure of the volume op is
+// on (its target, or its target snapshot's volume), if the last health pass
+// saw one; "" otherwise.
+func (c *Controller) storageFaultOf(ctx context.Context, op *model.Operation) string {
+	name, _, _ := strings.Cut(op.Target, "/snapshots/")
+	if !strings.Contains(name, "/volumes/") {
+		return ""
+	}
+	v, err := c.loadVolume(ctx, name)
+	if err != nil {
+		return ""
+	}
+	return c.VolumeFault(v.Key)
 }
 
 // finishUnknown fails an operation no handler runs (written by a newer Basin, or

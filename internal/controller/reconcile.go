@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	if err != nil {
 		return err
 	}
+	c.setRecords(vols) // the health pass's names and states
 	observed, err := c.be.ObserveVolumes(ctx)
 	if err != nil {
 		return err
@@ -190,7 +192,26 @@ func (c *Controller) resyncVolume(ctx context.Context, name string, observed map
 	if err != nil {
 		return nil, err
 	}
-	if steps := PlanVolume(c.wantOf(v, nil), obs); len(steps) > 0 {
+	steps := PlanVolume(c.wantOf(v, nil), obs)
+	if takesDown(steps) {
+		// Something that serves the volume would go first, on the word of a pass
+		// over every volume, and the steps that bring it back may not finish (a
+		// read-only filesystem, a database that cannot commit, a full disk): ask
+		// the backend about this volume alone before believing it.
+		fresh, err := c.be.ObserveVolume(ctx, v.Key)
+		if err != nil {
+			return nil, err
+		}
+		obs.VolumeStatus = fresh
+		steps = PlanVolume(c.wantOf(v, nil), obs)
+		if obs.Exported && takesDown(steps) {
+			// The data plane checked that the export stands on the very mount it
+			// was loaded onto: it serves the volume's data, whatever the backend
+			// says of its storage. Only an operation takes that down.
+			return nil, fmt.Errorf("storage observed %+v while its export serves it; left as it is", fresh)
+		}
+	}
+	if len(steps) > 0 {
 		c.log.Info("re-applying volume state", "volume", v.Name(), "steps", steps)
 		repaired.Add(1)
 		if ad != "" {
@@ -222,6 +243,14 @@ func (c *Controller) resyncVolume(ctx context.Context, name string, observed map
 		return nil, nil
 	}
 	return &up, nil
+}
+
+// takesDown reports whether steps stop serving a volume before they serve it
+// again.
+func takesDown(steps []Step) bool {
+	return slices.ContainsFunc(steps, func(s Step) bool {
+		return s.Op == StepUnexport || s.Op == StepUnshare || s.Op == StepUnmount
+	})
 }
 
 // writeUsage stores the usage a pass found changed, in one transaction.
@@ -290,9 +319,13 @@ func (c *Controller) expireOperations(ctx context.Context) error {
 	})
 }
 
-// collectOrphans deletes storage that no volume or snapshot record accounts for: the
-// leftovers of a bug or of a store restored from an older backup. Records in a
-// transitional state count as accounted for; their operations own them.
+// collectOrphans deletes storage that no volume record accounts for and that
+// holds no data: what a create cut short left (an unfinished filesystem, mount
+// points). A whole volume or a snapshot without a record is kept and reported:
+// a record that is missing proves nothing about the data (a database restored
+// from an older backup, or a list that came back short, would otherwise delete
+// volumes that serve). Records in a transitional state count as accounted for;
+// their operations own them.
 func (c *Controller) collectOrphans(ctx context.Context) error {
 	inv, err := c.be.Inventory(ctx)
 	if err != nil {
@@ -323,19 +356,24 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 	}
 	var errs []error
 	for _, key := range inv.Volumes {
-		if _, ok := byKey[key]; !ok {
-			c.log.Warn("deleting orphan volume storage", "key", key)
+		switch _, ok := byKey[key]; {
+		case ok:
+		case inv.Complete[key]:
+			c.log.Warn("keeping a volume's storage that no record accounts for (a bug, or a database restored from an older backup); "+
+				"it is not served: delete it by hand once sure it holds nothing wanted", "key", key)
+		default:
+			c.log.Info("deleting what a volume create cut short left", "key", key)
 			errs = append(errs, c.be.DeleteVolume(ctx, key))
 		}
 	}
 	for key, snaps := range inv.Snapshots {
 		if _, ok := byKey[key]; !ok {
-			continue // deleted with its volume above
+			continue
 		}
 		for _, s := range snaps {
 			if !snapsOf[key][s] {
-				c.log.Warn("deleting orphan snapshot", "key", key, "snapshot", s)
-				errs = append(errs, c.be.DeleteSnapshot(ctx, key, s))
+				c.log.Warn("keeping a snapshot that no record accounts for (a bug, or a database restored from an older backup); "+
+					"it counts against the volume's capacity: delete it by hand once sure it holds nothing wanted", "key", key, "snapshot", s)
 			}
 		}
 	}

@@ -134,23 +134,33 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	} else {
 		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
 	}
+	if cfg.TestResyncInterval > 0 {
+		log.Warn("test mode: the controller resyncs and observes the storage's health more often", "interval", cfg.TestResyncInterval)
+	}
+	// Made below, called only once the controller runs: it audits the
+	// storage's health changes and volumes' space notes.
+	var srv *api.Server
 	// A volume's space note (thin provisioning on a full store) goes on its state
-	// details, into the log and the audit log (through the API, made below).
-	var audit func(ctx context.Context, v *model.Volume, note string)
+	// details, into the log and the audit log.
 	spaceNoted := func(ctx context.Context, v *model.Volume, note string) {
+		var err error
 		if note != "" {
 			log.Warn("volume short of space", "volume", v.Name(), "note", note)
+			err = model.Errorf(model.ErrResourceExhausted, "%s", note)
 		} else {
 			log.Info("volume no longer short of space", "volume", v.Name())
 		}
-		if audit != nil {
-			audit(ctx, v, note)
-		}
+		srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:space-watcher", Project: v.Project, Method: "basin.volumes.space",
+			Resource: v.Name(), Err: err})
 	}
 	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
-		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health), SpaceNoted: spaceNoted})
+		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health),
+		Resync: cfg.TestResyncInterval, HealthInterval: cfg.TestResyncInterval, SpaceNoted: spaceNoted,
+		OnHealthChange: func(ctx context.Context, ch controller.HealthChange) error {
+			return srv.RecordSystemCall(ctx, healthAudit(ch))
+		}})
+	registerController(reg, ctrl)
 	reg.MustRegister(newStoreCollector(be))
-	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth))
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
 	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
 		SMB: smbIO{dp}, QoS: tcCounters, Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
@@ -172,20 +182,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if failedAuthLimit == 0 {
 		failedAuthLimit = -1 // 0 on the command line: no limit
 	}
-	srv := api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
-		Logger: log.With("component", "api"), Ready: ready.Load, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
+	srv = api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
+		Logger: log.With("component", "api"), Ready: ready.Load, Health: ctrl, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, FailedAuthLimit: failedAuthLimit,
 		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
 		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler, ObserveRequest: health.ObserveRequest})
-
-	audit = func(ctx context.Context, v *model.Volume, note string) {
-		var err error
-		if note != "" {
-			err = model.Errorf(model.ErrResourceExhausted, "%s", note)
-		}
-		srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:space-watcher", Project: v.Project, Method: "basin.volumes.space",
-			Resource: v.Name(), Err: err})
-	}
 
 	ln, err := listen(cfg)
 	if err != nil {
@@ -296,6 +297,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		log.Warn("snapshot schedules", "err", err)
 	}
 	return nil
+}
+
+// healthAudit is the audit entry of a volume going into ERROR because its
+// storage failed (basin.volumes.storageFailed, with the words its stateDetails
+// show), or back (basin.volumes.storageRecovered).
+func healthAudit(ch controller.HealthChange) api.SystemCall {
+	c := api.SystemCall{Principal: "basin:storage-health", Project: ch.Project, Method: "basin.volumes.storageRecovered",
+		Resource: ch.Volume, Time: ch.Time, Details: "The volume's storage is healthy again."}
+	if ch.Reason != "" {
+		c.Method, c.Details = "basin.volumes.storageFailed", ch.Details
+	}
+	return c
 }
 
 // snapshotClock is the snapshot scheduler's clock: the wall clock, or for tests a

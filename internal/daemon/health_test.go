@@ -14,7 +14,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/controller"
-	"github.com/basin-nas/basin/internal/metrics"
+	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/storage/fake"
 )
 
@@ -24,8 +24,10 @@ import (
 func TestHealthMetricsWiring(t *testing.T) {
 	st := openTestStore(t)
 	reg, health := metricsRegistry()
-	ctrl := controller.New(controller.Options{Store: st, Backend: fake.New(), Resync: time.Hour, OperationDone: operationDone(health)})
-	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth))
+	be := fake.New()
+	be.SetStoreFault(storage.Fault{Reason: storage.FaultReadOnly}) // no volume yet: none in ERROR
+	ctrl := controller.New(controller.Options{Store: st, Backend: be, Resync: time.Hour, OperationDone: operationDone(health)})
+	registerController(reg, ctrl)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx); close(done) }()
@@ -60,6 +62,8 @@ func TestHealthMetricsWiring(t *testing.T) {
 		`basin_api_request_duration_seconds_count{code="200",method="POST",route="/v1/projects/{project}/locations/{location}/storagePools"} 1`,
 		`basin_operations_total{kind="pool.create",outcome="done"} 1`,
 		`basin_controller_queue_depth 0`,
+		`basin_volumes_in_error{reason="store_read_only"} 0`,
+		`basin_volumes_in_error{reason="operation_failed"} 0`,
 	}
 	// The request is observed once its answer is written: poll for it.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/basin-nas/basin/internal/controller"
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/metrics"
 	"github.com/basin-nas/basin/internal/model"
@@ -110,6 +111,12 @@ func (b backendUsage) VolumeUsage(ctx context.Context, key string) (int64, int64
 		snap += n
 	}
 	return u.UsedBytes, snap, nil
+}
+
+// registerController puts the controller's gauges on reg: its queue and the
+// volumes in ERROR by reason.
+func registerController(reg prometheus.Registerer, ctrl *controller.Controller) {
+	reg.MustRegister(metrics.QueueGauge(ctrl.QueueDepth), metrics.VolumesInErrorGauge(controller.ErrorReasons, ctrl.VolumesInError))
 }
 
 // metricsRegistry holds what /metrics exposes: Basin's health (API requests,

@@ -114,3 +114,30 @@ func QueueGauge(depth func() int) prometheus.Collector {
 		Help: "Unfinished operations waiting for a worker (the controller's queue)."},
 		func() float64 { return float64(depth()) })
 }
+
+// VolumesInErrorGauge is how many volumes are in ERROR, by reason, as a gauge
+// (basin_volumes_in_error): count returns the number per reason, and every one of
+// reasons is exposed, zero included, so that an alert on a reason has a series to
+// watch before it first happens.
+func VolumesInErrorGauge(reasons []string, count func() map[string]int) prometheus.Collector {
+	return &volumesInError{reasons: reasons, count: count,
+		desc: prometheus.NewDesc("basin_volumes_in_error",
+			"Volumes in ERROR, by reason: read_only or io_errors (the volume's filesystem turned read-only, or its device reported I/O errors), "+
+				"store_read_only or store_io_errors (the same of the node's volume store, which fails every volume in it), operation_failed (an operation on it failed).",
+			[]string{"reason"}, nil)}
+}
+
+type volumesInError struct {
+	reasons []string
+	count   func() map[string]int
+	desc    *prometheus.Desc
+}
+
+func (v *volumesInError) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
+
+func (v *volumesInError) Collect(ch chan<- prometheus.Metric) {
+	n := v.count()
+	for _, r := range v.reasons {
+		ch <- prometheus.MustNewConstMetric(v.desc, prometheus.GaugeValue, float64(n[r]), r)
+	}
+}

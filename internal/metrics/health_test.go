@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +124,27 @@ func requestSeries(t *testing.T, reg prometheus.Gatherer, labels ...string) (uin
 	}
 	t.Fatalf("no request series %v", labels)
 	return 0, 0, nil
+}
+
+// Volumes in ERROR, one series per reason, zero included; a pedantic registry
+// accepts the collector.
+func TestVolumesInErrorGauge(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	counts := map[string]int{"read_only": 2}
+	reg.MustRegister(VolumesInErrorGauge([]string{"read_only", "io_errors"}, func() map[string]int { return counts }))
+	want := func(ro, io int) string {
+		return fmt.Sprintf(`
+# HELP basin_volumes_in_error Volumes in ERROR, by reason: read_only or io_errors (the volume's filesystem turned read-only, or its device reported I/O errors), store_read_only or store_io_errors (the same of the node's volume store, which fails every volume in it), operation_failed (an operation on it failed).
+# TYPE basin_volumes_in_error gauge
+basin_volumes_in_error{reason="io_errors"} %d
+basin_volumes_in_error{reason="read_only"} %d
+`, io, ro)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want(2, 0)), "basin_volumes_in_error"); err != nil {
+		t.Fatal(err)
+	}
+	counts = map[string]int{"io_errors": 1}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want(0, 1)), "basin_volumes_in_error"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -523,4 +523,7 @@ type AuditEntry struct {
 	Count int `json:"count,omitempty"`
 	// Throttled is how many of those calls were answered 429 by a rate limit.
 	Throttled int `json:"throttled,omitempty"`
+	// Details says more, in words for the project's users, of what Basin did on
+	// its own (a volume's storage failing, and back).
+	Details string `json:"details,omitempty"`
 }

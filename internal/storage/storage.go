@@ -9,8 +9,8 @@
 // identifier a driver needs of its own (image files, loop devices, subvolume and
 // quota group ids, the copy a revert sets aside) stays inside the driver.
 //
-// Observation (ObserveVolumes, ObserveVolume, ObserveSnapshots, Usage) runs no
-// process. Every mutating method is idempotent: asking for what already holds (a
+// Observation (ObserveVolumes, ObserveVolume, ObserveSnapshots, Usage,
+// ObserveHealth) runs no process. Every mutating method is idempotent: asking for what already holds (a
 // volume that exists, a snapshot that is gone) succeeds without doing anything, and
 // one cut short by a crash finishes when called again. Callers run at most one
 // mutating call per volume at a time. Drivers know nothing of the API or the store:
@@ -101,6 +101,10 @@ type Backend interface {
 	// refuse, with ErrStoreFull, what the store cannot give without taking space
 	// promised to other volumes.
 	StoreSpace(ctx context.Context) (sizeBytes, freeBytes int64, err error)
+
+	// ObserveHealth reports whether the node store and each open volume's
+	// filesystem can still be trusted with writes (health.go).
+	ObserveHealth(ctx context.Context) (Health, error)
 }
 
 // Usage is a volume's space use.
@@ -133,6 +137,10 @@ type SnapshotStatus struct {
 type Inventory struct {
 	Volumes   []string            // keys with a filesystem or mount point
 	Snapshots map[string][]string // key -> snapshot names
+	// Complete holds the keys whose filesystem was made to the end, so may hold
+	// data; the other keys of Volumes are the leftovers of a create cut short or
+	// mount points alone.
+	Complete map[string]bool
 }
 
 // ErrStoreFull is returned when the node's store cannot hold what was asked (a

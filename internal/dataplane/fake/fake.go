@@ -22,6 +22,13 @@ type Entry struct {
 
 // DataPlane is the fake.
 type DataPlane struct {
+	// Mounted, if set, reports whether a path has a volume's storage mounted on
+	// it (storage/fake's Backend.Mounted). Then, as a real sandbox, the fake
+	// refuses to export a path that is not mounted, and an export whose path is
+	// no longer mounted is not served (View and Exported leave it out). nil:
+	// every path is mounted. Set it before the first call.
+	Mounted func(path string) bool
+
 	mu      sync.Mutex
 	exports map[uint64]Entry
 	// History lists "export N" / "unexport N" in call order.
@@ -38,6 +45,9 @@ func New() *DataPlane { return &DataPlane{exports: map[uint64]Entry{}} }
 func (d *DataPlane) Export(_ context.Context, network string, addr netip.Addr, ex nfs.Export) error {
 	if err := ex.Validate(); err != nil {
 		return err
+	}
+	if d.Mounted != nil && !d.Mounted(ex.Path) {
+		return fmt.Errorf("refusing to export %s: %s is not mounted", ex.Pseudo, ex.Path)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -70,8 +80,11 @@ func (d *DataPlane) Exported(_ context.Context, network string, addr netip.Addr,
 
 func (d *DataPlane) exported(network string, addr netip.Addr, ex nfs.Export) bool {
 	e, ok := d.exports[ex.ID]
-	return ok && e.Network == network && (!addr.IsValid() || e.Addr == addr) && e.Export.Render() == ex.Render()
+	return ok && e.Network == network && (!addr.IsValid() || e.Addr == addr) && e.Export.Render() == ex.Render() && d.serves(e)
 }
+
+// serves reports whether e's path is still mounted.
+func (d *DataPlane) serves(e Entry) bool { return d.Mounted == nil || d.Mounted(e.Export.Path) }
 
 // Views returns how many views were taken.
 func (d *DataPlane) Views() int {
@@ -89,7 +102,7 @@ func (d *DataPlane) View(_ context.Context, network string) (*dataplane.View, er
 	var addrs []netip.Addr
 	var exports []nfs.Export
 	for _, e := range d.exports {
-		if e.Network != network {
+		if e.Network != network || !d.serves(e) {
 			continue
 		}
 		if e.Addr.IsValid() {

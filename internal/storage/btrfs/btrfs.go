@@ -118,6 +118,8 @@ type Backend struct {
 	// queries each: 0.1 s at 1,000 volumes, several times per create).
 	loopMu sync.Mutex
 	loops  map[string]string
+
+	health healthState // health.go
 }
 
 // volume is an opened volume filesystem: attached and mounted whole on fsPath.
@@ -188,29 +190,29 @@ func (b *Backend) Start(ctx context.Context) error {
 	if err := b.start(ctx); err != nil {
 		return err
 	}
-	imgs, err := filepath.Glob(filepath.Join(b.imagesDir(), "*.img"))
+	keys, err := b.imageKeys()
 	if err != nil {
 		return err
 	}
 	b.refreshDebt()
 	// Every image is allocated up to its filesystem's size (images made by an
 	// earlier Basin were sparse): what a volume holds is then its own.
-	for _, img := range imgs {
+	for _, key := range keys {
+		img := b.imagePath(key)
 		size, allocated, err := fileSize(img)
 		if err != nil || allocated >= size {
 			continue
 		}
 		if err := allocateFile(img, size); err != nil {
-			b.setNote(imageKey(img), "this volume's storage is not fully allocated: the node's store is short of space")
-			b.log.Error("volume image not fully allocated: the store is short of space, and a write may fail", "volume", imageKey(img), "err", err)
+			b.setNote(key, "this volume's storage is not fully allocated: the node's store is short of space")
+			b.log.Error("volume image not fully allocated: the store is short of space, and a write may fail", "volume", key, "err", err)
 		}
 	}
 	// Opened side by side: each open waits mostly on the kernel (attach, mount),
 	// and a restart serves nothing until every volume is open.
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, startParallelism)
-	for _, img := range imgs {
-		key := strings.TrimSuffix(filepath.Base(img), ".img")
+	for _, key := range keys {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -557,8 +559,7 @@ func (b *Backend) Stop(ctx context.Context) error {
 	if err := b.unmountPath(ctx, b.fsDir); err != nil {
 		errs = append(errs, err)
 	}
-	imgs, _ := filepath.Glob(filepath.Join(b.imagesDir(), "*.img*"))
-	each(imgs, func(img string) error { return b.detach(ctx, img) })
+	each(b.attachedImages(), func(img string) error { return b.detach(ctx, img) })
 	b.vols = map[string]*volume{}
 	if b.loop != "" {
 		// A volume's loop device lets go of its image (a file in the store) once
@@ -1216,7 +1217,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
 
 // Inventory implements storage.Backend.
 func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
-	inv := storage.Inventory{Snapshots: map[string][]string{}}
+	inv := storage.Inventory{Snapshots: map[string][]string{}, Complete: map[string]bool{}}
 	seen := map[string]bool{}
 	add := func(k string) {
 		if k != "" && !seen[k] {
@@ -1230,6 +1231,9 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 	}
 	for _, e := range entries {
 		add(strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".new"), ".img"))
+		if key, ok := strings.CutSuffix(e.Name(), ".img"); ok {
+			inv.Complete[key] = true
+		}
 	}
 	for _, d := range []string{b.mounts, b.fsDir} {
 		entries, err := os.ReadDir(d)

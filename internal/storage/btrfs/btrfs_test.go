@@ -28,24 +28,7 @@ func newBackend(t *testing.T) (*Backend, string) {
 	t.Helper()
 	skipUnlessRoot(t)
 	dir := t.TempDir()
-	return startBackend(t, Options{DataDir: dir, ImageSize: 2 << 30}), dir
-}
-
-// startBackend starts a backend with opts and, when the test ends, stops it and
-// checks it left nothing behind.
-func startBackend(t *testing.T, opts Options) *Backend {
-	t.Helper()
-	b := New(opts)
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := b.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		assertNothingLeft(t, opts.DataDir)
-	})
-	return b
+	return startBackend(t, Options{DataDir: dir, ImageSize: 2 << 30}, dir), dir
 }
 
 // assertNothingLeft checks that no mount or loop device refers to dir.

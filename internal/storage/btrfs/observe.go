@@ -111,19 +111,56 @@ func (b *Backend) view(key string, m mounts) *volume {
 	return v
 }
 
+// imageKeys lists the keys of the volumes whose image is whole, from the images
+// directory. A directory that cannot be read is an error, never a short list:
+// filepath.Glob drops I/O errors, and an empty answer from a store whose
+// filesystem failed once made every volume seem gone.
+func (b *Backend) imageKeys() ([]string, error) {
+	entries, err := os.ReadDir(b.imagesDir())
+	if err != nil {
+		return nil, fmt.Errorf("list volume images: %w", err)
+	}
+	var keys []string
+	for _, e := range entries {
+		if key, ok := strings.CutSuffix(e.Name(), ".img"); ok {
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
+}
+
+// attachedImages lists the images in the store that have a loop device, from the
+// table of loop devices (sysfs), not from the images directory: Stop detaches
+// them even when the store's filesystem can no longer be read.
+func (b *Backend) attachedImages() []string {
+	if loops, err := scanLoops(); err == nil {
+		b.loopMu.Lock()
+		b.loops = loops
+		b.loopMu.Unlock()
+	}
+	b.loopMu.Lock()
+	defer b.loopMu.Unlock()
+	var imgs []string
+	for img := range b.loops {
+		if filepath.Dir(img) == b.imagesDir() {
+			imgs = append(imgs, img)
+		}
+	}
+	return imgs
+}
+
 // ObserveVolumes implements storage.Backend.
 func (b *Backend) ObserveVolumes(ctx context.Context) (map[string]storage.VolumeStatus, error) {
 	mt, err := b.readMounts()
 	if err != nil {
 		return nil, err
 	}
-	imgs, err := filepath.Glob(filepath.Join(b.imagesDir(), "*.img"))
+	keys, err := b.imageKeys()
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]storage.VolumeStatus, len(imgs))
-	for _, img := range imgs {
-		key := strings.TrimSuffix(filepath.Base(img), ".img")
+	out := make(map[string]storage.VolumeStatus, len(keys))
+	for _, key := range keys {
 		st, err := b.status(key, tableMounts{b, mt})
 		if err != nil {
 			return nil, err
@@ -155,8 +192,10 @@ func (b *Backend) status(key string, m mounts) (storage.VolumeStatus, error) {
 		return storage.VolumeStatus{Exists: true, CapacityBytes: -1}, nil
 	}
 	fi, err := os.Stat(b.livePath(key))
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return st, nil // no live data: a revert cut short after setting it aside
+	} else if err != nil {
+		return st, err // not knowing is not knowing it is gone
 	}
 	st.Exists = true
 	st.Mode = fi.Mode().Perm()

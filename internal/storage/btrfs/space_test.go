@@ -109,7 +109,7 @@ func hashPrefix(path string, n int64) ([32]byte, error) {
 	return sum, nil
 }
 
-func readOnly(t *testing.T, path string) bool {
+func isReadOnly(t *testing.T, path string) bool {
 	t.Helper()
 	return statfs(t, path).Flags&unix.ST_RDONLY != 0
 }
@@ -121,7 +121,8 @@ func readOnly(t *testing.T, path string) bool {
 func TestAcceptedVolumesAreReallyThere(t *testing.T) {
 	skipUnlessRoot(t)
 	ctx := context.Background()
-	b := startBackend(t, Options{DataDir: t.TempDir(), ImageSize: 2 << 30})
+	dir := t.TempDir()
+	b := startBackend(t, Options{DataDir: dir, ImageSize: 2 << 30}, dir)
 	// Ask for 6 × 512 MiB on a 2 GiB store: some must be refused, at creation.
 	var made []string
 	var refused error
@@ -164,11 +165,11 @@ func TestAcceptedVolumesAreReallyThere(t *testing.T) {
 		got[key] = written{n, sum}
 	}
 	for _, key := range made {
-		if readOnly(t, b.MountPath(key)) {
+		if isReadOnly(t, b.MountPath(key)) {
 			t.Errorf("volume %s turned read-only", key)
 		}
 	}
-	if readOnly(t, b.top) {
+	if isReadOnly(t, b.top) {
 		t.Error("the store turned read-only")
 	}
 	// Restart: what each volume acknowledged reads back from disk.
@@ -282,7 +283,8 @@ func TestFullVolumeStillWorks(t *testing.T) {
 func TestThinVolumesRefuseCleanlyWhenTheStoreIsFull(t *testing.T) {
 	skipUnlessRoot(t)
 	ctx := context.Background()
-	b := startBackend(t, Options{DataDir: t.TempDir(), ImageSize: 4 << 30, Thin: true, WatchInterval: 50 * time.Millisecond})
+	dir := t.TempDir()
+	b := startBackend(t, Options{DataDir: dir, ImageSize: 4 << 30, Thin: true, WatchInterval: 50 * time.Millisecond}, dir)
 	runCtx, stopRun := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() { b.Run(runCtx); close(ran) }()
@@ -310,11 +312,11 @@ func TestThinVolumesRefuseCleanlyWhenTheStoreIsFull(t *testing.T) {
 		t.Fatalf("filling t1: %v after %d MiB, want ENOSPC", err, n1>>20)
 	}
 	for _, key := range keys {
-		if readOnly(t, b.MountPath(key)) {
+		if isReadOnly(t, b.MountPath(key)) {
 			t.Errorf("volume %s turned read-only", key)
 		}
 	}
-	if readOnly(t, b.top) {
+	if isReadOnly(t, b.top) {
 		t.Error("the store turned read-only")
 	}
 	r, err := b.StoreReport(ctx)

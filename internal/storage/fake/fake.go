@@ -6,8 +6,11 @@
 // backend (storage/storagetest).
 //
 // Tests can fail any method (Fail), block a mutating call inside the backend (Gate),
-// stop a revert at a step as a crash would (SetFailpoint), and check that two
-// mutating calls on one volume never overlapped (MaxConcurrent).
+// stop a revert at a step as a crash would (SetFailpoint), check that two
+// mutating calls on one volume never overlapped (MaxConcurrent), turn a volume's
+// filesystem or the whole store read-only or have it report I/O errors as a
+// failing disk would (SetFault, SetStoreFault), and leave a create's unfinished
+// filesystem behind (LeaveUnfinished).
 package fake
 
 import (
@@ -17,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -51,6 +55,10 @@ type volume struct {
 	from    *storage.SnapshotRef
 	snaps   map[string]*snapshot
 	snapDir bool // the snapshot directory is mounted
+	fault   storage.Fault
+	// unfinished: a create cut short left this filesystem (the real backend's
+	// ".new" image); it holds nothing and is not a volume yet.
+	unfinished bool
 }
 
 // emptyFS is what a new, empty volume uses: its filesystem's own metadata.
@@ -76,6 +84,7 @@ type Backend struct {
 	maxInflight map[string]int
 	failpoint   func(op, key, step string) error
 	notes       map[string]string // SetSpaceNote
+	storeFault  storage.Fault
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -153,11 +162,30 @@ func (b *Backend) begin(ctx context.Context, op, key string) error {
 	if err == nil {
 		err = ctx.Err()
 	}
+	if err == nil && writes[op] && b.readOnly(key) {
+		err = &fs.PathError{Op: op, Path: b.MountPath(key), Err: syscall.EROFS}
+	}
 	if err != nil {
 		b.inflight[key]--
 		b.mu.Unlock()
 	}
 	return err
+}
+
+// writes are the mutating calls that write into a volume's filesystem, which a
+// read-only filesystem refuses. Calls with nothing to do write nothing, as on
+// the real backend: EnsureVolume of a volume that exists (refused for a new one
+// in a read-only store), DeleteSnapshot of an absent snapshot, DeleteVolume of
+// an absent volume.
+var writes = map[string]bool{"Resize": true, "SetMode": true, "Revert": true, "EnsureSnapshot": true}
+
+// readOnly reports whether volume key's filesystem, or the store, is read-only.
+func (b *Backend) readOnly(key string) bool {
+	if b.storeFault.Reason == storage.FaultReadOnly {
+		return true
+	}
+	v, ok := b.vols[key]
+	return ok && v.fault.Reason == storage.FaultReadOnly
 }
 
 func (b *Backend) end(key string) {
@@ -217,7 +245,7 @@ func (v *volume) exclusive(snap string) int64 {
 }
 
 func (b *Backend) status(key string, v *volume) storage.VolumeStatus {
-	if v == nil || v.live == nil {
+	if v == nil || v.live == nil || v.unfinished {
 		return storage.VolumeStatus{}
 	}
 	return storage.VolumeStatus{Exists: true, Mounted: v.mounted, CapacityBytes: v.size, UsedBytes: v.used(), Mode: v.live.mode,
@@ -284,8 +312,11 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from
 		return err
 	}
 	defer b.end(key)
-	if v, ok := b.vols[key]; ok {
+	if v, ok := b.vols[key]; ok && !v.unfinished {
 		return v.recover(key)
+	}
+	if b.storeFault.Reason == storage.FaultReadOnly {
+		return &fs.PathError{Op: "create", Path: key, Err: syscall.EROFS}
 	}
 	if err := b.room(size); err != nil {
 		return err
@@ -400,6 +431,9 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 		return err
 	}
 	defer b.end(key)
+	if _, ok := b.vols[key]; ok && b.storeFault.Reason == storage.FaultReadOnly {
+		return &fs.PathError{Op: "DeleteVolume", Path: key, Err: syscall.EROFS}
+	}
 	delete(b.vols, key)
 	return nil
 }
@@ -493,7 +527,10 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
 		return err
 	}
 	defer b.end(key)
-	if v, ok := b.vols[key]; ok {
+	if v, ok := b.vols[key]; ok && v.snaps[snap] != nil {
+		if b.readOnly(key) {
+			return &fs.PathError{Op: "DeleteSnapshot", Path: b.SnapshotMountPath(key, snap), Err: syscall.EROFS}
+		}
 		delete(v.snaps, snap) // as the real one: unmounted first
 	}
 	return nil
@@ -601,9 +638,12 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 		return storage.Inventory{}, err
 	}
 	defer b.mu.Unlock()
-	inv := storage.Inventory{Snapshots: map[string][]string{}}
+	inv := storage.Inventory{Snapshots: map[string][]string{}, Complete: map[string]bool{}}
 	for k, v := range b.vols {
 		inv.Volumes = append(inv.Volumes, k)
+		if !v.unfinished {
+			inv.Complete[k] = true
+		}
 		for n := range v.snaps {
 			inv.Snapshots[k] = append(inv.Snapshots[k], n)
 		}
@@ -645,6 +685,9 @@ func (b *Backend) WriteFile(key, name string, data []byte) error {
 	v, ok := b.vols[key]
 	if !ok || v.live == nil || !v.mounted {
 		return &fs.PathError{Op: "write", Path: b.MountPath(key) + "/" + name, Err: fs.ErrNotExist}
+	}
+	if b.readOnly(key) {
+		return &fs.PathError{Op: "write", Path: b.MountPath(key) + "/" + name, Err: syscall.EROFS}
 	}
 	var old int64
 	if e := v.live.files[name]; e != nil {
@@ -689,6 +732,76 @@ func (b *Backend) ReadSnapshotFile(key, snap, name string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: b.SnapshotMountPath(key, snap) + "/" + name, Err: fs.ErrNotExist}
 	}
 	return slices.Clone(v.snaps[snap].data.files[name].data), nil
+}
+
+// ObserveHealth implements storage.Backend: the faults SetFault and
+// SetStoreFault set, for every volume that has a filesystem.
+func (b *Backend) ObserveHealth(ctx context.Context) (storage.Health, error) {
+	if err := b.observe(ctx, "ObserveHealth"); err != nil {
+		return storage.Health{}, err
+	}
+	defer b.mu.Unlock()
+	h := storage.Health{Store: b.storeFault, Volumes: map[string]storage.Fault{}}
+	for k, v := range b.vols {
+		if !v.unfinished {
+			h.Volumes[k] = v.fault
+		}
+	}
+	return h, nil
+}
+
+// SetFault gives volume key's filesystem a fault, as a failing disk would: a
+// read-only one refuses writes (WriteFile and the mutating calls that write into
+// it fail with EROFS), one with I/O errors is only reported so. The zero Fault
+// repairs it, as an administrator's remount would.
+func (b *Backend) SetFault(key string, f storage.Fault) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.vols[key]; ok {
+		v.fault = f
+	}
+}
+
+// SetStoreFault gives the whole store a fault: read-only, it refuses every
+// volume's writes and new volumes. The zero Fault repairs it.
+func (b *Backend) SetStoreFault(f storage.Fault) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.storeFault = f
+}
+
+// LeaveUnfinished leaves what a create of volume key cut short before its
+// filesystem was whole would leave: storage that holds nothing, which Inventory
+// lists as not Complete and observation does not report as a volume.
+func (b *Backend) LeaveUnfinished(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.vols[key] = &volume{unfinished: true, snaps: map[string]*snapshot{}}
+}
+
+// Mounted reports whether path is mounted: a volume's MountPath while its live
+// data is, a snapshot's SnapshotMountPath, a snapshot directory's
+// SnapshotDirPath (for the data plane's fake, which serves an export only while
+// its path is mounted).
+func (b *Backend) Mounted(path string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	name, ok := strings.CutPrefix(path, "/fake/mounts/")
+	if !ok {
+		return false
+	}
+	key, snap, isSnap := strings.Cut(name, "@")
+	v := b.vols[key]
+	switch {
+	case v == nil:
+		return false
+	case !isSnap:
+		return v.mounted && v.live != nil
+	case snap == ".snapshot":
+		return v.snapDir
+	default:
+		return v.snaps[snap] != nil && v.snaps[snap].mounted
+	}
 }
 
 // SetAside reports whether volume key holds a copy an unfinished revert set aside.

@@ -73,6 +73,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) storage.Backend) {
 		{"RevertCrash", testRevertCrash},
 		{"Usage", testUsage},
 		{"Inventory", testInventory},
+		{"Health", testHealth},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, &harness{t: t, b: newBackend(t), ctx: context.Background()})
@@ -652,9 +653,31 @@ func testInventory(t *testing.T, h *harness) {
 	if !slices.Equal(vols, []string{"va", "vb"}) || !slices.Equal(snaps, []string{"s1", "s2"}) || len(inv.Snapshots["vb"]) != 0 {
 		t.Fatalf("inventory %+v", inv)
 	}
+	if !inv.Complete["va"] || !inv.Complete["vb"] {
+		t.Fatalf("whole volumes not listed as complete: %+v", inv)
+	}
 	all, err := h.b.ObserveVolumes(h.ctx)
 	h.ok("ObserveVolumes", err)
 	if len(all) != 2 || !all["va"].Mounted || all["vb"].Mounted {
 		t.Fatalf("ObserveVolumes %+v", all)
+	}
+}
+
+// A healthy store and its volumes, mounted or not, are reported healthy; every
+// open volume is reported.
+func testHealth(t *testing.T, h *harness) {
+	h.volume("va", 256*mib)
+	h.ok("EnsureVolume", h.b.EnsureVolume(h.ctx, "vb", 256*mib, nil))
+	h.write("va", "f", random(mib, 1))
+	hl, err := h.b.ObserveHealth(h.ctx)
+	h.ok("ObserveHealth", err)
+	if !hl.Store.OK() {
+		t.Fatalf("a healthy store is reported %+v", hl.Store)
+	}
+	for _, k := range []string{"va", "vb"} {
+		f, ok := hl.Volumes[k]
+		if !ok || !f.OK() {
+			t.Fatalf("volume %s: %+v (reported: %v)", k, f, ok)
+		}
 	}
 }

@@ -199,14 +199,45 @@ func fill(dir string, n int64) {
 	}
 }
 
+// copySparse replaces file with a copy that leaves out every block reading as
+// zeroes (cp --sparse=always, as a careless backup or restore would): blocks
+// never written are given back to the filesystem, though Basin allocated them.
+// That is the one way left for a volume's writes to fail underneath it.
+func copySparse(t *testing.T, file string) {
+	t.Helper()
+	for _, argv := range [][]string{{"cp", "--sparse=always", "--preserve=all", file, file + ".copy"}, {"mv", file + ".copy", file}} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", argv, err, out)
+		}
+	}
+}
+
+// fillUp takes every free byte of the filesystem holding dir.
+func fillUp(t *testing.T, dir string) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(st.Bavail)*st.Bsize); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A real write error: a volume's image lies in a store directory on a small
-// tmpfs that fills up; the loop device's writes fail and btrfs turns the
-// volume's filesystem read-only. It is observed so, the store itself (a tmpfs,
-// not read-only) is not, the other volume's data still reads, and a restart
-// with room again opens the volume healthy.
+// tmpfs; the image loses the blocks it was allocated (digHoles) and the tmpfs
+// fills up; the loop device's writes fail and btrfs turns the volume's
+// filesystem read-only. It is observed so, the store itself (a tmpfs, not
+// read-only) is not, the other volume's data still reads, and a restart with
+// room again opens the volume healthy.
 func TestHealthWriteErrorForcesReadOnly(t *testing.T) {
 	skipUnlessRoot(t)
-	store := tmpfsDir(t, "96m")
+	store := tmpfsDir(t, "1g")
 	opts := Options{DataDir: t.TempDir(), Store: store}
 	b := startBackend(t, opts, opts.DataDir, store)
 	mkVolume(t, b, "va", 512<<20, nil)
@@ -216,6 +247,19 @@ func TestHealthWriteErrorForcesReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill(b.MountPath("vb"), 0)
+	// va's image copied sparse while Basin is stopped, and the store's
+	// filesystem full: Start cannot allocate it again.
+	if err := b.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	copySparse(t, b.imagePath("va"))
+	fillUp(t, store)
+	b = startBackend(t, opts, opts.DataDir, store)
+	for _, key := range []string{"va", "vb"} {
+		if err := b.Mount(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
 	fill(b.MountPath("va"), 200<<20)
 	h := waitHealth(t, b, "va read-only after its writes failed", func(h storage.Health) bool {
 		return h.Volumes["va"].Reason == storage.FaultReadOnly
@@ -235,7 +279,7 @@ func TestHealthWriteErrorForcesReadOnly(t *testing.T) {
 	if err := b.Stop(context.Background()); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	remount(t, "size=1g", store)
+	os.Remove(filepath.Join(store, "filler"))
 	b2 := startBackend(t, opts, opts.DataDir, store)
 	if h := health(t, b2); !h.Volumes["va"].OK() || !h.Volumes["vb"].OK() {
 		t.Fatalf("after the restart: %+v", h)
@@ -245,16 +289,30 @@ func TestHealthWriteErrorForcesReadOnly(t *testing.T) {
 	}
 }
 
-// The default store (an image in the data directory) on a small filesystem that
-// fills: the store's btrfs turns read-only, which is observed; the volumes are
+// The default store (an image in the data directory) on a small filesystem: the
+// store image loses the blocks it was allocated (digHoles) and the filesystem
+// fills; the store's btrfs turns read-only, which is observed; the volumes are
 // never reported fewer than they are (a short list made every volume seem
 // gone), and Stop detaches every loop device though the store cannot be read.
 func TestHealthStoreFillsUp(t *testing.T) {
 	skipUnlessRoot(t)
-	data := tmpfsDir(t, "128m")
-	b := startBackend(t, Options{DataDir: data, ImageSize: 2 << 30}, data)
+	data := tmpfsDir(t, "2560m")
+	// Thin: Basin then starts on a store image it cannot allocate in full.
+	opts := Options{DataDir: data, ImageSize: 2 << 30, Thin: true}
+	b := startBackend(t, opts, data)
 	mkVolume(t, b, "va", 1<<30, nil)
 	mkVolume(t, b, "vb", 256<<20, nil)
+	if err := b.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	copySparse(t, filepath.Join(data, "store.img"))
+	fillUp(t, data)
+	b = startBackend(t, opts, data)
+	for _, key := range []string{"va", "vb"} {
+		if err := b.Mount(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
 	fill(b.MountPath("va"), 256<<20)
 	fill(b.top, 0)
 	waitHealth(t, b, "the store read-only after its writes failed", func(h storage.Health) bool {

@@ -66,6 +66,7 @@ FUZZ_TARGETS := \
 	FuzzCheckDirectory:./internal/smb \
 	FuzzParseProfileDump:./internal/smb \
 	FuzzParseTcons:./internal/smb \
+	FuzzParseNegotiateResponse:./internal/smb \
 	FuzzDecodeAgg:./internal/metrics \
 	FuzzParseStats:./internal/nfs \
 	FuzzParseAllIO:./internal/nfs \

@@ -411,6 +411,16 @@ func TestSMBInstanceRoot(t *testing.T) {
 	}
 	waitServes("vol1 after the second instance started")
 	checkInstanceDirs(t, m, "bss", mb.AD, mb2.AD)
+	// The instance's host name is its machine's, resolved from its own hosts
+	// file: smbd looks it up on every negotiate and logon, and the host's name
+	// went to the domain's DNS (four lookups per connection) before.
+	in1 := instanceOf(t, m, "bss", mb.AD)
+	if out, err := in1.run(ctx, nil, "hostname"); err != nil || strings.TrimSpace(out) != "bss-1a2b" {
+		t.Errorf("the instance's host name: %q (%v), want bss-1a2b", out, err)
+	}
+	if out, err := in1.run(ctx, nil, "getent", "ahostsv4", "bss-1a2b"); err != nil || !strings.Contains(out, "bss-1a2b."+dc.DNSDomain) {
+		t.Errorf("the instance's host name resolves to %q (%v), want its FQDN from its hosts file", out, err)
+	}
 
 	// Basin restarts: a new Manager, JoinDomain without credentials.
 	if err := m.Stop(ctx); err != nil {

@@ -26,7 +26,7 @@ run: setup build
 test:
 	scripts/setup.sh --test
 	$(MAKE) build lint check-generated
-	$(GO) test -count=1 -p 1 -timeout 30m ./...   # one package at a time: the root tests share the host's mounts and loop devices
+	$(GO) test -count=1 -p 1 -timeout 45m ./...   # one package at a time: the root tests share the host's mounts and loop devices
 	$(MAKE) fuzz
 	$(MAKE) e2e
 
@@ -66,6 +66,7 @@ FUZZ_TARGETS := \
 	FuzzCheckDirectory:./internal/smb \
 	FuzzParseProfileDump:./internal/smb \
 	FuzzParseTcons:./internal/smb \
+	FuzzParseNegotiateResponse:./internal/smb \
 	FuzzDecodeAgg:./internal/metrics \
 	FuzzParseStats:./internal/nfs \
 	FuzzParseAllIO:./internal/nfs \

@@ -145,9 +145,15 @@ func (c *Controller) ensureMember(ctx context.Context, network, adName string) e
 		// The domain's reasons are for the user, in plain words; anything else
 		// (commands, paths) stays in the log.
 		var je *smb.JoinError
-		if errors.As(joinErr, &je) {
+		switch {
+		case errors.As(joinErr, &je) && errors.Is(je, smb.ErrServerStart):
+			// Not the domain's refusal: the server is joined and its start is
+			// retried (the policy does not go to ERROR, so resync tries again).
+			c.log.Warn("the SMB server did not start", "network", network, "activeDirectory", adName, "machine", mb.MachineName, "err", joinErr)
+			return model.Errorf(smb.ErrServerStart, "joining %s as %s (network %s): %s", a.Domain, mb.MachineName, network, je.Error())
+		case errors.As(joinErr, &je):
 			joinErr = model.Errorf(model.ErrFailedPrecondition, "joining %s as %s (network %s): %s", a.Domain, mb.MachineName, network, je.Error())
-		} else {
+		default:
 			c.log.Warn("domain join failed", "network", network, "activeDirectory", adName, "machine", mb.MachineName, "err", joinErr)
 			joinErr = fmt.Errorf("joining %s as %s (network %s): %w", a.Domain, mb.MachineName, network, joinErr)
 		}
@@ -268,7 +274,8 @@ func (c *Controller) smbOf(ctx context.Context, v *model.Volume, include func(*m
 	if err != nil || ad == "" {
 		return "", spec, false, err
 	}
-	spec = smb.ShareSpec{Name: v.ShareName, Path: c.be.MountPath(v.Key), Comment: v.Desc}
+	spec = smb.ShareSpec{Name: v.ShareName, Path: c.be.MountPath(v.Key), Comment: v.Desc,
+		NFS: slices.Contains(v.Protocols, model.ProtocolNFSv3) || slices.Contains(v.Protocols, model.ProtocolNFSv4)}
 	for _, s := range v.SMBSettings {
 		spec.Settings = append(spec.Settings, smb.Setting(s))
 	}

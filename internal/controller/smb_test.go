@@ -385,6 +385,95 @@ func TestSMBJoinRefused(t *testing.T) {
 	}
 }
 
+// A dual-protocol volume's share maps SMB byte-range locks to POSIX locks, which
+// NFS clients meet, and then has no durable handles; an SMB-only volume keeps
+// its locks in Samba's database and has durable handles (smb.Locking).
+func TestSMBLockingByProtocols(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
+	ad := newAD("ad1")
+	p := newSMBPool("pool", ad.Name())
+	seedPoolAD(t, h, p, ad)
+	h.runOps(t, c, newOp(model.OpPoolCreate, p.Name(), t0))
+	only, dual := newSMBVolume("only", "pool"), newSMBVolume("dual", "pool")
+	dual.Protocols = []model.Protocol{model.ProtocolSMB, model.ProtocolNFSv3}
+	dual.Endpoint = "10.99.0.21"
+	var ops []*model.Operation
+	for i, v := range []*model.Volume{only, dual} {
+		h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
+		ops = append(ops, newOp(model.OpVolumeCreate, v.Name(), t0.Add(time.Duration(i+1)*time.Second)))
+	}
+	h.runOps(t, c, ops...)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	shares := f.shares[memberKey("default", ad.Name())]
+	for share, want := range map[string]string{"only": "no", "dual": "yes"} {
+		if got := shares[share]["posix locking"]; got != want {
+			t.Errorf("share %s: posix locking %q, want %q (params %v)", share, got, want, shares[share])
+		}
+	}
+	if shares["dual"]["durable handles"] != "no" || shares["only"]["durable handles"] != "yes" {
+		t.Errorf("durable handles: only %q, dual %q; want yes, no", shares["only"]["durable handles"], shares["dual"]["durable handles"])
+	}
+}
+
+// A joined server whose daemons do not start (smbd not answering) is no
+// refusal by the domain: the operation says what did not start, the policy
+// stays out of ERROR, and the next resync pass tries again, until it works.
+func TestSMBServerStartFailureIsRetried(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}, StepAttempts: 1})
+	ad := newAD("ad1")
+	p := newSMBPool("pool", ad.Name())
+	seedPoolAD(t, h, p, ad)
+	startErr := &smb.JoinError{Kind: smb.ErrServerStart,
+		Reason: "the domain was joined, but the SMB server did not start: smbd did not answer an SMB2 NEGOTIATE on 127.1.2.3:445"}
+	f.joinErr = startErr
+	op := newOp(model.OpPoolCreate, p.Name(), t0)
+	h.runOps(t, c, op)
+	done := h.opDone(t, op.Name())
+	if done.Error == nil || !strings.Contains(done.Error.Message, "the SMB server did not start: smbd did not answer") {
+		t.Fatalf("operation error %+v: want what did not start", done.Error)
+	}
+	if a := getAD(t, h, ad.Name()); a.State == model.StateError {
+		t.Fatalf("policy in ERROR (%q) after its server failed to start: resync would never try again", a.Details)
+	}
+	// The pool exists (made again, as a user would) and Basin restarted: the
+	// resync passes start the instance, failing until the daemons come up.
+	h.seed(t, func(tx store.Tx) error {
+		pl := newSMBPool("pool", ad.Name())
+		pl.State = model.StateReady
+		return store.PutPool(tx, pl)
+	})
+	joins := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.joins)
+	}
+	ctx := context.Background()
+	for i := range 2 {
+		before := joins()
+		c.resync(ctx, false) //nolint:errcheck // the failed start is logged
+		if joins() != before+1 {
+			t.Fatalf("pass %d: %d joins, want one more than %d", i, joins(), before)
+		}
+		if a := getAD(t, h, ad.Name()); a.State == model.StateError {
+			t.Fatalf("pass %d: policy in ERROR (%q)", i, a.Details)
+		}
+	}
+	f.mu.Lock()
+	f.joinErr = nil
+	f.mu.Unlock()
+	if err := c.resync(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.SMBJoined("default", ad.Name()); !ok {
+		t.Fatal("the instance was not started once its daemons came up")
+	}
+}
+
 // A share showing previous versions lists each READY snapshot by its UTC creation
 // time, leading to the snapshot's read-only mount (mounted for it, though the
 // volume has no NFS .snapshot); a deleted snapshot leaves the list and is

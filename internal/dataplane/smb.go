@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/basin-nas/basin/internal/smb"
 )
 
@@ -201,18 +203,20 @@ func (m *Manager) bringUp(ctx context.Context, sb *sandbox, id string, rec SMBMe
 	if err := sb.loopback(smbLoopback(id), true); err != nil {
 		return nil, err
 	}
+	list := addrList(addrs)
+	// Its files first: the holder reads etc/hostname and binds etc/ and var/.
+	files := &smbInstance{id: id, ad: rec.AD, dir: dir, sb: sb}
+	if err := files.prepareDirs(rec, list); err != nil {
+		return nil, err
+	}
 	in, err := sb.instance(id, rec.AD)
 	if err != nil {
 		return nil, err
 	}
-	list := addrList(addrs)
 	for _, a := range list {
 		if err := sb.addAddr(ctx, a); err != nil {
 			return nil, err
 		}
-	}
-	if err := in.prepareDirs(rec, list); err != nil {
-		return nil, err
 	}
 	if err := in.renderConf(rec, list); err != nil {
 		return nil, err
@@ -382,7 +386,7 @@ func (m *Manager) JoinDomain(ctx context.Context, network string, mb SMBMembersh
 		sb.smbMu.Unlock()
 		in, err := m.bringUp(ctx, sb, id, mb)
 		if err != nil {
-			return err
+			return startError(err)
 		}
 		if running {
 			// Already serving under this join (a rebuilt sandbox brings its
@@ -425,10 +429,17 @@ func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMember
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	joined := false
+	joined, recorded := false, false
 	var in *smbInstance
 	defer func() {
 		if err == nil {
+			return
+		}
+		if recorded {
+			// Joined and recorded: only the daemons' start failed. The join
+			// stays; the next JoinDomain starts them again (no credentials, no
+			// new computer object).
+			sb.dropInstance(id)
 			return
 		}
 		if joined && in != nil {
@@ -521,10 +532,23 @@ func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMember
 	if err := writeJSON(filepath.Join(dir, "membership.json"), mb); err != nil {
 		return err
 	}
+	recorded = true
 	if _, err := m.bringUp(ctx, sb, id, mb); err != nil {
-		return err
+		return startError(err)
 	}
 	return nil
+}
+
+// startError makes a failure to start a joined instance's daemons a
+// *smb.JoinError of kind smb.ErrServerStart that says what did not start (the
+// probe's last answer, smbhealth.go); a JoinError (a name in the policy's
+// groups the domain does not know) stays as it is.
+func startError(err error) error {
+	var je *smb.JoinError
+	if errors.As(err, &je) {
+		return err
+	}
+	return &smb.JoinError{Kind: smb.ErrServerStart, Reason: "the domain was joined, but the SMB server did not start: " + err.Error()}
 }
 
 // reconfigure makes a running instance take its changed membership (new is
@@ -689,7 +713,6 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 		return err
 	}
 	defer unlock()
-	sb := in.sb
 	if spec.SnapshotDir != "" {
 		if spec.SnapshotDir != m.SMBSnapshotDir(network, ad, spec.Name) {
 			return fmt.Errorf("share %s: its snapshot directory must be %s", spec.Name, m.SMBSnapshotDir(network, ad, spec.Name))
@@ -697,14 +720,9 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 		if err := syncSnapshotLinks(spec.SnapshotDir, spec.Snapshots); err != nil {
 			return fmt.Errorf("share %s: %w", spec.Name, err)
 		}
-		// shadow_copy2 opens the directory as the connected user: the sandbox's
-		// directories on the way may be crossed, not listed, by anyone (inside
-		// the sandbox; the data directory itself stays 0700 on the host).
-		for d := spec.SnapshotDir; d != sb.dir && strings.HasPrefix(d, sb.dir+"/"); d = filepath.Dir(d) {
-			if err := addMode(filepath.Dir(d), 0o011); err != nil {
-				return err
-			}
-		}
+		// shadow_copy2 opens the directory as the connected user: in the
+		// instance's view every directory on the way is crossable (0755, see
+		// instanceHolderScript), while on the host the sandbox's stay 0700.
 	}
 	if err := in.sb.addAddr(ctx, addr); err != nil {
 		return err
@@ -732,6 +750,10 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 		if out, err := in.run(ctx, nil, st.Args(in.conf(), spec.Name)...); err != nil {
 			return fmt.Errorf("share %s: %s: %w", spec.Name, firstLine(out), err)
 		}
+	}
+	cur[spec.Name] = params
+	if err := in.writeMtab(cur); err != nil {
+		return err
 	}
 	if !slices.Equal(before, after) {
 		m.registerDNS(ctx, in, rec, after)
@@ -806,6 +828,10 @@ func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip
 			return fmt.Errorf("delete share %s: %s: %w", share, firstLine(out), err)
 		}
 	}
+	delete(cur, share)
+	if err := in.writeMtab(cur); err != nil {
+		return err
+	}
 	// Sessions on the share end now, not at their next reconnect.
 	if out, err := in.run(ctx, nil, "smbcontrol", "-s", in.conf(), "smbd", "close-share", share); err != nil {
 		in.log.Warn("close-share", "share", share, "out", firstLine(out), "err", err)
@@ -830,6 +856,45 @@ func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip
 		m.registerDNS(ctx, in, rec, after)
 	}
 	return nil
+}
+
+// writeMtab writes the instance's /etc/mtab from its shares (name →
+// parameters): a line for each share's path and each snapshot its snapshot
+// directory links to. smbd asks for a share's quotas whenever a client asks
+// for its free space, and finds the filesystem there first: without the line
+// it logged "sys_path_to_bdev() failed" at level 0 for every such request. The
+// mount table itself is not used: reading it costs each request time in
+// proportion to every volume and snapshot of the host (see the sandbox's
+// mtab). The device named is no device, so the quota query that follows fails
+// quietly (no volume has user quotas).
+func (in *smbInstance) writeMtab(shares map[string]map[string]string) error {
+	var lines []string
+	add := func(path string) {
+		typ := "unknown"
+		var st unix.Statfs_t
+		if unix.Statfs(path, &st) == nil {
+			typ = fsTypeName(st.Type)
+		}
+		lines = append(lines, "basin "+mtabEscape(path)+" "+typ+" rw 0 0\n")
+	}
+	for _, params := range shares {
+		if p := params["path"]; p != "" {
+			add(p)
+		}
+		if dir := params["shadow:snapdir"]; dir != "" {
+			links, err := readSnapshotLinks(dir)
+			if err != nil {
+				return err
+			}
+			for _, target := range links {
+				if target != "" {
+					add(target)
+				}
+			}
+		}
+	}
+	slices.Sort(lines)
+	return writeFileAtomic(filepath.Join(in.dir, "etc", "mtab"), []byte(strings.Join(slices.Compact(lines), "")), 0o644)
 }
 
 // ReleaseAddr takes an endpoint address off the network's sandbox interface (what
@@ -1016,16 +1081,4 @@ func syncSnapshotLinks(dir string, want map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// addMode adds bits to dir's permissions (no change if it has them).
-func addMode(dir string, bits fs.FileMode) error {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if st.Mode().Perm()&bits == bits {
-		return nil
-	}
-	return os.Chmod(dir, st.Mode().Perm()|bits)
 }

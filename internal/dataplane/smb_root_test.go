@@ -347,6 +347,18 @@ func TestSMBInstanceRoot(t *testing.T) {
 	}
 	host := strings.ToLower(mb.MachineName) + "." + dc.DNSDomain
 	serves("Kerberos", "//"+host+"/vol1", "k.bin", "-I", ep1.String(), "--use-kerberos=required")
+	// A client asking for the share's free space (smbclient's du) leaves no
+	// error in smbd's log: smbd finds the share's filesystem in the instance's
+	// mtab before it asks for quotas ("sys_path_to_bdev() failed" at level 0
+	// for every such request before).
+	for range 3 {
+		if out, err := cli.run(ctx, ntlm, alice.Password, "//"+ep1.String()+"/vol1", "-c", "du"); err != nil {
+			t.Fatalf("du: %v\n%s", err, out)
+		}
+	}
+	if logs := grepInstanceLogs(t, dataDir, "sys_path_to_bdev"); len(logs) > 0 {
+		t.Errorf("smbd logged quota probe failures:\n%s", strings.Join(logs, "\n"))
+	}
 	if out, err := cli.run(ctx, ntlm, "Wrong-passw0rd", "//"+ep1.String()+"/vol1", "-c", "ls"); err == nil ||
 		!strings.Contains(out, "LOGON_FAILURE") {
 		t.Fatalf("a wrong password was not refused: %v\n%s", err, out)
@@ -398,6 +410,17 @@ func TestSMBInstanceRoot(t *testing.T) {
 		}
 	}
 	waitServes("vol1 after the second instance started")
+	checkInstanceDirs(t, m, "bss", mb.AD, mb2.AD)
+	// The instance's host name is its machine's, resolved from its own hosts
+	// file: smbd looks it up on every negotiate and logon, and the host's name
+	// went to the domain's DNS (four lookups per connection) before.
+	in1 := instanceOf(t, m, "bss", mb.AD)
+	if out, err := in1.run(ctx, nil, "hostname"); err != nil || strings.TrimSpace(out) != "bss-1a2b" {
+		t.Errorf("the instance's host name: %q (%v), want bss-1a2b", out, err)
+	}
+	if out, err := in1.run(ctx, nil, "getent", "ahostsv4", "bss-1a2b"); err != nil || !strings.Contains(out, "bss-1a2b."+dc.DNSDomain) {
+		t.Errorf("the instance's host name resolves to %q (%v), want its FQDN from its hosts file", out, err)
+	}
 
 	// Basin restarts: a new Manager, JoinDomain without credentials.
 	if err := m.Stop(ctx); err != nil {
@@ -482,4 +505,84 @@ func diagnose(t *testing.T, m *Manager, ad string) {
 		out, err := in.run(context.Background(), nil, argv...)
 		t.Logf("%v: %v\n%s", argv, err, out)
 	}
+}
+
+// instanceOf returns network's running instance of ad.
+func instanceOf(t *testing.T, m *Manager, network, ad string) *smbInstance {
+	t.Helper()
+	m.mu.Lock()
+	sb := m.sandboxes[network]
+	m.mu.Unlock()
+	if sb == nil {
+		t.Fatalf("no sandbox %s", network)
+	}
+	sb.smbMu.Lock()
+	defer sb.smbMu.Unlock()
+	in := sb.smb[smbInstanceID(ad)]
+	if in == nil {
+		t.Fatalf("no instance of %s on %s", ad, network)
+	}
+	return in
+}
+
+// checkInstanceDirs checks Samba's directories as an instance's smbd children
+// meet them: as a domain user (what a child serving that user runs as). An smbd
+// tells whether another smbd is alive by reading its lock file
+// (lock/msg.lock/<pid>): if the path to it cannot be crossed, every other
+// connection looks dead, and share modes, oplock breaks and byte-range locks
+// between connections are ignored. So lock, state, cache and ncalrpc have
+// Samba's default modes (0755), private/ keeps 0700, and the instance sees
+// nothing of its sandbox's files or of the other instance's (other).
+func checkInstanceDirs(t *testing.T, m *Manager, network, ad, other string) {
+	t.Helper()
+	ctx := context.Background()
+	in := instanceOf(t, m, network, ad)
+	d := smb.GlobalOptions{StateDir: in.dir}.Dirs()
+	// alice's rid-mapped ids; nothing of root's capabilities survives the
+	// switch to a non-zero uid.
+	asUser := func(argv ...string) (string, error) {
+		return in.run(ctx, nil, append([]string{"setpriv", "--reuid=101104", "--regid=100513", "--clear-groups", "--"}, argv...)...)
+	}
+	smbd := m.SMBPID(network, ad, "smbd")
+	lockFile := filepath.Join(d.Lock, "msg.lock", strconv.Itoa(smbd))
+	if out, err := asUser("cat", lockFile); err != nil {
+		t.Errorf("a domain user's smbd cannot read smbd's lock file %s: %v\n%s", lockFile, err, out)
+	}
+	for _, dir := range []string{d.Lock, d.State, d.Cache, d.NCALRPC} {
+		if out, err := asUser("ls", dir); err != nil {
+			t.Errorf("a domain user's smbd cannot use %s: %v\n%s", dir, err, out)
+		}
+	}
+	if out, err := asUser("ls", d.Private); err == nil {
+		t.Errorf("a domain user lists the private directory %s:\n%s", d.Private, out)
+	}
+	// The instance's view of the sandbox directory: its own directory only.
+	for dir, want := range map[string]string{in.sb.dir: "smb", filepath.Join(in.sb.dir, "smb"): smbInstanceID(ad)} {
+		out, err := in.run(ctx, nil, "ls", "-A", dir)
+		if err != nil || strings.Fields(out) == nil || strings.Join(strings.Fields(out), " ") != want {
+			t.Errorf("the instance sees %q in %s (%v), want only %q", strings.Fields(out), dir, err, want)
+		}
+	}
+	if out, err := in.run(ctx, nil, "ls", filepath.Join(in.sb.dir, "smb", smbInstanceID(other))); err == nil {
+		t.Errorf("the instance of %s sees the instance of %s:\n%s", ad, other, out)
+	}
+}
+
+// grepInstanceLogs returns the lines of every Samba log of the test's instances
+// (log/ and var/log/samba/ of each) that contain pattern.
+func grepInstanceLogs(t *testing.T, dataDir, pattern string) []string {
+	t.Helper()
+	var out []string
+	for _, glob := range []string{"log/*", "var/log/samba/*"} {
+		files, _ := filepath.Glob(filepath.Join(dataDir, "sandboxes", "*", "smb", "*", glob))
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, pattern) {
+					out = append(out, filepath.Base(f)+": "+strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	return out
 }

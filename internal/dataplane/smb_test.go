@@ -173,10 +173,28 @@ func TestPrepareDirs(t *testing.T) {
 	os.MkdirAll(filepath.Join(box, "etc"), 0o755)
 	os.WriteFile(filepath.Join(box, "etc", "passwd"), []byte("root:x:0:0::/:/bin/false\n"), 0o644)
 	os.WriteFile(filepath.Join(box, "etc", "nsswitch.conf"), []byte("passwd: files\n"), 0o644)
+	os.WriteFile(filepath.Join(box, "etc", "mtab"), []byte("basin /data/mounts/nfs1 btrfs rw 0 0\n"), 0o644)
 	sb := &sandbox{dir: box}
 	in := &smbInstance{id: "s12345678", dir: filepath.Join(box, "smb", "s12345678"), sb: sb}
 	mb := SMBMembership{Realm: "BASIN.TEST", MachineName: "BASIN-1A2B", DNS: []netip.Addr{netip.MustParseAddr("10.99.73.5")}}
+	// An instance made by an older Basin: its lock directory 0700.
+	os.MkdirAll(filepath.Join(in.dir, "lock"), 0o700)
 	if err := in.prepareDirs(mb, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, dm := range instanceDirModes(in.dir) {
+		if fi, err := os.Stat(dm.path); err != nil || fi.Mode().Perm() != dm.mode {
+			t.Errorf("%s: %v (%v), want %v", dm.path, fi.Mode().Perm(), err, dm.mode)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(in.dir, "etc", "hostname")); string(data) != "basin-1a2b\n" {
+		t.Errorf("hostname %q", data)
+	}
+	// The instance's mtab is its own (its shares, writeMtab), never the sandbox's.
+	if data, err := os.ReadFile(filepath.Join(in.dir, "etc", "mtab")); err != nil || len(data) != 0 {
+		t.Errorf("mtab %q (%v), want an empty one", data, err)
+	}
+	if err := in.writeMtab(map[string]map[string]string{"v1": {"path": box}}); err != nil {
 		t.Fatal(err)
 	}
 	ino := func(p string) uint64 {
@@ -208,6 +226,9 @@ func TestPrepareDirs(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(in.dir, "etc", "hosts")); !strings.Contains(string(data), "10.99.73.20 basin-1a2b.basin.test") {
 		t.Errorf("hosts not rewritten: %s", data)
 	}
+	if data, _ := os.ReadFile(filepath.Join(in.dir, "etc", "mtab")); !strings.HasPrefix(string(data), "basin "+box+" ") {
+		t.Errorf("mtab after prepareDirs again: %q, want the share's line kept", data)
+	}
 }
 
 // Each daemon runs in the instance's namespaces, in the foreground, on the
@@ -222,11 +243,14 @@ func TestSMBServices(t *testing.T) {
 		names = append(names, s.Name)
 		c := in.command(s)
 		argv := strings.Join(c.Argv(), " ")
-		want := "nsenter -t 4242 -m -n -- setsid setpriv --bounding-set " + s.Caps + " --inh-caps -all --no-new-privs -- "
+		want := "nsenter -t 4242 -m -n -u -- setsid setpriv --bounding-set " + s.Caps + " --inh-caps -all --no-new-privs -- "
 		if !strings.HasPrefix(argv, want) {
 			t.Errorf("%s: %s", s.Name, argv)
 		}
-		if !strings.Contains(argv, " -s /data/sandboxes/n1/smb/s12345678/smb.conf --foreground --no-process-group") {
+		// Each logs to log.<its own name> in the instance's log/: no log file
+		// is named by a client (log.%m).
+		if !strings.Contains(argv, " -s /data/sandboxes/n1/smb/s12345678/smb.conf --foreground --no-process-group"+
+			" --log-basename=/data/sandboxes/n1/smb/s12345678/log") {
 			t.Errorf("%s: %s", s.Name, argv)
 		}
 		env := strings.Join(c.Env, " ")

@@ -105,9 +105,11 @@ type smbInstance struct {
 	dead   chan struct{}              // closed when the holder exits
 	sup    atomic.Pointer[supervisor] // nil until the daemons run; read without the instance's lock (metrics)
 	cancel context.CancelFunc
+	probe  probeState // smbd's readiness probe (smbhealth.go)
 }
 
 func (in *smbInstance) conf() string           { return filepath.Join(in.dir, "smb.conf") }
+func (in *smbInstance) dirs() smb.Dirs         { return smb.GlobalOptions{StateDir: in.dir}.Dirs() }
 func (in *smbInstance) membershipFile() string { return filepath.Join(in.dir, "membership.json") }
 func (in *smbInstance) addrsFile() string      { return filepath.Join(in.dir, "addrs.json") }
 
@@ -143,20 +145,15 @@ func fqdn(mb SMBMembership) string {
 // directories, etc/ (the sandbox's /etc with the instance's resolver, hosts and
 // nsswitch.conf), var/ and krb5.conf. Directories bound into the mount namespace
 // are created once and never replaced (SMB-AD.md pitfall 4); files are rewritten
-// in place of themselves, which the bind of the whole directory sees.
+// in place of themselves, which the bind of the whole directory sees. Each
+// directory gets its mode on every start (instanceDirModes), so an instance made
+// by an older Basin is corrected too.
 func (in *smbInstance) prepareDirs(mb SMBMembership, addrs []netip.Addr) error {
-	d := smb.GlobalOptions{StateDir: in.dir}.Dirs()
-	for _, p := range []string{in.dir, d.Private, d.Lock, d.State, d.Cache, d.Run, d.NCALRPC, d.Log,
-		filepath.Join(in.dir, "etc"), filepath.Join(in.dir, "var", "log", "samba"), filepath.Join(in.dir, "var", "lib", "samba"),
-		filepath.Join(in.dir, "var", "cache", "samba")} {
-		if err := os.MkdirAll(p, 0o700); err != nil {
+	for _, dm := range instanceDirModes(in.dir) {
+		if err := os.MkdirAll(dm.path, dm.mode); err != nil {
 			return err
 		}
-	}
-	// Read by every daemon whatever user it switched to; Samba insists on 0755
-	// for the ncalrpc directory.
-	for _, p := range []string{in.dir, filepath.Join(in.dir, "etc"), filepath.Join(in.dir, "var"), d.Run, d.NCALRPC} {
-		if err := os.Chmod(p, 0o755); err != nil {
+		if err := os.Chmod(dm.path, dm.mode); err != nil {
 			return err
 		}
 	}
@@ -168,6 +165,45 @@ func (in *smbInstance) prepareDirs(mb SMBMembership, addrs []netip.Addr) error {
 	return in.writeFiles(mb, addrs)
 }
 
+type dirMode struct {
+	path string
+	mode os.FileMode
+}
+
+// instanceDirModes are the instance's directories (parents first) and their
+// modes: Samba's own defaults (Debian's /run/samba, /var/lib/samba,
+// /var/cache/samba are 0755, /var/lib/samba/private 0700). smbd's children run as
+// the connected user and still use the lock, state and cache directories: an
+// smbd tells whether another is alive by opening its lock file
+// (lock/msg.lock/<pid>), and with a lock directory others cannot cross, every
+// other connection looks dead — share modes, oplock and lease breaks, pending
+// deletes and byte-range locks between connections were ignored. private/ (the
+// machine secret, the message sockets) stays 0700, log/ 0700 (only root
+// writes it). The instance's mount namespace shows it nothing of the sandbox but
+// its own directory (instanceHolderScript), so these modes open nothing of
+// another instance or of the sandbox to its users.
+func instanceDirModes(dir string) []dirMode {
+	d := smb.GlobalOptions{StateDir: dir}.Dirs()
+	return []dirMode{
+		{dir, 0o755},
+		{d.Private, 0o700},
+		{d.Lock, 0o755},
+		{d.State, 0o755},
+		{d.Cache, 0o755},
+		{d.Run, 0o755},
+		{d.NCALRPC, 0o755},
+		{d.Log, 0o700},
+		{filepath.Join(dir, "etc"), 0o755},
+		{filepath.Join(dir, "var"), 0o755},
+		{filepath.Join(dir, "var", "log"), 0o755},
+		{filepath.Join(dir, "var", "log", "samba"), 0o700},
+		{filepath.Join(dir, "var", "lib"), 0o755},
+		{filepath.Join(dir, "var", "lib", "samba"), 0o755},
+		{filepath.Join(dir, "var", "cache"), 0o755},
+		{filepath.Join(dir, "var", "cache", "samba"), 0o755},
+	}
+}
+
 // writeFiles writes etc/ and krb5.conf from the membership.
 func (in *smbInstance) writeFiles(mb SMBMembership, addrs []netip.Addr) error {
 	etc := filepath.Join(in.dir, "etc")
@@ -176,7 +212,8 @@ func (in *smbInstance) writeFiles(mb SMBMembership, addrs []netip.Addr) error {
 		return err
 	}
 	for _, e := range ents {
-		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+		// The instance keeps an mtab of its own (writeMtab).
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") || e.Name() == "mtab" {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(in.sb.dir, "etc", e.Name()))
@@ -192,13 +229,19 @@ func (in *smbInstance) writeFiles(mb SMBMembership, addrs []netip.Addr) error {
 			return err
 		}
 	}
+	if _, err := os.Stat(filepath.Join(etc, "mtab")); errors.Is(err, fs.ErrNotExist) {
+		if err := writeFileAtomic(filepath.Join(etc, "mtab"), nil, 0o644); err != nil {
+			return err
+		}
+	}
 	return writeFileAtomic(filepath.Join(in.dir, "krb5.conf"), []byte(renderKrb5(mb)), 0o644)
 }
 
-// instanceEtc are the instance's own files in its /etc: its resolver is the AD
-// connection's DNS servers, its hosts file names its machine (and the KDC when
-// one is given), and nsswitch.conf asks winbind for users and groups (smbd needs
-// getpwnam of domain users, SMB-AD.md §5).
+// instanceEtc are the instance's own files in its /etc: its host name is its
+// machine name (its own UTS namespace: see instanceHolderScript), its resolver
+// is the AD connection's DNS servers, its hosts file names its machine (and the
+// KDC when one is given), and nsswitch.conf asks winbind for users and groups
+// (smbd needs getpwnam of domain users, SMB-AD.md §5).
 func instanceEtc(mb SMBMembership, addrs []netip.Addr, loopback netip.Addr) map[string]string {
 	var resolv strings.Builder
 	for _, a := range mb.DNS {
@@ -216,6 +259,7 @@ func instanceEtc(mb SMBMembership, addrs []netip.Addr, loopback netip.Addr) map[
 		fmt.Fprintf(&hosts, "%s %s\n", mb.KDC, strings.ToLower(mb.KDCHostname))
 	}
 	return map[string]string{
+		"hostname":      strings.ToLower(mb.MachineName) + "\n",
 		"resolv.conf":   resolv.String(),
 		"hosts":         hosts.String(),
 		"nsswitch.conf": "passwd: files winbind\ngroup: files winbind\nshadow: files\nhosts: files dns\nservices: files\nrpc: files\nnetgroup: files\n",
@@ -272,15 +316,32 @@ func (in *smbInstance) renderConf(mb SMBMembership, addrs []netip.Addr) error {
 }
 
 // instanceHolderScript builds the instance's mount namespace inside the
-// sandbox's: a private tmpfs at /run/samba and the instance's etc/ and var/ over
-// /etc and /var, then sleeps.
+// sandbox's: a private tmpfs at /run/samba, the instance's etc/ and var/ over
+// /etc and /var, and a tmpfs over the sandbox's directory holding only the
+// instance's own directory (moved back to its path): the instance's processes,
+// whatever user they act as, see neither the sandbox's files (Ganesha's
+// configuration, its bus) nor another instance's (another domain's tenants'
+// lock and state databases), while Samba's directories inside their own keep
+// Samba's modes (instanceDirModes). Volumes stay visible: they are mounted
+// outside the sandbox's directory. Its UTS namespace is its own, named after
+// its machine (etc/hostname): smbd resolves its host name to its DNS name for
+// every negotiate and NTLM logon (get_mydnsfullname, not cached when it fails),
+// and the host's name, which no hosts file of the instance holds, went to the
+// domain's DNS servers each time, and could not be answered. Then it sleeps.
 const instanceHolderScript = `set -eu
-inst="$1"
+inst="$1"; box="$2"
+if [ -s "$inst/etc/hostname" ]; then hostname "$(cat "$inst/etc/hostname")"; fi
 mkdir -p /run/samba
 mount -t tmpfs -o mode=0755,nosuid,nodev,noexec tmpfs /run/samba
 mount --bind "$inst/etc" /etc
 mount -o remount,bind,ro,nosuid,nodev /etc
 mount --bind "$inst/var" /var
+mkdir /run/samba/.inst
+mount --rbind "$inst" /run/samba/.inst
+mount -t tmpfs -o mode=0755,nosuid,nodev,noexec tmpfs "$box"
+mkdir -p "$inst"
+mount --move /run/samba/.inst "$inst"
+rmdir /run/samba/.inst
 echo ready
 exec sleep infinity`
 
@@ -289,7 +350,7 @@ exec sleep infinity`
 // mounts follow the sandbox's (volumes mounted later appear).
 func (in *smbInstance) startHolder() error {
 	cmd := exec.Command("nsenter", "-t", strconv.Itoa(in.sb.holder.Process.Pid), "-m", "-n", "--",
-		"unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", instanceHolderScript, "smb-holder", in.dir)
+		"unshare", "--mount", "--uts", "--propagation", "slave", "--", "sh", "-c", instanceHolderScript, "smb-holder", in.dir, in.sb.dir)
 	if err := startHolderProcess(cmd, "samba instance holder"); err != nil {
 		return err
 	}
@@ -311,7 +372,7 @@ func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string)
 	// shorter than this.
 	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
 	defer cancel()
-	args := append([]string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "--"}, argv...)
+	args := append([]string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "-u", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), in.environ()...)
@@ -354,8 +415,10 @@ func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string)
 func (in *smbInstance) services() []Service {
 	root := filepath.Join("/proc", strconv.Itoa(in.holder.Process.Pid), "root")
 	conf := in.conf()
-	fg := []string{"-s", conf, "--foreground", "--no-process-group"}
-	lo := smbLoopback(in.id)
+	// Each daemon logs to log/log.<its name> (winbindd's children to
+	// log.wb-<domain>, samba-dcerpcd's workers to log.rpcd_*): names no client
+	// chooses (see boundLogs).
+	fg := []string{"-s", conf, "--foreground", "--no-process-group", "--log-basename=" + in.dirs().Log}
 	svcs := []Service{
 		{Name: "samba-dcerpcd", Argv: append([]string{dcerpcdBinary, "--libexec-rpcds"}, fg...), Env: in.environ(), Caps: dcerpcdCaps,
 			Ready: dialReady(filepath.Join(smb.GlobalOptions{StateDir: in.dir}.Dirs().NCALRPC, "np", "winreg"))},
@@ -370,13 +433,7 @@ func (in *smbInstance) services() []Service {
 		// left clients hanging (NT_STATUS_IO_TIMEOUT) in about one run in four.
 		{Name: "smbd", Argv: append([]string{"smbd"}, fg...), Env: in.environ(), Caps: smbdCaps,
 			DependsOn: []string{"samba-dcerpcd", "winbindd"},
-			Ready: func(ctx context.Context) error {
-				c, err := dialInNetns(ctx, in.sb.ns, "tcp", netip.AddrPortFrom(lo, 445).String())
-				if err != nil {
-					return err
-				}
-				return c.Close()
-			}},
+			Ready:     in.smbdReady},
 	}
 	for i := range svcs {
 		svcs[i].AfterExit = killSession
@@ -437,7 +494,7 @@ func sessionPids(sid int) []int {
 // which would be Basin's. setsid(1) does not fork here (the daemon is no group
 // leader), so the supervisor's pid is the daemon's.
 func (in *smbInstance) command(s Service) runner.Command {
-	args := []string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "--", "setsid",
+	args := []string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "-u", "--", "setsid",
 		"setpriv", "--bounding-set", s.Caps, "--inh-caps", "-all", "--no-new-privs", "--"}
 	return runner.Command{Name: "nsenter", Args: append(args, s.Argv...), Env: s.Env}
 }
@@ -455,7 +512,7 @@ func (in *smbInstance) output(name string) io.WriteCloser {
 // onRestart is the supervisor's OnRestart.
 func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter, timeout time.Duration, onRestart func(daemon, reason string)) error {
 	if sup := in.sup.Load(); sup != nil {
-		return sup.waitReadyTimeout(ctx, timeout)
+		return in.waitReady(ctx, sup, timeout)
 	}
 	sup, err := newSupervisor(supervisorOptions{Starter: starter, Command: in.command, Output: in.output,
 		Log: in.log, ReadyTimeout: timeout, OnRestart: onRestart}, in.services())
@@ -475,7 +532,21 @@ func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter,
 	in.sup.Store(sup)
 	in.cancel = cancel
 	sup.start(life)
-	return sup.waitReadyTimeout(ctx, timeout)
+	go in.boundLogs(life)
+	return in.waitReady(ctx, sup, timeout)
+}
+
+// waitReady waits until every daemon is ready; an error says what smbd's last
+// probe met.
+func (in *smbInstance) waitReady(ctx context.Context, sup *supervisor, timeout time.Duration) error {
+	err := sup.waitReadyTimeout(ctx, timeout)
+	if err == nil {
+		return nil
+	}
+	if perr := in.lastProbe(); perr != nil {
+		return fmt.Errorf("%w (%v)", err, perr)
+	}
+	return err
 }
 
 // waitReadyTimeout is waitReady bounded by timeout (and ctx).

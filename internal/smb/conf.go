@@ -183,10 +183,22 @@ func validateDir(field, p string) error {
 //     (NTACLName): security.* xattrs need CAP_SYS_ADMIN to write, which smbd
 //     does not get (it would let it enter any namespace). acl_xattr hides the
 //     name from SMB clients; Basin serves NFSv3 and v4.1, neither of which
-//     reaches xattrs, and gives no shell: nothing else can rewrite it.
+//     reaches xattrs, and gives no shell: nothing else can rewrite it;
+//   - no `log file`: the daemons are started with --log-basename, so each logs
+//     to a file named after itself (log.smbd, log.winbindd, log.wb-<domain>,
+//     log.rpcd_*). The usual `log.%m` names a file after the client's
+//     machine name, which a client chooses (its NTLM workstation name): one
+//     client could make any number of files. `max log size` (MaxLogKiB) rotates
+//     each to .old; the data plane also truncates any that grows past its
+//     bound between Samba's checks (Samba checks only while running as root);
+//   - vfs_fruit's global settings (file semantics: FileSemantics).
 //
 // NTACLName is the xattr NT ACLs are kept in (see RenderGlobal).
 const NTACLName = "user.NTACL"
+
+// MaxLogKiB is Samba's `max log size`: a log file past it is renamed to .old
+// (one kept) the next time its daemon checks.
+const MaxLogKiB = "5000"
 
 func RenderGlobal(o GlobalOptions) (string, error) {
 	if err := o.Validate(); err != nil {
@@ -227,8 +239,7 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	p("server multi channel support", "yes")
 	d.render(p)
 	p("winbindd socket directory", WinbinddSocketDir)
-	p("log file", filepath.Join(d.Log, "log.%m"))
-	p("max log size", "10000")
+	p("max log size", MaxLogKiB)
 	p("log level", fmt.Sprint(level))
 	p("smbd profiling level", ProfilingLevel)
 	p("rpc start on demand helpers", "no")
@@ -254,13 +265,41 @@ func RenderGlobal(o GlobalOptions) (string, error) {
 	p("idmap config "+wg+" : range", fmt.Sprintf("%d-%d", DomainIDMin, DomainIDMax))
 	p("template shell", "/bin/false")
 	p("template homedir", "/nonexistent")
-	p("vfs objects", "acl_xattr")
-	p("acl_xattr:security_acl_name", NTACLName)
-	p("map acl inherit", "yes")
-	p("store dos attributes", "yes")
-	p("wide links", "no")
-	p("allow insecure wide links", "no")
+	for _, kv := range fileSemantics() {
+		p(kv[0], kv[1])
+	}
 	return b.String(), nil
+}
+
+// fileSemantics are the [global] parameters that decide what a share's files
+// do for clients (NT ACLs, DOS attributes, links), in the order RenderGlobal
+// writes them.
+func fileSemantics() [][2]string {
+	return [][2]string{
+		{"vfs objects", "acl_xattr"},
+		{"acl_xattr:security_acl_name", NTACLName},
+		{"map acl inherit", "yes"},
+		{"store dos attributes", "yes"},
+		{"wide links", "no"},
+		{"allow insecure wide links", "no"},
+		// vfs_fruit's global settings (its per-share ones are Fruit): Apple's
+		// SMB extensions for macOS clients, without its NFS ACEs, which let a
+		// Mac read and set a file's UNIX mode beside the NT ACL acl_xattr keeps.
+		{"fruit:aapl", "yes"},
+		{"fruit:nfs_aces", "no"},
+	}
+}
+
+// FileSemantics returns the [global] parameters of RenderGlobal that decide
+// what a share's files do for clients, without the domain, sandbox and
+// daemon settings: what a bare Samba needs to behave as Basin's shares do
+// (test/e2e compares the two with smbtorture).
+func FileSemantics() map[string]string {
+	m := map[string]string{}
+	for _, kv := range fileSemantics() {
+		m[kv[0]] = kv[1]
+	}
+	return m
 }
 
 // RenderDiscovery renders the smallest configuration `net ads workgroup` and `net

@@ -58,13 +58,14 @@ func TestRenderGlobalSettings(t *testing.T) {
 		"\tpassword server = dc2.basin.test dc1.basin.test\n",
 		"\twinbindd socket directory = /run/samba/winbindd\n",
 		"\tprivate dir = /var/lib/basin/sandboxes/default/smb/private\n",
-		"\tlog file = /var/lib/basin/sandboxes/default/smb/log/log.%m\n",
+		"\tfruit:aapl = yes\n", "\tfruit:nfs_aces = no\n", "\tmax log size = " + MaxLogKiB + "\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("missing %q", want)
 		}
 	}
-	for _, bad := range []string{"dns forwarder", "/var/lib/samba", "/var/log/samba", "/etc/samba"} {
+	// No log file named after a client's machine name (%m): see RenderGlobal.
+	for _, bad := range []string{"dns forwarder", "/var/lib/samba", "/var/log/samba", "/etc/samba", "log file", "%m"} {
 		if strings.Contains(s, bad) {
 			t.Errorf("contains %q", bad)
 		}

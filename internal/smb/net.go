@@ -229,6 +229,10 @@ var (
 	ErrClockSkew          = errors.New("this server's clock differs too much from the domain controller's")
 	ErrBadMachineName     = errors.New("the domain refused the machine name")
 	ErrJoinFailed         = errors.New("joining the domain failed")
+	// ErrServerStart is no refusal by the domain: the machine is joined, but
+	// its SMB server (samba-dcerpcd, winbindd, smbd) did not start; the join
+	// is kept and the start is tried again.
+	ErrServerStart = errors.New("the SMB server did not start")
 )
 
 // JoinError is a classified `net ads join` failure.

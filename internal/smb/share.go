@@ -91,33 +91,57 @@ type ShareSpec struct {
 	Snapshots map[string]string
 	// Comment is the share's description ("" = none).
 	Comment string
+	// NFS says the volume is served over NFS too (a dual-protocol volume):
+	// SMB byte-range locks must then be POSIX locks NFS clients meet (see
+	// ShareParams).
+	NFS bool
 }
 
 // ShareParams returns the registry parameters of a share (`net conf setparm
 // <share> <key> <value>` each), keyed by Samba's canonical parameter names (what
 // `net conf list` reads back). The settings map as follows:
 //
-//   - always: path, `read only = no`, `guest ok = no`, `vfs objects` with
-//     acl_xattr (NT ACLs in security.NTACL xattrs);
+//   - always: path, `read only = no`, `guest ok = no`, and the VFS stack
+//     `fruit streams_xattr acl_xattr` (VFSObjects): alternate data streams, kept
+//     in user.DosStream.* xattrs of their file (so they follow it through
+//     renames, snapshots, clones and NFS-side deletes; a stream's size is bound
+//     by the filesystem's largest xattr value, btrfs's node size less its
+//     headers: about 3.9 KiB on Basin's volumes, whose btrfs has 4 KiB
+//     nodes — a write beyond fails, nothing else is affected), macOS metadata
+//     as NTFS and ONTAP keep it (Fruit: Finder info in the AFP_AfpInfo stream,
+//     resource forks — which may be megabytes — in ._ AppleDouble files beside
+//     their file, hidden from SMB clients), and NT ACLs in user.NTACL
+//     (acl_xattr);
+//   - locking (Locking): a volume served over SMB only keeps byte-range locks
+//     in Samba's own lock database (`posix locking = no`), where every
+//     connection of the instance sees them, and its handles can be durable
+//     with locks held; a dual-protocol volume (NFS) maps them to POSIX locks
+//     too, so NFS clients' locks and SMB clients' conflict, and has no durable
+//     handles: Samba 4.17 panics reconnecting a durable handle that holds
+//     byte-range locks under posix locking (it refuses the handle's new cookie,
+//     then frees the handle with its file still open: source3/smbd/durable.c,
+//     vfs_default_durable_reconnect);
 //   - ENCRYPT_DATA: `server smb encrypt = required` (SMB3 clients only);
 //   - BROWSABLE / NON_BROWSABLE: `browseable = yes / no` (both is an error);
 //     neither: yes;
 //   - ACCESS_BASED_ENUMERATION: `access based share enum = yes` (shares) and
 //     `hide unreadable = yes` (files and folders);
-//   - SHOW_SNAPSHOT, SHOW_PREVIOUS_VERSIONS: shadow_copy2 before acl_xattr, with
-//     shadow:snapdir/basedir/format/sort, `shadow:localtime = no`: snapshots show
-//     in the Previous Versions tab (clients ask by TWrp, SMB-AD.md §8);
+//   - SHOW_SNAPSHOT, SHOW_PREVIOUS_VERSIONS: shadow_copy2 below the stream
+//     modules (a stream of a previous version is read from that version's
+//     file) and above acl_xattr, with shadow:snapdir/basedir/format/sort,
+//     `shadow:localtime = no`: snapshots show in the Previous Versions tab
+//     (clients ask by TWrp, SMB-AD.md §8);
 //   - CONTINUOUSLY_AVAILABLE: durable handles with `kernel oplocks`, `kernel
 //     share modes` and `posix locking` off (Samba refuses a durable handle under
 //     either kernel setting, and one that holds byte-range locks under posix
-//     locking), and oplocks as with OPLOCKS: a durable handle rides on a batch
-//     oplock or a handle lease, so a share without oplocks grants none
-//     (smbtorture smb2.durable-open.reopen1a and durable-v2-open.reopen1a fail
-//     there and pass with them; test/e2e TestSMBShareSmbtorture). Samba 4.17 has
-//     no persistent handles and no CA share capability: handles survive a
-//     network drop of up to 60 s, not an smbd restart (SMB-AD.md §9). `posix
-//     locking = no` also hides SMB byte-range locks from NFS clients of a
-//     dual-protocol volume;
+//     locking), on a dual-protocol volume too, where SMB byte-range locks are
+//     then not seen by NFS clients; and oplocks as with OPLOCKS: a durable
+//     handle rides on a batch oplock or a handle lease, so a share without
+//     oplocks grants none (smbtorture smb2.durable-open.reopen1a and
+//     durable-v2-open.reopen1a fail there and pass with them; test/e2e
+//     TestSMBShareSmbtorture). Samba 4.17 has no persistent handles and no CA
+//     share capability: handles survive a network drop of up to 60 s, not an
+//     smbd restart (SMB-AD.md §9);
 //   - OPLOCKS (or CONTINUOUSLY_AVAILABLE): `oplocks` and `level2 oplocks` yes
 //     (leases follow the global `smb2 leases`); without either, both no;
 //   - CHANGE_NOTIFY: nothing. `change notify` is a global parameter in Samba 4.17
@@ -155,12 +179,14 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 		"path":        v.Path,
 		"read only":   "no",
 		"guest ok":    "no",
-		"vfs objects": "acl_xattr",
+		"vfs objects": strings.Join(VFSObjects(false), " "),
 		"browseable":  yesNo(!has[NonBrowsable]),
 		"oplocks":     yesNo(oplocks),
 		// level2 oplocks needs oplocks; it is what lets several clients cache reads.
 		"level2 oplocks": yesNo(oplocks),
 	}
+	maps.Copy(p, Fruit())
+	maps.Copy(p, Locking(v.NFS))
 	if v.Comment != "" {
 		p["comment"] = v.Comment
 	}
@@ -185,7 +211,7 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 		if len(format) > 64 || !formatRE.MatchString(format) {
 			return nil, invalid("snapshotFormat", "must be a strftime layout of %%Y %%m %%d %%H %%M %%S %%j %%y and letters, digits or @._:+-")
 		}
-		p["vfs objects"] = "shadow_copy2 acl_xattr"
+		p["vfs objects"] = strings.Join(VFSObjects(true), " ")
 		p["shadow:snapdir"] = v.SnapshotDir
 		p["shadow:basedir"] = v.Path
 		p["shadow:format"] = format
@@ -199,6 +225,44 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 		p["posix locking"] = "no"
 	}
 	return p, nil
+}
+
+// VFSObjects is a share's VFS stack, top first: fruit (macOS clients' special
+// streams) above streams_xattr (it hands every other named stream on, and
+// must sit right below it), then shadow_copy2 when the share shows snapshots
+// (it turns a previous version's base file into the snapshot's, whose
+// xattrs hold that version's streams), then acl_xattr (NT ACLs of the file
+// the modules above settled on).
+func VFSObjects(snapshots bool) []string {
+	if snapshots {
+		return []string{"fruit", "streams_xattr", "shadow_copy2", "acl_xattr"}
+	}
+	return []string{"fruit", "streams_xattr", "acl_xattr"}
+}
+
+// Fruit are vfs_fruit's per-share settings (its global ones are in
+// RenderGlobal's file semantics): Finder info in an AFP_AfpInfo stream (60
+// bytes, an xattr through streams_xattr, as NTFS and ONTAP keep it); resource
+// forks in ._ AppleDouble files (Samba's default: they may be far larger than
+// an xattr can hold), hidden from SMB clients, and not kept when they only
+// hold what macOS writes to mean "empty".
+func Fruit() map[string]string {
+	return map[string]string{
+		"fruit:metadata":                            "stream",
+		"fruit:resource":                            "file",
+		"fruit:veto_appledouble":                    "yes",
+		"fruit:wipe_intentionally_left_blank_rfork": "yes",
+		"fruit:delete_empty_adfiles":                "yes",
+	}
+}
+
+// Locking is a share's byte-range locking, by whether the volume is served
+// over NFS too (see ShareParams).
+func Locking(nfs bool) map[string]string {
+	if nfs {
+		return map[string]string{"posix locking": "yes", "durable handles": "no"}
+	}
+	return map[string]string{"posix locking": "no", "durable handles": "yes"}
 }
 
 func yesNo(b bool) string {

@@ -15,7 +15,10 @@ const (
 )
 
 func TestShareParams(t *testing.T) {
-	base := map[string]string{"path": testPath, "read only": "no", "guest ok": "no", "vfs objects": "acl_xattr"}
+	base := map[string]string{"path": testPath, "read only": "no", "guest ok": "no", "vfs objects": "fruit streams_xattr acl_xattr",
+		"fruit:metadata": "stream", "fruit:resource": "file", "fruit:veto_appledouble": "yes",
+		"fruit:wipe_intentionally_left_blank_rfork": "yes", "fruit:delete_empty_adfiles": "yes",
+		"posix locking": "no", "durable handles": "yes"}
 	with := func(kv ...string) map[string]string {
 		m := maps.Clone(base)
 		for i := 0; i < len(kv); i += 2 {
@@ -23,30 +26,39 @@ func TestShareParams(t *testing.T) {
 		}
 		return m
 	}
-	shadow := []string{"vfs objects", "shadow_copy2 acl_xattr", "shadow:snapdir", testSnap, "shadow:basedir", testPath,
+	shadow := []string{"vfs objects", "fruit streams_xattr shadow_copy2 acl_xattr", "shadow:snapdir", testSnap, "shadow:basedir", testPath,
 		"shadow:format", DefaultSnapshotFormat, "shadow:sort", "desc", "shadow:localtime", "no"}
 	plain := []string{"browseable", "yes", "oplocks", "no", "level2 oplocks", "no"}
 	for _, tc := range []struct {
 		name     string
 		settings []Setting
 		want     map[string]string
+		nfs      bool
 	}{
-		{"defaults", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes")},
-		{"browsable only", []Setting{Browsable}, with(plain...)},
-		{"non browsable", []Setting{NonBrowsable}, with(append(slices.Clone(plain), "browseable", "no")...)},
-		{"encrypt", []Setting{EncryptData}, with(append(slices.Clone(plain), "server smb encrypt", "required")...)},
-		{"abe", []Setting{AccessBasedEnumeration}, with(append(slices.Clone(plain), "access based share enum", "yes", "hide unreadable", "yes")...)},
-		{"previous versions", []Setting{ShowPreviousVersions}, with(append(slices.Clone(plain), shadow...)...)},
-		{"show snapshot", []Setting{ShowSnapshot}, with(append(slices.Clone(plain), shadow...)...)},
+		{"defaults", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes"), false},
+		// A dual-protocol volume's SMB locks are POSIX locks NFS clients meet,
+		// and then no handle may be durable (Samba 4.17 panics reconnecting one
+		// that holds locks).
+		{"dual protocol", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
+			"posix locking", "yes", "durable handles", "no"), true},
+		// CA asks for durable handles: they win over NFS clients seeing SMB locks.
+		{"dual protocol CA", []Setting{ContinuouslyAvailable}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
+			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no"), true},
+		{"browsable only", []Setting{Browsable}, with(plain...), false},
+		{"non browsable", []Setting{NonBrowsable}, with(append(slices.Clone(plain), "browseable", "no")...), false},
+		{"encrypt", []Setting{EncryptData}, with(append(slices.Clone(plain), "server smb encrypt", "required")...), false},
+		{"abe", []Setting{AccessBasedEnumeration}, with(append(slices.Clone(plain), "access based share enum", "yes", "hide unreadable", "yes")...), false},
+		{"previous versions", []Setting{ShowPreviousVersions}, with(append(slices.Clone(plain), shadow...)...), false},
+		{"show snapshot", []Setting{ShowSnapshot}, with(append(slices.Clone(plain), shadow...)...), false},
 		// Durable handles need a batch oplock or a handle lease: CA brings oplocks.
 		{"continuously available", []Setting{ContinuouslyAvailable}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
-			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no")},
-		{"oplocks", []Setting{Oplocks}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes")},
+			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no"), false},
+		{"oplocks", []Setting{Oplocks}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes"), false},
 		// change notify is global in Samba 4.17: the flag changes nothing per share.
-		{"change notify", []Setting{ChangeNotify}, with(plain...)},
+		{"change notify", []Setting{ChangeNotify}, with(plain...), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ShareParams(ShareSpec{Name: "vol1", Path: testPath, Settings: tc.settings, SnapshotDir: testSnap})
+			got, err := ShareParams(ShareSpec{Name: "vol1", Path: testPath, Settings: tc.settings, SnapshotDir: testSnap, NFS: tc.nfs})
 			if err != nil {
 				t.Fatal(err)
 			}

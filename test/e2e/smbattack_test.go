@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	smb2 "github.com/cloudsoda/go-smb2"
+	"golang.org/x/sys/unix"
 
+	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/test/addc"
 )
 
@@ -259,6 +262,85 @@ func TestSMBTenantIsolation(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(data1Dir, "inside")); string(b) != data1.Machine+" data" {
 			t.Errorf("data's own file through the link: %q", b)
+		}
+	})
+
+	t.Run("special files planted over NFS", func(t *testing.T) {
+		// A FIFO and a socket made over NFS, and a character device (made on
+		// the volume's mount point: Basin's NFS refuses to make devices) that
+		// would be /dev/zero. smbd opens a FIFO non-blocking and reads with
+		// pread, which a FIFO refuses; the volume is mounted nodev. Whatever
+		// the tenant does with them over SMB, every call answers, and the same
+		// connection and another client's go on being served.
+		nfs := mount3(t, ctx, l.h, data1.Endpoint, "/data")
+		for name, typ := range map[string]nfs3.FileType{"fifo": nfs3.TypeFIFO, "sock": nfs3.TypeSock} {
+			if _, err := nfs.Mknod(ctx, nfs.Root, name, typ, 0o666, 0, 0); err != nil {
+				t.Fatalf("NFS MKNOD %s: %v", name, err)
+			}
+		}
+		if err := unix.Mknod(filepath.Join(data1Dir, "zero"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
+			t.Fatal(err)
+		}
+		attacker := l.mount(ctx, data1, alice, data1.Share)
+		other := l.mount(ctx, data1, alice, data1.Share) // another connection: another smbd process
+		served := func(what string, fs *smb2.Share) {
+			t.Helper()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			if b, err := fs.WithContext(cctx).ReadFile("hello.txt"); err != nil || string(b) != data1.Machine+" data" {
+				t.Fatalf("%s: hello.txt = %q (%v) after %v", what, b, err, time.Since(t0))
+			}
+		}
+		// Each call must answer: 10 s is far more than any takes; a call that
+		// blocked a thread of smbd's would never answer.
+		try := func(what string, call func(fs *smb2.Share) error) {
+			t.Helper()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			err := call(attacker.WithContext(cctx))
+			if cctx.Err() != nil {
+				t.Fatalf("%s: no answer in %v (%v)", what, time.Since(t0), err)
+			}
+			t.Logf("%s: %v in %v", what, err, time.Since(t0).Round(time.Millisecond))
+		}
+		for _, name := range []string{"fifo", "sock", "zero"} {
+			for _, flag := range []int{os.O_RDONLY, os.O_WRONLY, os.O_RDWR} {
+				try(fmt.Sprintf("open %s (%#x), read, write", name, flag), func(fs *smb2.Share) error {
+					f, err := fs.OpenFile(name, flag, 0)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					buf := make([]byte, 4096)
+					_, rerr := f.Read(buf)
+					_, werr := f.Write([]byte("x"))
+					return errors.Join(rerr, werr)
+				})
+			}
+		}
+		// The FIFO with a writer and a reader, both open: a blocking read would
+		// wait for data that never comes.
+		try("fifo held open for writing, then read", func(fs *smb2.Share) error {
+			w, err := fs.OpenFile("fifo", os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			r, err := fs.OpenFile("fifo", os.O_RDONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = r.Read(make([]byte, 10))
+			return err
+		})
+		served("the attacker's own connection", attacker)
+		served("another connection", other)
+		o, err := l.smbclient(ctx, data1, alice, "-m", "SMB3", "-t", "10", "-c", "get fifo /dev/null; get zero /dev/null; get sock /dev/null; get hello.txt /dev/stdout")
+		if !strings.Contains(o, data1.Machine+" data") {
+			t.Errorf("smbclient after the special files: %v\n%s", err, o)
 		}
 	})
 }

@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	smb2 "github.com/cloudsoda/go-smb2"
 
 	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/test/addc"
@@ -186,6 +189,45 @@ func TestSMBShareSmbtorture(t *testing.T) {
 	ca := l.volume("ca", map[string]any{"smbSettings": []string{"CONTINUOUSLY_AVAILABLE"}, "unixPermissions": "0777"})
 	nool := l.volume("nool", map[string]any{"smbSettings": []string{"BROWSABLE"}, "unixPermissions": "0777"})
 	alice := l.user("alice")
+	// Two connections of one user are two smbd processes, which learn of each
+	// other's opens through the instance's lock directory: a file held open
+	// without FILE_SHARE_DELETE on one may not be deleted from the other.
+	t.Run("share modes across connections", func(t *testing.T) {
+		held := l.mount(ctx, mc, alice, mc.Share)
+		f, err := held.OpenFile("held.txt", os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		other := l.mount(ctx, mc, alice, mc.Share)
+		err = other.Remove("held.txt")
+		var re *smb2.ResponseError
+		if !errors.As(err, &re) || re.Code != 0xc0000043 { // STATUS_SHARING_VIOLATION
+			t.Fatalf("delete from a second connection while the first holds the file open: %v, want a sharing violation", err)
+		}
+		if _, err := held.Stat("held.txt"); err != nil {
+			t.Fatalf("the held file after the refused delete: %v", err)
+		}
+	})
+	// A client names itself (its NTLM workstation name): Samba's usual
+	// log.%m would make a file per name. The instance's logs are per daemon.
+	t.Run("client-chosen names make no log files", func(t *testing.T) {
+		before := l.sambaLogs()
+		for i := range 20 {
+			d := &smb2.Dialer{Initiator: &smb2.NTLMInitiator{User: alice.Name, Password: alice.Password, Domain: l.dc.Domain,
+				Workstation: fmt.Sprintf("EVIL%02d", i)}}
+			sess, err := l.dial(ctx, mc, d)
+			if err != nil {
+				t.Fatalf("session as workstation EVIL%02d: %v", i, err)
+			}
+			sess.Logoff()
+		}
+		for f := range l.sambaLogs() {
+			if _, ok := before[f]; !ok {
+				t.Errorf("a new log file %s after sessions with 20 workstation names", f)
+			}
+		}
+	})
 	// smbtorture reads a client smb.conf; an empty [global] keeps the host's out.
 	conf := filepath.Join(t.TempDir(), "client.conf")
 	if err := os.WriteFile(conf, []byte("[global]\n"), 0o644); err != nil {
@@ -225,6 +267,19 @@ func TestSMBShareSmbtorture(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sambaLogs is the set of the lab's Samba log files (log/ and var/log/samba/ of
+// every instance).
+func (l *smbLab) sambaLogs() map[string]bool {
+	out := map[string]bool{}
+	for _, glob := range []string{"log/*", "var/log/samba/*"} {
+		files, _ := filepath.Glob(filepath.Join(l.s.dataDir, "sandboxes", "*", "smb", "*", glob))
+		for _, f := range files {
+			out[f] = true
+		}
+	}
+	return out
 }
 
 // unc is the share's //endpoint/share for Samba's tools.

@@ -154,7 +154,7 @@ func New(opts Options) *Backend {
 	}
 	return &Backend{opts: opts, run: r, log: log, mounts: filepath.Join(dataDir, "mounts"),
 		fsDir: filepath.Join(dataDir, "fs"), vols: map[string]*volume{}, keys: map[string]*sync.Mutex{},
-		acct: spaceState{shared: map[string]int64{}, notes: map[string]string{}, giveBack: map[string]time.Time{}}}
+		acct: spaceState{shared: map[string]int64{}, pending: map[string]int64{}, notes: map[string]string{}, giveBack: map[string]time.Time{}}}
 }
 
 func (b *Backend) btrfs(ctx context.Context, args ...string) ([]byte, error) {
@@ -795,20 +795,45 @@ func (b *Backend) makeClone(ctx context.Context, key, tmp string, size int64, fr
 	if _, err := b.btrfs(ctx, "filesystem", "sync", b.fsPath(from.VolumeKey)); err != nil {
 		return err
 	}
+	// The copy's filesystem ends at its capacity (thin: at least what the source's
+	// holds): reserved now, since the copy writes into its holes (removing the
+	// source's other subvolumes, relocating to shrink) before they are allocated
+	// to it at the end; what it shares with the source is reserved twice over
+	// (the copy's rewrite and the source's).
+	srcImg := b.imagePath(from.VolumeKey)
+	srcSize, _, err := fileSize(srcImg)
+	if err != nil {
+		return err
+	}
+	srcWritten, err := writtenBytes(srcImg)
+	if err != nil {
+		return fmt.Errorf("map %s: %w", from.VolumeKey, err)
+	}
+	fsSize := size
+	if b.opts.Thin {
+		fsSize = min(size, max(srcSize, b.initialFS(size)))
+	}
+	b.acct.mu.Lock()
+	if err = b.room(tmp, fsSize+2*srcWritten, false); err == nil {
+		b.acct.pending[tmp] = fsSize
+	}
+	b.acct.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		b.acct.mu.Lock()
+		delete(b.acct.pending, tmp)
+		b.acct.mu.Unlock()
+	}()
 	// The copy shares the source image's written extents (instant on a store
 	// that can reflink); both images then owe the store what rewriting them
-	// would take, and the copy's never-written blocks are allocated to it.
+	// would take.
 	b.acct.mu.Lock()
-	shared, err := cloneWritten(b.imagePath(from.VolumeKey), tmp)
+	shared, err := cloneWritten(srcImg, tmp)
 	if err == nil && shared > 0 {
-		b.markShared(b.imagePath(from.VolumeKey), shared)
+		b.markShared(srcImg, shared)
 		b.markShared(tmp, shared)
-	}
-	if err == nil {
-		var srcSize int64
-		if srcSize, _, err = fileSize(tmp); err == nil {
-			err = b.grant(tmp, srcSize, false)
-		}
 	}
 	b.acct.mu.Unlock()
 	if err != nil {
@@ -846,14 +871,14 @@ func (b *Backend) makeClone(ctx context.Context, key, tmp string, size int64, fr
 	b.mu.Lock()
 	b.vols[key] = v
 	b.mu.Unlock()
-	// Its filesystem at its capacity, or thin at least what the copy holds.
-	fsSize := size
-	if b.opts.Thin {
-		if cur, _, err := b.space(key); err == nil {
-			fsSize = min(size, max(cur, b.initialFS(size)))
-		}
-	}
 	if err := b.resizeFS(ctx, key, tmp, v, fsSize, false); err != nil {
+		return err
+	}
+	// Every block of the copy now its own.
+	b.acct.mu.Lock()
+	err = b.grant(tmp, fsSize, false)
+	b.acct.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	return b.ensureConsistent(ctx, key)

@@ -86,6 +86,9 @@ type spaceState struct {
 	mu     sync.Mutex       // serialises allocations from the store
 	shared map[string]int64 // volume key → bytes its image shares with another
 	added  map[string]int64 // shared bytes added while refreshDebt maps (nil when it does not)
+	// pending is space reserved for an image being made that writes into its
+	// holes before they are allocated to it (a clone), by image path.
+	pending map[string]int64
 	notes  map[string]string
 	// giveBack is when each volume last tried to give headroom back.
 	giveBack map[string]time.Time
@@ -281,7 +284,7 @@ func (b *Backend) allocatable() int64 {
 	if err != nil {
 		return 0
 	}
-	return max(free-b.keep(total, false), 0)
+	return max(free-b.keep(total, false, ""), 0)
 }
 
 // metaKeep is what the store keeps for its own metadata: 2 % of it and 64 MiB
@@ -343,9 +346,15 @@ func (b *Backend) storeOverhead() int64 {
 }
 
 // keep is what the store must keep free, beside allocations: its metadata, the
-// clones' debt and, unless borrowing from it, the reserve.
-func (b *Backend) keep(size int64, borrow bool) int64 {
+// clones' debt, what images being made reserved (but for, except, the one asking)
+// and, unless borrowing from it, the reserve.
+func (b *Backend) keep(size int64, borrow bool, except string) int64 {
 	k := b.metaKeep(size) + b.sharedDebt()
+	for img, n := range b.acct.pending {
+		if img != except {
+			k += n
+		}
+	}
 	if !borrow {
 		k += b.reserve(size)
 	}
@@ -376,7 +385,7 @@ func (b *Backend) room(img string, need int64, borrow bool) error {
 	if err != nil {
 		return err
 	}
-	if k := b.keep(total, borrow); free-need < k {
+	if k := b.keep(total, borrow, img); free-need < k {
 		return fmt.Errorf("%s for %s: the store has %s free and keeps %s: %w",
 			gibs(need), filepath.Base(img), gibs(free), gibs(k), storage.ErrStoreFull)
 	}
@@ -545,6 +554,23 @@ func sharedBytes(path string) (int64, error) {
 	var n int64
 	err = extents(fd, func(e fiemapExtent) {
 		if e.Flags&fiemapExtentShared != 0 {
+			n += int64(e.Length)
+		}
+	})
+	return n, err
+}
+
+// writtenBytes returns how many bytes of path's extents hold data written to
+// them (not only allocated): what a clone of it would share.
+func writtenBytes(path string) (int64, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var n int64
+	err = extents(fd, func(e fiemapExtent) {
+		if e.Flags&fiemapExtentUnwrit == 0 {
 			n += int64(e.Length)
 		}
 	})

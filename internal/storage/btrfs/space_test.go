@@ -405,3 +405,30 @@ func waitFor(t *testing.T, ok func() bool, what string) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+// A clone smaller than its source fits a store that could not hold the source's
+// size twice: only what the clone ends with is taken (and what it shares).
+func TestCloneSmallerThanItsSource(t *testing.T) {
+	b, _ := newBackend(t)
+	ctx := context.Background()
+	mkVolume(t, b, "big", 1<<30, nil) // of a 2 GiB store
+	if err := writeRandom(filepath.Join(b.MountPath("big"), "a"), 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EnsureSnapshot(ctx, "big", "s"); err != nil {
+		t.Fatal(err)
+	}
+	mkVolume(t, b, "small", 256<<20, &storage.SnapshotRef{VolumeKey: "big", Snapshot: "s"})
+	if st, err := b.ObserveVolume(ctx, "small"); err != nil || st.CapacityBytes != 256<<20 {
+		t.Fatalf("clone's capacity %d (%v), want 256 MiB", st.CapacityBytes, err)
+	}
+	if size, allocated, err := fileSize(b.imagePath("small")); err != nil || size != 256<<20 || allocated < size {
+		t.Errorf("clone's image %d bytes, %d allocated (%v): want 256 MiB, all allocated", size, allocated, err)
+	}
+	b.acct.mu.Lock()
+	pending := len(b.acct.pending)
+	b.acct.mu.Unlock()
+	if pending != 0 {
+		t.Errorf("%d reservations left after the clone", pending)
+	}
+}

@@ -95,7 +95,7 @@ func main() {
 	spaceVolumes := flag.String("space-volumes", "1,32", "GiB: volume images whose creation the space section times")
 	spaceMargin := flag.Int64("space-margin", 4, "GiB the host filesystem must keep free beside the space section's largest image")
 	only := flag.String("only", "", "comma-separated sections to run alone, the others off whatever their flags say: "+strings.Join(sectionNames, ", "))
-	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement)")
+	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement); with -only, those sections' alone")
 	flag.Parse()
 	if *only != "" {
 		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "calibrate": withCal,
@@ -118,6 +118,31 @@ func main() {
 		var rep result
 		if err := json.Unmarshal(data, &rep); err != nil {
 			fatalf("%s: %v", *renderFrom, err)
+		}
+		// With -only, only those sections are rewritten.
+		if !*withCP {
+			rep.Millis = nil
+		}
+		if !*withNFS {
+			rep.NFS = nil
+		}
+		if !*withSMB {
+			rep.SMB = nil
+		}
+		if !*withCal {
+			rep.Calibration = nil
+		}
+		if !*withQoS {
+			rep.QoS = nil
+		}
+		if !*withMetrics {
+			rep.Metrics = nil
+		}
+		if !*withScale {
+			rep.Scale = nil
+		}
+		if !*withSpace {
+			rep.Space = nil
 		}
 		if err := updateDoc(*doc, rep); err != nil {
 			fatalf("%v", err)

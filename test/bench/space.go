@@ -553,7 +553,7 @@ func spread(v []float64, format string) string {
 func (r spaceResult) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on the same machine, shared with other work (load average %s at the start, %s at the end); stores on the host's %s; "+
-		"%d rounds, each making a %d GiB store and a %d GiB volume of each layout, then running every workload on both, one after the other, "+
+		"%d rounds, each making a store of %d GiB and a volume of %d GiB of each layout, then running every workload on both, one after the other, "+
 		"which first alternating; figures are medians of the rounds (min–max in brackets), ratios medians of each round's after / before (min–max).\n\n",
 		r.Date, r.LoadAvg[0], r.LoadAvg[len(r.LoadAvg)-1], r.HostFS, r.Rounds, r.StoreGiB, r.VolumeGiB)
 	b.WriteString("| workload (fio in the volume) | before: sparse images | after: allocated images | **after / before** | ratio min–max |\n|---|---|---|---|---|\n")

@@ -6,11 +6,12 @@
 //     1 GiB, side by side in the same run, plus the bare `btrfs subvolume snapshot`
 //     under Basin for reference.
 //
-// Its other sections (flags -nfs, -smb, -calibrate, -qos, -metrics, -scale)
-// measure the data path: NFS and SMB volumes against bare servers sharing the
-// same directories (the SMB section with a real AD DC, at three protection
+// Its other sections (flags -nfs, -smb, -calibrate, -qos, -metrics, -scale,
+// -space) measure the data path: NFS and SMB volumes against bare servers sharing
+// the same directories (the SMB section with a real AD DC, at three protection
 // levels), basin bench against fio, service levels, what sampling metrics costs,
-// and scale.
+// scale, and what reserving space costs (the storage layout before and after
+// issue 25, built side by side). -only runs some sections alone.
 //
 // Each figure is the median of several rounds, each round the median of many
 // operations. Results go to a JSON file and replace the generated sections of
@@ -33,6 +34,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +59,7 @@ type result struct {
 	Scale        *scaleResult         `json:"scale,omitempty"`
 	QoS          *qosResult           `json:"qos,omitempty"`
 	Metrics      *metricsResult       `json:"metrics,omitempty"`
+	Space        *spaceResult         `json:"space,omitempty"`
 }
 
 func main() {
@@ -85,8 +88,28 @@ func main() {
 	withMetrics := flag.Bool("metrics", true, "also measure what a metrics sampling pass costs (sampler, Ganesha, dbus-daemon) at 10, 100 and 1,000 exports, export by export and batched")
 	metricsPasses := flag.Int("metrics-passes", 20, "measured sampling passes per number of volumes and mode")
 	withCP := flag.Bool("controlplane", true, "measure volume and snapshot create latencies (false: skip them, to run other sections alone)")
-	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement)")
+	withSpace := flag.Bool("space", true, "also measure what space reservation costs: the storage layout before issue 25 (sparse images, the kernel's default discard) and after (allocated images, NOCOW, mixed, nodiscard), made side by side with fio on each, and the time to make their images")
+	spaceRounds := flag.Int("space-rounds", 5, "interleaved rounds of the space section")
+	spaceSecs := flag.Float64("space-seconds", 3, "seconds per time-based run of the space section (reads)")
+	spaceStores := flag.String("space-stores", "16,64", "GiB: store images whose creation the space section times (each skipped if the host filesystem cannot hold it and -space-margin)")
+	spaceVolumes := flag.String("space-volumes", "1,32", "GiB: volume images whose creation the space section times")
+	spaceMargin := flag.Int64("space-margin", 4, "GiB the host filesystem must keep free beside the space section's largest image")
+	only := flag.String("only", "", "comma-separated sections to run alone, the others off whatever their flags say: "+strings.Join(sectionNames, ", "))
+	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement); with -only, those sections' alone")
 	flag.Parse()
+	if *only != "" {
+		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "calibrate": withCal,
+			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace}
+		names := strings.Split(*only, ",")
+		for _, n := range names {
+			if sections[n] == nil {
+				fatalf("-only: no section %q (sections: %s)", n, strings.Join(sectionNames, ", "))
+			}
+		}
+		for n, p := range sections {
+			*p = slices.Contains(names, n)
+		}
+	}
 	if *renderFrom != "" {
 		data, err := os.ReadFile(*renderFrom)
 		if err != nil {
@@ -95,6 +118,31 @@ func main() {
 		var rep result
 		if err := json.Unmarshal(data, &rep); err != nil {
 			fatalf("%s: %v", *renderFrom, err)
+		}
+		// With -only, only those sections are rewritten.
+		if !*withCP {
+			rep.Millis = nil
+		}
+		if !*withNFS {
+			rep.NFS = nil
+		}
+		if !*withSMB {
+			rep.SMB = nil
+		}
+		if !*withCal {
+			rep.Calibration = nil
+		}
+		if !*withQoS {
+			rep.QoS = nil
+		}
+		if !*withMetrics {
+			rep.Metrics = nil
+		}
+		if !*withScale {
+			rep.Scale = nil
+		}
+		if !*withSpace {
+			rep.Space = nil
 		}
 		if err := updateDoc(*doc, rep); err != nil {
 			fatalf("%v", err)
@@ -110,17 +158,21 @@ func main() {
 	}
 	atExit(func() { os.RemoveAll(dataDir) })
 	defer runCleanups()
-	addr := freeAddr()
-	// The pool promises far more than the 48 GiB store (volumes are sparse): allow it.
-	// The store must still hold what the benchmarks write (a full store would fail
-	// the volumes' writes), 10 GiB or so. Service levels are not enforced here: the
-	// NFS tables measure Basin's data path against a bare Ganesha, and the QoS
-	// section measures what shaping costs, on servers of its own.
-	c := serveBasin(*basin, dataDir, addr, "--store-size", "48G", "--log-level", "warn",
-		"--overcommit-ratio", "10000", "--network", "default="+benchBridge+","+benchCIDR, "--qos=false")
 	ctx := context.Background()
-	must(mutate(ctx, c, "POST", loc+"/storagePools?storagePoolId=pool", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100000,
-		"network": "projects/bench/global/networks/default"}))
+	var c *client.Client
+	if *withCP || *withNFS || *withSMB {
+		addr := freeAddr()
+		// The pool promises far more than the 24 GiB store (allocated in full on the
+		// host; volumes are thin-provisioned): allow it.
+		// The store must still hold what the benchmarks write (a full store would fail
+		// the volumes' writes), 10 GiB or so. Service levels are not enforced here: the
+		// NFS tables measure Basin's data path against a bare Ganesha, and the QoS
+		// section measures what shaping costs, on servers of its own.
+		c = serveBasin(*basin, dataDir, addr, "--store-size", "24G", "--log-level", "warn",
+			"--overcommit-ratio", "10000", "--network", "default="+benchBridge+","+benchCIDR, "--qos=false")
+		must(mutate(ctx, c, "POST", loc+"/storagePools?storagePoolId=pool", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100000,
+			"network": "projects/bench/global/networks/default"}))
+	}
 
 	res := map[string][]float64{}
 	if *withCP {
@@ -159,7 +211,14 @@ func main() {
 		sc := runScale(*basin, *scaleVols, *scaleSnaps, *scaleLog)
 		rep.Scale = &sc
 	}
-	data, _ := json.MarshalIndent(rep, "", "  ")
+	if *withSpace {
+		// Alone on the machine, as far as this benchmark goes.
+		runCleanups()
+		sp := runSpace(spaceOpts{rounds: *spaceRounds, secs: *spaceSecs, stores: gibList("-space-stores", *spaceStores),
+			volumes: gibList("-space-volumes", *spaceVolumes), margin: *spaceMargin << 30})
+		rep.Space = &sp
+	}
+	data, _ := json.MarshalIndent(keepUnmeasured(*out, rep), "", "  ")
 	os.MkdirAll(filepath.Dir(*out), 0o755)
 	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
 		fatalf("%v", err)
@@ -171,6 +230,71 @@ func main() {
 		fmt.Printf("volume create %.1f ms; snapshot empty %.1f ms, 1 GiB %.1f ms (ratio %.2f)\n",
 			med["volumeCreate"], med["snapshotEmpty"], med["snapshot1GiB"], med["snapshot1GiB"]/med["snapshotEmpty"])
 	}
+}
+
+// sectionNames are the sections -only may name.
+var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space"}
+
+// gibList parses a comma-separated list of GiB.
+func gibList(flagName, s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			fatalf("%s: %q is not a number of GiB", flagName, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// keepUnmeasured returns rep with the sections this run did not measure taken
+// from the results file at path, if there is one: a run of some sections
+// (-only) replaces theirs and keeps the others. The date, machine and rounds
+// belong to the sections that do not record their own (all but space), and are
+// kept with them when none of those ran.
+func keepUnmeasured(path string, rep result) result {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return rep
+	}
+	var old result
+	if err := json.Unmarshal(data, &old); err != nil {
+		log.Printf("%s: %v; writing this run's sections alone", path, err)
+		return rep
+	}
+	others := len(rep.Millis) > 0 || rep.NFS != nil || rep.SMB != nil || rep.Calibration != nil || rep.Scale != nil || rep.QoS != nil || rep.Metrics != nil
+	if !others {
+		rep.Date, rep.Machine, rep.Rounds, rep.PerRound = old.Date, old.Machine, old.Rounds, old.PerRound
+	}
+	if len(rep.Millis) == 0 {
+		rep.Millis, rep.RoundMedians = old.Millis, old.RoundMedians
+	}
+	if rep.NFS == nil {
+		rep.NFS = old.NFS
+	}
+	if rep.SMB == nil {
+		rep.SMB = old.SMB
+	}
+	if rep.Calibration == nil {
+		rep.Calibration = old.Calibration
+	}
+	if rep.Scale == nil {
+		rep.Scale = old.Scale
+	}
+	if rep.QoS == nil {
+		rep.QoS = old.QoS
+	}
+	if rep.Metrics == nil {
+		rep.Metrics = old.Metrics
+	}
+	if rep.Space == nil {
+		rep.Space = old.Space
+	}
+	return rep
 }
 
 // The first server's network: the host is .1 on the bridge, endpoints .10 to .127;
@@ -341,7 +465,7 @@ func machine() string {
 		}
 		rel = append(rel, byte(c))
 	}
-	return fmt.Sprintf("%d cores (%s), kernel %s, btrfs on a loop-mounted sparse image", runtime.NumCPU(), cpu, rel)
+	return fmt.Sprintf("%d cores (%s), kernel %s, btrfs on a loop-mounted image allocated in full", runtime.NumCPU(), cpu, rel)
 }
 
 // replaceSection rewrites the text between a generated section's markers.
@@ -426,6 +550,11 @@ func updateDoc(path string, r result) error {
 	}
 	if r.Scale != nil {
 		if doc, err = replaceSection(doc, "scalebench", r.Scale.markdown(r.Date)); err != nil {
+			return err
+		}
+	}
+	if r.Space != nil {
+		if doc, err = replaceSection(doc, "spacebench", r.Space.markdown()); err != nil {
 			return err
 		}
 	}

@@ -48,6 +48,8 @@ func TestValidate(t *testing.T) {
 		{"write timeout under sync wait", func(c *Config) { c.HTTP.WriteTimeout = c.HTTP.ReadTimeout + time.Second }, "--http-write-timeout"},
 		{"tiny headers", func(c *Config) { c.HTTP.MaxHeaderBytes = 100 }, "--http-max-header-bytes"},
 		{"no connections", func(c *Config) { c.HTTP.MaxConns = 0 }, "--http-max-conns"},
+		{"no connections per source", func(c *Config) { c.HTTP.MaxConnsPerSource = 0 }, "--http-max-conns-per-source"},
+		{"more per source than in total", func(c *Config) { c.HTTP.MaxConnsPerSource = c.HTTP.MaxConns + 1 }, "--http-max-conns-per-source"},
 	}
 	for _, tc := range cases {
 		c := Default()

@@ -45,21 +45,39 @@ func InSession(sid int) ProcMatch {
 
 // procStat reads a process's session id and state from /proc/<pid>/stat.
 func procStat(pid int) (sid int, state byte, ok bool) {
+	f := statFields(pid)
+	if len(f) < 4 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	sid, err := strconv.Atoi(string(f[3]))
+	return sid, f[0][0], err == nil
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command name
+// (state, ppid, pgrp, session, …), nil if there is no such process.
+func statFields(pid int) [][]byte {
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, 0, false
+		return nil
 	}
 	// pid (comm) state ppid pgrp session ...; comm may hold spaces or ')'.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, 0, false
+		return nil
 	}
-	f := bytes.Fields(data[i+1:])
-	if len(f) < 4 || len(f[0]) != 1 {
-		return 0, 0, false
+	return bytes.Fields(data[i+1:])
+}
+
+// StartTime returns when process pid started (clock ticks since boot): with the
+// pid, it tells a process from a later one given the same pid. ok is false if
+// there is no process pid (a zombie still has one).
+func StartTime(pid int) (start uint64, ok bool) {
+	f := statFields(pid)
+	if len(f) < 20 {
+		return 0, false
 	}
-	sid, err = strconv.Atoi(string(f[3]))
-	return sid, f[0][0], err == nil
+	start, err := strconv.ParseUint(string(f[19]), 10, 64)
+	return start, err == nil
 }
 
 // Matching lists the processes match matches now (not the caller).

@@ -773,7 +773,8 @@ func (d *DC) Close() error {
 }
 
 // killNetns kills every process in the named network namespace (samba's helpers
-// can outlive their parents) and waits, bounded, until none is left.
+// can outlive their parents) and waits, bounded, until none is left and every one
+// it saw has been reaped.
 func killNetns(name string) error {
 	nsFile := filepath.Join("/run/netns", name)
 	if _, err := os.Stat(nsFile); err != nil {
@@ -781,10 +782,33 @@ func killNetns(name string) error {
 	}
 	// Through pidfds, checked in the namespace once held: a pid listed may be
 	// another process's by the time it is signalled.
+	started := map[int]uint64{}
+	for _, pid := range PidsInNetns(nsFile) {
+		if st, ok := runner.StartTime(pid); ok {
+			started[pid] = st
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
 	if err := runner.KillAll(runner.InNetns(nsFile), 20*time.Second); err != nil {
 		return fmt.Errorf("netns %s: %w", name, err)
 	}
-	return nil
+	// Then until those are reaped too (a process with the same pid and start
+	// time is the same process).
+	for {
+		var left []int
+		for pid, st := range started {
+			if now, ok := runner.StartTime(pid); ok && now == st {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes of netns %s killed but not reaped: %v", name, left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // PidsInNetns lists the processes whose network namespace is the one at nsFile

@@ -126,11 +126,31 @@ type footprint struct {
 }
 
 // footprintOf reads s's processes (basin serve and its descendants, and whatever
-// else is in its sandbox's network namespace) and links (its bridge, the
-// interfaces on it, its sandbox's namespace, interfaces and addresses).
+// else is in its sandbox's network namespace, alive in two readings a second
+// apart: not the short-lived commands basin serve runs now and then) and links
+// (its bridge, the interfaces on it, its sandbox's namespace, interfaces and
+// addresses).
 func footprintOf(t *testing.T, s *server) footprint {
 	t.Helper()
+	first := processesOf(s)
+	time.Sleep(time.Second)
 	fp := footprint{procs: map[int]string{}, links: map[string]string{}}
+	for pid, p := range processesOf(s) {
+		if first[pid] == p {
+			fp.procs[pid] = p
+		}
+	}
+	if len(fp.procs) < 5 {
+		t.Fatalf("only %d processes of the server found: %v", len(fp.procs), fp.procs)
+	}
+	s.links(t, fp.links)
+	return fp
+}
+
+// processesOf returns basin serve's descendants and whatever is in its sandbox's
+// network namespace, as pid → "starttime comm".
+func processesOf(s *server) map[int]string {
+	procs := map[int]string{}
 	parent := map[int]int{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -151,35 +171,41 @@ func footprintOf(t *testing.T, s *server) footprint {
 		}
 		if f := procFields(pid); mine && len(f) > 20 && f[0] != "Z" {
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-			fp.procs[pid] = f[19] + " " + strings.TrimSpace(string(comm))
+			procs[pid] = f[19] + " " + strings.TrimSpace(string(comm))
 		}
 	}
-	if len(fp.procs) < 5 {
-		t.Fatalf("only %d processes of the server found: %v", len(fp.procs), fp.procs)
-	}
+	return procs
+}
+
+// links records s's bridge, the interfaces on it, its sandbox's namespace, and
+// the sandbox's interfaces and addresses.
+func (s *server) links(t *testing.T, links map[string]string) {
+	t.Helper()
+	ns := "/run/netns/basin-" + s.bridge
 	ifindex := func(name string) string {
 		b, _ := os.ReadFile("/sys/class/net/" + name + "/ifindex")
 		return strings.TrimSpace(string(b))
 	}
-	fp.links["bridge "+s.bridge] = ifindex(s.bridge)
+	links["bridge "+s.bridge] = ifindex(s.bridge)
 	ports, _ := os.ReadDir("/sys/class/net/" + s.bridge + "/brif")
 	for _, p := range ports {
-		fp.links["bridge port "+p.Name()] = ifindex(p.Name())
+		links["bridge port "+p.Name()] = ifindex(p.Name())
 	}
 	h := sha1.Sum([]byte(s.bridge))
-	fp.links["sandbox veth"] = ifindex("bsb" + hex.EncodeToString(h[:4]))
+	links["sandbox veth"] = ifindex("bsb" + hex.EncodeToString(h[:4]))
 	if fi, err := os.Stat(ns); err == nil {
-		fp.links["netns"] = fmt.Sprint(fi.Sys().(*syscall.Stat_t).Ino)
+		links["netns"] = fmt.Sprint(fi.Sys().(*syscall.Stat_t).Ino)
 	}
-	for _, argv := range [][]string{{"ip", "-o", "addr", "show", "dev", s.bridge}, {"ip", "-n", "basin-" + s.bridge, "-br", "link"},
+	// Brief forms: addresses and states without flags that change on their own
+	// (an IPv6 link-local address stops being "tentative").
+	for _, argv := range [][]string{{"ip", "-br", "addr", "show", "dev", s.bridge}, {"ip", "-n", "basin-" + s.bridge, "-br", "link"},
 		{"ip", "-n", "basin-" + s.bridge, "-br", "addr"}} {
 		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%v: %v %s", argv, err, out)
 		}
-		fp.links[strings.Join(argv, " ")] = strings.Join(strings.Fields(string(out)), " ")
+		links[strings.Join(argv, " ")] = strings.Join(strings.Fields(string(out)), " ")
 	}
-	return fp
 }
 
 // diff fails t with every difference between f and g.

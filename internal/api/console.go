@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,7 +18,6 @@ import (
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
-	"github.com/basin-nas/basin/internal/store"
 )
 
 // The web console's sign-in (docs/console.md). A caller, usually the owner through
@@ -25,8 +26,11 @@ import (
 // The console posts the code to /console/signin once, and gets a console session
 // token in exchange: random, kept here only as its SHA-256, valid for an hour, and
 // worth exactly the permissions of the caller who made the link. Sessions live in
-// memory: a restart signs every console out. Disabling or deleting the account
-// ends its sessions at once (checked on every request).
+// memory: a restart signs every console out. A link and its session are bound to
+// the key whose credential made the link (a link made from a session, to that
+// session's key): deleting the key, its expiry, or disabling or deleting the
+// account ends them at once (checked on every request and at the exchange), and
+// enabling the account again revives none made before the disable (iam Recheck).
 
 const (
 	// signInLinkTTL is how long a sign-in link can be used (once).
@@ -42,7 +46,12 @@ const (
 
 // consoleGrant is what a sign-in code or a session token stands for.
 type consoleGrant struct {
-	email   string
+	email string
+	// keyID is the key the link's maker authenticated with, and issued when the
+	// first link of the chain was made: the grant dies with the key, and with a
+	// disable of the account after issued.
+	keyID   string
+	issued  time.Time
 	expires time.Time
 	// sessionEnd, on a link made from a console session, is when that session
 	// ends: the session the link is exchanged for ends then too (zero = no bound).
@@ -122,18 +131,47 @@ func (s *Server) authenticate(r *http.Request) (*iam.Principal, error) {
 	if !ok {
 		return nil, model.Errorf(model.ErrUnauthenticated, "console session unknown or expired")
 	}
-	var sa *model.ServiceAccount
-	err := s.st.View(r.Context(), func(tx store.Tx) (err error) {
-		sa, err = store.Get[model.ServiceAccount](tx, store.KindServiceAccount, g.email)
-		return err
-	})
+	p, err := s.recheckConsole(r.Context(), g)
 	if err != nil {
-		return nil, model.Errorf(model.ErrUnauthenticated, "console session of %s: account not found", g.email)
+		if errors.Is(err, model.ErrUnauthenticated) {
+			s.console.endSession(tok) // dead for good
+		}
+		return nil, fmt.Errorf("console session of %s: %w", g.email, err)
 	}
-	if sa.Disabled {
-		return nil, model.Errorf(model.ErrUnauthenticated, "console session of %s: account disabled", g.email)
+	return p, nil
+}
+
+// publicReason is what the holder of a refused console grant is told.
+func publicReason(err error) string {
+	var pub interface{ Public() string }
+	if errors.As(err, &pub) && pub.Public() != "" {
+		return pub.Public()
 	}
-	return &iam.Principal{Email: sa.Email, Owner: sa.Owner}, nil
+	return "its key or account no longer allows it"
+}
+
+// keyRechecker is what console grants are checked against: the Authenticator's
+// view of a key and its account now (iam.Authenticator.Recheck).
+type keyRechecker interface {
+	Recheck(ctx context.Context, keyID string, issued time.Time) (*iam.Principal, error)
+}
+
+// recheckConsole returns the principal of a console grant, or why the grant is
+// dead: its key deleted or expired, its account disabled (now or since the grant
+// was issued) or deleted.
+func (s *Server) recheckConsole(ctx context.Context, g consoleGrant) (*iam.Principal, error) {
+	rc, ok := s.opts.Auth.(keyRechecker)
+	if !ok || g.keyID == "" {
+		return nil, model.Errorf(model.ErrUnauthenticated, "console sessions need key-based authentication")
+	}
+	p, err := rc.Recheck(ctx, g.keyID, g.issued)
+	if err != nil {
+		return nil, err
+	}
+	if p.Email != g.email {
+		return nil, model.Errorf(model.ErrUnauthenticated, "the key now belongs to another account")
+	}
+	return p, nil
 }
 
 // createSignInLink answers POST /v1/consoleSignInLinks: a one-time code that signs
@@ -150,9 +188,14 @@ func (s *Server) createSignInLink(rq *request) {
 		return
 	}
 	now := s.now()
-	g := consoleGrant{email: rq.principal.Email, expires: now.Add(signInLinkTTL)}
+	if rq.principal.KeyID == "" {
+		s.writeError(rq, model.Errorf(model.ErrFailedPrecondition, "sign-in links are made with a service-account key's credentials"))
+		return
+	}
+	g := consoleGrant{email: rq.principal.Email, keyID: rq.principal.KeyID, issued: now, expires: now.Add(signInLinkTTL)}
 	if tok := bearerToken(rq.r); strings.HasPrefix(tok, consoleTokenPrefix) {
 		if sg, ok := s.console.session(tok, now); ok {
+			g.issued = sg.issued
 			g.sessionEnd = sg.expires
 			if g.expires.After(sg.expires) {
 				g.expires = sg.expires
@@ -218,6 +261,10 @@ func (s *Server) serveConsoleSignIn(rq *request) {
 			return
 		}
 		s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "This sign-in link is unknown, used or expired: run basin console for a new one"))
+		return
+	}
+	if _, err := s.recheckConsole(rq.ctx, g); err != nil {
+		s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "This sign-in link no longer works: %s", publicReason(err)))
 		return
 	}
 	g.expires = now.Add(consoleSessionTTL)

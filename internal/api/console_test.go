@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
 )
 
 // consoleEnv is an iamEnv whose API clock the test moves (sign-in links and console
@@ -256,4 +259,106 @@ func TestCrossOrigin(t *testing.T) {
 			t.Errorf("%v: %d, want 200", hdr, s)
 		}
 	}
+}
+
+// newKey makes another key for the account email through the API and returns a
+// client signing with it and the key's ID.
+func (ce *consoleEnv) newKey(email string) (*client.Client, string) {
+	ce.t.Helper()
+	path, id := ce.keyFile(email)
+	return ce.clientFor(path), id
+}
+
+// linkFrom asks for a sign-in link as c and returns its code.
+func (ce *consoleEnv) linkFrom(c *client.Client) string {
+	ce.t.Helper()
+	var out map[string]string
+	if err := c.Do(context.Background(), "POST", "/v1/consoleSignInLinks", nil, map[string]any{}, &out); err != nil {
+		ce.t.Fatal(err)
+	}
+	return strings.TrimPrefix(out["path"], "/console/#signin=")
+}
+
+// TestConsoleSessionsFollowTheirKey: a console session, and a sign-in link not yet
+// used, live only as long as the key that made them and their account's enabled
+// state: deleting or expiring the key ends them, disabling the account ends them
+// for good (enabling it again revives none), and other keys' sessions go on.
+func TestConsoleSessionsFollowTheirKey(t *testing.T) {
+	ce := newConsoleEnv(t)
+	vols := loc + "/volumes"
+	_, email := ce.account("console-user")
+	ce.bind(map[string][]string{"roles/netapp.viewer": {"serviceAccount:" + email}})
+	k1, id1 := ce.newKey(email)
+	k2, _ := ce.newKey(email)
+	k3, id3 := ce.newKey(email)
+	session := func(c *client.Client) string {
+		t.Helper()
+		s, tok := ce.exchange(ce.linkFrom(c))
+		if s != 200 || ce.get(tok, vols) != 200 {
+			t.Fatalf("a new session: exchange %d", s)
+		}
+		return tok
+	}
+	s1, s2, s3 := session(k1), session(k2), session(k3)
+	pending1 := ce.linkFrom(k1)
+
+	// Deleting key 1 ends its session and its pending link; key 2's go on.
+	if _, err := ce.call(ce.owner, "DELETE", "/v1/projects/p1/serviceAccounts/"+email+"/keys/"+id1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := ce.get(s1, vols); s != 401 {
+		t.Errorf("the session of a deleted key: %d, want 401", s)
+	}
+	if s, _ := ce.exchange(pending1); s != 401 {
+		t.Errorf("the pending link of a deleted key: %d, want 401", s)
+	}
+	if s := ce.get(s2, vols); s != 200 {
+		t.Errorf("another key's session after a key was deleted: %d", s)
+	}
+
+	// An expired key ends its session too.
+	if err := ce.st.Update(context.Background(), func(tx store.Tx) error {
+		k, err := store.Get[model.ServiceAccountKey](tx, store.KindKey, id3)
+		if err != nil {
+			return err
+		}
+		k.ExpireTime = time.Now().Add(-time.Minute)
+		return tx.Put(store.KindKey, id3, email, k)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if s := ce.get(s3, vols); s != 401 {
+		t.Errorf("the session of an expired key: %d, want 401", s)
+	}
+
+	// Disabling the account ends every session and pending link, for good.
+	fromSession := ce.linkFromSession(s2)
+	pending2 := ce.linkFrom(k2)
+	for _, verb := range []string{":disable", ":enable"} {
+		if _, err := ce.call(ce.owner, "POST", "/v1/projects/p1/serviceAccounts/"+email+verb, map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+		if s := ce.get(s2, vols); s != 401 {
+			t.Errorf("after %s: a session from before the disable: %d, want 401", verb, s)
+		}
+	}
+	for name, code := range map[string]string{"made with the key": pending2, "made from a session": fromSession} {
+		if s, _ := ce.exchange(code); s != 401 {
+			t.Errorf("a link %s before the disable, used after the enable: %d, want 401", name, s)
+		}
+	}
+	// Sessions made after the account is enabled again work (the test's clock
+	// moves only when told).
+	ce.advance(time.Second)
+	session(k2)
+}
+
+// linkFromSession asks for a sign-in link with a console session token.
+func (ce *consoleEnv) linkFromSession(tok string) string {
+	ce.t.Helper()
+	s, code := ce.link("Bearer " + tok)
+	if s != 200 {
+		ce.t.Fatalf("a link from a console session: %d", s)
+	}
+	return code
 }

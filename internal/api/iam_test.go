@@ -107,6 +107,14 @@ func (ie *iamEnv) accountKeyFile(id string) (string, string) {
 		ie.t.Fatalf("create account %s: %v", id, err)
 	}
 	email := sa["email"].(string)
+	path, _ := ie.keyFile(email)
+	return path, email
+}
+
+// keyFile creates a key for the account email through the API and returns its key
+// file's path and the key's ID.
+func (ie *iamEnv) keyFile(email string) (string, string) {
+	ie.t.Helper()
 	key, err := ie.call(ie.owner, "POST", "/v1/projects/p1/serviceAccounts/"+email+"/keys", map[string]any{})
 	if err != nil {
 		ie.t.Fatalf("create key: %v", err)
@@ -118,9 +126,9 @@ func (ie *iamEnv) accountKeyFile(id string) (string, string) {
 	var kf map[string]string
 	json.Unmarshal(data, &kf)
 	ie.secrets = append(ie.secrets, strings.Split(strings.TrimSpace(kf["private_key"]), "\n")[3])
-	path := filepath.Join(ie.t.TempDir(), id+".json")
+	path := filepath.Join(ie.t.TempDir(), kf["private_key_id"]+".json")
 	os.WriteFile(path, data, 0o600)
-	return path, email
+	return path, kf["private_key_id"]
 }
 
 func (ie *iamEnv) bind(bindings map[string][]string) {

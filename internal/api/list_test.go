@@ -172,7 +172,10 @@ func TestCancelVolumeCreateRollsBack(t *testing.T) {
 	if st := e.be.State(); len(st.Volumes) != 0 || len(st.Sizes) != 0 {
 		t.Fatalf("cancelled create left storage: %+v", st)
 	}
-	// The ID is free again.
+	if ex := e.dp.Exports(); len(ex) != 0 {
+		t.Fatalf("cancelled create left exports loaded: %v", ex)
+	}
+	// The ID (and the share name) is free again.
 	e.volume("vol1", "pool1", 10, nil)
 }
 

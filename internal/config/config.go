@@ -104,7 +104,8 @@ type Config struct {
 
 // HTTPLimits bound what one client can hold of the API's HTTP server.
 type HTTPLimits struct {
-	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	// ReadHeaderTimeout bounds reading a request's headers, and so how long a new
+	// connection may stay silent (default 5 s).
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included (default 30 s).
 	ReadTimeout time.Duration
@@ -113,13 +114,17 @@ type HTTPLimits struct {
 	// operation) and writing. 0 = ReadTimeout + SyncWait + 30 s.
 	WriteTimeout time.Duration
 	// IdleTimeout bounds how long a keep-alive connection waits for its next
-	// request (default 2 min).
+	// request (default 1 min).
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's headers (default 64 KiB).
 	MaxHeaderBytes int
-	// MaxConns is how many connections are served at once; more wait to be
-	// accepted (default 512).
-	MaxConns int
+	// MaxConns is how many connections may be open at once (default 1024), and
+	// MaxConnsPerSource how many of them one client address (an IPv6 /64) may
+	// hold (default 64). At a cap, the connection waiting longest for a request
+	// is closed to make room for the new one; a new one is refused only when every
+	// connection counting against the cap is busy with a request
+	// (internal/connlimit). No connection ever waits to be accepted.
+	MaxConns, MaxConnsPerSource int
 }
 
 // Default returns the embedded defaults.
@@ -140,8 +145,8 @@ func Default() Config {
 		RateLimit:       1200,
 
 		FailedAuthLimit: 60,
-		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-			MaxHeaderBytes: 64 << 10, MaxConns: 512},
+		HTTP: HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: time.Minute,
+			MaxHeaderBytes: 64 << 10, MaxConns: 1024, MaxConnsPerSource: 64},
 
 		OvercommitRatio: 1.0,
 	}
@@ -249,6 +254,9 @@ func (c *Config) Validate() error {
 	}
 	if h.MaxConns < 1 {
 		return fmt.Errorf("--http-max-conns must be at least 1, got %d", h.MaxConns)
+	}
+	if h.MaxConnsPerSource < 1 || h.MaxConnsPerSource > h.MaxConns {
+		return fmt.Errorf("--http-max-conns-per-source must be between 1 and --http-max-conns (%d), got %d", h.MaxConns, h.MaxConnsPerSource)
 	}
 	if c.Limits.MinPoolGib <= 0 {
 		return fmt.Errorf("minimum pool capacity %d GiB is invalid", c.Limits.MinPoolGib)

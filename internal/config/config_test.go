@@ -51,6 +51,8 @@ func TestValidate(t *testing.T) {
 		{"no stuck bound", func(c *Config) { c.NFSStuckAfter = 0 }, "--nfs-stuck-after"},
 		{"stuck bound in ms", func(c *Config) { c.NFSStuckAfter = 500 * time.Millisecond }, "--nfs-stuck-after"},
 		{"wedged bound of a week", func(c *Config) { c.NFSWedgedAfter = 7 * 24 * time.Hour }, "--nfs-wedged-after"},
+		{"no connections per source", func(c *Config) { c.HTTP.MaxConnsPerSource = 0 }, "--http-max-conns-per-source"},
+		{"more per source than in total", func(c *Config) { c.HTTP.MaxConnsPerSource = c.HTTP.MaxConns + 1 }, "--http-max-conns-per-source"},
 	}
 	for _, tc := range cases {
 		c := Default()

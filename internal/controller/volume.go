@@ -51,18 +51,51 @@ func (h volumeHandler) run(ctx context.Context, op *model.Operation) error {
 	return h.c.volumeEnsure(ctx, op)
 }
 
+// undo takes down what a failed or cancelled create made, as a delete would: its
+// snapshot directory's export, its export (and endpoint address) and share, and
+// its storage; then it frees the export IDs it held. (Deleting the storage alone
+// left the export loaded in Ganesha with its pseudo path and ID, so the next
+// volume of that shareName, or given that ID, failed in step "export".)
 func (h volumeHandler) undo(ctx context.Context, op *model.Operation) error {
 	if op.Kind != model.OpVolumeCreate {
 		return nil
 	}
-	v, err := h.c.loadVolume(ctx, op.Target)
+	c := h.c
+	v, err := c.loadVolume(ctx, op.Target)
 	if errors.Is(err, model.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return h.c.be.DeleteVolume(ctx, v.Key)
+	if err := c.takeDownSnapshotExports(ctx, v); err != nil {
+		return err
+	}
+	obs, err := c.observe(ctx, v)
+	if err != nil {
+		return err
+	}
+	// The storage goes whatever was observed: a half-made image may not show.
+	steps := slices.DeleteFunc(PlanVolumeDelete(obs), func(s Step) bool { return s.Op == StepDeleteVolume })
+	if err := c.runSteps(ctx, nil, v, steps); err != nil {
+		return err
+	}
+	if err := c.be.DeleteVolume(ctx, v.Key); err != nil {
+		return err
+	}
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if errors.Is(err, model.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := releaseExportID(tx, cur.Name(), cur.ExportID); err != nil {
+			return err
+		}
+		return releaseExportID(tx, snapshotDirHolder(cur), cur.SnapshotDirExportID)
+	})
 }
 
 func (c *Controller) loadVolume(ctx context.Context, name string) (*model.Volume, error) {

@@ -14,10 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
+	"github.com/basin-nas/basin/internal/connlimit"
 	"github.com/basin-nas/basin/internal/controller"
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/iam"
@@ -192,7 +191,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	httpSrv := newHTTPServer(cfg, newMux(srv))
+	reg.MustRegister(connCollector(ln))
+	httpSrv := newHTTPServer(cfg, newMux(srv), ln)
 	// Prometheus' /metrics, on an address of its own when asked for.
 	var metricsSrv *http.Server
 	metricsDone := make(chan error, 1)
@@ -321,15 +321,19 @@ func snapshotClock(cfg config.Config, log *slog.Logger) schedule.Clock {
 	return schedule.RealClock{}
 }
 
-// listen opens cfg.Listen, serving at most cfg.HTTP.MaxConns connections at once:
-// more wait in the kernel's accept queue until one closes (the timeouts of
-// newHTTPServer make sure one does).
-func listen(cfg config.Config) (net.Listener, error) {
+// listen opens cfg.Listen, holding at most cfg.HTTP.MaxConns connections at once
+// and cfg.HTTP.MaxConnsPerSource from one client. It never lets a connection wait
+// to be accepted: at a cap, the connection that has waited longest for a request
+// is closed to make room (internal/connlimit). (A cap that made new connections
+// wait in the kernel's accept queue, as netutil.LimitListener does, let 600
+// connections that sent nothing hold every slot until the header timeout cut
+// them, and every API call waited up to that timeout.)
+func listen(cfg config.Config) (*connlimit.Listener, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
-	return netutil.LimitListener(ln, cfg.HTTP.MaxConns), nil
+	return connlimit.New(ln, connlimit.Options{Max: cfg.HTTP.MaxConns, PerSource: cfg.HTTP.MaxConnsPerSource}), nil
 }
 
 // newMux puts the REST API and the probes side by side; Basin's own pages (the
@@ -350,8 +354,9 @@ func newMux(a *api.Server) *http.ServeMux {
 }
 
 // newHTTPServer returns the API's HTTP server, bounded by cfg.HTTP so that slow or
-// idle clients cannot hold connections (and memory) for long.
-func newHTTPServer(cfg config.Config, h http.Handler) *http.Server {
+// idle clients cannot hold connections (and memory) for long. It tells ln which
+// of its connections are busy with a request.
+func newHTTPServer(cfg config.Config, h http.Handler, ln *connlimit.Listener) *http.Server {
 	lim := cfg.HTTP
 	write := lim.WriteTimeout
 	if write == 0 {
@@ -360,5 +365,5 @@ func newHTTPServer(cfg config.Config, h http.Handler) *http.Server {
 		write = lim.ReadTimeout + max(cfg.SyncWait, 0) + 30*time.Second
 	}
 	return &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout,
-		WriteTimeout: write, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
+		WriteTimeout: write, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes, ConnState: ln.ConnState}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/basin-nas/basin/internal/connlimit"
 	"github.com/basin-nas/basin/internal/controller"
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/metrics"
@@ -128,6 +129,30 @@ func metricsRegistry() (*prometheus.Registry, *metrics.Health) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg, metrics.NewHealth(reg)
+}
+
+// connCollector exposes the API listener's connection counts.
+func connCollector(ln *connlimit.Listener) prometheus.Collector {
+	return connStats{ln: ln,
+		open: prometheus.NewDesc("basin_api_connections", "API connections open now.", nil, nil),
+		closed: prometheus.NewDesc("basin_api_connections_closed_total",
+			"API connections closed to make room for a new one (reason source: at the client's own cap, --http-max-conns-per-source; total: at --http-max-conns), or refused at once (refused: every connection at the cap was busy with a request).",
+			[]string{"reason"}, nil)}
+}
+
+type connStats struct {
+	ln           *connlimit.Listener
+	open, closed *prometheus.Desc
+}
+
+func (c connStats) Describe(ch chan<- *prometheus.Desc) { ch <- c.open; ch <- c.closed }
+
+func (c connStats) Collect(ch chan<- prometheus.Metric) {
+	s := c.ln.Stats()
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(s.Open))
+	ch <- prometheus.MustNewConstMetric(c.closed, prometheus.CounterValue, float64(s.EvictedSource), "source")
+	ch <- prometheus.MustNewConstMetric(c.closed, prometheus.CounterValue, float64(s.EvictedTotal), "total")
+	ch <- prometheus.MustNewConstMetric(c.closed, prometheus.CounterValue, float64(s.Refused), "refused")
 }
 
 // operationDone is the controller's OperationDone hook counting into h.

@@ -154,6 +154,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Ganesha is the NFS-Ganesha build to run.
 	Ganesha Ganesha
+	// LockDir holds a lock file per bridge, held while a Manager uses the bridge
+	// (from Start to Stop); default DefaultLockDir.
+	LockDir string
 	// OnRestart, if set, is called whenever a sandbox's daemon (dbus, rpcbind,
 	// ganesha, smbd, winbindd, samba-dcerpcd) is started again, with its name and
 	// why: RestartExited, RestartWedged or RestartDependency
@@ -182,6 +185,8 @@ type Manager struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	// locks are the open lock files of the networks' bridges (Start to Stop).
+	locks []*os.File
 
 	// smbMu guards smbLocks: one lock per Samba instance ("network/id").
 	smbMu    sync.Mutex
@@ -213,6 +218,9 @@ func New(opts Options) *Manager {
 	if opts.WedgedAfter <= 0 {
 		opts.WedgedAfter = DefaultWedgedAfter
 	}
+	if opts.LockDir == "" {
+		opts.LockDir = DefaultLockDir
+	}
 	return &Manager{opts: opts, run: opts.Runner, log: opts.Logger, sandboxes: map[string]*sandbox{}}
 }
 
@@ -240,16 +248,25 @@ func vethName(n Network) string {
 	return "bsb" + hex.EncodeToString(h[:4])
 }
 
-// Start checks that the hardened Ganesha is installed and removes what a previous,
-// killed Basin left: sandbox processes, namespaces and veths. Bridges it created are
-// kept (and reused) until Stop.
-func (m *Manager) Start(ctx context.Context) error {
+// Start checks that the hardened Ganesha is installed, takes its networks'
+// bridges (lockBridges: another running Basin's are refused), and removes what a
+// previous, killed Basin left on them: sandbox processes, namespaces and veths.
+// Bridges it created are kept (and reused) until Stop.
+func (m *Manager) Start(ctx context.Context) (err error) {
 	if err := m.opts.Ganesha.Check(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(m.opts.DataDir, "sandboxes"), 0o700); err != nil {
 		return err
 	}
+	if err := m.lockBridges(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			m.unlockBridges()
+		}
+	}()
 	var errs []error
 	for _, n := range m.opts.Networks {
 		errs = append(errs, m.removeSandbox(ctx, n))
@@ -257,7 +274,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Stop stops every sandbox and removes the bridges and host addresses Basin made.
+// Stop stops every sandbox, removes the bridges and host addresses Basin made, and
+// lets the bridges go.
 func (m *Manager) Stop(ctx context.Context) error {
 	m.mu.Lock()
 	boxes := m.sandboxes
@@ -270,17 +288,20 @@ func (m *Manager) Stop(ctx context.Context) error {
 	for _, n := range m.opts.Networks {
 		errs = append(errs, m.removeSandbox(ctx, n), m.removeBridge(ctx, n))
 	}
+	m.unlockBridges()
 	return errors.Join(errs...)
 }
 
 // removeSandbox kills every process in the network's namespace and deletes the
-// namespace and the host end of its veth. Absent things are fine.
+// namespace and the host end of its veth. Absent things are fine. The namespace
+// is this Basin's: its name comes from the bridge, which Start locked. Processes
+// are signalled through pidfds once seen in the namespace (runner.Signal), never
+// by a pid that may have gone to another process since it was listed.
 func (m *Manager) removeSandbox(ctx context.Context, n Network) error {
 	ns := nsName(n)
-	if _, err := os.Stat(filepath.Join("/run/netns", ns)); err == nil {
-		out, _ := m.run.Run(ctx, "ip", "netns", "pids", ns)
-		for _, pid := range strings.Fields(string(out)) {
-			m.run.Run(ctx, "kill", "-9", pid) //nolint:errcheck // gone already is fine
+	if file := filepath.Join("/run/netns", ns); linkExistsAt(file) {
+		if err := runner.KillAll(runner.InNetns(file), 20*time.Second); err != nil {
+			return fmt.Errorf("sandbox %s: %w", ns, err)
 		}
 		if _, err := m.run.Run(ctx, "ip", "netns", "delete", ns); err != nil {
 			return fmt.Errorf("delete namespace %s: %w", ns, err)
@@ -305,8 +326,11 @@ func deleteLink(ctx context.Context, run runner.Runner, name string) error {
 	return nil
 }
 
-func linkExists(name string) bool {
-	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+func linkExists(name string) bool { return linkExistsAt(filepath.Join("/sys/class/net", name)) }
+
+// linkExistsAt reports whether path (a link's /sys entry, a namespace's file) exists.
+func linkExistsAt(path string) bool {
+	_, err := os.Stat(path)
 	return err == nil
 }
 

@@ -571,7 +571,11 @@ func (sb *sandbox) stop() {
 		sb.sup.stop()
 	}
 	if sb.holder != nil && sb.holder.Process != nil {
-		syscall.Kill(-sb.holder.Process.Pid, syscall.SIGKILL)
+		// Killed by its pidfd, never by pid or process group: a sandbox is
+		// stopped after its holder died too (sandboxFor), long after the pid
+		// may have gone to another process (and kill(-pid) to its group). The
+		// holder execs down to one process (ip, unshare, sh, sleep).
+		sb.holder.Process.Kill() //nolint:errcheck // gone already is fine
 		<-sb.dead
 	}
 	if c, ok := sb.bus.(io.Closer); ok {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/test/addc"
 )
@@ -36,9 +37,7 @@ func bssNetwork(t *testing.T) {
 	exec.Command("ip", "link", "del", "vbss-cli").Run() //nolint:errcheck
 	run("ip", "netns", "add", bssCli)
 	t.Cleanup(func() {
-		for _, pid := range addc.PidsInNetns("/run/netns/" + bssCli) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
+		runner.KillAll(runner.InNetns("/run/netns/"+bssCli), 10*time.Second) //nolint:errcheck // the delete below says what is left
 		if out, err := exec.Command("ip", "netns", "del", bssCli).CombinedOutput(); err != nil {
 			t.Errorf("delete netns: %v %s", err, out)
 		}
@@ -113,19 +112,10 @@ func (c smbClient) run(ctx context.Context, user, password string, args ...strin
 // instanceProcs lists the processes whose command line names dir (the instance's
 // daemons all take -s <dir>/smb.conf).
 func instanceProcs(dir string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmd, []byte(dir)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return runner.Matching(func(pid int) bool {
+		cmd, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		return err == nil && bytes.Contains(cmd, []byte(dir))
+	})
 }
 
 func capBnd(t *testing.T, pid int) uint64 {

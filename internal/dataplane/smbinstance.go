@@ -444,48 +444,11 @@ func (in *smbInstance) services() []Service {
 // killSession ends every process left in the session sid (a daemon started by
 // setsid leads its own, and its children stay in it: a killed smbd's children
 // would keep its listening sockets, accepting connections nobody serves), and
-// waits, bounded, until they are gone.
+// waits, bounded, until they are gone. Each is signalled through a pidfd once it
+// is seen to be in the session (runner.Signal): the session's leader has exited
+// by now, and a pid of the listing may have been reused.
 func killSession(sid int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pids := sessionPids(sid)
-		if len(pids) == 0 || time.Now().After(deadline) {
-			return
-		}
-		for _, p := range pids {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// sessionPids lists the live (not zombie) processes whose session id is sid.
-func sessionPids(sid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session ...; comm may hold spaces or ')'.
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(data[i+1:]))
-		if len(f) < 4 || f[0] == "Z" {
-			continue
-		}
-		if s, err := strconv.Atoi(f[3]); err == nil && s == sid {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	runner.KillAll(runner.InSession(sid), 10*time.Second) //nolint:errcheck // bounded; what is left dies with the sandbox
 }
 
 // command runs a daemon in the instance's namespaces, with only its bounding
@@ -572,7 +535,10 @@ func (in *smbInstance) stopDaemons() {
 func (in *smbInstance) stop() {
 	in.stopDaemons()
 	if in.holder != nil && in.holder.Process != nil {
-		syscall.Kill(-in.holder.Process.Pid, syscall.SIGKILL)
+		// The holder execs down to one process (nsenter, unshare, sh, sleep).
+		// Killed by its pidfd: not by pid or process group, which a holder that
+		// died earlier may have left to another process.
+		in.holder.Process.Kill() //nolint:errcheck // gone already is fine
 		<-in.dead
 	}
 }

@@ -44,6 +44,10 @@ const OwnerEmail = "basin-owner@basin.iam.basin.internal"
 type Principal struct {
 	Email string
 	Owner bool
+	// KeyID is the key the caller's credential comes from (the JWT's kid, or the
+	// key an access token was issued for): what Basin derives from the
+	// credential, such as a console session, lives no longer than the key.
+	KeyID string
 }
 
 // Options configures an Authenticator.
@@ -165,7 +169,29 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	if err := a.live(key, sa); err != nil {
 		return nil, denyHolder("%v", err)
 	}
-	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
+	return &Principal{Email: sa.Email, Owner: sa.Owner, KeyID: key.ID}, nil
+}
+
+// Recheck returns the caller of a credential Basin derived at time issued from
+// a principal of key keyID (a console session, a sign-in link), refusing it if
+// the key has been deleted or has expired, or its account is disabled or has
+// been disabled since issued (enabling the account again revives nothing). The
+// errors are for the credential's holder (Public).
+func (a *Authenticator) Recheck(ctx context.Context, keyID string, issued time.Time) (*Principal, error) {
+	key, sa, err := a.lookup(ctx, keyID)
+	if errors.Is(err, model.ErrNotFound) {
+		return nil, denyHolder("the key it was made with has been deleted")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := a.live(key, sa); err != nil {
+		return nil, denyHolder("%v", err)
+	}
+	if !sa.DisableTime.IsZero() && !issued.After(sa.DisableTime) {
+		return nil, denyHolder("it was made before service account %s was last disabled", sa.Email)
+	}
+	return &Principal{Email: sa.Email, Owner: sa.Owner, KeyID: key.ID}, nil
 }
 
 // verifyJWT checks a JWT signed RS256 by a key Basin issued: the key named by its

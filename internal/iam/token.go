@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/basin-nas/basin/internal/model"
 )
 
 // The OAuth 2.0 JWT-bearer grant (RFC 7523) that Google's auth libraries use with a
@@ -212,20 +210,12 @@ func (a *Authenticator) authenticateAccessToken(ctx context.Context, tok string)
 	if now.Unix() >= p.Expires {
 		return nil, denyHolder("access token has expired")
 	}
-	key, sa, err := a.lookup(ctx, p.Key)
-	if errors.Is(err, model.ErrNotFound) {
-		return nil, denyHolder("the key of this access token has been deleted")
+	pr, err := a.Recheck(ctx, p.Key, time.Unix(0, p.Issued))
+	var ue *unauthenticated
+	if errors.As(err, &ue) {
+		return nil, denyHolder("access token refused: %s", ue.reason)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := a.live(key, sa); err != nil {
-		return nil, denyHolder("%v", err)
-	}
-	if !sa.DisableTime.IsZero() && p.Issued <= sa.DisableTime.UnixNano() {
-		return nil, denyHolder("access token was issued before service account %s was last disabled", sa.Email)
-	}
-	return &Principal{Email: sa.Email, Owner: sa.Owner}, nil
+	return pr, err
 }
 
 // newTokenKey makes a random MAC key, for an Authenticator given none: its tokens

@@ -201,6 +201,33 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 			return model.Errorf(model.ErrAlreadyExists, "shareName %q is already used by volume %s", v.ShareName, lastSegment(o))
 		}
 	}
+	if isNew && nfs {
+		return checkNFSShareName(tx, v, model.NetworkName(pool.Network))
+	}
+	return nil
+}
+
+// checkNFSShareName keeps a new NFS volume's export path, /<shareName>, unique on
+// its network, whose Ganesha serves every project's exports (case-insensitively,
+// as the location's check). A name held by another project gets one answer,
+// whoever holds it, that names neither the project nor the volume; one held by
+// the caller's own project names its volume. (Share names are immutable and a
+// volume never leaves its network, so only creates are checked: an update never
+// meets a clash made before this check existed.)
+func checkNFSShareName(tx store.Tx, v *model.Volume, network string) error {
+	holders, err := store.NFSVolumesWithShareName(tx, network, v.ShareName)
+	if err != nil {
+		return err
+	}
+	for _, h := range holders {
+		if h == v.Name() {
+			continue
+		}
+		if strings.HasPrefix(h, "projects/"+v.Project+"/") {
+			return model.Errorf(model.ErrAlreadyExists, "shareName %q is already used by volume %s on network %q", v.ShareName, h, network)
+		}
+		return model.Errorf(model.ErrAlreadyExists, "shareName %q is not available on network %q: NFS export paths (/%s) are shared by every volume on a network; choose another", v.ShareName, network, v.ShareName)
+	}
 	return nil
 }
 

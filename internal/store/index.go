@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,10 @@ const (
 	// IdxShareName: volumes by location + "\x00" + lower-cased shareName (shareName is
 	// unique per location, case-insensitively, as SMB compares it).
 	IdxShareName = "volume.shareName"
+	// IdxNFSShareName: volumes served over NFS, by network + "\x00" + lower-cased
+	// shareName. A network's Ganesha serves every project's exports there under
+	// /<shareName>, so the name is unique per network too (migration 0004).
+	IdxNFSShareName = "volume.nfsShareName"
 	// IdxPoolCapacity: volumes by pool name; num is the volume's capacityGib.
 	IdxPoolCapacity = "volume.poolCapacity"
 	// IdxPoolThroughput: volumes by pool name; num is the volume's assigned
@@ -70,6 +75,9 @@ func extract(kind string, data []byte) ([]indexRow, error) {
 		if v.ThroughputMibps != 0 {
 			rows = append(rows, indexRow{idx: IdxPoolThroughput, key: v.PoolName(), num: v.ThroughputMibps})
 		}
+		if v.Network != "" && (slices.Contains(v.Protocols, model.ProtocolNFSv3) || slices.Contains(v.Protocols, model.ProtocolNFSv4)) {
+			rows = append(rows, indexRow{idx: IdxNFSShareName, key: ShareNameKey(v.Network, v.ShareName), num: int64(0)})
+		}
 		if v.Endpoint != "" {
 			rows = append(rows, indexRow{idx: IdxEndpoint, key: v.Network, value: v.Endpoint, num: int64(0)})
 		}
@@ -107,7 +115,7 @@ func extract(kind string, data []byte) ([]indexRow, error) {
 }
 
 // ShareNameKey is the IdxShareName key of a shareName in a location
-// (projects/{p}/locations/{l}).
+// (projects/{p}/locations/{l}), and the IdxNFSShareName key of one on a network.
 func ShareNameKey(location, shareName string) string {
 	return location + "\x00" + strings.ToLower(shareName)
 }
@@ -134,6 +142,13 @@ func PendingOperations(tx Tx) ([]*model.Operation, error) {
 // shareName (compared case-insensitively), ordered by name.
 func VolumesWithShareName(tx Tx, location, shareName string) ([]string, error) {
 	return names(tx.Index(IdxShareName, ShareNameKey(location, shareName)))
+}
+
+// NFSVolumesWithShareName returns the names of the volumes served over NFS on
+// network (a network name) that have shareName (compared case-insensitively),
+// whatever their project, ordered by name.
+func NFSVolumesWithShareName(tx Tx, network, shareName string) ([]string, error) {
+	return names(tx.Index(IdxNFSShareName, ShareNameKey(network, shareName)))
 }
 
 // PoolUsage is what a pool's volumes take of it.

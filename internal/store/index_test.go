@@ -184,3 +184,54 @@ func TestPoolUsageFollowsAMove(t *testing.T) {
 		t.Fatalf("p3: %+v", u)
 	}
 }
+
+// NFS share names are indexed by network, across projects; SMB-only volumes are
+// not in that index. A database from before the index gets its volumes indexed by
+// migration 0004.
+func TestNFSShareNamesByNetwork(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "basin.db")
+	s := open(t, path)
+	ctx := context.Background()
+	mk := func(project, id, share string, protos ...model.Protocol) *model.Volume {
+		v := vol(id, share, "p1", 1, "")
+		v.Project, v.Protocols = project, protos
+		return v
+	}
+	err := s.Update(ctx, func(tx Tx) error {
+		for _, v := range []*model.Volume{mk("p", "a", "Data", model.ProtocolNFSv3), mk("q", "b", "data", model.ProtocolNFSv4, model.ProtocolSMB),
+			mk("r", "c", "data", model.ProtocolSMB), mk("r", "d", "other", model.ProtocolNFSv3)} {
+			if err := PutVolume(tx, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"projects/p/locations/l/volumes/a", "projects/q/locations/l/volumes/b"}
+	check := func(when string) {
+		t.Helper()
+		s.View(ctx, func(tx Tx) error {
+			got, err := NFSVolumesWithShareName(tx, "default", "DATA")
+			if err != nil || !slices.Equal(got, want) {
+				t.Errorf("%s: NFSVolumesWithShareName = %q, %v; want %q", when, got, err, want)
+			}
+			if got, _ := NFSVolumesWithShareName(tx, "elsewhere", "data"); len(got) != 0 {
+				t.Errorf("%s: another network: %q", when, got)
+			}
+			return nil
+		})
+	}
+	check("after Put")
+	if _, err := s.db.Exec(`DELETE FROM index_entries WHERE idx = ?`, IdxNFSShareName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`DELETE FROM schema_migrations WHERE version = 4`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, path)
+	defer s.Close()
+	check("after migration 0004")
+}

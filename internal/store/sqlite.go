@@ -83,6 +83,7 @@ func privateFiles(path string) error {
 // alone cannot do (indexing stored documents with the Go extractors).
 var migrationHooks = map[int]func(context.Context, *sql.Tx) error{
 	2: reindex,
+	4: reindex,
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

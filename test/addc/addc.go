@@ -738,7 +738,9 @@ func (d *DC) Close() error {
 	}
 	d.closed = true
 	var errs []error
-	if d.samba != nil {
+	if d.samba != nil && !isClosed(d.dead) {
+		// Only while samba is not reaped: after that its pid, and so its
+		// group's id, may be another process's (killNetns ends what is left).
 		syscall.Kill(-d.samba.Process.Pid, syscall.SIGTERM) //nolint:errcheck // gone already is fine
 		select {
 		case <-d.dead:
@@ -772,23 +774,30 @@ func (d *DC) Close() error {
 
 // killNetns kills every process in the named network namespace (samba's helpers
 // can outlive their parents) and waits, bounded, until none is left and every one
-// killed has been reaped.
+// it saw has been reaped.
 func killNetns(name string) error {
 	nsFile := filepath.Join("/run/netns", name)
 	if _, err := os.Stat(nsFile); err != nil {
 		return nil
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	seen := map[int]bool{}
-	for {
-		pids := PidsInNetns(nsFile)
-		for _, pid := range pids {
-			seen[pid] = true
-			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // may be gone
+	// Through pidfds, checked in the namespace once held: a pid listed may be
+	// another process's by the time it is signalled.
+	started := map[int]uint64{}
+	for _, pid := range PidsInNetns(nsFile) {
+		if st, ok := runner.StartTime(pid); ok {
+			started[pid] = st
 		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	if err := runner.KillAll(runner.InNetns(nsFile), 20*time.Second); err != nil {
+		return fmt.Errorf("netns %s: %w", name, err)
+	}
+	// Then until those are reaped too (a process with the same pid and start
+	// time is the same process).
+	for {
 		var left []int
-		for pid := range seen {
-			if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+		for pid, st := range started {
+			if now, ok := runner.StartTime(pid); ok && now == st {
 				left = append(left, pid)
 			}
 		}
@@ -796,7 +805,7 @@ func killNetns(name string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("processes left of netns %s: %v", name, left)
+			return fmt.Errorf("processes of netns %s killed but not reaped: %v", name, left)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -804,22 +813,14 @@ func killNetns(name string) error {
 
 // PidsInNetns lists the processes whose network namespace is the one at nsFile
 // (e.g. /run/netns/bad-dc). Zombies are left out: they hold no namespace.
-func PidsInNetns(nsFile string) []int {
-	want, err := os.Stat(nsFile)
-	if err != nil {
-		return nil
+func PidsInNetns(nsFile string) []int { return runner.Matching(runner.InNetns(nsFile)) }
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		fi, err := os.Stat(filepath.Join("/proc", e.Name(), "ns", "net"))
-		if err == nil && os.SameFile(fi, want) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

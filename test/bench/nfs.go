@@ -379,6 +379,7 @@ exec env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent /usr/bin/ganesha.nfsd -F
 			return
 		}
 		once = true
+		// Not reaped until Wait below: the group's id is still its own.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()

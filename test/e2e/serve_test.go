@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,21 +101,7 @@ func newServer(t *testing.T, env ...string) *server {
 func (s *server) start(extra ...string) {
 	s.t.Helper()
 	s.log = &bytes.Buffer{}
-	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "12G", "--location", "us-east4",
-		"--network", "default=" + s.bridge + "," + s.subnet.String(),
-		// Pools of 100 GiB on a 12 GiB store (allocated in full on the host):
-		// volumes are thin-provisioned, those of 1 GiB whole; client hosts live
-		// at .128 and above, outside the default endpoint range (.10–.127).
-		"--overcommit-ratio", "1000",
-		// Volumes here are of 1 or 10 GiB, which the real floor (4 MiB/s) would
-		// hold to a crawl: tests not about service levels give every volume a
-		// ceiling far above what they move (traffic still crosses the tc tree).
-		// The QoS tests pass their own --qos-floor-mibps, which comes later and wins.
-		"--qos-floor-mibps", fmt.Sprint(e2eFloorMibps)}, extra...)
-	if prefix := os.Getenv("BASIN_GANESHA_PREFIX"); prefix != "" {
-		args = append(args, "--ganesha-prefix", prefix)
-	}
-	s.cmd = exec.Command(basinBin, args...)
+	s.cmd = exec.Command(basinBin, s.args(extra...)...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
@@ -133,6 +121,25 @@ func (s *server) start(extra ...string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// args is basin serve's command line for s, with extra flags last.
+func (s *server) args(extra ...string) []string {
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "12G", "--location", "us-east4",
+		"--network", "default=" + s.bridge + "," + s.subnet.String(),
+		// Pools of 100 GiB on a 12 GiB store (allocated in full on the host):
+		// volumes are thin-provisioned, those of 1 GiB whole; client hosts live
+		// at .128 and above, outside the default endpoint range (.10–.127).
+		"--overcommit-ratio", "1000",
+		// Volumes here are of 1 or 10 GiB, which the real floor (4 MiB/s) would
+		// hold to a crawl: tests not about service levels give every volume a
+		// ceiling far above what they move (traffic still crosses the tc tree).
+		// The QoS tests pass their own --qos-floor-mibps, which comes later and wins.
+		"--qos-floor-mibps", fmt.Sprint(e2eFloorMibps)}, extra...)
+	if prefix := os.Getenv("BASIN_GANESHA_PREFIX"); prefix != "" {
+		args = append(args, "--ganesha-prefix", prefix)
+	}
+	return args
 }
 
 func (s *server) stop(sig syscall.Signal) {
@@ -194,8 +201,8 @@ func assertNothingLeft(t *testing.T, dir string) {
 	}
 }
 
-// assertNoNetworkLeft checks that a server's sandbox namespace, bridge and daemons
-// are gone.
+// assertNoNetworkLeft checks that a server's sandbox namespace, bridge and veth
+// are gone (its own only: other Basins on the host have theirs).
 func assertNoNetworkLeft(t *testing.T, bridge string) {
 	t.Helper()
 	if _, err := os.Stat("/run/netns/basin-" + bridge); err == nil {
@@ -204,12 +211,20 @@ func assertNoNetworkLeft(t *testing.T, bridge string) {
 	if _, err := os.Stat("/sys/class/net/" + bridge); err == nil {
 		t.Errorf("bridge %s left behind", bridge)
 	}
-	if veths, _ := filepath.Glob("/sys/class/net/bsb*"); len(veths) > 0 {
-		t.Errorf("sandbox veths left behind: %v", veths)
+	h := sha1.Sum([]byte(bridge))
+	if veth := "bsb" + hex.EncodeToString(h[:4]); linkPresent(veth) {
+		t.Errorf("sandbox veth %s left behind", veth)
 	}
 }
 
-// processesMentioning lists pids whose command line contains s.
+func linkPresent(name string) bool {
+	_, err := os.Stat("/sys/class/net/" + name)
+	return err == nil
+}
+
+// processesMentioning lists pids whose command line holds the path s whole (an
+// argument that is s, or starts with s and "/" or "," or "="): a data directory
+// /tmp/x/001 does not match /tmp/x/0010's processes.
 func processesMentioning(s string) []int {
 	var pids []int
 	dirs, _ := os.ReadDir("/proc")
@@ -219,13 +234,27 @@ func processesMentioning(s string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		if err == nil && bytes.Contains(cmdline, []byte(s)) {
+		if err == nil && mentionsPath(cmdline, s) {
 			if stat, err := os.ReadFile("/proc/" + d.Name() + "/stat"); err == nil && !bytes.Contains(stat, []byte(") Z ")) {
 				pids = append(pids, pid)
 			}
 		}
 	}
 	return pids
+}
+
+// mentionsPath reports whether a NUL-separated command line holds path whole.
+func mentionsPath(cmdline []byte, path string) bool {
+	for rest := cmdline; ; {
+		i := bytes.Index(rest, []byte(path))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(path):]
+		if len(rest) == 0 || strings.IndexByte("\x00/,= ", rest[0]) >= 0 {
+			return true
+		}
+	}
 }
 
 func grepLines(s, sub string) string {

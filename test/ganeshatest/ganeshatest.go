@@ -300,10 +300,17 @@ func Start(t testing.TB, bin string, exports []Export) *Server {
 	return s
 }
 
-// Stop stops the server: SIGTERM, then SIGKILL after 10 s.
+// Stop stops the server: SIGTERM, then SIGKILL after 10 s. Its group is signalled
+// only while the server is not reaped: after that its pid, and so the group's id,
+// may be another process's.
 func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
 	}
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 	select {

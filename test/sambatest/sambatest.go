@@ -195,8 +195,15 @@ smb encrypt = required
 // Log is what smbd printed.
 func (s *Server) Log() string { return s.log.String() }
 
-// Stop stops smbd and its children (SIGTERM, then SIGKILL after 10 s).
+// Stop stops smbd and its children (SIGTERM, then SIGKILL after 10 s). The group
+// is signalled only while smbd is not reaped: after that its pid, and so the
+// group's id, may be another process's.
 func (s *Server) Stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck // gone already is fine
 	select {
 	case <-s.done:

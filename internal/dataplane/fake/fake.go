@@ -40,8 +40,8 @@ type DataPlane struct {
 func New() *DataPlane { return &DataPlane{exports: map[uint64]Entry{}} }
 
 // Export implements controller.DataPlane. Like Ganesha, it refuses an export it
-// cannot load and an ID that another path holds ("already active"; an update
-// cannot change the path).
+// cannot load, an ID that another path holds ("already active"; an update
+// cannot change the path), and a pseudo path another export holds on the network.
 func (d *DataPlane) Export(_ context.Context, network string, addr netip.Addr, ex nfs.Export) error {
 	if err := ex.Validate(); err != nil {
 		return err
@@ -53,6 +53,11 @@ func (d *DataPlane) Export(_ context.Context, network string, addr netip.Addr, e
 	defer d.mu.Unlock()
 	if e, ok := d.exports[ex.ID]; ok && e.Export.Path != ex.Path {
 		return fmt.Errorf("export %d is already active for %s; cannot load %s", ex.ID, e.Export.Path, ex.Path)
+	}
+	for id, e := range d.exports {
+		if id != ex.ID && e.Network == network && e.Export.Pseudo == ex.Pseudo {
+			return fmt.Errorf("pseudo path %s is already exported (export %d)", ex.Pseudo, id)
+		}
 	}
 	d.exports[ex.ID] = Entry{Network: network, Addr: addr, Export: ex}
 	d.history = append(d.history, "export "+ex.Pseudo)

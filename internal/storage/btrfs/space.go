@@ -89,7 +89,7 @@ type spaceState struct {
 	// pending is space reserved for an image being made that writes into its
 	// holes before they are allocated to it (a clone), by image path.
 	pending map[string]int64
-	notes  map[string]string
+	notes   map[string]string
 	// giveBack is when each volume last tried to give headroom back.
 	giveBack map[string]time.Time
 	lastDebt time.Time

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -364,20 +365,36 @@ func TestSMBInstanceRoot(t *testing.T) {
 
 	// Daemons die: back without a re-join (same machine account, no join run).
 	joins := m.smbJoins.Load()
-	oldSmbd, oldWb := m.SMBPID("bss", mb.AD, "smbd"), m.SMBPID("bss", mb.AD, "winbindd")
+	oldSmbd, oldWb, oldRPC := m.SMBPID("bss", mb.AD, "smbd"), m.SMBPID("bss", mb.AD, "winbindd"), m.SMBPID("bss", mb.AD, "samba-dcerpcd")
 	t1 := time.Now()
 	syscall.Kill(oldSmbd, syscall.SIGKILL)
 	syscall.Kill(oldWb, syscall.SIGKILL)
-	if err := waitFor(ctx, 20*time.Second, func() bool {
-		s, w := m.SMBPID("bss", mb.AD, "smbd"), m.SMBPID("bss", mb.AD, "winbindd")
-		return s != 0 && w != 0 && s != oldSmbd && w != oldWb
+	syscall.Kill(oldRPC, syscall.SIGKILL)
+	if err := waitFor(ctx, 30*time.Second, func() bool {
+		s, w, r := m.SMBPID("bss", mb.AD, "smbd"), m.SMBPID("bss", mb.AD, "winbindd"), m.SMBPID("bss", mb.AD, "samba-dcerpcd")
+		return s != 0 && w != 0 && r != 0 && s != oldSmbd && w != oldWb && r != oldRPC
 	}); err != nil {
-		t.Fatal("smbd and winbindd not restarted")
+		t.Fatal("smbd, winbindd and samba-dcerpcd not restarted")
 	}
-	waitServes("after SIGKILL of smbd and winbindd")
-	t.Logf("served again %v after smbd and winbindd were killed", time.Since(t1))
+	waitServes("after SIGKILL of smbd, winbindd and samba-dcerpcd")
+	t.Logf("served again %v after smbd, winbindd and samba-dcerpcd were killed", time.Since(t1))
 	if m.smbJoins.Load() != joins || guid() != account {
 		t.Fatal("the restart joined again")
+	}
+	// samba-dcerpcd, started again now that the instance has an endpoint,
+	// listens on TCP on the instance's loopback address only (lsarpc, samr,
+	// srvsvc, winreg were on the tenants' endpoint), epmapper's 135 included:
+	// without it samba-dcerpcd could stop accepting on every pipe. Only smbd
+	// listens where tenants reach.
+	lo := smbLoopback(smbInstanceID(mb.AD))
+	ls := sambaListeners(t, m.SMBPID("bss", mb.AD, "samba-dcerpcd"))
+	for _, l := range ls {
+		if l.Port() != 445 && l.Addr() != lo {
+			t.Errorf("a Samba daemon listens on %s: tenants reach it (all: %v)", l, ls)
+		}
+	}
+	if !slices.Contains(ls, netip.AddrPortFrom(lo, 135)) || !slices.Contains(ls, netip.AddrPortFrom(ep1, 445)) {
+		t.Errorf("Samba's listeners %v, want epmapper on %s:135 and smbd on %s:445", ls, lo, ep1)
 	}
 
 	// Another AD connection's instance on the same network does not serve vol1.
@@ -575,4 +592,28 @@ func grepInstanceLogs(t *testing.T, dataDir, pattern string) []string {
 		}
 	}
 	return out
+}
+
+// sambaListeners lists the TCP sockets Samba's daemons (smbd, samba-dcerpcd
+// and its rpcd_* workers, winbindd) listen on in pid's network namespace.
+func sambaListeners(t *testing.T, pid int) []netip.AddrPort {
+	t.Helper()
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", "ss", "-Hltnp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v\n%s", err, out)
+	}
+	var ls []netip.AddrPort
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !(strings.Contains(f[5], `"smbd"`) || strings.Contains(f[5], `"samba-dcerpcd"`) ||
+			strings.Contains(f[5], `"rpcd_`) || strings.Contains(f[5], `"winbindd"`)) {
+			continue
+		}
+		ap, err := netip.ParseAddrPort(strings.ReplaceAll(f[3], "*", "0.0.0.0"))
+		if err != nil {
+			t.Fatalf("ss line %q: %v", line, err)
+		}
+		ls = append(ls, ap)
+	}
+	return ls
 }

@@ -249,7 +249,11 @@ func TestSMBServices(t *testing.T) {
 		}
 		// Each logs to log.<its own name> in the instance's log/: no log file
 		// is named by a client (log.%m).
-		if !strings.Contains(argv, " -s /data/sandboxes/n1/smb/s12345678/smb.conf --foreground --no-process-group"+
+		conf := "smb.conf"
+		if s.Name == "samba-dcerpcd" {
+			conf = "dcerpcd.conf" // its TCP endpoints on the loopback alone (smb.RenderDCERPC)
+		}
+		if !strings.Contains(argv, " -s /data/sandboxes/n1/smb/s12345678/"+conf+" --foreground --no-process-group"+
 			" --log-basename=/data/sandboxes/n1/smb/s12345678/log") {
 			t.Errorf("%s: %s", s.Name, argv)
 		}

@@ -3,7 +3,9 @@ package dataplane
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -183,4 +185,38 @@ func truncateLogs(limit int64, dirs ...string) []string {
 		}
 	}
 	return done
+}
+
+// pipeProbeTimeout bounds one probe of a samba-dcerpcd pipe.
+const pipeProbeTimeout = 2 * time.Second
+
+// pipeServed is samba-dcerpcd's readiness: it serves the named-pipe socket at
+// path. The probe connects and sends a named-pipe auth request of length zero,
+// which samba-dcerpcd, once it accepts, reads and refuses by closing the
+// connection. A socket that exists but is not accepted on takes the connection
+// into its backlog and never answers: that samba-dcerpcd is not ready, however
+// long its pipes have been there.
+func pipeServed(path string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, pipeProbeTimeout)
+		defer cancel()
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", path)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if dl, ok := ctx.Deadline(); ok {
+			c.SetDeadline(dl) //nolint:errcheck // a fresh connection
+		}
+		if _, err := c.Write([]byte{0, 0, 0, 0}); err != nil {
+			return nil // the server closed it already: it accepted
+		}
+		var buf [1]byte
+		_, err = c.Read(buf[:])
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("nobody accepts on %s: no answer in %v", path, pipeProbeTimeout)
+		}
+		return nil // an answer, or closed (EOF, reset): accepted
+	}
 }

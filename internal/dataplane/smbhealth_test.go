@@ -1,10 +1,15 @@
 package dataplane
 
 import (
+	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // A log past its bound is emptied, in place (a daemon appending to it goes on
@@ -62,6 +67,56 @@ func TestInstanceDirModes(t *testing.T) {
 		"run": 0o755, "run/ncalrpc": 0o755, "log": 0o700, "var/log/samba": 0o700} {
 		if got, ok := modes[filepath.Join(dir, rel)]; !ok || got != want {
 			t.Errorf("%s: %v (listed %v), want %v", rel, got, ok, want)
+		}
+	}
+}
+
+// samba-dcerpcd is ready when it accepts on its pipe, not when the pipe
+// exists: a listening socket nobody accepts on (Samba 4.17 when one rpcd_*
+// server's setup failed last) takes connections into its backlog and never
+// answers.
+func TestPipeServed(t *testing.T) {
+	dir := t.TempDir()
+	listen := func(name string) (string, *net.UnixListener) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return p, l
+	}
+	probe := func(p string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		return pipeServed(p)(ctx)
+	}
+
+	stuck, _ := listen("stuck") // listening, never accepting
+	if err := probe(stuck); err == nil || !strings.Contains(err.Error(), "nobody accepts") {
+		t.Errorf("a pipe nobody accepts on: %v", err)
+	}
+	if err := probe(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing pipe is ready")
+	}
+
+	// Samba's answer to a zero-length auth request: it reads it and closes.
+	served, l := listen("served")
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			var b [4]byte
+			io.ReadFull(c, b[:]) //nolint:errcheck
+			c.Close()
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		if err := probe(served); err != nil {
+			t.Fatalf("a served pipe: %v", err)
 		}
 	}
 }

@@ -41,6 +41,7 @@ import (
 //	membership.json  what it is joined as (written once the join succeeded)
 //	addrs.json       share name → endpoint address
 //	smb.conf         smb.RenderGlobal's output; shares are in the registry
+//	dcerpcd.conf     smb.RenderDCERPC's: samba-dcerpcd's, on the loopback alone
 //	krb5.conf        KRB5_CONFIG of every process of the instance
 //	etc/ var/        bound over /etc and /var inside its mount namespace
 //	private/ lock/ state/ cache/ run/ log/   Samba's directories (smb.Dirs)
@@ -81,8 +82,11 @@ const (
 	// state as root (dac_override) and raises its descriptor limit.
 	winbinddCaps = "-all,+chown,+dac_override,+sys_resource"
 	// samba-dcerpcd and its rpcd_* workers answer the named pipes smbd forwards,
-	// as the connected user for some calls (setuid/setgid).
-	dcerpcdCaps = "-all,+dac_override,+setuid,+setgid,+sys_resource"
+	// as the connected user for some calls (setuid/setgid); it binds epmapper's
+	// port 135 on the instance's loopback address (net_bind_service: without it
+	// the bind failed, and when epmapper's setup happened to finish last
+	// samba-dcerpcd never accepted a connection on any pipe, see services).
+	dcerpcdCaps = "-all,+dac_override,+setuid,+setgid,+net_bind_service,+sys_resource"
 )
 
 // smbDaemons are the names SMBPID knows.
@@ -109,6 +113,7 @@ type smbInstance struct {
 }
 
 func (in *smbInstance) conf() string           { return filepath.Join(in.dir, "smb.conf") }
+func (in *smbInstance) dcerpcdConf() string    { return filepath.Join(in.dir, "dcerpcd.conf") }
 func (in *smbInstance) dirs() smb.Dirs         { return smb.GlobalOptions{StateDir: in.dir}.Dirs() }
 func (in *smbInstance) membershipFile() string { return filepath.Join(in.dir, "membership.json") }
 func (in *smbInstance) addrsFile() string      { return filepath.Join(in.dir, "addrs.json") }
@@ -306,10 +311,19 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp, path)
 }
 
-// renderConf writes smb.conf for the membership and addresses.
+// renderConf writes smb.conf for the membership and addresses, and
+// samba-dcerpcd's dcerpcd.conf (the same, on the loopback address alone).
 func (in *smbInstance) renderConf(mb SMBMembership, addrs []netip.Addr) error {
-	conf, err := smb.RenderGlobal(in.globalOptions(mb, addrs))
+	o := in.globalOptions(mb, addrs)
+	rpc, err := smb.RenderDCERPC(o)
 	if err != nil {
+		return err
+	}
+	conf, err := smb.RenderGlobal(o)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(in.dcerpcdConf(), []byte(rpc), 0o644); err != nil {
 		return err
 	}
 	return writeFileAtomic(in.conf(), []byte(conf), 0o644)
@@ -418,10 +432,20 @@ func (in *smbInstance) services() []Service {
 	// Each daemon logs to log/log.<its name> (winbindd's children to
 	// log.wb-<domain>, samba-dcerpcd's workers to log.rpcd_*): names no client
 	// chooses (see boundLogs).
-	fg := []string{"-s", conf, "--foreground", "--no-process-group", "--log-basename=" + in.dirs().Log}
+	flags := func(conf string) []string {
+		return []string{"-s", conf, "--foreground", "--no-process-group", "--log-basename=" + in.dirs().Log}
+	}
+	fg := flags(conf)
 	svcs := []Service{
-		{Name: "samba-dcerpcd", Argv: append([]string{dcerpcdBinary, "--libexec-rpcds"}, fg...), Env: in.environ(), Caps: dcerpcdCaps,
-			Ready: dialReady(filepath.Join(smb.GlobalOptions{StateDir: in.dir}.Dirs().NCALRPC, "np", "winreg"))},
+		// samba-dcerpcd reads dcerpcd.conf (smb.RenderDCERPC: its TCP
+		// endpoints on the loopback address only). It is ready once it
+		// accepts on its pipes (pipeServed), not when they exist: Samba 4.17
+		// creates every listening socket first and accepts on none until each
+		// rpcd_* server's setup has finished, and when one failed last (epmapper
+		// without port 135) it never did: winbindd's first call to the local SAM
+		// waited, and smbd with it, before listening, for as long as it was let.
+		{Name: "samba-dcerpcd", Argv: append([]string{dcerpcdBinary, "--libexec-rpcds"}, flags(in.dcerpcdConf())...), Env: in.environ(),
+			Caps: dcerpcdCaps, Ready: pipeServed(filepath.Join(in.dirs().NCALRPC, "np", "winreg"))},
 		// winbindd after samba-dcerpcd: its local domain's child asks
 		// samba-dcerpcd (SAM) as soon as it starts, and logged "Can't
 		// connect to a running samba-dcerpcd" when both started together.

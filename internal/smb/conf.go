@@ -200,6 +200,21 @@ const NTACLName = "user.NTACL"
 // (one kept) the next time its daemon checks.
 const MaxLogKiB = "5000"
 
+// RenderDCERPC renders samba-dcerpcd's smb.conf: RenderGlobal's, listening on
+// the instance's loopback address alone. samba-dcerpcd started on its own (not
+// as smbd's on-demand helper) serves every transport its rpcd_* servers list:
+// besides the named pipes smbd forwards and ncalrpc, lsarpc, samr, srvsvc,
+// netdfs and winreg over TCP on ports of the dynamic range, and epmapper on 135,
+// on every `interfaces` address, the tenants' endpoints included. A member
+// server answers those pipes over SMB only; bound to the loopback address,
+// nothing outside the sandbox's network namespace reaches them. The rest of the
+// file is RenderGlobal's, so that the two read the same directories and
+// registry (its rpcd_* workers are started with this file too).
+func RenderDCERPC(o GlobalOptions) (string, error) {
+	o.Addresses = nil
+	return RenderGlobal(o)
+}
+
 func RenderGlobal(o GlobalOptions) (string, error) {
 	if err := o.Validate(); err != nil {
 		return "", err

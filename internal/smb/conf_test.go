@@ -2,6 +2,7 @@ package smb
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -240,4 +241,34 @@ func TestRenderGlobalLoopback(t *testing.T) {
 			t.Errorf("loopback %s: %v", bad, err)
 		}
 	}
+}
+
+// samba-dcerpcd's file listens on the loopback address alone (its TCP
+// endpoints would otherwise be on every tenant endpoint) and is otherwise
+// smbd's, which Samba parses the same.
+func TestRenderDCERPC(t *testing.T) {
+	o := testGlobal()
+	o.Loopback = netip.MustParseAddr("127.3.4.5")
+	o.StateDir = t.TempDir()
+	mkdirs(t, o)
+	full, err := RenderGlobal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc, err := RenderDCERPC(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rpc, "\tinterfaces = 127.3.4.5\n") || !strings.Contains(rpc, "\tbind interfaces only = yes\n") {
+		t.Errorf("samba-dcerpcd's interfaces:\n%s", rpc)
+	}
+	if len(o.Addresses) != 2 {
+		t.Fatal("RenderDCERPC changed its caller's addresses")
+	}
+	want := parseRendered(full)
+	want["interfaces"] = "127.3.4.5"
+	if got := parseRendered(rpc); !maps.Equal(got, want) {
+		t.Errorf("samba-dcerpcd's file differs from smbd's beyond interfaces:\n%s", rpc)
+	}
+	wantParsed(t, testparm(t, rpc)["global"], parseRendered(rpc))
 }

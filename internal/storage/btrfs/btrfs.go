@@ -739,7 +739,7 @@ func (b *Backend) discard(ctx context.Context, key, tmp string) error {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return nil
+	return syncFS(b.imagesDir())
 }
 
 func (b *Backend) makeEmpty(ctx context.Context, key, tmp string, size int64) error {
@@ -1126,6 +1126,9 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 			return err
 		}
 	}
+	if err := syncFS(b.imagesDir()); err != nil {
+		return err
+	}
 	snapMounts, _ := filepath.Glob(filepath.Join(b.mounts, key+"@*"))
 	for _, d := range append(snapMounts, b.snapDirRW(key), b.MountPath(key), b.fsPath(key)) {
 		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -1292,6 +1295,22 @@ func statDev(path string) uint64 {
 		return 0
 	}
 	return st.Dev
+}
+
+// syncFS commits the filesystem holding path (syncfs). The store's btrfs gives
+// a removed image's extents back only when the transaction removing it
+// commits, up to its commit interval later; until then statfs counts them as
+// used and the store refuses what they would make room for.
+func syncFS(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("syncfs %s: %w", path, err)
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

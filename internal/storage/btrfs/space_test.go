@@ -432,3 +432,26 @@ func TestCloneSmallerThanItsSource(t *testing.T) {
 		t.Errorf("%d reservations left after the clone", pending)
 	}
 }
+
+// A deleted volume's space is free the moment the delete returns: btrfs gives
+// a removed file's extents back only when its transaction commits (up to 30 s
+// later), and a pool or volume made right after a delete, as a script does,
+// was refused for want of the room just freed.
+func TestDeletedVolumeSpaceIsFreeAtOnce(t *testing.T) {
+	b, _ := newBackend(t)
+	ctx := context.Background()
+	_, free, err := b.StoreSpace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := (free - 64<<20) &^ (64<<20 - 1)
+	for i := range 2 {
+		mkVolume(t, b, "vd", size, nil)
+		if err := b.DeleteVolume(ctx, "vd"); err != nil {
+			t.Fatal(err)
+		}
+		if _, after, err := b.StoreSpace(ctx); err != nil || after < size {
+			t.Fatalf("round %d: %s free right after deleting a volume of %s (%v), %s before", i, gibs(after), gibs(size), err, gibs(free))
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -209,14 +210,20 @@ func pipeServed(path string) func(context.Context) error {
 		if dl, ok := ctx.Deadline(); ok {
 			c.SetDeadline(dl) //nolint:errcheck // a fresh connection
 		}
+		start := time.Now()
 		if _, err := c.Write([]byte{0, 0, 0, 0}); err != nil {
-			return nil // the server closed it already: it accepted
+			return fmt.Errorf("probe %s: %w", path, err)
 		}
 		var buf [1]byte
-		_, err = c.Read(buf[:])
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("nobody accepts on %s: no answer in %v", path, pipeProbeTimeout)
+		n, err := c.Read(buf[:])
+		switch {
+		case n > 0 || errors.Is(err, io.EOF):
+			return nil // Samba's refusal (a clean close), or any answer: accepted
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("nobody accepts on %s: no answer in %v", path, time.Since(start).Round(time.Millisecond))
+		default:
+			// A reset: the daemon died with the connection unaccepted.
+			return fmt.Errorf("probe %s: %w", path, err)
 		}
-		return nil // an answer, or closed (EOF, reset): accepted
 	}
 }

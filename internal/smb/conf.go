@@ -203,7 +203,7 @@ const MaxLogKiB = "5000"
 // RenderDCERPC renders samba-dcerpcd's smb.conf: RenderGlobal's, listening on
 // the instance's loopback address alone. samba-dcerpcd started on its own (not
 // as smbd's on-demand helper) serves every transport its rpcd_* servers list:
-// besides the named pipes smbd forwards and ncalrpc, lsarpc, samr, srvsvc,
+// besides the named pipes smbd forwards and ncalrpc, lsarpc, samr, srvsvc, wkssvc,
 // netdfs and winreg over TCP on ports of the dynamic range, and epmapper on 135,
 // on every `interfaces` address, the tenants' endpoints included. A member
 // server answers those pipes over SMB only; bound to the loopback address,

@@ -257,11 +257,16 @@ func fileSize(path string) (size, allocated int64, err error) {
 }
 
 // thinSlack is the free space the watcher keeps in a thin volume's filesystem of
-// capacity nominal on a store of usable bytes: an eighth of the capacity, at
-// least 256 MiB, at most 8 GiB or a 32nd of the store (so that one volume's
-// slack never takes a small store).
-func thinSlack(nominal, usable int64) int64 {
-	return min(max(nominal/8, 256<<20), max(256<<20, min(8<<30, usable/32)))
+// capacity nominal on a store of usable bytes, volumes starting at initial
+// bytes: an eighth of the capacity, at least 256 MiB, at most 8 GiB or a 32nd
+// of the store (so that one volume's slack never takes a small store), and
+// never more than half of initial: a slack larger than a new volume's free
+// space grew every new volume at once, empty, to twice the slack (a 128 MiB
+// start became 513 MiB), which made --thin-initial moot.
+func thinSlack(nominal, usable, initial int64) int64 {
+	half := max(initial/2, 32<<20)
+	s := min(max(nominal/8, 256<<20), max(256<<20, min(8<<30, usable/32)))
+	return min(s, half)
 }
 
 // defaultThinInitial is the largest filesystem a thin volume starts with: a

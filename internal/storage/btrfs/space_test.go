@@ -455,3 +455,25 @@ func TestDeletedVolumeSpaceIsFreeAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A new thin volume's filesystem has more free space than the slack the
+// watcher keeps, so it is not grown before anything is written to it.
+func TestThinSlackFitsANewVolume(t *testing.T) {
+	for _, c := range []struct{ nominal, usable, initial, want int64 }{
+		{20 << 30, 100 << 30, 1 << 30, 512 << 20}, // an eighth of 20 GiB, held to half the start
+		{1 << 40, 1 << 40, 1 << 30, 512 << 20},    // idem for 1 TiB
+		{2 << 30, 100 << 30, 1 << 30, 256 << 20},  // the 256 MiB floor
+		{20 << 30, 4 << 30, 128 << 20, 64 << 20},  // a 128 MiB start on a 4 GiB store
+		{20 << 30, 4 << 30, 64 << 20, 32 << 20},   // the smallest start
+		{20 << 30, 1 << 30, 8 << 30, 256 << 20},   // a small store: a 32nd of it, at least 256 MiB
+		{200 << 30, 1 << 40, 64 << 30, 8 << 30},   // the 8 GiB cap
+	} {
+		got := thinSlack(c.nominal, c.usable, c.initial)
+		if got != c.want {
+			t.Errorf("thinSlack(%s, %s, %s) = %s, want %s", gibs(c.nominal), gibs(c.usable), gibs(c.initial), gibs(got), gibs(c.want))
+		}
+		if got > c.initial/2 && c.initial >= 64<<20 {
+			t.Errorf("slack %s exceeds half of a new volume's %s", gibs(got), gibs(c.initial))
+		}
+	}
+}

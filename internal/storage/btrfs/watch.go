@@ -88,7 +88,7 @@ func (b *Backend) provision(ctx context.Context, key string, usable int64) {
 	case size < n:
 		want := n
 		if b.opts.Thin {
-			slack := thinSlack(n, usable)
+			slack := thinSlack(n, usable, b.opts.ThinInitial)
 			if size-used >= slack {
 				b.setNote(key, "")
 				return

@@ -36,12 +36,7 @@ func TestSpaceNotesBecomeStateDetails(t *testing.T) {
 	}
 	details := func(id string) string {
 		t.Helper()
-		var v *model.Volume
-		h.st.View(ctx, func(tx store.Tx) (err error) {
-			v, err = store.Get[model.Volume](tx, store.KindVolume, newVolume(id).Name())
-			return err
-		})
-		return v.Details
+		return h.volume(t, newVolume(id).Name()).Details
 	}
 	h.seed(t, func(tx store.Tx) error {
 		v, err := store.Get[model.Volume](tx, store.KindVolume, newVolume("sched").Name())
@@ -79,7 +74,6 @@ func TestSpaceNotesBecomeStateDetails(t *testing.T) {
 func TestGrowthWithoutRoomLeavesTheVolume(t *testing.T) {
 	h := newHarness(t)
 	h.be.StoreSize = 3 << 30
-	ctx := context.Background()
 	c := New(Options{Store: h.st, Backend: h.be, Resync: time.Hour})
 	v := newVolume("vol1")
 	if op := h.run(t, c, newOp(model.OpVolumeCreate, v.Name(), t0), func(tx store.Tx) error { return store.PutVolume(tx, v) }); op.Error != nil {
@@ -98,12 +92,7 @@ func TestGrowthWithoutRoomLeavesTheVolume(t *testing.T) {
 	if op.Error == nil || op.Error.Code != 9 || !strings.Contains(op.Error.Message, "capacityGib") || !strings.Contains(op.Error.Message, "store") {
 		t.Fatalf("growth past the store: %+v, want FAILED_PRECONDITION naming the store", op.Error)
 	}
-	var cur *model.Volume
-	h.st.View(ctx, func(tx store.Tx) (err error) {
-		cur, err = store.Get[model.Volume](tx, store.KindVolume, v.Name())
-		return err
-	})
-	if cur.State != model.StateReady || cur.CapacityGib != 2 {
+	if cur := h.volume(t, v.Name()); cur.State != model.StateReady || cur.CapacityGib != 2 {
 		t.Fatalf("after a refused growth the volume is %s with %d GiB; want READY with 2", cur.State, cur.CapacityGib)
 	}
 	if h.be.State().Sizes[v.Key] != 2<<30 {

@@ -259,6 +259,10 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(filepath.Join(m.opts.DataDir, "sandboxes"), 0o700); err != nil {
 		return err
 	}
+	// The daemons' orphans become Basin's, reaped at once (see runner.StartReaper).
+	if err := runner.StartReaper(); err != nil {
+		m.log.Warn("orphans of the daemons are left to init to reap", "err", err)
+	}
 	if err := m.lockBridges(); err != nil {
 		return err
 	}

@@ -93,7 +93,8 @@ func newSMBClient(t *testing.T, krb5 string) smbClient {
 func (c smbClient) run(ctx context.Context, user, password string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	argv := append([]string{"netns", "exec", bssCli, "smbclient", "-s", c.conf, "-U", user}, args...)
+	// Line-buffered: what smbclient printed survives a kill at ctx's deadline.
+	argv := append([]string{"netns", "exec", bssCli, "stdbuf", "-oL", "smbclient", "-s", c.conf, "-U", user}, args...)
 	cmd := exec.CommandContext(ctx, "ip", argv...)
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -330,7 +331,44 @@ func TestSMBInstanceRoot(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// notifies checks change notify: a client waiting on the share's root hears
+	// of a file another connection creates. smbd's notifyd registers its name
+	// only once the previous smbd's notifyd is reaped: while that one lingered
+	// as a zombie, a client connecting got the dead daemon's id and every
+	// notify failed with OBJECT_NAME_NOT_FOUND (smbtorture's smb2.session
+	// encryption and signing tests, right after a share's first endpoint
+	// restarted smbd).
+	notifies := func(what string) {
+		t.Helper()
+		name := "n-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".txt"
+		wctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+		defer cancel()
+		type result struct {
+			out string
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			// Killed at wctx's deadline, after the put.
+			out, err := cli.run(wctx, ntlm, alice.Password, "//"+ep1.String()+"/vol1", "-c", `notify \`)
+			done <- result{out, err}
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		if out, err := cli.run(ctx, ntlm, alice.Password, "//"+ep1.String()+"/vol1", "-c", "put "+src+" "+name); err != nil {
+			t.Fatalf("%s: put: %v\n%s", what, err, out)
+		}
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: smbclient notify did not end", what)
+		}
+		if !strings.Contains(r.out, name) {
+			t.Fatalf("%s: change notify did not report %s: %v\n%s", what, name, r.err, r.out)
+		}
+	}
 	serves("NTLM", "//"+ep1.String()+"/vol1", "a.bin")
+	notifies("after the share's first endpoint restarted smbd")
 	if st, err := os.Stat(filepath.Join(vols["v1"], "a.bin")); err != nil {
 		t.Fatal(err)
 	} else if uid := st.Sys().(*syscall.Stat_t).Uid; uid < smb.DomainIDMin {
@@ -377,6 +415,7 @@ func TestSMBInstanceRoot(t *testing.T) {
 		t.Fatal("smbd, winbindd and samba-dcerpcd not restarted")
 	}
 	waitServes("after SIGKILL of smbd, winbindd and samba-dcerpcd")
+	notifies("after SIGKILL of smbd, winbindd and samba-dcerpcd")
 	t.Logf("served again %v after smbd, winbindd and samba-dcerpcd were killed", time.Since(t1))
 	if m.smbJoins.Load() != joins || guid() != account {
 		t.Fatal("the restart joined again")

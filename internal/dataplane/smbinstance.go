@@ -470,9 +470,13 @@ func (in *smbInstance) services() []Service {
 // would keep its listening sockets, accepting connections nobody serves), and
 // waits, bounded, until they are gone. Each is signalled through a pidfd once it
 // is seen to be in the session (runner.Signal): the session's leader has exited
-// by now, and a pid of the listing may have been reused.
+// by now, and a pid of the listing may have been reused. Then it waits, bounded,
+// until they are reaped too (Basin reaps them: runner.StartReaper): Samba takes a
+// process that still has its pid, a zombie, for alive, and the next smbd's
+// notifyd could not take its name while the last one's lingered.
 func killSession(sid int) {
 	runner.KillAll(runner.InSession(sid), 10*time.Second) //nolint:errcheck // bounded; what is left dies with the sandbox
+	runner.WaitSessionGone(sid, 5*time.Second)            //nolint:errcheck // bounded; a zombie left is init's to reap
 }
 
 // command runs a daemon in the instance's namespaces, with only its bounding

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,6 +65,10 @@ func StartReaper() error {
 				case <-tick.C:
 				}
 				ReapOrphans()
+				// At most ten passes a second, however many children end: the
+				// signals of a burst are one (ch holds one), and a daemon's
+				// AfterExit reaps its session's orphans itself.
+				time.Sleep(100 * time.Millisecond)
 			}
 		}()
 	})
@@ -115,12 +120,11 @@ func ReapOrphans() []int {
 		start uint64
 	}
 	zombies := map[int]zombie{}
-	Matching(func(pid int) bool {
+	for _, pid := range children() {
 		if sid, start, ok := zombieChild(pid, self); ok {
 			zombies[pid] = zombie{sid, start}
 		}
-		return false
-	})
+	}
 	if len(zombies) == 0 {
 		return nil
 	}
@@ -151,6 +155,32 @@ func ReapOrphans() []int {
 		unix.Close(fd)
 	}
 	return reaped
+}
+
+// children lists the process's children, from each thread's children file
+// (an orphan's new parent is one of the threads), or, on a kernel without those
+// files, every process there is.
+func children() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return Matching(func(int) bool { return true })
+	}
+	var pids []int
+	for _, t := range tasks {
+		data, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat("/proc/self/task/" + t.Name()); err == nil {
+				return Matching(func(int) bool { return true }) // no CONFIG_PROC_CHILDREN
+			}
+			continue // the thread ended
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 // zombieChild reports whether pid is a zombie child of self, with its session

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,5 +123,16 @@ func TestHeldPidfds(t *testing.T) {
 	}
 	if held[os.Getpid()] {
 		t.Fatal("this process taken for one held by a pidfd")
+	}
+}
+
+func TestChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if kids := children(); !slices.Contains(kids, cmd.Process.Pid) {
+		t.Fatalf("children() = %v, without %d", kids, cmd.Process.Pid)
 	}
 }

@@ -643,24 +643,18 @@ func (b *Backend) mountWhole(ctx context.Context, img, dir string) (*volume, err
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	// Whether anything is mounted there costs a few system calls; only then is the
-	// mount table read, to see what it is (after a crash, a stale mount of an
-	// earlier device may be there).
-	mounted, err := mountinfo.IsMountPoint(dir)
+	// What is mounted there, if anything, costs a few system calls, not a read of
+	// the mount table: after a crash every volume's mount is found this way, and a
+	// stale mount of an earlier device may be there.
+	source, top, mounted, err := topMount(dir)
 	if err != nil {
 		return nil, err
 	}
-	if mounted {
-		e, _, err := mountinfo.Lookup(dir)
-		if err != nil {
+	if mounted && (!top || source != dev) {
+		if err := b.unmountPath(ctx, dir); err != nil {
 			return nil, err
 		}
-		if e.Source != dev || e.Root != "/" {
-			if err := b.unmountPath(ctx, dir); err != nil {
-				return nil, err
-			}
-			mounted = false
-		}
+		mounted = false
 	}
 	if !mounted {
 		if err := mountBtrfs(dev, dir, "noatime,nosuid,nodev,noexec,nodiscard,subvolid=5"); err != nil {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -498,6 +499,95 @@ func TestAdoptAfterCrash(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(c.MountPath("vk"), "f")); string(got) != "kept" {
 		t.Fatalf("data after restart: %q", got)
+	}
+}
+
+// After a crash, a start that adopts every volume's mount reads the mount table
+// once (for the store), not once per volume: at 1,000 volumes the reads made
+// such a start take 12.5 s where 500 took 3.1 s. Then mounting and observing
+// each adopted volume reads it no more.
+func TestCrashStartReadsNoMountTablePerVolume(t *testing.T) {
+	skipUnlessRoot(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	opts := Options{DataDir: dir, ImageSize: 2 << 30}
+	a := New(opts)
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"c1", "c2", "c3", "c4"}
+	for _, k := range keys {
+		mkVolume(t, a, k, 256<<20, nil)
+	}
+	// "Crash": a is dropped without Stop; its mounts and loop devices stay.
+	b := New(opts)
+	before := mountinfo.Reads()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		assertNothingLeft(t, dir)
+	})
+	if n := mountinfo.Reads() - before; n > 1 {
+		t.Fatalf("a start adopting %d volumes read the mount table %d times, want at most 1", len(keys), n)
+	}
+	before = mountinfo.Reads()
+	for _, k := range keys {
+		if err := b.Mount(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		st, err := b.ObserveVolume(ctx, k)
+		if err != nil || !st.Exists || !st.Mounted {
+			t.Fatalf("%s after adoption: %+v, %v", k, st, err)
+		}
+	}
+	if n := mountinfo.Reads() - before; n != 0 {
+		t.Fatalf("mounting and observing the adopted volumes read the mount table %d times", n)
+	}
+	for _, k := range keys {
+		if da, _ := a.loopOf(ctx, a.imagePath(k)); da == "" || da != b.vols[k].dev {
+			t.Fatalf("%s: adopted on %q, was on %q", k, b.vols[k].dev, da)
+		}
+	}
+}
+
+// topMount tells a btrfs's top level mounted on a path, with its device, from
+// a subvolume or a directory of it bind-mounted there, and from no mount.
+func TestTopMount(t *testing.T) {
+	b, _ := newBackend(t)
+	mkVolume(t, b, "tm", 256<<20, nil)
+	if unsafe.Sizeof(btrfsDevInfoArgs{}) != 4096 {
+		t.Fatalf("btrfsDevInfoArgs is %d bytes, want 4096", unsafe.Sizeof(btrfsDevInfoArgs{}))
+	}
+	fs := b.fsPath("tm")
+	src, top, mounted, err := topMount(fs)
+	e, _, _ := mountinfo.Lookup(fs)
+	if err != nil || !top || !mounted || src != e.Source || src != b.vols["tm"].dev {
+		t.Fatalf("topMount(%s) = %q %v %v %v; the table says %q, the volume is on %q", fs, src, top, mounted, err, e.Source, b.vols["tm"].dev)
+	}
+	// The volume's data subvolume, mounted where clients see it: not the top.
+	if src, top, mounted, err := topMount(b.MountPath("tm")); err != nil || top || !mounted {
+		t.Fatalf("topMount of the volume's mount = %q %v %v %v, want mounted, not the top level", src, top, mounted, err)
+	}
+	// A directory of the top level, bind-mounted: not the top either.
+	sub, bind := filepath.Join(fs, "d"), filepath.Join(t.TempDir(), "bind")
+	for _, d := range []string{sub, bind} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount(sub, bind, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(bind, 0)
+	if _, top, mounted, err := topMount(bind); err != nil || top || !mounted {
+		t.Fatalf("topMount of a bind-mounted directory = %v %v %v", top, mounted, err)
+	}
+	if _, top, mounted, err := topMount(sub); err != nil || top || mounted {
+		t.Fatalf("topMount of a plain directory = %v %v %v", top, mounted, err)
 	}
 }
 

@@ -1,14 +1,17 @@
 package btrfs
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/basin-nas/basin/internal/mountinfo"
 )
 
-// The two btrfs ioctls Basin calls itself rather than through btrfs-progs: both
+// The btrfs ioctls Basin calls itself rather than through btrfs-progs: both
 // sit on hot paths (observation, scheduled snapshots) where a fork per call adds
 // up.
 
@@ -104,4 +107,79 @@ func fsidOf(path string) (string, error) {
 	}
 	u := args.FSID
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+}
+
+// btrfsDevInfoArgs is struct btrfs_ioctl_dev_info_args (4 KiB).
+type btrfsDevInfoArgs struct {
+	DevID      uint64
+	UUID       [16]byte // zero: look the device up by DevID alone
+	BytesUsed  uint64
+	TotalBytes uint64
+	Unused     [379]uint64 // fsid (Linux 6.3 on) and padding
+	Path       [1024]byte
+}
+
+// btrfsIocDevInfo is BTRFS_IOC_DEV_INFO: _IOWR(0x94, 30, 4096 bytes).
+const btrfsIocDevInfo = 0xd000941e
+
+// btrfsTopLevel is the id of a btrfs's top-level subvolume, and 256 the inode
+// of every subvolume's root directory.
+const (
+	btrfsTopLevel = 5
+	btrfsRootIno  = 256
+)
+
+// topMount reports whether a btrfs's top level (subvolume 5, its root
+// directory) is what path shows, and if so the path of its one device, as the
+// mount table would give it. mounted says whether anything is mounted on path
+// at all. It costs a few system calls whatever the size of the mount table:
+// after a crash every volume's mount is checked this way, and a read of the
+// table per volume made that start quadratic in the number of volumes.
+func topMount(path string) (source string, top, mounted bool, err error) {
+	mounted, err = mountinfo.IsMountPoint(path)
+	if err != nil || !mounted {
+		return "", false, mounted, err
+	}
+	var sf unix.Statfs_t
+	if err := unix.Statfs(path, &sf); err != nil {
+		return "", false, true, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", false, true, err
+	}
+	if sf.Type != unix.BTRFS_SUPER_MAGIC || st.Ino != btrfsRootIno {
+		return "", false, true, nil
+	}
+	if id, err := subvolID(path); err != nil || id != btrfsTopLevel {
+		return "", false, true, err
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false, true, err
+	}
+	defer unix.Close(fd)
+	var fi btrfsFsInfoArgs
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), btrfsIocFsInfo, uintptr(unsafe.Pointer(&fi))); e != 0 {
+		return "", false, true, fmt.Errorf("fs info of %s: %w", path, e)
+	}
+	if fi.NumDevices != 1 {
+		return "", false, true, nil // not a volume's: those have one device
+	}
+	for id := uint64(1); id <= fi.MaxID; id++ {
+		args := btrfsDevInfoArgs{DevID: id}
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), btrfsIocDevInfo, uintptr(unsafe.Pointer(&args)))
+		if e == unix.ENODEV {
+			continue // a device id no longer in use (replaced)
+		}
+		if e != 0 {
+			return "", false, true, fmt.Errorf("device info of %s: %w", path, e)
+		}
+		n := bytes.IndexByte(args.Path[:], 0)
+		if n < 0 {
+			n = len(args.Path)
+		}
+		return string(args.Path[:n]), true, true, nil
+	}
+	return "", false, true, fmt.Errorf("device info of %s: no device among ids 1..%d", path, fi.MaxID)
 }

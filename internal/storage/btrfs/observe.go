@@ -76,9 +76,9 @@ func (s statMounts) top(key string) (string, bool) {
 	if v != nil && v.topDev != 0 && statDev(s.b.fsPath(key)) == v.topDev {
 		return v.dev, true
 	}
-	// Not opened by this run (or no longer as it was): ask the table, once.
-	e, ok, err := mountinfo.Lookup(s.b.fsPath(key))
-	return e.Source, err == nil && ok && e.Root == "/" && e.FSType == "btrfs"
+	// Not opened by this run (or no longer as it was): ask the mount point.
+	source, top, _, err := topMount(s.b.fsPath(key))
+	return source, err == nil && top
 }
 
 func (s statMounts) shows(v *volume, key, mp, sub string) bool {

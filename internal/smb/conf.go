@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// Fixed identity mapping (SMB-AD.md §13.5, pitfall 13): the domain's users and
+// Fixed identity mapping (a change of idmap backend needs `net cache flush` and
+// orphans the numeric owners already on disk): the domain's users and
 // groups map by RID, uid/gid = DomainIDMin + RID, the same in every sandbox and
 // after every rebuild, so ownership on volumes never moves. Never change these on
 // a directory that has volumes.
@@ -19,7 +20,7 @@ const (
 )
 
 // WinbinddSocketDir is the directory libwbclient and nss_winbind have compiled in
-// (they ignore `winbindd socket directory`, SMB-AD.md pitfall 3): every sandbox
+// (they ignore `winbindd socket directory`): every sandbox
 // needs its own /run/samba (a private /run) so each winbindd's socket is its own.
 const WinbinddSocketDir = "/run/samba/winbindd"
 

@@ -133,10 +133,10 @@ const (
 	EnctypesJoined = 28 // RC4 + AES128 + AES256: what a 4.17 join writes
 )
 
-// EnctypesArgs sets the computer account's Kerberos encryption types: AES only
-// when aes (the AD connection's aesEncryption), else what the join writes. The
-// join itself ignores `kerberos encryption types`. net ads
-// enctypes set -s <conf> -U <user> <NAME>$ <24|28>, password through PasswordFD.
+// EnctypesArgs sets the computer account's Kerberos encryption types: AES only when
+// aes (the AD connection's aesEncryption), else what the join writes. The join
+// itself ignores `kerberos encryption types`. net ads enctypes set -s <conf> -U
+// <user> <NAME>$ <24|28>, password through PasswordFD.
 func EnctypesArgs(conf, username, machineName string, aes bool) ([]string, error) {
 	if err := validateConfPath(conf); err != nil {
 		return nil, err

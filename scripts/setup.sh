@@ -67,7 +67,7 @@ if ((${#need_pkgs[@]})); then
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
   fi
   # libnss-winbind's postinst adds winbind to the host's /etc/nsswitch.conf. The
-  # host needs none of it (a sandbox that does binds its own file, SMB-AD.md §13):
+  # host needs none of it (a Samba sandbox binds its own file over it):
   # put the host's back.
   nss_saved=$(mktemp)
   [[ -f /etc/nsswitch.conf ]] && cp -p /etc/nsswitch.conf "$nss_saved"

@@ -10,10 +10,10 @@ import (
 	"github.com/basin-nas/basin/internal/config"
 )
 
-// TestImportRules enforces the dependency direction of ../shared/STYLE.md: drivers
-// (storage, dataplane, nfs, smb, qos, runner, mountinfo) never see the model, store, API or
-// configuration; configuration is pure data and imports no driver; the API never
-// touches drivers; clients never import server packages.
+// TestImportRules enforces the dependency direction of docs/architecture.md ("Import
+// rules"): drivers (storage, dataplane, nfs, smb, qos, runner, mountinfo) never see
+// the model, store, API or configuration; configuration is pure data and imports no
+// driver; the API never touches drivers; clients never import server packages.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/basin-nas/basin/...").Output()
 	if err != nil {

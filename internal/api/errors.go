@@ -9,7 +9,8 @@ import (
 )
 
 // statusOf maps an error to its HTTP status, canonical code name and gRPC code
-// (API.md §6.2). This is the only place that decides statuses.
+// (google.rpc.Code's HTTP mapping; docs/api.md, "Statuses"). This is the only
+// place that decides statuses.
 func statusOf(err error) (httpStatus int, name string, code int32) {
 	switch {
 	case errors.Is(err, model.ErrInvalid):
@@ -42,8 +43,9 @@ var reasons = map[string]string{
 	"PERMISSION_DENIED": "IAM_PERMISSION_DENIED", "UNIMPLEMENTED": "METHOD_NOT_IMPLEMENTED",
 }
 
-// writeError sends the error body of API.md §6.1. Internal errors are logged with
-// their detail and answered with a generic message.
+// writeError sends the error body of Google APIs ({"error": {code, message, status,
+// details}}, apiv1.ErrorBody). Internal errors are logged with their detail and
+// answered with a generic message.
 func (s *Server) writeError(rq *request, err error) {
 	rq.err = err
 	status, name, _ := statusOf(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/basin-nas/basin/internal/apiv1"
 )
 
-// Filter is a parsed AIP-160 filter (the subset of API.md §7): comparisons
+// Filter is a parsed AIP-160 filter (the subset in docs/api.md): comparisons
 // (= != < > <= >= and the has operator :), AND / OR / NOT / -, parentheses, implicit
 // AND between terms, quoted or bare values, a trailing * for prefix matches.
 // Field paths may be camelCase or snake_case; they are evaluated against a

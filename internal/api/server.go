@@ -1,4 +1,4 @@
-// Package api serves Basin's REST API: the NetApp Volumes v1 wire format (API.md) on
+// Package api serves Basin's REST API: the NetApp Volumes v1 wire format (docs/api.md) on
 // /v1/, and the /healthz and /readyz probes as handlers of their own (Healthz,
 // Readyz) that the daemon mounts beside it. It authenticates every /v1/ request,
 // validates input before writing anything, records intent and an operation in one
@@ -301,7 +301,7 @@ func (s *Server) serveAPI(rq *request) {
 		return
 	}
 	// $alt=json;enum-encoding=int (sent by the Python client) is accepted; Basin
-	// answers with enum names, which every client parses (API.md §1.4).
+	// answers with enum names, which every client parses (docs/api.md, "Wire format").
 	rq.q = q
 	rq.segs, rq.verb = splitPath(r.URL.Path)
 	route, vars := s.routes.lookup(r.Method, rq.segs, rq.verb)

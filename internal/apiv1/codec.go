@@ -1,5 +1,6 @@
 // Package apiv1 holds the wire types of Basin's NetApp-Volumes-compatible v1 REST API
-// (../shared/API.md §4) and their JSON codec.
+// (the google.cloud.netapp.v1 resources; docs/api.md: how Basin serves them) and
+// their JSON codec.
 //
 // Output follows proto3 JSON as Google's front end emits it: lowerCamelCase names,
 // int64 as strings, enums as names, RFC 3339 UTC timestamps, default values omitted.

@@ -4,7 +4,7 @@ import "encoding/json"
 
 //go:generate sh -c "python3 gen_enums.py && gofmt -w enums_gen.go"
 
-// StoragePool is google.cloud.netapp.v1.StoragePool (API.md §4.1).
+// StoragePool is google.cloud.netapp.v1.StoragePool.
 type StoragePool struct {
 	Name                     string            `json:"name,omitempty"`
 	ServiceLevel             ServiceLevel      `json:"serviceLevel,omitempty"`
@@ -42,7 +42,7 @@ type StoragePool struct {
 	ScaleType                ScaleType         `json:"scaleType,omitempty"`
 }
 
-// Volume is google.cloud.netapp.v1.Volume (API.md §4.2).
+// Volume is google.cloud.netapp.v1.Volume.
 type Volume struct {
 	Name                        string             `json:"name,omitempty"`
 	State                       VolumeState        `json:"state,omitempty"`
@@ -95,7 +95,8 @@ type ExportPolicy struct {
 	Rules []SimpleExportPolicyRule `json:"rules"`
 }
 
-// SimpleExportPolicyRule is one export rule (API.md §4.3); every field has presence.
+// SimpleExportPolicyRule is google.cloud.netapp.v1.SimpleExportPolicyRule, one export
+// rule; every field has presence.
 type SimpleExportPolicyRule struct {
 	AllowedClients      *string     `json:"allowedClients,omitempty"`
 	HasRootAccess       *string     `json:"hasRootAccess,omitempty"`
@@ -112,7 +113,7 @@ type SimpleExportPolicyRule struct {
 	AnonUid             *Int64      `json:"anonUid,omitempty"`
 }
 
-// SnapshotPolicy is google.cloud.netapp.v1.SnapshotPolicy (API.md §4.4).
+// SnapshotPolicy is google.cloud.netapp.v1.SnapshotPolicy.
 type SnapshotPolicy struct {
 	Enabled         *bool     `json:"enabled,omitempty"`
 	HourlySchedule  *Schedule `json:"hourlySchedule,omitempty"`
@@ -153,7 +154,7 @@ type CloneDetails struct {
 	SharedSpaceGib Int64  `json:"sharedSpaceGib,omitempty"`
 }
 
-// Snapshot is google.cloud.netapp.v1.Snapshot (API.md §4.7).
+// Snapshot is google.cloud.netapp.v1.Snapshot.
 type Snapshot struct {
 	Name         string            `json:"name,omitempty"`
 	State        SnapshotState     `json:"state,omitempty"`
@@ -164,7 +165,7 @@ type Snapshot struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 }
 
-// ActiveDirectory is google.cloud.netapp.v1.ActiveDirectory (API.md §4.8). Password is
+// ActiveDirectory is google.cloud.netapp.v1.ActiveDirectory. Password is
 // input only: the api package never sets it on output.
 type ActiveDirectory struct {
 	Name                 string               `json:"name,omitempty"`
@@ -219,7 +220,7 @@ type LocationMetadata struct {
 	SupportedFlexPerformance []FlexPerformance `json:"supportedFlexPerformance,omitempty"`
 }
 
-// Operation is google.longrunning.Operation (API.md §5.1). Response and Error are
+// Operation is google.longrunning.Operation. Response and Error are
 // mutually exclusive; parsers of it are strict.
 type Operation struct {
 	Name     string             `json:"name"`
@@ -242,14 +243,14 @@ type OperationMetadata struct {
 }
 
 // Status is google.rpc.Status as it appears inside an Operation: a gRPC code, never a
-// "status" string (API.md §5.1).
+// "status" string (the official clients' strict parser rejects one).
 type Status struct {
 	Code    int32             `json:"code"`
 	Message string            `json:"message,omitempty"`
 	Details []json.RawMessage `json:"details,omitempty"`
 }
 
-// ErrorBody is the HTTP error body of API.md §6.1.
+// ErrorBody is the HTTP error body of Google APIs, the one the official clients parse.
 type ErrorBody struct {
 	Error HTTPError `json:"error"`
 }
@@ -295,7 +296,7 @@ const (
 	TypeBadRequest        = "type.googleapis.com/google.rpc.BadRequest"
 )
 
-// List responses (API.md §7).
+// List responses (google.cloud.netapp.v1.List*Response).
 type (
 	ListStoragePoolsResponse struct {
 		StoragePools  []StoragePool `json:"storagePools,omitempty"`

@@ -102,7 +102,7 @@ func (c *Client) bearer() (string, error) {
 	return s, nil
 }
 
-// Error is an API error (API.md §6.1).
+// Error is an API error (the body is Google APIs' {"error": {...}}, apiv1.ErrorBody).
 type Error struct {
 	HTTPStatus int
 	Status     string

@@ -77,10 +77,10 @@ type Config struct {
 	// settings set none (default 0: no cap). At most model.MaxThroughputCapMibps.
 	ProjectThroughputCapMibps float64
 	// QoS holds every volume to its service level with traffic control on its
-	// network's sandbox (DESIGN.md §6); off, nothing is shaped.
+	// network's sandbox (docs/architecture.md); off, nothing is shaped.
 	QoS bool
 	// QoSWireOverhead is the wire bytes traffic control allows per byte of
-	// client payload (headers and acks: ~4.5 % at MTU 1500, DATAPLANE.md §5).
+	// client payload (headers and acks: ~4.5 % at MTU 1500).
 	QoSWireOverhead float64
 	// QoSPassACKs lets payload-less TCP ACKs pass the shaper by (limits are on
 	// payload; the shaper then moves about half the packets). Off by default: it

@@ -11,11 +11,11 @@ import (
 	"github.com/basin-nas/basin/internal/store"
 )
 
-// QoS is how the controller holds volumes to their service levels (DESIGN.md
-// §6): it derives each network's traffic-control tree from the store (QoSTree)
-// and has the driver apply the difference. The tree is re-derived after every
-// operation, every resync pass and every change of a project's settings, so it
-// follows desired state; a rebuilt sandbox (new namespace, no tree) gets its
+// QoS is how the controller holds volumes to their service levels
+// (docs/architecture.md): it derives each network's traffic-control tree from the
+// store (QoSTree) and has the driver apply the difference. The tree is re-derived
+// after every operation, every resync pass and every change of a project's settings,
+// so it follows desired state; a rebuilt sandbox (new namespace, no tree) gets its
 // tree back within a pass.
 type QoS struct {
 	Driver qos.Driver

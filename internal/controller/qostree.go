@@ -19,13 +19,13 @@ type QoSInput struct {
 	// (projects/p/locations/l); 0 or absent: none.
 	Caps   map[string]float64
 	Limits model.Limits
-	// Overhead is wire bytes per byte of client payload (Ethernet, IP, TCP and
-	// RPC headers and acks, ~4.5 % at MTU 1500: DATAPLANE.md §5): the tree's
-	// rates are on the wire, the limits users buy on payload.
+	// Overhead is wire bytes per byte of client payload (Ethernet, IP, TCP and RPC
+	// headers and acks, ~4.5 % at MTU 1500): the tree's rates are on the wire, the
+	// limits users buy on payload.
 	Overhead float64
 }
 
-// QoSTree derives the HTB tree of one network (DESIGN.md §6): a class per
+// QoSTree derives the HTB tree of one network (docs/architecture.md): a class per
 // project and location holding its volumes, a class per Flex pool holding that
 // pool's volumes, a leaf per volume classified by its endpoint address.
 //
@@ -37,9 +37,9 @@ type QoSInput struct {
 //     rate) and may borrow up to its own limit (ceil): all saturating, each gets
 //     its share; alone, its limit. The project class's ceiling is the cap. With
 //     no cap (or a larger one) each child is guaranteed its whole limit.
-//   - HTB enforces a parent's ceiling only while the children's guaranteed rates
-//     sum to no more than the parent's (DATAPLANE.md §5): shares are rounded
-//     down, so they never do.
+//   - HTB enforces a parent's ceiling only while the children's guaranteed rates sum
+//     to no more than the parent's (docs/architecture.md, "HTB's traps, built in"):
+//     shares are rounded down, so they never do.
 //
 // Keys are the resources' names; the result is deterministic.
 func QoSTree(in QoSInput) qos.Tree {

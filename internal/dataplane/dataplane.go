@@ -1,6 +1,6 @@
-// Package dataplane runs Basin's per-network sandboxes (DESIGN.md §5): for each
-// network in use, a network namespace attached to the network's bridge by a veth
-// pair, plus a mount namespace whose root holds nothing of the host (read-only
+// Package dataplane runs Basin's per-network sandboxes (docs/architecture.md): for
+// each network in use, a network namespace attached to the network's bridge by a
+// veth pair, plus a mount namespace whose root holds nothing of the host (read-only
 // /usr, a generated /etc, the sandbox's state and the volumes' mount points), in
 // which Basin supervises a private dbus-daemon, rpcbind and Basin's hardened
 // ganesha.nfsd, each with a reduced capability set. Each exported volume gets its

@@ -660,7 +660,8 @@ func (sb *sandbox) export(ctx context.Context, ex nfs.Export) error {
 		return fmt.Errorf("refusing to export %s: %w", ex.Pseudo, err)
 	}
 	// Ganesha's update cannot change an export's path and ignores a new pseudo
-	// path (DATAPLANE.md §1): those take a remove and an add.
+	// path (it answers "1 exports updated" and keeps the old one): those take a
+	// remove and an add.
 	if cur, ok := sb.loaded[ex.ID]; ok && (cur.ex.Path != ex.Path || cur.ex.Pseudo != ex.Pseudo || cur.dev != dev) {
 		if err := sb.bus.RemoveExport(ctx, ex.ID); err != nil {
 			return err

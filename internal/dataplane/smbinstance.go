@@ -148,11 +148,11 @@ func fqdn(mb SMBMembership) string {
 
 // prepareDirs makes the instance's directories and writes its files: Samba's
 // directories, etc/ (the sandbox's /etc with the instance's resolver, hosts and
-// nsswitch.conf), var/ and krb5.conf. Directories bound into the mount namespace
-// are created once and never replaced (SMB-AD.md pitfall 4); files are rewritten
-// in place of themselves, which the bind of the whole directory sees. Each
-// directory gets its mode on every start (instanceDirModes), so an instance made
-// by an older Basin is corrected too.
+// nsswitch.conf), var/ and krb5.conf. Directories bound into the mount namespace are
+// created once and never replaced (a bind mount keeps pointing at a deleted
+// directory, not at its replacement); files are rewritten in place of themselves,
+// which the bind of the whole directory sees. Each directory gets its mode on every
+// start (instanceDirModes), so an instance made by an older Basin is corrected too.
 func (in *smbInstance) prepareDirs(mb SMBMembership, addrs []netip.Addr) error {
 	for _, dm := range instanceDirModes(in.dir) {
 		if err := os.MkdirAll(dm.path, dm.mode); err != nil {
@@ -246,7 +246,8 @@ func (in *smbInstance) writeFiles(mb SMBMembership, addrs []netip.Addr) error {
 // machine name (its own UTS namespace: see instanceHolderScript), its resolver
 // is the AD connection's DNS servers, its hosts file names its machine (and the
 // KDC when one is given), and nsswitch.conf asks winbind for users and groups
-// (smbd needs getpwnam of domain users, SMB-AD.md §5).
+// (smbd needs getpwnam of domain users: without it a good password gets
+// LOGON_FAILURE).
 func instanceEtc(mb SMBMembership, addrs []netip.Addr, loopback netip.Addr) map[string]string {
 	var resolv strings.Builder
 	for _, a := range mb.DNS {
@@ -421,11 +422,11 @@ func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string)
 	return out.String(), nil
 }
 
-// services are the instance's daemons (SMB-AD.md §13.1): samba-dcerpcd with its
-// rpcd_* workers as children (no on-demand helpers that would escape the
-// supervisor), winbindd and smbd, each in the foreground, in no process group of
-// their own, and restarted independently: winbindd as eagerly as smbd, since no
-// logon works without it; neither needs a re-join (secrets.tdb is kept).
+// services are the instance's daemons: samba-dcerpcd with its rpcd_* workers as
+// children (no on-demand helpers that would escape the supervisor), winbindd and
+// smbd, each in the foreground, in no process group of their own, and restarted
+// independently: winbindd as eagerly as smbd, since no logon works without it;
+// neither needs a re-join (secrets.tdb is kept).
 func (in *smbInstance) services() []Service {
 	root := filepath.Join("/proc", strconv.Itoa(in.holder.Process.Pid), "root")
 	conf := in.conf()

@@ -1,8 +1,8 @@
 // Package iam authenticates API callers: service accounts whose keys Basin issued sign
 // their own RS256 JWTs, as Google's client libraries do with a service-account key
-// file (API.md §8), or exchange such a JWT at the token endpoint for an access token
-// (token.go). Basin stores only public keys. On first start it creates an owner
-// account and writes its key file for the CLI.
+// file (docs/api.md, "Authentication"), or exchange such a JWT at the token endpoint
+// for an access token (token.go). Basin stores only public keys. On first start it
+// creates an owner account and writes its key file for the CLI.
 //
 // Imported by the api and daemon packages.
 package iam
@@ -30,7 +30,9 @@ import (
 	"github.com/basin-nas/basin/internal/store"
 )
 
-// Audiences the official clients put in self-signed JWTs (API.md §8.1).
+// Audiences the official clients put in self-signed JWTs: the service's host, and
+// the long-running operations host once the Python client's operations client has
+// re-targeted the same credentials.
 var DefaultAudiences = []string{"https://netapp.googleapis.com/", "https://longrunning.googleapis.com/"}
 
 // CloudPlatformScope is accepted in place of an audience.
@@ -323,7 +325,8 @@ func (a *Authenticator) audienceOK(cl claims) bool {
 	return false
 }
 
-// KeyFile is a Google service-account key file (API.md §8.4).
+// KeyFile is a Google service-account key file, in the fields google-auth's
+// service_account.Credentials.from_service_account_file reads.
 type KeyFile struct {
 	Type           string `json:"type"`
 	ProjectID      string `json:"project_id"`

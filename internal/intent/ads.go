@@ -128,7 +128,7 @@ func validateAD(a *model.ActiveDirectory, password string) error {
 	}
 	if a.EncryptDcConnections {
 		// Samba 4.17 has no setting that verifiably encrypts a member server's
-		// SMB traffic to its DCs (SMB-AD.md §0: `client smb encrypt = required`
+		// SMB traffic to its DCs (`client smb encrypt = required` was tried and
 		// had no visible effect). Its DC RPC pipes are sealed and its LDAP is
 		// signed and sealed anyway; refusing beats a flag silently ignored.
 		return model.Invalid("encryptDcConnections", "is not supported: Basin's SMB servers cannot encrypt their SMB connections to domain controllers (their RPC to the DCs is sealed regardless)")

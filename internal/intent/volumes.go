@@ -22,7 +22,8 @@ var (
 	snapshotRefR = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/volumes/([^/]+)/snapshots/([^/]+)$`)
 )
 
-// Protocol sets a volume may have (API.md §4.2).
+// Protocol sets a volume may have: those the upstream service accepts (its
+// Terraform provider lists them), without the block protocols.
 var allowedProtocolSets = [][]model.Protocol{
 	{model.ProtocolNFSv3}, {model.ProtocolNFSv4}, {model.ProtocolSMB},
 	{model.ProtocolNFSv3, model.ProtocolNFSv4}, {model.ProtocolNFSv3, model.ProtocolSMB}, {model.ProtocolNFSv4, model.ProtocolSMB},

@@ -1,5 +1,5 @@
 // Package metrics samples every volume's performance and space every 10 seconds
-// (DESIGN.md §7), keeps a day of those samples in memory and 5-minute rollups in
+// (docs/metrics.md), keeps a day of those samples in memory and 5-minute rollups in
 // the store for 30 days, and answers queries over both.
 //
 // A tour:

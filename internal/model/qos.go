@@ -1,6 +1,8 @@
 package model
 
-// Limits are the configurable bounds the API validates against (API.md §10).
+// Limits are the configurable bounds the API validates against. Most defaults are
+// limits the upstream services publish (NetApp Volumes, or Azure NetApp Files where
+// it publishes none: 255 snapshots per volume, manual QoS 1–4,500 MiB/s).
 type Limits struct {
 	MinVolumeGib        int64 // default 1
 	MaxVolumeGib        int64 // default 100 TiB
@@ -39,7 +41,8 @@ func DefaultLimits() Limits {
 	}
 }
 
-// RateMibpsPerTiB is a service level's throughput density (API.md §10.1).
+// RateMibpsPerTiB is a service level's throughput density, as NetApp Volumes
+// publishes it.
 func RateMibpsPerTiB(l ServiceLevel) float64 {
 	switch l {
 	case LevelStandard, LevelFlex:

@@ -28,7 +28,7 @@ func TestThroughput(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	// A 10 TiB Extreme manual pool has 1,280 MiB/s to distribute (API.md §10.5).
+	// A 10 TiB Extreme manual pool has 1,280 MiB/s to distribute (10 TiB × 128).
 	if got := PoolBudgetMibps(&Pool{ServiceLevel: LevelExtreme, CapacityGib: 10240}, lim); got != 1280 {
 		t.Errorf("budget = %v", got)
 	}

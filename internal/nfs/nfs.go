@@ -1,7 +1,8 @@
 // Package nfs is the NFS-Ganesha driver: it renders the daemon's configuration and
 // one EXPORT block per volume, and adds, updates and removes exports at run time over
-// Ganesha's DBus interface (DATAPLANE.md §1), and reads the exports' statistics
-// (stats.go: ExportIO per export, ExportsIO for many at once; DATAPLANE.md §2). It knows nothing of Basin's model: the
+// Ganesha's DBus interface (org.ganesha.nfsd.exportmgr, which takes effect at once,
+// without a restart), and reads the exports' statistics (stats.go: ExportIO per
+// export, ExportsIO for many at once). It knows nothing of Basin's model: the
 // controller translates a volume and its export policy into an Export.
 //
 // Imported by the dataplane and controller packages.

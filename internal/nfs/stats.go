@@ -47,8 +47,9 @@ var versionIOMethods = []string{"GetNFSv3IO", "GetNFSv40IO", "GetNFSv41IO", "Get
 
 // ExportIO returns export id's counters summed over every NFS version, in five
 // calls: the I/O of NFSv3, v4.0, v4.1 and v4.2, and GetTotalOPS for the request
-// count (DATAPLANE.md §2). Statistics are on unless Ganesha's configuration turns
-// them off (Enable_NFS_Stats, which RenderConfig sets).
+// count (Ganesha keeps them per export and per version,
+// org.ganesha.nfsd.exportstats). Statistics are on unless Ganesha's configuration
+// turns them off (Enable_NFS_Stats, which RenderConfig sets).
 func (d *DBus) ExportIO(ctx context.Context, id uint64) (ExportIO, error) {
 	var out ExportIO
 	for _, m := range versionIOMethods {

@@ -1,17 +1,18 @@
-// Package qos is Basin's Linux traffic-control driver (DESIGN.md §6): it turns a
-// desired tree of HTB classes (project → pool → volume, rates in wire bytes per
-// second, each volume leaf listing its endpoint addresses) into tc state on one
+// Package qos is Basin's Linux traffic-control driver (docs/architecture.md): it
+// turns a desired tree of HTB classes (project → pool → volume, rates in wire bytes
+// per second, each volume leaf listing its endpoint addresses) into tc state on one
 // link, a network sandbox's eth0, and reads it back with its counters.
 //
 // Both directions of the link are redirected into one IFB, so a single HTB tree sees
 // reads (classified by source address) and writes (destination address) and a
-// project's cap covers both. The traps measured in DATAPLANE.md §5 are built in:
-// explicit burst/cburst (10 ms of rate, at least 32 KiB: Burst), an explicit quantum
-// (Quantum), pfifo leaves of 1000 packets, unclassified traffic in a default class
-// of its own outside the tree, and Validate refuses a tree whose children's rates
-// exceed their parent's (HTB would not enforce the parent's ceiling). Addresses are
-// looked up in u32 hash tables (256 buckets on the last octet, one per direction),
-// so a packet's cost does not grow with the number of volumes.
+// project's cap covers both. HTB's measured traps are built in
+// (docs/architecture.md, "HTB's traps, built in"): explicit burst/cburst (10 ms of
+// rate, at least 32 KiB: Burst), an explicit quantum (Quantum), pfifo leaves of 1000
+// packets, unclassified traffic in a default class of its own outside the tree, and
+// Validate refuses a tree whose children's rates exceed their parent's (HTB would
+// not enforce the parent's ceiling). Addresses are looked up in u32 hash tables (256
+// buckets on the last octet, one per direction), so a packet's cost does not grow
+// with the number of volumes.
 //
 // A tour:
 //   - tree.go: Class, Tree, Validate, the Driver interface.

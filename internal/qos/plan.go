@@ -161,7 +161,7 @@ func sortedAddrs(as []netip.Addr) []netip.Addr {
 
 // Burst is the HTB burst (and cburst) in bytes for a rate in bytes per second: 10 ms
 // of the rate, at least 32 KiB. HTB's default is about one MTU, with which classes
-// delivered only 87–95 % of their rate (DATAPLANE.md §5 pitfall 1).
+// delivered only 87–95 % of their rate.
 func Burst(rate uint64) uint32 {
 	const minBurst = 32 << 10
 	b := rate / 100

@@ -187,7 +187,7 @@ func TestRootApplyReadChangeRemove(t *testing.T) {
 	if !got.Equal(want) {
 		t.Fatalf("Read = %+v\nwant %+v", got.Canonical(), want.Canonical())
 	}
-	// The kernel shows what DATAPLANE.md §5 asks for: explicit burst, quantum, pfifo leaves.
+	// The kernel shows what HTB's traps call for: explicit burst, quantum, pfifo leaves.
 	classes := run(t, "tc", "-d", "-n", srvNS, "class", "show", "dev", ifbName(srvDev))
 	// volume/c: rate 50 MiB/s → burst 10 ms = 524288 b = 512Kb, quantum 1 ms = 52428 → 60000.
 	if !strings.Contains(classes, "burst 512Kb") || !strings.Contains(classes, "quantum 60000") {

@@ -28,7 +28,7 @@ func TestValidate(t *testing.T) {
 		{name: "addrs on inner class", classes: []Class{{Key: "p", Rate: 2, Ceil: 2, Addrs: []netip.Addr{a}}, {Key: "v", Parent: "p", Rate: 1, Ceil: 1}}, wantKey: "p", want: "only leaves"},
 		{name: "address twice", classes: []Class{{Key: "v", Rate: 1, Ceil: 1, Addrs: []netip.Addr{a}}, {Key: "w", Rate: 1, Ceil: 1, Addrs: []netip.Addr{a}}}, wantKey: "w", want: "already in class"},
 		{name: "ipv6", classes: []Class{{Key: "v", Rate: 1, Ceil: 1, Addrs: []netip.Addr{netip.MustParseAddr("fd00::1")}}}, wantKey: "v", want: "not IPv4"},
-		{name: "children above parent rate (DATAPLANE pitfall 2)", classes: []Class{
+		{name: "children above parent rate (the cap would not hold)", classes: []Class{
 			{Key: "p", Rate: 100, Ceil: 100}, {Key: "v", Parent: "p", Rate: 100, Ceil: 100}, {Key: "w", Parent: "p", Rate: 1, Ceil: 100}}, wantKey: "p", want: "sum to 101"},
 		{name: "children at parent rate", classes: []Class{
 			{Key: "p", Rate: 100, Ceil: 100}, {Key: "v", Parent: "p", Rate: 50, Ceil: 100}, {Key: "w", Parent: "p", Rate: 50, Ceil: 100}}},

@@ -83,10 +83,10 @@ func invalid(key, format string, args ...any) error {
 }
 
 // Validate checks a tree: unique non-empty keys, parents exist, no cycles, only
-// leaves have Addrs, IPv4 addresses each in one class only, Ceil >= Rate > 0, and the
-// sum of the children's Rate at most the parent's Rate (HTB enforces a parent's
-// ceiling only then: DATAPLANE.md §5 pitfall 2). Errors wrap ErrInvalid and name the
-// offending Key.
+// leaves have Addrs, IPv4 addresses each in one class only, Ceil >= Rate > 0, and
+// the sum of the children's Rate at most the parent's Rate (HTB enforces a parent's
+// ceiling only then: a child under its own rate sends without asking its ancestors).
+// Errors wrap ErrInvalid and name the offending Key.
 func (t Tree) Validate() error {
 	byKey := make(map[string]*Class, len(t.Classes))
 	for i := range t.Classes {

@@ -11,8 +11,9 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 )
 
-// Spec is one schedule of a snapshot policy, with the API's defaults applied
-// (API.md §4.4): when it takes a snapshot, in UTC, and how many it keeps.
+// Spec is one schedule of a snapshot policy, with the API's defaults applied (minute
+// and hour 0, weekly on Sunday, monthly on the 1st): when it takes a snapshot, in
+// UTC, and how many it keeps.
 type Spec struct {
 	Kind         string // model.ScheduleHourly…
 	Keep         int

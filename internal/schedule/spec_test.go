@@ -44,7 +44,7 @@ func TestSpecs(t *testing.T) {
 	}
 	p.Enabled = nil
 	if len(Specs(p)) != 0 || len(Specs(nil)) != 0 {
-		t.Error("a policy without enabled runs (API.md: default false)")
+		t.Error("a policy without enabled runs (enabled defaults to false)")
 	}
 	// Defaults: minute and hour 0, weekly on Sunday, monthly on the 1st.
 	d := Specs(&model.SnapshotPolicy{Enabled: &on, Weekly: &model.Schedule{SnapshotsToKeep: f(1)}, Monthly: &model.Schedule{SnapshotsToKeep: f(1)}})

@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// Fixed identity mapping (SMB-AD.md §13.5, pitfall 13): the domain's users and
-// groups map by RID, uid/gid = DomainIDMin + RID, the same in every sandbox and
-// after every rebuild, so ownership on volumes never moves. Never change these on
-// a directory that has volumes.
+// Fixed identity mapping (a change of idmap backend needs `net cache flush` and
+// orphans the numeric owners already on disk): the domain's users and groups map by
+// RID, uid/gid = DomainIDMin + RID, the same in every sandbox and after every
+// rebuild, so ownership on volumes never moves. Never change these on a directory
+// that has volumes.
 const (
 	DefaultIDMin = 3000 // idmap config * (tdb): BUILTIN and well-known SIDs
 	DefaultIDMax = 7999
@@ -19,8 +20,8 @@ const (
 )
 
 // WinbinddSocketDir is the directory libwbclient and nss_winbind have compiled in
-// (they ignore `winbindd socket directory`, SMB-AD.md pitfall 3): every sandbox
-// needs its own /run/samba (a private /run) so each winbindd's socket is its own.
+// (they ignore `winbindd socket directory`): every sandbox needs its own /run/samba
+// (a private /run) so each winbindd's socket is its own.
 const WinbinddSocketDir = "/run/samba/winbindd"
 
 // GlobalOptions is one sandbox's Samba identity and layout.

@@ -10,7 +10,8 @@ import (
 )
 
 // TestImports keeps the package a driver: no Basin package but runner, and of the
-// outside world only miekg/dns (STYLE.md: drivers never import model, store or api).
+// outside world only miekg/dns (docs/architecture.md, "Import rules": drivers never
+// import model, store or api).
 func TestImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {

@@ -35,10 +35,10 @@ var errNoAnswer = errors.New("no records")
 // servers (IP addresses, optionally "ip:port"; never the host's resolv.conf). When
 // site is set it asks _ldap._tcp.<site>._sites.dc._msdcs.<realm> first and falls
 // back to the domain-wide _ldap._tcp.dc._msdcs.<realm> when the site has none (AD
-// registers site records only for sites that hold a DC, SMB-AD.md §4). The DCs come
-// in SRV order: priority ascending, then weight descending, then host name (a
-// deterministic reading of RFC 2782's weighting). Each target's IPv4 addresses come
-// from the additional section or an A query; targets without any are dropped.
+// registers site records only for sites that hold a DC). The DCs come in SRV order:
+// priority ascending, then weight descending, then host name (a deterministic
+// reading of RFC 2782's weighting). Each target's IPv4 addresses come from the
+// additional section or an A query; targets without any are dropped.
 //
 // Servers are tried in order; one that does not answer (timeout, refused) passes
 // the question to the next. The errors are plain words:

@@ -3,7 +3,7 @@
 // root, daemons or namespaces. The sandbox side (running winbindd, smbd and
 // samba-dcerpcd, feeding net its password, loading shares) uses these pieces.
 //
-// A short tour, in the order a directory and a share come to life (SMB-AD.md §13):
+// A short tour, in the order a directory and a share come to life:
 //
 //   - [ValidateNetBIOSPrefix] and [MachineName]: the SMB server's NetBIOS name,
 //     "<PREFIX>-<4 hex>", at most 15 characters.

@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// LocalGroups are an Active Directory policy's grants on the SMB server itself
-// (API.md §4.8): domain users or groups made members of the server's BUILTIN
-// groups, and granted privileges.
+// LocalGroups are an Active Directory policy's grants on the SMB server itself (its
+// administrators, backupOperators and securityOperators fields): domain users or
+// groups made members of the server's BUILTIN groups, and granted privileges.
 //
 //   - Administrators join BUILTIN\Administrators, which holds the privileges a
 //     Windows server's Administrators hold over files and shares: SeBackup,

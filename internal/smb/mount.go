@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// MountOption is what the v1 API's Volume.mountOptions holds for SMB (API.md
-// §4.5); the caller adds protocol SMB.
+// MountOption is what the v1 API's Volume.mountOptions holds for SMB
+// (google.cloud.netapp.v1.MountOption); the caller adds protocol SMB.
 type MountOption struct {
 	Export       string // the share name
 	ExportFull   string // \\name.domain\share
@@ -27,7 +27,7 @@ type MountSpec struct {
 
 // MountOptions returns the UNC path \\NAME.domain\share (lower-case FQDN, which
 // is the computer's dNSHostName and the name Kerberos needs: by IP, Kerberos
-// fails with ACCESS_DENIED, SMB-AD.md §6) and the commands a Windows (`net use`)
+// fails with ACCESS_DENIED: an address has no SPN) and the commands a Windows (`net use`)
 // and a Linux (`mount -t cifs`, Kerberos or a password) client runs.
 func MountOptions(s MountSpec) (MountOption, error) {
 	if err := validateMachineName("machineName", s.MachineName); err != nil {

@@ -9,8 +9,8 @@ import (
 )
 
 // NetBIOS name limits. A NetBIOS name is at most 15 characters (Samba refuses 16:
-// "Our netbios name can be at most 15 chars long", SMB-AD.md §5); Basin's machine
-// names are "<prefix>-<4 hex>", which leaves the prefix 10.
+// "Our netbios name can be at most 15 chars long"); Basin's machine names are
+// "<prefix>-<4 hex>", which leaves the prefix 10.
 const (
 	MaxNetBIOSName   = 15
 	MaxNetBIOSPrefix = 10

@@ -42,9 +42,10 @@ type JoinOptions struct {
 
 // JoinArgs is the argv of the join: net ads join -s <conf> -U <user>
 // --no-dns-updates [-S <dc>] [createcomputer=<Top/Sub>]. DNS registration is a
-// separate step (DNSRegisterArgs, SMB-AD.md pitfall 9), and the Kerberos
-// encryption types another (EnctypesArgs, pitfall 12). The password goes through
-// PasswordFD.
+// separate step (DNSRegisterArgs: registering during the join needs the machine
+// name to resolve to its FQDN), and the Kerberos encryption types another
+// (EnctypesArgs: the join ignores `kerberos encryption types`). The password goes
+// through PasswordFD.
 func JoinArgs(o JoinOptions) ([]string, error) {
 	if err := validateConfPath(o.Conf); err != nil {
 		return nil, err
@@ -73,7 +74,7 @@ func JoinArgs(o JoinOptions) ([]string, error) {
 // LeaveArgs is the argv that deletes the computer account: net ads leave -s
 // <conf> -U <user> [-S <dc>], the password through PasswordFD. Run
 // DNSUnregisterArgs first: a stale A record blocks the next join's registration
-// under that name (SMB-AD.md §5).
+// under that name.
 func LeaveArgs(conf, username, server string) ([]string, error) {
 	if err := validateConfPath(conf); err != nil {
 		return nil, err
@@ -132,10 +133,10 @@ const (
 	EnctypesJoined = 28 // RC4 + AES128 + AES256: what a 4.17 join writes
 )
 
-// EnctypesArgs sets the computer account's Kerberos encryption types: AES only
-// when aes (the AD connection's aesEncryption), else what the join writes. The
-// join itself ignores `kerberos encryption types` (SMB-AD.md pitfall 12). net ads
-// enctypes set -s <conf> -U <user> <NAME>$ <24|28>, password through PasswordFD.
+// EnctypesArgs sets the computer account's Kerberos encryption types: AES only when
+// aes (the AD connection's aesEncryption), else what the join writes. The join
+// itself ignores `kerberos encryption types`. net ads enctypes set -s <conf> -U
+// <user> <NAME>$ <24|28>, password through PasswordFD.
 func EnctypesArgs(conf, username, machineName string, aes bool) ([]string, error) {
 	if err := validateConfPath(conf); err != nil {
 		return nil, err

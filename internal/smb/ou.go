@@ -20,9 +20,9 @@ var ouValueRE = regexp.MustCompile(`^[\pL\pN_.-]([\pL\pN _.-]*[\pL\pN_.-])?$`)
 
 // OUPath turns an AD connection's organizationalUnit, a DN such as
 // "OU=Sub,OU=Top,DC=basin,DC=test", into the form `net ads join createcomputer=`
-// takes: "Top/Sub", from the top and relative to the domain (SMB-AD.md §5). The
-// DC= suffix, when present, must be the realm's (case-insensitive); without one
-// the DN is read as relative to the domain ("OU=Sub,OU=Top").
+// takes: "Top/Sub", from the top and relative to the domain. The DC= suffix, when
+// present, must be the realm's (case-insensitive); without one the DN is read as
+// relative to the domain ("OU=Sub,OU=Top").
 //
 // The empty DN, and "CN=Computers" with or without the realm's DC= suffix, give
 // "": join without createcomputer=. Samba then creates the computer account over
@@ -30,7 +30,7 @@ var ouValueRE = regexp.MustCompile(`^[\pL\pN_.-]([\pL\pN _.-]*[\pL\pN_.-])?$`)
 // wellKnownObjects entry: CN=Computers unless an admin redirected it with
 // redircmp). That path needs a user with rights on that container or machine
 // account quota; a user delegated only an OU is refused there ("User specified
-// does not have administrator privileges", SMB-AD.md §3).
+// does not have administrator privileges").
 //
 // Other CN= containers, DC= components that are not the realm's suffix, multi-valued
 // RDNs and unsafe characters are refused with an error naming organizationalUnit.

@@ -9,7 +9,7 @@ import (
 )
 
 // Setting is an SMB share flag, numbered as the v1 API's SMBSettings enum
-// (API.md §4.9-4.10), so the controller converts with Setting(n).
+// (google.cloud.netapp.v1.SMBSettings), so the controller converts with Setting(n).
 type Setting int32
 
 // The API's SMB settings.
@@ -25,7 +25,7 @@ const (
 	ContinuouslyAvailable  Setting = 9
 )
 
-// DefaultSettings apply when a volume names none (API.md §4.10).
+// DefaultSettings apply when a volume names none: what a plain SMB share offers.
 var DefaultSettings = []Setting{Browsable, ChangeNotify, Oplocks}
 
 // SnapshotName is a snapshot's entry name in a share's snapshot directory: its
@@ -41,7 +41,7 @@ func ValidSnapshotName(name string) bool { return snapshotNameRE.MatchString(nam
 
 // DefaultSnapshotFormat is shadow_copy2's default name layout, in UTC: each entry
 // of a share's snapshot directory must be named by its creation time in this
-// layout (e.g. "@GMT-2026.11.22-22.36.56"), SMB-AD.md §8.
+// layout (e.g. "@GMT-2026.11.22-22.36.56").
 const DefaultSnapshotFormat = "@GMT-%Y.%m.%d-%H.%M.%S"
 
 // MaxShareName is the v1 API's limit (and Windows' NNLEN).
@@ -130,7 +130,8 @@ type ShareSpec struct {
 //     modules (a stream of a previous version is read from that version's
 //     file) and above acl_xattr, with shadow:snapdir/basedir/format/sort,
 //     `shadow:localtime = no`: snapshots show in the Previous Versions tab
-//     (clients ask by TWrp, SMB-AD.md §8);
+//     (clients ask by the TWrp create context: Samba 4.17 does not honour an
+//     @GMT token in an SMB2 path);
 //   - CONTINUOUSLY_AVAILABLE: durable handles with `kernel oplocks`, `kernel
 //     share modes` and `posix locking` off (Samba refuses a durable handle under
 //     either kernel setting, and one that holds byte-range locks under posix
@@ -141,7 +142,7 @@ type ShareSpec struct {
 //     durable-v2-open.reopen1a fail there and pass with them; test/e2e
 //     TestSMBShareSmbtorture). Samba 4.17 has no persistent handles and no CA
 //     share capability: handles survive a network drop of up to 60 s, not an
-//     smbd restart (SMB-AD.md §9);
+//     smbd restart;
 //   - OPLOCKS (or CONTINUOUSLY_AVAILABLE): `oplocks` and `level2 oplocks` yes
 //     (leases follow the global `smb2 leases`); without either, both no;
 //   - CHANGE_NOTIFY: nothing. `change notify` is a global parameter in Samba 4.17

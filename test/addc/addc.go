@@ -1,7 +1,8 @@
 // Package addc stands up a real Samba 4.17 Active Directory domain controller for
 // root tests: one DC in a network namespace of its own, attached by a veth to a
 // bridge the caller owns, with every file of it under one directory, and tears it
-// down completely. It follows the hands-on study (SMB-AD.md §3 and §13).
+// down completely. It follows what a hands-on trial of Samba 4.17 as a DC found
+// (docs/architecture.md, "A real AD DC in tests, not a fake").
 //
 // Start provisions the domain and its fixture objects in one Python process (the
 // passwords travel on stdin, never in argv), starts `samba`, and returns once LDAP
@@ -185,8 +186,8 @@ func Start(ctx context.Context, o Options) (_ *DC, err error) {
 	if err := d.waitReady(ctx, timeout); err != nil {
 		return nil, fmt.Errorf("dc not ready: %w\n%s", err, d.sambaLog())
 	}
-	// The second site's SRV records, by hand (SMB-AD.md §4): only a DC's own site
-	// gets them by itself.
+	// The second site's SRV records, by hand: only a DC's own site gets them by
+	// itself.
 	var cmds [][]string
 	for _, r := range []struct{ zone, name, port string }{
 		{"_msdcs." + d.DNSDomain, "_ldap._tcp." + d.Site + "._sites.dc", "389"},
@@ -365,8 +366,10 @@ func (d *DC) startNetwork(ctx context.Context, o Options, prefix netip.Prefix) e
 }
 
 // provision makes the domain and the fixture objects, offline, in one Python
-// process, then fixes the two settings the study found wrong (SMB-AD.md §3): the
-// DNS forwarder (the DC itself) goes; winbindd's socket stays at /run/samba/winbindd.
+// process, then fixes the two settings provision gets wrong here: the DNS forwarder
+// (the DC itself, taken from the namespace's resolv.conf) goes; winbindd's socket
+// stays at /run/samba/winbindd, the path libwbclient has compiled in (the DC's smbd
+// finds winbindd only there).
 func (d *DC) provision(ctx context.Context) error {
 	conf := d.ConfPath
 	opts := []string{

@@ -133,9 +133,9 @@ func layOutReads(dir string) {
 
 // qosLoad saturates a volume with `basin bench --engine nfs`'s engine and returns
 // the client payload in MiB/s: reads 4 jobs × qd 8 × 256 KiB, writes 8 jobs × qd
-// limit/8 × 256 KiB (enough outstanding I/O to fill the limit: DATAPLANE.md §5
-// pitfall 5), each job on a connection of its own; 1 s of ramp for reads, 2 s for
-// writes, which settle later.
+// limit/8 × 256 KiB (enough outstanding I/O to fill the limit: docs/architecture.md,
+// "HTB's traps, built in"), each job on a connection of its own; 1 s of ramp for
+// reads, 2 s for writes, which settle later.
 func qosLoad(ctx context.Context, url, rw string, limit, secs float64) float64 {
 	j := bench.Job{Name: "qr", RW: rw, BS: 256 << 10, IODepth: 8, NumJobs: qosReadJobs, NrFiles: 1, Size: qosReadSize,
 		Runtime: time.Duration(secs * float64(time.Second)), TimeBased: true, Ramp: time.Second}

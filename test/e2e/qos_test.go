@@ -139,9 +139,9 @@ type load struct {
 }
 
 // args are basin bench's flags for the load. Writes need enough outstanding I/O to
-// fill a limit (DATAPLANE.md §5 pitfall 5) but not so much that draining it after
-// the run takes long: 8 jobs × 256 KiB × a depth of about limit/2 is one second of
-// the limit in flight (half a second above 64 MiB/s).
+// fill a limit (docs/architecture.md, "HTB's traps, built in") but not so much that
+// draining it after the run takes long: 8 jobs × 256 KiB × a depth of about limit/2
+// is one second of the limit in flight (half a second above 64 MiB/s).
 func (l load) args() []string {
 	a := []string{"bench", "--engine", "nfs", "--url", fmt.Sprintf("nfs://%s/%s", l.v.ep, l.v.id), "--output-format", "json",
 		"--rw", l.rw, "--bs", blockSize, "--runtime", fmt.Sprint(l.secs), "--time_based"}

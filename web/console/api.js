@@ -1,8 +1,9 @@
-// The REST API, as the signed-in caller (API.md; docs/api.md for Basin's own paths).
+// The REST API, as the signed-in caller (the NetApp Volumes v1 REST API and Basin's
+// own paths, docs/api.md).
 import { bearer } from "./auth.js";
 
-// ApiError is an API error answer (API.md §6.1): status, message, and the fields a
-// BadRequest names (fields: {field path: description}).
+// ApiError is an API error answer (Google APIs' {"error": {...}} body): status,
+// message, and the fields a BadRequest names (fields: {field path: description}).
 export class ApiError extends Error {
   constructor(status, body) {
     const e = body?.error || {};

@@ -357,7 +357,7 @@ func TestRootAccuracy(t *testing.T) {
 // TestRootPureACKsPassBy moves data each way through a shaped address and checks
 // that every payload byte went through the volume's class while the pure ACKs
 // coming back did not go through the IFB at all: the IFB moved clearly fewer
-// packets than the link did.
+// packets than the link did (and, with ACKs shaped, all of them).
 func TestRootPureACKsPassBy(t *testing.T) {
 	l := pair(t, "10.99.200.11")
 	ctx := context.Background()
@@ -414,7 +414,11 @@ func ackBypass(t *testing.T, ctx context.Context, l Link, d Driver, shape bool) 
 		if class < n {
 			t.Errorf("%s: the class counted %d bytes, less than the %d bytes of payload: data passed it by", name, class, n)
 		}
-		if !shape && float64(ifb) > 0.8*float64(dev) {
+		// How many pure ACKs a transfer has depends on how the receiver coalesces
+		// its ACKs (GRO on the veth, delayed ACKs, the machine's load): 11 % to
+		// 40 % of the link's packets were seen. Shaped, the IFB moves every one
+		// of them (the check below); passed by, it must move clearly fewer.
+		if !shape && float64(ifb) > 0.95*float64(dev) {
 			t.Errorf("%s: the IFB moved %d of the link's %d packets: the pure ACKs went through it", name, ifb, dev)
 		}
 		if shape && float64(ifb) < 0.98*float64(dev) {

@@ -13,11 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+	"unicode"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -175,28 +178,145 @@ func versions(vs []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// ConfigOptions shape the daemon configuration of one sandbox.
+// ConfigOptions shape the daemon configuration of one sandbox. The zero values of
+// the grace and include fields give the configuration Basin has always rendered:
+// no grace period and no export at start.
 type ConfigOptions struct {
-	StateDir   string // recovery state lives here
+	StateDir   string // recovery state lives here (StateDir/recov)
 	PluginsDir string // where Ganesha finds its FSAL modules; "" = its built-in default
+
+	// Grace turns NFSv4 grace on (Graceless = false): a restarted Ganesha lets
+	// the NFSv4 clients it had reclaim their opens and locks before anyone
+	// takes new ones, from the client records its fs recovery backend keeps
+	// under StateDir/recov. LeaseLifetime and GracePeriod (whole seconds; 0:
+	// DefaultLeaseLifetime and DefaultGracePeriod) are rendered only with it.
+	Grace         bool
+	LeaseLifetime time.Duration
+	GracePeriod   time.Duration
+
+	// Includes are export files (EXPORT blocks, Export.Render) that Ganesha
+	// reads with the configuration, each on a %include line, in this order
+	// (parents before the exports below them, as a reload loads them): their
+	// exports exist before Ganesha opens its listeners. A relative path is
+	// taken from the directory of ganesha.conf, which spares the data
+	// directory's name the few characters Ganesha's lexer allows in an include
+	// path (Validate). Every file must exist when Ganesha starts: a
+	// missing or repeated one is a parse error, and Ganesha exits. An EXPORT
+	// block that fails (its path gone) only leaves that export out.
+	Includes []string
+}
+
+// Grace defaults: see RenderConfig.
+const (
+	DefaultLeaseLifetime = 20 * time.Second
+	DefaultGracePeriod   = 40 * time.Second
+)
+
+// Ganesha 4.3's bounds on Lease_Lifetime and Grace_Period (support/nfs_read_conf.c).
+const (
+	maxLeaseLifetime = 180 * time.Second
+	maxGracePeriod   = 270 * time.Second
+)
+
+// includePath is what Ganesha 4.3's lexer takes after %include (INCLPATH in
+// config_parsing/conf_lex.l): letters, digits, '-', '.', '_' and '/', no
+// empty component.
+var includePath = regexp.MustCompile(`^/?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+
+// leaseAndGrace returns the lease and grace periods to render, whole seconds.
+func (o ConfigOptions) leaseAndGrace() (lease, grace time.Duration) {
+	lease, grace = o.LeaseLifetime, o.GracePeriod
+	if lease == 0 {
+		lease = DefaultLeaseLifetime
+	}
+	if grace == 0 {
+		grace = DefaultGracePeriod
+	}
+	return lease, grace
+}
+
+// Validate checks what RenderConfig writes from o: a state directory
+// Ganesha's parser reads back as given, include paths its lexer accepts (each
+// once, none with a ".." component), and with Grace a lease of 1 s to 180 s
+// and a grace period of at least the lease and at most 270 s, in whole
+// seconds (Ganesha's bounds; a grace shorter than the lease would let an idle
+// client's state go before it noticed the restart).
+func (o ConfigOptions) Validate() error {
+	if !filepath.IsAbs(o.StateDir) || strings.ContainsAny(o.StateDir, "\"\\") || strings.ContainsFunc(o.StateDir, unicode.IsControl) {
+		return fmt.Errorf("ganesha config: state directory %q", o.StateDir)
+	}
+	if o.PluginsDir != "" && (!filepath.IsAbs(o.PluginsDir) || strings.ContainsAny(o.PluginsDir, "\"\\") || strings.ContainsFunc(o.PluginsDir, unicode.IsControl)) {
+		return fmt.Errorf("ganesha config: plugins directory %q", o.PluginsDir)
+	}
+	seen := map[string]bool{}
+	for _, inc := range o.Includes {
+		if !includePath.MatchString(inc) || slices.Contains(strings.Split(inc, "/"), "..") {
+			return fmt.Errorf("ganesha config: include path %q (Ganesha takes letters, digits, '-', '.', '_' and '/', and Basin no '..')", inc)
+		}
+		if seen[inc] {
+			return fmt.Errorf("ganesha config: %q included twice (Ganesha refuses to start)", inc)
+		}
+		seen[inc] = true
+	}
+	if !o.Grace {
+		return nil
+	}
+	lease, grace := o.leaseAndGrace()
+	switch {
+	case lease < time.Second || lease > maxLeaseLifetime || lease%time.Second != 0:
+		return fmt.Errorf("ganesha config: lease lifetime %v is not whole seconds in 1s..%v", lease, maxLeaseLifetime)
+	case grace > maxGracePeriod || grace%time.Second != 0:
+		return fmt.Errorf("ganesha config: grace period %v is not whole seconds up to %v", grace, maxGracePeriod)
+	case grace < lease:
+		return fmt.Errorf("ganesha config: grace period %v is shorter than the lease lifetime %v", grace, lease)
+	}
+	return nil
 }
 
 // RenderConfig returns ganesha.conf for a sandbox (Basin's build has no NLM and no
 // RQUOTA to turn off): NFSv3, NFSv4.0 (libnfs) and v4.1,
-// one pseudo namespace (mount_path_pseudo), no grace period, numeric owners, nobody
-// as the anonymous user. It names no export: Ganesha starts with none, and Basin adds
-// each one over DBus once its volume is mounted and verified, so a restarted Ganesha
-// can never serve an empty mount-point directory. Per-export statistics are on
-// (Enable_NFS_Stats, Ganesha's default, said explicitly: the metrics sampler reads
-// them). Ganesha 4.3 has no per-connection
-// request limit to set: its Dispatch_Max_Reqs_Xprt went away with the 2.6
-// dispatcher rework.
+// one pseudo namespace (mount_path_pseudo), numeric owners, nobody as the
+// anonymous user, and the fs recovery backend under StateDir/recov. Per-export
+// statistics are on (Enable_NFS_Stats, Ganesha's default, said explicitly: the
+// metrics sampler reads them). Ganesha 4.3 has no per-connection request limit
+// to set: its Dispatch_Max_Reqs_Xprt went away with the 2.6 dispatcher rework.
+//
+// Without Includes it names no export: Ganesha starts with none, and Basin adds
+// each one over DBus once its volume is mounted and verified, so a restarted
+// Ganesha can never serve an empty mount-point directory. With Includes,
+// Ganesha loads those export files before it opens its listeners (nfs_main.c:
+// ReadExports runs before nfs_start), so a client's handles are good the
+// moment it can connect; the caller includes only the exports of volumes it
+// verified are mounted, and lists their paths in the sandbox's mtab first.
+//
+// Without Grace, no grace period (Graceless): a restart drops every NFSv4
+// open and lock. With Grace, a restarted Ganesha is in grace for GracePeriod
+// (counted from before it reads its exports): clients it had (the recovery
+// directory names each by address and client owner) may reclaim their opens
+// and locks, and new OPENs, LOCKs and LOCKTs, and NFSv4 SETATTR, REMOVE and
+// RENAME get NFS4ERR_GRACE (NFSv3 SETATTR NFS3ERR_JUKEBOX; NFSv3 I/O goes on).
+// Ganesha ends grace early, at its next reaper pass (every 10 s, or half the
+// lease below 20 s), once every client it had sent RECLAIM_COMPLETE — NFSv4.0
+// clients never do, so one of them holds grace to its end — and skips it when
+// it had no client. The defaults: a 20 s lease (an idle client renews every
+// ~13 s, two thirds of it, and notices a restart by then; a client cut off for
+// longer than the lease loses its opens and locks) and a 40 s grace, two
+// leases: room for an idle client to notice, reconnect and reclaim after
+// Ganesha read its exports; it lasts that long only when a client it had never
+// comes back.
 func RenderConfig(o ConfigOptions) string {
 	plugins := ""
 	if o.PluginsDir != "" {
 		plugins = fmt.Sprintf("\tPlugins_Dir = %q;\n", o.PluginsDir)
 	}
-	return fmt.Sprintf(`# Generated by Basin; do not edit.
+	grace := "\tGraceless = true;\n"
+	if o.Grace {
+		lease, period := o.leaseAndGrace()
+		grace = fmt.Sprintf("\tGraceless = false;\n\tLease_Lifetime = %d;\n\tGrace_Period = %d;\n",
+			int(lease/time.Second), int(period/time.Second))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `# Generated by Basin; do not edit.
 NFS_CORE_PARAM {
 	Protocols = 3, 4;
 	Enable_UDP = false;
@@ -205,8 +325,7 @@ NFS_CORE_PARAM {
 %s}
 NFSV4 {
 	Minor_Versions = 0, 1;
-	Graceless = true;
-	RecoveryBackend = fs;
+%s	RecoveryBackend = fs;
 	RecoveryRoot = %q;
 	Only_Numeric_Owners = true;
 }
@@ -225,7 +344,11 @@ EXPORT_DEFAULTS {
 LOG {
 	Default_Log_Level = EVENT;
 }
-`, plugins, o.StateDir+"/recov", AnonID, AnonID)
+`, plugins, grace, o.StateDir+"/recov", AnonID, AnonID)
+	for _, inc := range o.Includes {
+		fmt.Fprintf(&b, "%%include %q\n", inc)
+	}
+	return b.String()
 }
 
 // DBus talks to one Ganesha over its (private) system bus. It keeps one

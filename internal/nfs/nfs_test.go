@@ -4,7 +4,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -41,7 +44,81 @@ func TestRenderExport(t *testing.T) {
 }
 
 func TestRenderConfig(t *testing.T) {
-	golden(t, "ganesha.conf", RenderConfig(ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", PluginsDir: "/usr/local/lib/basin/ganesha/lib/ganesha"}))
+	o := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", PluginsDir: "/usr/local/lib/basin/ganesha/lib/ganesha"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "ganesha.conf", RenderConfig(o))
+
+	// Grace with its defaults, and the exports of mounted volumes included,
+	// parents first; relative paths are read from ganesha.conf's directory.
+	o.Grace = true
+	o.Includes = []string{"exports/7.conf", "exports/9.conf", "exports/12.conf", "/var/lib/basin/sandboxes/default/exports/3.conf"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "ganesha_grace.conf", RenderConfig(o))
+
+	o.LeaseLifetime, o.GracePeriod = 10*time.Second, 15*time.Second
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := RenderConfig(o)
+	for _, want := range []string{"\tGraceless = false;\n\tLease_Lifetime = 10;\n\tGrace_Period = 15;\n", "\n%include \"exports/7.conf\"\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("config lacks %q:\n%s", want, got)
+		}
+	}
+	// Includes without grace (a restart that keeps the exports but not state).
+	o.Grace = false
+	if got := RenderConfig(o); !strings.Contains(got, "Graceless = true;") || strings.Contains(got, "Lease_Lifetime") || !strings.Contains(got, "%include \"exports/12.conf\"") {
+		t.Errorf("includes without grace:\n%s", got)
+	}
+}
+
+// What RenderConfig writes is checked first: include paths Ganesha's lexer
+// takes, each once; lease and grace in Ganesha's bounds, grace no shorter than
+// the lease; directories its parser reads back as given.
+func TestValidateConfig(t *testing.T) {
+	ok := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/n-1", Grace: true, Includes: []string{"exports/1.conf", "/d/x_y-z.conf"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	cases := map[string]func(o *ConfigOptions){
+		"relative state dir":        func(o *ConfigOptions) { o.StateDir = "sandboxes/n" },
+		"quote in state dir":        func(o *ConfigOptions) { o.StateDir = `/x"; } EXPORT { Path = "/` },
+		"newline in plugins dir":    func(o *ConfigOptions) { o.PluginsDir = "/usr/lib\nx" },
+		"space in include":          func(o *ConfigOptions) { o.Includes = []string{"/tmp/Test A/exports/1.conf"} },
+		"at sign in include":        func(o *ConfigOptions) { o.Includes = []string{"/var/lib/basin@2/exports/1.conf"} },
+		"quote in include":          func(o *ConfigOptions) { o.Includes = []string{`exports/1.conf"`} },
+		"dot-dot in include":        func(o *ConfigOptions) { o.Includes = []string{"exports/../../etc/x.conf"} },
+		"double slash in include":   func(o *ConfigOptions) { o.Includes = []string{"exports//1.conf"} },
+		"trailing slash in include": func(o *ConfigOptions) { o.Includes = []string{"exports/"} },
+		"empty include":             func(o *ConfigOptions) { o.Includes = []string{""} },
+		"include twice":             func(o *ConfigOptions) { o.Includes = []string{"exports/1.conf", "exports/1.conf"} },
+		"grace shorter than lease":  func(o *ConfigOptions) { o.LeaseLifetime, o.GracePeriod = 30*time.Second, 20*time.Second },
+		"lease over 180 s":          func(o *ConfigOptions) { o.LeaseLifetime, o.GracePeriod = 181*time.Second, 200*time.Second },
+		"grace over 270 s":          func(o *ConfigOptions) { o.GracePeriod = 271 * time.Second },
+		"lease not whole seconds":   func(o *ConfigOptions) { o.LeaseLifetime = 1500 * time.Millisecond },
+		"grace not whole seconds":   func(o *ConfigOptions) { o.GracePeriod = 40*time.Second + time.Millisecond },
+		"negative lease":            func(o *ConfigOptions) { o.LeaseLifetime = -time.Second },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := ok
+			o.Includes = slices.Clone(ok.Includes)
+			mutate(&o)
+			if err := o.Validate(); err == nil {
+				t.Fatalf("accepted %+v", o)
+			}
+		})
+	}
+	// Without grace, its durations are not rendered and not checked.
+	o := ok
+	o.Grace, o.LeaseLifetime = false, time.Hour
+	if err := o.Validate(); err != nil {
+		t.Fatalf("lease checked without grace: %v", err)
+	}
 }
 
 // Everything written into Ganesha's configuration is checked first: an ID that

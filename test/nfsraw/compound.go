@@ -40,6 +40,26 @@ const (
 	ErrBadStateID Status = 10025
 	ErrOpenMode   Status = 10038
 	ErrOpIllegal  Status = 10044
+
+	// State and recovery (RFC 8881 §15.1).
+	ErrDenied          Status = 10010
+	ErrExpired         Status = 10011
+	ErrLocked          Status = 10012
+	ErrGrace           Status = 10013
+	ErrShareDenied     Status = 10015
+	ErrStaleClientID   Status = 10022
+	ErrStaleStateID    Status = 10023
+	ErrOldStateID      Status = 10024
+	ErrBadSeqID        Status = 10026
+	ErrLockRange       Status = 10028
+	ErrNoGrace         Status = 10033
+	ErrReclaimBad      Status = 10034
+	ErrReclaimConflict Status = 10035
+	ErrBadSession      Status = 10052
+	ErrCompleteAlready Status = 10054
+	ErrConnNotBound    Status = 10055
+	ErrSeqMisordered   Status = 10063
+	ErrDeadSession     Status = 10078
 )
 
 var statusNames = map[Status]string{
@@ -50,6 +70,10 @@ var statusNames = map[Status]string{
 	10020: "NFS4ERR_NOFILEHANDLE", 10025: "NFS4ERR_BAD_STATEID", 10029: "NFS4ERR_SYMLINK", 10038: "NFS4ERR_OPENMODE",
 	10040: "NFS4ERR_BADCHAR", 10041: "NFS4ERR_BADNAME",
 	10022: "NFS4ERR_STALE_CLIENTID", 10027: "NFS4ERR_NOT_SAME", 10044: "NFS4ERR_OP_ILLEGAL", 10059: "NFS4ERR_LAYOUTUNAVAILABLE", 10071: "NFS4ERR_OP_NOT_IN_SESSION", 10083: "NFS4ERR_WRONG_TYPE",
+	10010: "NFS4ERR_DENIED", 10011: "NFS4ERR_EXPIRED", 10012: "NFS4ERR_LOCKED", 10013: "NFS4ERR_GRACE", 10015: "NFS4ERR_SHARE_DENIED",
+	10023: "NFS4ERR_STALE_STATEID", 10024: "NFS4ERR_OLD_STATEID", 10026: "NFS4ERR_BAD_SEQID", 10028: "NFS4ERR_LOCK_RANGE",
+	10033: "NFS4ERR_NO_GRACE", 10034: "NFS4ERR_RECLAIM_BAD", 10035: "NFS4ERR_RECLAIM_CONFLICT", 10052: "NFS4ERR_BADSESSION",
+	10054: "NFS4ERR_COMPLETE_ALREADY", 10055: "NFS4ERR_CONN_NOT_BOUND_TO_SESSION", 10063: "NFS4ERR_SEQ_MISORDERED", 10078: "NFS4ERR_DEADSESSION",
 }
 
 func (s Status) String() string {
@@ -62,34 +86,46 @@ func (s Status) String() string {
 // Error makes a non-OK Status an error.
 func (s Status) Error() string { return s.String() }
 
-// Client is an NFSv4 client that sends COMPOUNDs of the operations that need
-// no open state (PUTFH, LOOKUP, GETATTR, READ and WRITE with the anonymous
-// stateid, ...), over one TCP connection with AUTH_SYS: NFSv4.0 (Dial), or
-// NFSv4.1 with a session (Dial41).
+// Client is an NFSv4 client that sends COMPOUNDs over one TCP connection with
+// AUTH_SYS: NFSv4.0 (Dial), or NFSv4.1 with a session (Dial41), which can also
+// hold state (OPEN, LOCK; state.go) and reclaim it after a server restart
+// (Reestablish).
 type Client struct {
-	rc    *rpcConn
-	minor uint32
-	sess  *session // NFSv4.1: every COMPOUND starts with its SEQUENCE
+	rc     *rpcConn // nil after Drop or a failed Reestablish
+	minor  uint32
+	sess   *session // NFSv4.1: every COMPOUND starts with its SEQUENCE
+	addr   string   // host:port
+	auth   Auth
+	opts41 Options41
 }
+
+// errNotConnected is a call on a Client without a connection.
+var errNotConnected = errors.New("nfsraw: not connected")
 
 // Dial connects to an NFSv4 server at host:port.
 func Dial(ctx context.Context, host string, port int, a Auth) (*Client, error) {
-	rc, err := dialRPC(ctx, net.JoinHostPort(host, strconv.Itoa(port)), a)
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	rc, err := dialRPC(ctx, addr, a)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rc: rc}, nil
+	return &Client{rc: rc, addr: addr, auth: a}, nil
 }
 
 // Close closes the connection (an NFSv4.1 client first destroys its session
 // and client ID).
 func (c *Client) Close() error {
+	if c.rc == nil {
+		return nil
+	}
 	if c.sess != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c.closeSession(ctx)
 		cancel()
 	}
-	return c.rc.close()
+	err := c.rc.close()
+	c.rc = nil
+	return err
 }
 
 // MinorVersion is the NFSv4 minor version the client speaks (0 or 1).
@@ -116,6 +152,7 @@ func (c *Client) Compound(ctx context.Context, ops ...Op) (st Status, failed int
 	st, failed, err = c.compound(ctx, append([]Op{seq}, ops...))
 	if err == nil && failed != 0 {
 		c.sess.seq++ // the slot's sequence id was used
+		c.sess.status = seq.status
 	}
 	if failed >= 0 {
 		failed--
@@ -124,6 +161,9 @@ func (c *Client) Compound(ctx context.Context, ops ...Op) (st Status, failed int
 }
 
 func (c *Client) compound(ctx context.Context, ops []Op) (st Status, failed int, err error) {
+	if c.rc == nil {
+		return 0, -1, errNotConnected
+	}
 	var e xdrEnc
 	e.Str("nfsraw")
 	e.U32(c.minor)
@@ -159,8 +199,8 @@ func decodeCompound(res []byte, ops []Op) (Status, int, error) {
 		}
 		ost := Status(d.U32())
 		if ost != OK {
-			if sa, ok := ops[i].(*SetAttr); ok {
-				sa.AttrsSet = d.bitmap()
+			if er, ok := ops[i].(errResult); ok {
+				er.decodeErr(ost, &d)
 			}
 			return ost, i, d.Err()
 		}
@@ -201,11 +241,23 @@ func StatusOf(err error) (Status, bool) {
 // not know (with NFS4ERR_OP_ILLEGAL).
 const opIllegal = 10044
 
-var anonStateID [16]byte // seqid 0, other all zeros: the anonymous stateid
+// errResult is an Op whose failure carries results: SETATTR's attrsset,
+// LOCK's and LOCKT's conflicting lock.
+type errResult interface {
+	decodeErr(st Status, d *xdrDec)
+}
 
 type noResult struct{}
 
 func (noResult) decode(*xdrDec) {}
+
+func (e *xdrEnc) bool(b bool) {
+	if b {
+		e.U32(1)
+	} else {
+		e.U32(0)
+	}
+}
 
 // PutRootFH makes the pseudo-root the current filehandle.
 type PutRootFH struct{ noResult }
@@ -409,18 +461,19 @@ func (o *ReadDir) decode(d *xdrDec) {
 	o.EOF = d.U32() != 0
 }
 
-// Read reads Count bytes at Offset of the current file with the anonymous
-// stateid.
+// Read reads Count bytes at Offset of the current file, with StateID (the
+// zero value is the anonymous stateid).
 type Read struct {
-	Offset uint64
-	Count  uint32
-	Data   []byte
-	EOF    bool
+	StateID StateID
+	Offset  uint64
+	Count   uint32
+	Data    []byte
+	EOF     bool
 }
 
 func (*Read) code() uint32 { return 25 }
 func (o *Read) encode(e *xdrEnc) {
-	e.Fixed(anonStateID[:])
+	e.stateID(o.StateID)
 	e.U64(o.Offset)
 	e.U32(o.Count)
 }
@@ -429,17 +482,18 @@ func (o *Read) decode(d *xdrDec) {
 	o.Data = append([]byte(nil), d.Opaque()...)
 }
 
-// Write writes Data at Offset of the current file (FILE_SYNC) with the
-// anonymous stateid.
+// Write writes Data at Offset of the current file (FILE_SYNC), with StateID
+// (the zero value is the anonymous stateid).
 type Write struct {
-	Offset uint64
-	Data   []byte
-	Count  uint32
+	StateID StateID
+	Offset  uint64
+	Data    []byte
+	Count   uint32
 }
 
 func (*Write) code() uint32 { return 38 }
 func (o *Write) encode(e *xdrEnc) {
-	e.Fixed(anonStateID[:])
+	e.stateID(o.StateID)
 	e.U64(o.Offset)
 	e.U32(2) // FILE_SYNC4
 	e.Opaque(o.Data)
@@ -488,9 +542,11 @@ func (*Remove) code() uint32       { return 28 }
 func (o *Remove) encode(e *xdrEnc) { e.Str(o.Name) }
 func (o *Remove) decode(d *xdrDec) { d.changeInfo() }
 
-// SetAttr sets the current object's mode (and size, if Size is set) with the
-// anonymous stateid. AttrsSet is what the server says it set, even on error.
+// SetAttr sets the current object's mode (and size, if Size is set), with
+// StateID (the zero value is the anonymous stateid). AttrsSet is what the
+// server says it set, even on error.
 type SetAttr struct {
+	StateID  StateID
 	Mode     *uint32
 	Size     *uint64
 	AttrsSet []uint32
@@ -498,10 +554,11 @@ type SetAttr struct {
 
 func (*SetAttr) code() uint32 { return 34 }
 func (o *SetAttr) encode(e *xdrEnc) {
-	e.Fixed(anonStateID[:])
+	e.stateID(o.StateID)
 	modeAttrs(e, o.Mode, o.Size)
 }
-func (o *SetAttr) decode(d *xdrDec) { o.AttrsSet = d.bitmap() }
+func (o *SetAttr) decode(d *xdrDec)              { o.AttrsSet = d.bitmap() }
+func (o *SetAttr) decodeErr(_ Status, d *xdrDec) { o.AttrsSet = d.bitmap() }
 
 // Link makes Name in the current directory a hard link to the saved object.
 type Link struct{ Name string }

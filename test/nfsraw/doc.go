@@ -3,16 +3,20 @@
 // of what a kernel client does (test/e2e).
 //
 // The client sends COMPOUNDs over one TCP connection with AUTH_SYS (uid, gid
-// and groups chosen by the caller) and offers the operations that need no open
-// state: PUTROOTFH, PUTFH, LOOKUP, LOOKUPP, GETFH, SAVEFH, RESTOREFH, GETATTR
-// (type, size, fsid, fileid, mode, owner, group; GetSpace: space_avail,
-// space_free, space_total), READDIR, READ and WRITE and SETATTR (mode, size)
-// with the anonymous stateid, CREATE (directory or symlink), REMOVE, LINK and
-// RENAME. Dial speaks NFSv4.0; Dial41 speaks NFSv4.1 as a kernel client does
-// (EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE, then a SEQUENCE before every
-// COMPOUND; session.go). Compound returns the nfsstat4 of the first failing op;
-// handles and names go out as given. The XDR and ONC RPC wire format comes from
-// internal/oncrpc.
+// and groups chosen by the caller): PUTROOTFH, PUTFH, LOOKUP, LOOKUPP, GETFH,
+// SAVEFH, RESTOREFH, GETATTR (type, size, fsid, fileid, mode, owner, group;
+// GetSpace: space_avail, space_free, space_total), READDIR, READ and WRITE and
+// SETATTR (mode, size) with a stateid (the anonymous one unless given), CREATE
+// (directory or symlink), REMOVE, LINK and RENAME; and state (state.go): OPEN
+// with share access and deny (CLAIM_NULL, CLAIM_FH, and CLAIM_PREVIOUS to
+// reclaim), OPEN_CONFIRM, CLOSE, LOCK (a new lock owner or an existing one,
+// reclaim or not), LOCKT and LOCKU, and RECLAIM_COMPLETE. Dial speaks NFSv4.0;
+// Dial41 speaks NFSv4.1 as a kernel client does (EXCHANGE_ID, CREATE_SESSION,
+// RECLAIM_COMPLETE, then a SEQUENCE before every COMPOUND; session.go), and
+// Dial41With and Reestablish let a client with a fixed owner and verifier come
+// back to a restarted server and reclaim. Compound returns the nfsstat4 of the
+// first failing op; handles and names go out as given. The XDR and ONC RPC
+// wire format comes from internal/oncrpc.
 //
 // # Ganesha VFS handle layout (nfs-ganesha 4.3, FSAL_VFS, Linux, x86-64)
 //

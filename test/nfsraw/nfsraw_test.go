@@ -80,6 +80,7 @@ func FuzzDecodeCompound(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decodeCompound(b, []Op{&GetAttr{}, &ReadDir{}, &Read{}, &GetFH{}, &SetAttr{}})
 		decodeCompound(b, []Op{&sequence{sess: &session{}}, &exchangeID{}, &createSession{}, &GetSpace{}})
+		decodeCompound(b, []Op{&Open{}, &Lock{}, &LockT{}, &LockU{}, &Close{}, &OpenConfirm{}, &ReclaimComplete{}})
 		ParseHandle(b, true)
 		ParseHandle(b, false)
 	})

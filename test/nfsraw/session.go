@@ -11,7 +11,9 @@ import (
 
 // NFSv4.1 sessions (RFC 8881): what a kernel client does before its first
 // LOOKUP — EXCHANGE_ID, CREATE_SESSION with one slot, RECLAIM_COMPLETE — and a
-// SEQUENCE in front of every COMPOUND after that.
+// SEQUENCE in front of every COMPOUND after that; and what it does when the
+// server restarted (§8.4.2): the same EXCHANGE_ID again, a new session, its
+// opens and locks reclaimed, then RECLAIM_COMPLETE.
 
 // session is an NFSv4.1 client's session: one slot, used by one call at a time
 // (rpcConn serialises calls).
@@ -19,39 +21,150 @@ type session struct {
 	clientID uint64
 	id       [16]byte
 	seq      uint32 // the slot's next sequence id
+	status   uint32 // the status flags of the last SEQUENCE that succeeded
+}
+
+// Options41 shape an NFSv4.1 client (Dial41With).
+type Options41 struct {
+	// Owner and Verifier are the client owner (co_ownerid) and its boot
+	// verifier (co_verifier); "" and all zeros: random ones. The server knows
+	// a client by both: after a server restart, a client that comes back from
+	// the same address with the same Owner may reclaim its state (Ganesha's
+	// recovery records name it by address and owner), and the same Verifier
+	// says it did not restart itself.
+	Owner    string
+	Verifier [8]byte
+	// NoReclaimComplete leaves RECLAIM_COMPLETE to the caller (ReclaimComplete):
+	// a client that reclaims state sends it once its reclaims are done.
+	NoReclaimComplete bool
 }
 
 // Dial41 connects to an NFSv4.1 server at host:port and sets up a session: a
-// client ID of its own (EXCHANGE_ID), a session of one slot (CREATE_SESSION) and
-// RECLAIM_COMPLETE. Every Compound then goes out as minor version 1 with a
-// SEQUENCE first; Close destroys the session and the client ID.
+// client ID of its own (EXCHANGE_ID with a random owner), a session of one slot
+// (CREATE_SESSION) and RECLAIM_COMPLETE. Every Compound then goes out as minor
+// version 1 with a SEQUENCE first; Close destroys the session and the client ID.
 func Dial41(ctx context.Context, host string, port int, a Auth) (*Client, error) {
-	rc, err := dialRPC(ctx, net.JoinHostPort(host, strconv.Itoa(port)), a)
+	return Dial41With(ctx, host, port, a, Options41{})
+}
+
+// Dial41With is Dial41 with a client owner, a verifier and RECLAIM_COMPLETE as
+// the caller chooses.
+func Dial41With(ctx context.Context, host string, port int, a Auth, o Options41) (*Client, error) {
+	if o.Verifier == ([8]byte{}) {
+		if _, err := rand.Read(o.Verifier[:]); err != nil {
+			return nil, err
+		}
+	}
+	if o.Owner == "" {
+		o.Owner = fmt.Sprintf("nfsraw-%x", o.Verifier)
+	}
+	c := &Client{minor: 1, addr: net.JoinHostPort(host, strconv.Itoa(port)), auth: a, opts41: o}
+	if _, err := c.establish(ctx); err != nil {
+		return nil, err
+	}
+	if !o.NoReclaimComplete {
+		if err := c.Run(ctx, &ReclaimComplete{}); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("RECLAIM_COMPLETE: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Reestablished is what Reestablish found.
+type Reestablished struct {
+	ClientID uint64
+	// Confirmed: the server still held the client ID (EXCHGID4_FLAG_CONFIRMED_R),
+	// so it did not restart and the client's opens and locks are still there.
+	// Otherwise the client is new to it and reclaims (while the server is in
+	// grace), then sends RECLAIM_COMPLETE.
+	Confirmed bool
+}
+
+// Reestablish connects again and sets up a new session for the same client
+// owner and verifier: what a client does when its session or client ID is
+// gone (NeedsReestablish), typically after a server restart. It sends no
+// RECLAIM_COMPLETE. It fails, leaving the client without a connection, while
+// the server does not answer; call it again.
+func (c *Client) Reestablish(ctx context.Context) (Reestablished, error) {
+	if c.minor != 1 {
+		return Reestablished{}, errors.New("reestablish: not an NFSv4.1 client")
+	}
+	c.sess = nil
+	if c.rc != nil {
+		c.rc.close()
+		c.rc = nil
+	}
+	return c.establish(ctx)
+}
+
+// establish dials and runs EXCHANGE_ID and CREATE_SESSION with the client's
+// owner and verifier.
+func (c *Client) establish(ctx context.Context) (Reestablished, error) {
+	rc, err := dialRPC(ctx, c.addr, c.auth)
 	if err != nil {
-		return nil, err
+		return Reestablished{}, err
 	}
-	c := &Client{rc: rc, minor: 1}
-	ex := &exchangeID{}
-	if _, err := rand.Read(ex.verifier[:]); err != nil {
-		rc.close()
-		return nil, err
-	}
-	ex.owner = fmt.Sprintf("nfsraw-%x", ex.verifier)
+	c.rc = rc
+	ex := &exchangeID{verifier: c.opts41.Verifier, owner: c.opts41.Owner}
 	if err := c.runRaw(ctx, ex); err != nil {
 		rc.close()
-		return nil, fmt.Errorf("EXCHANGE_ID: %w", err)
+		c.rc = nil
+		return Reestablished{}, fmt.Errorf("EXCHANGE_ID: %w", err)
 	}
 	cs := &createSession{clientID: ex.clientID, seq: ex.seq}
 	if err := c.runRaw(ctx, cs); err != nil {
 		rc.close()
-		return nil, fmt.Errorf("CREATE_SESSION: %w", err)
+		c.rc = nil
+		return Reestablished{}, fmt.Errorf("CREATE_SESSION: %w", err)
 	}
 	c.sess = &session{clientID: ex.clientID, id: cs.id, seq: 1}
-	if err := c.Run(ctx, &reclaimComplete{}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("RECLAIM_COMPLETE: %w", err)
+	return Reestablished{ClientID: ex.clientID, Confirmed: ex.flags&exchgidConfirmedR != 0}, nil
+}
+
+// NeedsReestablish reports whether err, from a call of an NFSv4.1 client, says
+// its session or client ID is gone, as after a server restart: the connection
+// failed, or NFS4ERR_BADSESSION, NFS4ERR_DEADSESSION, NFS4ERR_STALE_CLIENTID,
+// NFS4ERR_EXPIRED or NFS4ERR_CONN_NOT_BOUND_TO_SESSION. A context's end and an
+// RPC-level refusal are not.
+func NeedsReestablish(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
 	}
-	return c, nil
+	if st, ok := StatusOf(err); ok {
+		switch st {
+		case ErrBadSession, ErrDeadSession, ErrStaleClientID, ErrExpired, ErrConnNotBound:
+			return true
+		}
+		return false
+	}
+	var re *RPCError
+	return !errors.As(err, &re)
+}
+
+// SequenceStatus is the status flags (SEQ4_STATUS_*) of the last SEQUENCE that
+// succeeded; 0 for NFSv4.0.
+func (c *Client) SequenceStatus() uint32 {
+	if c.sess == nil {
+		return 0
+	}
+	return c.sess.status
+}
+
+// Owner is an NFSv4.1 client's owner (co_ownerid); "" for NFSv4.0.
+func (c *Client) Owner() string { return c.opts41.Owner }
+
+// Drop closes the connection and nothing else, as a client that crashed or
+// was cut off: the server keeps its session, client ID and state until its
+// lease runs out.
+func (c *Client) Drop() error {
+	c.sess = nil
+	if c.rc == nil {
+		return nil
+	}
+	err := c.rc.close()
+	c.rc = nil
+	return err
 }
 
 // runRaw sends ops as one minor-version-1 COMPOUND without a SEQUENCE (for
@@ -77,8 +190,8 @@ func (c *Client) closeSession(ctx context.Context) {
 
 // sequence is SEQUENCE on the session's one slot.
 type sequence struct {
-	noResult
-	sess *session
+	sess   *session
+	status uint32 // SEQ4_STATUS_* of the reply
 }
 
 func (*sequence) code() uint32 { return 53 }
@@ -90,12 +203,12 @@ func (o *sequence) encode(e *xdrEnc) {
 	e.U32(0) // cachethis: false
 }
 func (o *sequence) decode(d *xdrDec) {
-	d.Take(16) // session
-	d.U32()    // sequence id
-	d.U32()    // slot
-	d.U32()    // highest slot
-	d.U32()    // target highest slot
-	d.U32()    // status flags
+	d.Take(16)         // session
+	d.U32()            // sequence id
+	d.U32()            // slot
+	d.U32()            // highest slot
+	d.U32()            // target highest slot
+	o.status = d.U32() // status flags
 }
 
 // exchangeID is EXCHANGE_ID: a client owner, no state protection.
@@ -104,7 +217,12 @@ type exchangeID struct {
 	owner    string
 	clientID uint64
 	seq      uint32
+	flags    uint32
 }
+
+// exchgidConfirmedR is EXCHGID4_FLAG_CONFIRMED_R: the server holds the client
+// ID confirmed already.
+const exchgidConfirmedR = 0x80000000
 
 func (*exchangeID) code() uint32 { return 42 }
 func (o *exchangeID) encode(e *xdrEnc) {
@@ -117,7 +235,7 @@ func (o *exchangeID) encode(e *xdrEnc) {
 func (o *exchangeID) decode(d *xdrDec) {
 	o.clientID = d.U64()
 	o.seq = d.U32()
-	d.U32() // flags
+	o.flags = d.U32()
 	if how := d.U32(); how != 0 {
 		d.Fail(fmt.Errorf("exchange_id: state protection %d", how))
 		return
@@ -178,11 +296,16 @@ func (o *createSession) decode(d *xdrDec) {
 	}
 }
 
-// reclaimComplete is RECLAIM_COMPLETE for all filesystems.
-type reclaimComplete struct{ noResult }
+// ReclaimComplete is RECLAIM_COMPLETE (NFSv4.1): the client reclaimed all it
+// will (for the current filesystem only, with OneFS). A client sends it once
+// per client ID, after its reclaims; Dial41 sends it at once.
+type ReclaimComplete struct {
+	noResult
+	OneFS bool
+}
 
-func (*reclaimComplete) code() uint32     { return 58 }
-func (*reclaimComplete) encode(e *xdrEnc) { e.U32(0) }
+func (*ReclaimComplete) code() uint32       { return 58 }
+func (o *ReclaimComplete) encode(e *xdrEnc) { e.bool(o.OneFS) }
 
 type destroySession struct {
 	noResult

@@ -195,9 +195,15 @@ type Server struct {
 	Host      string // 127.0.0.1
 	NFSPort   int
 	MountPort int
-	cmd       *exec.Cmd
-	done      chan struct{}
+	// Env is added to the daemon's environment (by default its DBus system
+	// bus is a path that does not exist: no DBus).
+	Env  []string
+	cmd  *exec.Cmd
+	done chan struct{}
 }
+
+// ConfPath is the server's ganesha.conf.
+func (s *Server) ConfPath() string { return filepath.Join(s.Dir, "ganesha.conf") }
 
 // LogPath is where the server logs.
 func (s *Server) LogPath() string { return filepath.Join(s.Dir, "ganesha.log") }
@@ -238,11 +244,27 @@ LOG { Default_Log_Level = EVENT; Components { FSAL = INFO; NFSPROTO = INFO; } }
 // namespace, and stops it at cleanup.
 func Start(t testing.TB, bin string, exports []Export) *Server {
 	t.Helper()
+	s := NewServer(t, bin)
+	if err := os.WriteFile(s.ConfPath(), []byte(Config(s.Dir, s.NFSPort, s.MountPort, exports)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.Launch(t)
+	// The MOUNT service comes up with NFS; give exports a moment to settle.
+	time.Sleep(300 * time.Millisecond)
+	return s
+}
+
+// NewServer prepares a server of bin in a scratch directory Dir (with Dir/recov
+// for its NFSv4 recovery records) on 127.0.0.1 of the test's network namespace,
+// NFS on port 2049, and a private /run with an rpcbind of its own. The caller
+// writes ConfPath and calls Launch; the server is stopped at cleanup.
+func NewServer(t testing.TB, bin string) *Server {
+	t.Helper()
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("no ganesha.nfsd at %s (scripts/ganesha/build.sh builds it)", bin)
 	}
 	Run(t, "ip", "link", "set", "lo", "up")
-	s := &Server{Bin: bin, Dir: Scratch(t, "ganesha"), Host: "127.0.0.1", NFSPort: 2049, MountPort: 20048, done: make(chan struct{})}
+	s := &Server{Bin: bin, Dir: Scratch(t, "ganesha"), Host: "127.0.0.1", NFSPort: 2049, MountPort: 20048}
 	os.MkdirAll(filepath.Join(s.Dir, "recov"), 0o700)
 	// A private /run (this mount namespace only) for Ganesha's
 	// /var/run/ganesha and for an rpcbind of the namespace's own: Ganesha
@@ -266,38 +288,69 @@ func Start(t testing.TB, bin string, exports []Export) *Server {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	conf := filepath.Join(s.Dir, "ganesha.conf")
-	if err := os.WriteFile(conf, []byte(Config(s.Dir, s.NFSPort, s.MountPort, exports)), 0o600); err != nil {
-		t.Fatal(err)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts the daemon with ConfPath and waits until it accepts NFS
+// connections (30 s at most). After Kill it starts it again, as a supervisor
+// restarts a daemon, with the same configuration and recovery directory.
+func (s *Server) Launch(t testing.TB) {
+	t.Helper()
+	select {
+	case <-s.done:
+	default:
+		if s.cmd != nil {
+			t.Fatal("ganeshatest: Launch while the server runs")
+		}
 	}
-	s.cmd = exec.Command(bin, "-F", "-f", conf, "-L", s.LogPath(), "-p", filepath.Join(s.Dir, "ganesha.pid"), "-N", "NIV_EVENT")
+	s.cmd = exec.Command(s.Bin, "-F", "-f", s.ConfPath(), "-L", s.LogPath(), "-p", filepath.Join(s.Dir, "ganesha.pid"), "-N", "NIV_EVENT")
 	s.cmd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent")
+	s.cmd.Env = append(s.cmd.Env, s.Env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(s.Stop)
+	done := make(chan struct{})
+	s.done = done
+	go func(cmd *exec.Cmd) { cmd.Wait(); close(done) }(s.cmd)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(s.Host, strconv.Itoa(s.NFSPort)), time.Second)
 		if err == nil {
 			c.Close()
-			break
+			return
 		}
 		select {
-		case <-s.done:
+		case <-done:
 			t.Fatalf("ganesha exited at start:\n%s", s.Log())
 		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("ganesha did not listen within 30 s:\n%s", s.Log())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
-	// The MOUNT service comes up with NFS; give exports a moment to settle.
-	time.Sleep(300 * time.Millisecond)
-	return s
+}
+
+// Kill sends sig to the server's process group and waits until it has
+// exited (after SIGTERM at most 20 s, then SIGKILL).
+func (s *Server) Kill(sig syscall.Signal) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	syscall.Kill(-s.cmd.Process.Pid, sig)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
 }
 
 // Stop stops the server: SIGTERM, then SIGKILL after 10 s. Its group is signalled
@@ -337,4 +390,55 @@ func Context(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// busConf is a private system bus on which root may own any name and call
+// anything: Ganesha's export manager, as in Basin's sandboxes.
+const busConf = `<busconfig><type>system</type><auth>EXTERNAL</auth>
+  <listen>unix:path=%s</listen>
+  <policy context="default"><allow user="root"/><allow own="*"/><allow send_type="method_call"/>
+    <allow send_type="signal"/><allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/><allow receive_type="method_call"/>
+    <allow receive_type="method_return"/><allow receive_type="error"/><allow receive_type="signal"/></policy>
+</busconfig>
+`
+
+// StartBus runs a dbus-daemon of the test's own with its socket in dir, stopped
+// at cleanup, and returns the bus address: give it to a Server as
+// DBUS_SYSTEM_BUS_ADDRESS (Env) to reach Ganesha's export manager (internal/nfs.DBus).
+func StartBus(t testing.TB, dir string) string {
+	t.Helper()
+	if _, err := exec.LookPath("dbus-daemon"); err != nil {
+		t.Skip("needs dbus-daemon")
+	}
+	sock := filepath.Join(dir, "bus.sock")
+	conf := filepath.Join(dir, "bus.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(busConf, sock)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("dbus-daemon", "--config-file="+conf, "--nofork", "--nopidfile")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return "unix:path=" + sock
+		}
+		select {
+		case <-done:
+			t.Fatalf("dbus-daemon exited: %s", stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("dbus-daemon did not listen within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -301,8 +301,9 @@ func TestGracelessRestartLosesState(t *testing.T) {
 // the export included in ganesha.conf: the client reclaims both within grace
 // and reads back what it wrote; another client's new OPEN and LOCKT get
 // NFS4ERR_GRACE meanwhile, and once grace ends early (after the one client
-// Ganesha had sent RECLAIM_COMPLETE) its conflicting LOCK is denied with the
-// reclaimed lock and its OPEN for writing meets the reclaimed deny mode. The
+// Ganesha had sent RECLAIM_COMPLETE) its conflicting (read) LOCK is denied
+// with the reclaimed write lock and its OPEN for writing meets the reclaimed
+// deny mode. The
 // export, loaded from the configuration, refuses a second DBus AddExport
 // ("already active"), so Basin's AddExport updates it instead, and the state
 // survives that. Pauses are logged; SIGTERM and SIGKILL alike.
@@ -412,8 +413,9 @@ func graceReclaim(t *testing.T, sig syscall.Signal, name string) {
 		t.Errorf("ganesha did not log the end of grace:\n%s", l.srv.Log())
 	}
 
-	// A's reclaimed lock and deny mode hold against B.
-	lk := &nfsraw.Lock{Type: nfsraw.WriteLock, Offset: 100, Length: 10, NewOwner: true, OpenStateID: bOpen, Owner: bOwner}
+	// A's reclaimed lock and deny mode hold against B (which may only read:
+	// A denies writers, so B's lock is a read lock).
+	lk := &nfsraw.Lock{Type: nfsraw.ReadLock, Offset: 100, Length: 10, NewOwner: true, OpenStateID: bOpen, Owner: bOwner}
 	if err := b.Run(ctx, &nfsraw.PutFH{FH: a.fh}, lk); !isStatus4(err, nfsraw.ErrDenied) {
 		t.Fatalf("client B's conflicting LOCK: %v, want NFS4ERR_DENIED", err)
 	}
@@ -434,7 +436,7 @@ func graceReclaim(t *testing.T, sig syscall.Signal, name string) {
 	if err := a.c.Run(ctx, &nfsraw.PutFH{FH: a.fh}, &nfsraw.LockU{Type: nfsraw.WriteLock, StateID: a.lock, Length: lockLen}); err != nil {
 		t.Fatalf("client A's LOCKU: %v", err)
 	}
-	lk = &nfsraw.Lock{Type: nfsraw.WriteLock, Offset: 100, Length: 10, NewOwner: true, OpenStateID: bOpen,
+	lk = &nfsraw.Lock{Type: nfsraw.ReadLock, Offset: 100, Length: 10, NewOwner: true, OpenStateID: bOpen,
 		Owner: nfsraw.LockOwner{ClientID: b.ClientID(), Owner: []byte("b/lock3")}}
 	if err := b.Run(ctx, &nfsraw.PutFH{FH: a.fh}, lk); err != nil {
 		t.Fatalf("client B's LOCK after A's LOCKU: %v", err)

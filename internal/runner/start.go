@@ -37,18 +37,39 @@ type Starter interface {
 	Start(ctx context.Context, c Command) (Process, error)
 }
 
-// ExecStarter starts real processes. They get SIGKILL if Basin dies (parent-death
-// signal) and when ctx is cancelled.
-type ExecStarter struct{}
+// ExecStarter starts real processes, each leading a session of its own (a
+// terminal's Ctrl-C, sent to Basin's process group, does not reach them; what a
+// daemon forks stays in its session). By default they get SIGKILL if Basin dies
+// (parent-death signal) and when ctx is cancelled.
+//
+// Detached processes outlive Basin: they get no parent-death signal, and ctx
+// does not end them (whoever supervises them signals them). Their output must then be a file (or nil): a pipe to Basin
+// would break when Basin exits, and the daemon with it.
+type ExecStarter struct {
+	Detached bool
+}
 
 var _ Starter = ExecStarter{}
 
 // Start implements Starter.
-func (ExecStarter) Start(ctx context.Context, c Command) (Process, error) {
-	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
+func (s ExecStarter) Start(ctx context.Context, c Command) (Process, error) {
+	var cmd *exec.Cmd
+	if s.Detached {
+		if c.Output != nil {
+			if _, ok := c.Output.(*os.File); !ok {
+				return nil, &Error{Argv: c.Argv(), ExitCode: -1, Err: errors.New("a detached process's output must be a file")}
+			}
+		}
+		cmd = exec.Command(c.Name, c.Args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd = exec.CommandContext(ctx, c.Name, c.Args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	}
 	cmd.Env = append(os.Environ(), c.Env...)
-	cmd.Stdout, cmd.Stderr = c.Output, c.Output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if c.Output != nil {
+		cmd.Stdout, cmd.Stderr = c.Output, c.Output
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, &Error{Argv: c.Argv(), ExitCode: -1, Err: err}
 	}

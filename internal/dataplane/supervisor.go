@@ -38,6 +38,11 @@ type Service struct {
 	// restart or stop), before it is started again: it ends what the daemon left
 	// behind (Samba's children keep its listening sockets).
 	AfterExit func(pid int)
+	// BeforeStart, if set, runs before every start of the daemon (not an
+	// adoption): it writes what the daemon reads as it starts (Ganesha's
+	// configuration with its exports). An error fails the start, which is
+	// tried again with backoff.
+	BeforeStart func() error
 	// Reapply, if set, runs after every restart (not the first start), once Ready
 	// passed and before the daemon counts as ready: it gives a daemon that starts
 	// empty its state again (Ganesha's exports). ctx ends when the process does.
@@ -72,6 +77,18 @@ type supervisorOptions struct {
 	// was killed for not being ready), RestartWedged (its Watch found it wedged)
 	// or RestartDependency.
 	OnRestart func(service, reason string)
+	// Adopt, if set, is asked once per service, as the supervisor starts, for a
+	// process of that service already running (started by an earlier Basin,
+	// which left its data plane serving). A process it returns is supervised as
+	// if started here — probed until Ready, watched, waited for, restarted when
+	// it exits — and is not started again. A service is adopted only if every
+	// service it depends on was: one whose dependency had to be started afresh
+	// is ended (SIGKILL) and started after it, as after a dependency's restart
+	// (Ganesha registered with an rpcbind that is gone).
+	Adopt func(service string) runner.Process
+	// Started, if set, is called with each process started or adopted, before
+	// it counts as running (the sandbox records it, to adopt it after a restart).
+	Started func(service string, p runner.Process)
 }
 
 // Why a service is started again (supervisorOptions.OnRestart).
@@ -93,17 +110,24 @@ type supervisor struct {
 	users    map[string][]string  // service → services that depend on it directly
 	state    map[string]*svcState // guarded by mu
 
-	ctx    context.Context // ends every process and loop; cancelled by stop
-	cancel context.CancelFunc
+	// procCtx ends every process (stop, or the parent context ending); ctx,
+	// below it, ends the loops, and is cancelled alone by detach, which leaves
+	// the processes running.
+	procCtx    context.Context
+	procCancel context.CancelFunc
+	ctx        context.Context
+	cancel     context.CancelFunc
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced whenever a state changes
-	stopping bool
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced whenever a state changes
+	stopping  bool
+	detaching bool
+	wg        sync.WaitGroup
 }
 
 type svcState struct {
 	proc    runner.Process // nil while not running
+	adopted runner.Process // a running process to adopt instead of the first start
 	exited  chan struct{}  // closed once proc has exited
 	ready   bool
 	starts  int
@@ -181,9 +205,37 @@ func newSupervisor(opts supervisorOptions, services []Service) (*supervisor, err
 	return sup, nil
 }
 
-// start runs every service until stop or until ctx ends (which kills them).
+// start runs every service until stop or until ctx ends (which kills them), or
+// until detach (which leaves them running). Services Adopt finds running are
+// adopted first, dependencies before what depends on them.
 func (s *supervisor) start(ctx context.Context) {
-	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.procCtx, s.procCancel = context.WithCancel(ctx)
+	s.ctx, s.cancel = context.WithCancel(s.procCtx)
+	if s.opts.Adopt != nil {
+		adopted := map[string]bool{}
+		for _, svc := range s.services {
+			p := s.opts.Adopt(svc.Name)
+			if p == nil {
+				continue
+			}
+			deps := true
+			for _, d := range svc.DependsOn {
+				deps = deps && adopted[d]
+			}
+			if !deps {
+				s.opts.Log.Info("not adopting a daemon whose dependency is started afresh", "daemon", svc.Name, "pid", p.Pid())
+				p.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+				p.Wait()                  //nolint:errcheck // only its end matters
+				if svc.AfterExit != nil {
+					svc.AfterExit(p.Pid())
+				}
+				continue
+			}
+			adopted[svc.Name] = true
+			s.state[svc.Name].adopted = p
+			s.opts.Log.Info("daemon adopted", "daemon", svc.Name, "pid", p.Pid())
+		}
+	}
 	for _, svc := range s.services {
 		s.wg.Add(1)
 		go s.loop(svc)
@@ -236,8 +288,12 @@ func (s *supervisor) loop(svc Service) {
 		if err == nil {
 			pctx, cancel := context.WithCancel(s.ctx)
 			go s.settle(pctx, svc, proc, restart, log)
-			err = proc.Wait()
+			var left bool
+			err, left = s.wait(proc)
 			cancel()
+			if left {
+				return // detached: the process runs on
+			}
 			if svc.AfterExit != nil {
 				svc.AfterExit(proc.Pid())
 			}
@@ -283,6 +339,32 @@ func (s *supervisor) loop(svc Service) {
 	}
 }
 
+// wait waits until proc exits, and returns how. If the processes' context ends
+// first, it kills proc and waits for it; if the supervisor detaches first, it
+// returns at once with left set, proc still running.
+func (s *supervisor) wait(proc runner.Process) (err error, left bool) {
+	exited := make(chan error, 1)
+	go func() { exited <- proc.Wait() }()
+	select {
+	case err := <-exited:
+		return err, false
+	case <-s.ctx.Done():
+	}
+	s.mu.Lock()
+	detaching := s.detaching
+	s.mu.Unlock()
+	if detaching {
+		return nil, true
+	}
+	select {
+	case err := <-exited:
+		return err, false
+	case <-s.procCtx.Done():
+		proc.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+		return <-exited, false
+	}
+}
+
 // restarted reports a restart to OnRestart.
 func (s *supervisor) restarted(name, reason string) {
 	if s.opts.OnRestart != nil {
@@ -307,13 +389,32 @@ func (s *supervisor) launch(svc Service) (runner.Process, chan struct{}, bool, e
 			// Started under mu: a dependency that exits from now on finds this
 			// process registered and restarts it.
 			st := s.state[svc.Name]
+			if p := st.adopted; p != nil {
+				st.adopted = nil
+				st.starts++
+				st.proc, st.exited = p, make(chan struct{})
+				if s.opts.Started != nil {
+					s.opts.Started(svc.Name, p)
+				}
+				exited := st.exited
+				s.mu.Unlock()
+				return p, exited, false, nil
+			}
+			if svc.BeforeStart != nil {
+				if err := svc.BeforeStart(); err != nil {
+					restart := st.starts > 0
+					st.starts++
+					s.mu.Unlock()
+					return nil, nil, restart, fmt.Errorf("before start: %w", err)
+				}
+			}
 			c := s.opts.Command(svc)
 			var out io.WriteCloser
 			if s.opts.Output != nil {
 				out = s.opts.Output(svc.Name)
 				c.Output = out
 			}
-			proc, err := s.opts.Starter.Start(s.ctx, c)
+			proc, err := s.opts.Starter.Start(s.procCtx, c)
 			restart := st.starts > 0
 			st.starts++
 			if err != nil {
@@ -324,6 +425,9 @@ func (s *supervisor) launch(svc Service) (runner.Process, chan struct{}, bool, e
 				return nil, nil, restart, err
 			}
 			st.proc, st.exited = proc, make(chan struct{})
+			if s.opts.Started != nil {
+				s.opts.Started(svc.Name, proc)
+			}
 			if out != nil {
 				go func(exited chan struct{}) { <-exited; out.Close() }(st.exited)
 			}
@@ -345,6 +449,11 @@ func (s *supervisor) launch(svc Service) (runner.Process, chan struct{}, bool, e
 func (s *supervisor) restartUser(name string) {
 	st := s.state[name]
 	st.ready = false
+	if p := st.adopted; p != nil {
+		// Adopted but not yet running here: what it relied on is gone.
+		st.adopted = nil
+		p.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+	}
 	if st.proc == nil {
 		return
 	}
@@ -444,12 +553,16 @@ func (s *supervisor) signal(name string, sig syscall.Signal) {
 
 // stop ends the services, dependents before what they depend on (Ganesha before
 // rpcbind, so it unregisters), and waits until every loop has returned. It is safe
-// to call more than once, and before start.
+// to call more than once, before start, and after detach (it then ends nothing).
 func (s *supervisor) stop() {
 	if s.ctx == nil {
 		return
 	}
 	s.mu.Lock()
+	if s.detaching {
+		s.mu.Unlock()
+		return // detached: the processes are no longer this supervisor's
+	}
 	s.stopping = true
 	s.broadcast()
 	s.mu.Unlock()
@@ -457,11 +570,37 @@ func (s *supervisor) stop() {
 		s.mu.Lock()
 		st := s.state[s.services[i].Name]
 		proc, exited := st.proc, st.exited
+		if proc == nil && st.adopted != nil {
+			// Adopted but never reached (stopped right after start).
+			proc, st.adopted = st.adopted, nil
+		}
 		s.mu.Unlock()
-		if proc != nil {
+		if proc != nil && exited != nil {
 			s.terminate(proc, exited)
+		} else if proc != nil {
+			proc.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+			proc.Wait()                  //nolint:errcheck // only its end matters
 		}
 	}
+	s.procCancel()
+	s.wg.Wait()
+}
+
+// detach stops supervising and leaves every process running (Basin stops, its
+// data plane serves on; the next Basin adopts them). It waits until every loop
+// and probe has returned. Safe before start and after stop.
+func (s *supervisor) detach() {
+	if s.ctx == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.stopping, s.detaching = true, true
+	s.broadcast()
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 }

@@ -422,3 +422,170 @@ func TestSupervisorKillsWedged(t *testing.T) {
 		}
 	})
 }
+
+// runningElsewhere starts processes of the named commands on a starter of their
+// own: daemons an earlier Basin left running, for a supervisor to adopt.
+func runningElsewhere(t *testing.T, names ...string) (*runner.FakeStarter, map[string]runner.Process) {
+	t.Helper()
+	other := &runner.FakeStarter{}
+	procs := map[string]runner.Process{}
+	for _, n := range names {
+		p, err := other.Start(context.Background(), runner.Command{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs[n] = p
+	}
+	return other, procs
+}
+
+// sandboxLike are three services shaped like a sandbox's: ganesha depends on
+// dbus and rpcbind and gets its state re-applied after a restart.
+func sandboxLike(reapplied *atomic.Int32) []Service {
+	return []Service{
+		{Name: "dbus", Argv: []string{"dbus"}},
+		{Name: "rpcbind", Argv: []string{"rpcbind"}},
+		{Name: "ganesha", Argv: []string{"ganesha"}, DependsOn: []string{"dbus", "rpcbind"},
+			Reapply: func(context.Context) error { reapplied.Add(1); return nil }},
+	}
+}
+
+// A supervisor that finds its daemons running (Basin restarted, its data plane
+// served on) adopts them: nothing is started, nothing re-applied, and each is
+// reported as started; an adopted daemon that exits later is restarted like any
+// other, with its state re-applied.
+func TestSupervisorAdopts(t *testing.T) {
+	_, running := runningElsewhere(t, "dbus", "rpcbind", "ganesha")
+	st := &runner.FakeStarter{}
+	var reapplied atomic.Int32
+	var mu sync.Mutex
+	started := map[string]runner.Process{}
+	sup, err := newSupervisor(supervisorOptions{Starter: st,
+		Adopt: func(name string) runner.Process { return running[name] },
+		Started: func(name string, p runner.Process) {
+			mu.Lock()
+			started[name] = p
+			mu.Unlock()
+		}}, sandboxLike(&reapplied))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.start(context.Background())
+	defer sup.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sup.waitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.Started()); n != 0 {
+		t.Fatalf("%d processes started; want every daemon adopted", n)
+	}
+	if n := reapplied.Load(); n != 0 {
+		t.Fatalf("state re-applied %d times to an adopted daemon", n)
+	}
+	mu.Lock()
+	if !maps.Equal(started, running) {
+		t.Fatalf("reported started %v, want the adopted %v", started, running)
+	}
+	mu.Unlock()
+	for name, p := range running {
+		if sup.pid(name) != p.Pid() {
+			t.Fatalf("%s: pid %d, want the adopted %d", name, sup.pid(name), p.Pid())
+		}
+	}
+	running["ganesha"].(*runner.FakeProcess).Exit(errCrash)
+	for deadline := time.Now().Add(10 * time.Second); st.Running("ganesha") == nil || !sup.isReady("ganesha"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the adopted ganesha was not restarted after it exited")
+		}
+		time.Sleep(5 * ms)
+	}
+	if n := reapplied.Load(); n != 1 {
+		t.Fatalf("state re-applied %d times after the adopted ganesha's restart, want 1", n)
+	}
+	if len(st.Starts("dbus")) != 0 || len(st.Starts("rpcbind")) != 0 {
+		t.Fatal("ganesha's exit restarted what it depends on")
+	}
+}
+
+// A daemon is adopted only with what it depends on: when rpcbind had to be
+// started afresh, the Ganesha found running (registered with an rpcbind that is
+// gone) is killed and started again after it.
+func TestSupervisorAdoptsOnlyOverAdoptedDependencies(t *testing.T) {
+	_, running := runningElsewhere(t, "dbus", "ganesha")
+	st := &runner.FakeStarter{}
+	var reapplied atomic.Int32
+	sup, err := newSupervisor(supervisorOptions{Starter: st,
+		Adopt: func(name string) runner.Process {
+			if p, ok := running[name]; ok {
+				return p
+			}
+			return nil
+		}}, sandboxLike(&reapplied))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.start(context.Background())
+	defer sup.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sup.waitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := running["ganesha"].(*runner.FakeProcess)
+	if !g.Exited() || !slices.Contains(g.Signals(), os.Signal(syscall.SIGKILL)) {
+		t.Fatalf("the ganesha found running was not killed: signals %v", g.Signals())
+	}
+	if running["dbus"].(*runner.FakeProcess).Exited() {
+		t.Fatal("the adopted dbus was ended")
+	}
+	for _, name := range []string{"rpcbind", "ganesha"} {
+		if st.Running(name) == nil {
+			t.Fatalf("%s was not started", name)
+		}
+	}
+	if st.Running("dbus") != nil {
+		t.Fatal("dbus was started although one was adopted")
+	}
+}
+
+// Detaching leaves every daemon running, unsignalled, and returns once the
+// supervisor's loops and probes have; stop after it ends nothing.
+func TestSupervisorDetach(t *testing.T) {
+	st := &runner.FakeStarter{}
+	var reapplied atomic.Int32
+	watching := make(chan struct{})
+	svcs := sandboxLike(&reapplied)
+	svcs[2].Watch = func(ctx context.Context) error {
+		close(watching)
+		<-ctx.Done()
+		return nil
+	}
+	sup, err := newSupervisor(supervisorOptions{Starter: st}, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.start(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sup.waitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-watching
+	done := make(chan struct{})
+	go func() { sup.detach(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("detach did not return")
+	}
+	sup.stop()
+	for _, p := range st.Started() {
+		if p.Exited() || len(p.Signals()) > 0 {
+			t.Fatalf("%s after detach: exited %v, signals %v", p.Cmd.Name, p.Exited(), p.Signals())
+		}
+	}
+	if n := len(st.Started()); n != 3 {
+		t.Fatalf("%d processes started, want 3", n)
+	}
+}

@@ -179,9 +179,8 @@ func vethOnBridge(veth, bridge string) bool {
 // error means there is nothing (whole) to adopt: the caller removes what is
 // left and builds afresh when needed.
 func (m *Manager) adoptSandbox(ctx context.Context, n Network) (_ *sandbox, err error) {
-	dir := m.sandboxDir(n.Name)
-	var st sandboxState
-	if err := readJSONVersioned(filepath.Join(dir, "state.json"), &st, func() int { return st.Version }); err != nil {
+	st, err := m.recordedState(n.Name)
+	if err != nil {
 		return nil, err
 	}
 	ns := nsName(n)
@@ -409,6 +408,13 @@ func rotateFile(path string, limit int64) error {
 // pidString is strconv.Itoa, for argv.
 func pidString(p runner.Process) string { return strconv.Itoa(p.Pid()) }
 
+// recordedState reads network name's state.json.
+func (m *Manager) recordedState(name string) (sandboxState, error) {
+	var st sandboxState
+	err := readJSONVersioned(filepath.Join(m.sandboxDir(name), "state.json"), &st, func() int { return st.Version })
+	return st, err
+}
+
 // removeUnconfigured tears down the sandboxes an earlier Basin left on networks
 // this one is not configured with (state.json names their bridge, namespace and
 // veth), and the bridges and host addresses it created for them. A bridge
@@ -426,9 +432,8 @@ func (m *Manager) removeUnconfigured(ctx context.Context) error {
 		if _, ok := m.Network(e.Name()); ok {
 			continue
 		}
-		path := filepath.Join(m.opts.DataDir, "sandboxes", e.Name(), "state.json")
-		var st sandboxState
-		if err := readJSONVersioned(path, &st, func() int { return st.Version }); err != nil {
+		st, err := m.recordedState(e.Name())
+		if err != nil {
 			continue
 		}
 		errs = append(errs, m.removeRecorded(ctx, e.Name(), st))

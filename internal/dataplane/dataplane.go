@@ -33,10 +33,12 @@
 //     lives in <sandbox>/smb/<id>/ and survives Basin restarts and sandbox
 //     rebuilds, which bring joined instances back without credentials.
 //
-// Daemons die with Basin (parent-death signal); Start removes whatever a killed Basin
-// left behind and sandboxes are rebuilt on demand; Stop removes everything Start and
-// the sandboxes made: processes, namespaces, veths, and bridges and addresses Basin
-// created.
+// With Options.Detach the data plane outlives Basin (adopt.go): Detach leaves
+// every sandbox serving, and the next Manager's Start adopts what it finds running
+// as recorded. Without it daemons die with Basin (parent-death signal). Start
+// removes what cannot be adopted and sandboxes are rebuilt on demand; Stop and
+// Teardown remove everything Start and the sandboxes made: processes,
+// namespaces, veths, and bridges and addresses Basin created.
 //
 // Imported by the daemon and controller packages; it imports nfs, smb, qos,
 // runner and mountinfo only.
@@ -175,6 +177,12 @@ type Options struct {
 	// watchdog with the requests found stuck since its last look and those stuck
 	// now (internal/metrics.Health counts them). It must not block.
 	OnStuckRequests func(network string, found, stuck int)
+	// Detach makes the data plane outlive Basin: daemons and holders are
+	// started detached (no parent-death signal, sessions of their own, output
+	// into files), Detach leaves them serving, and the next Manager's Start
+	// adopts them (adopt.go). Without it every daemon dies with Basin, as Stop
+	// ends them.
+	Detach bool
 }
 
 // Manager owns the sandboxes.
@@ -204,7 +212,7 @@ func New(opts Options) *Manager {
 		opts.Runner = runner.Exec{}
 	}
 	if opts.Starter == nil {
-		opts.Starter = runner.ExecStarter{}
+		opts.Starter = runner.ExecStarter{Detached: opts.Detach}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -249,9 +257,12 @@ func vethName(n Network) string {
 }
 
 // Start checks that the hardened Ganesha is installed, takes its networks'
-// bridges (lockBridges: another running Basin's are refused), and removes what a
-// previous, killed Basin left on them: sandbox processes, namespaces and veths.
-// Bridges it created are kept (and reused) until Stop.
+// bridges (lockBridges: another running Basin's are refused), adopts the
+// sandboxes an earlier Basin left serving on them (adopt.go), and removes what
+// cannot be adopted: sandbox processes, namespaces and veths a killed Basin
+// left. Sandboxes of networks no longer configured are torn down, with the
+// bridges Basin created for them. Bridges it created are kept (and reused)
+// until a teardown.
 func (m *Manager) Start(ctx context.Context) (err error) {
 	if err := m.opts.Ganesha.Check(); err != nil {
 		return err
@@ -273,13 +284,48 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	}()
 	var errs []error
 	for _, n := range m.opts.Networks {
+		t0 := time.Now()
+		// A sandbox recorded on another bridge (the network's bridge changed
+		// in the configuration) goes, with the bridge Basin made for it.
+		if st, err := m.recordedState(n.Name); err == nil && st.Bridge != n.Bridge {
+			errs = append(errs, m.removeRecorded(ctx, n.Name, st))
+		}
+		sb, err := m.adoptSandbox(ctx, n)
+		if err == nil {
+			m.mu.Lock()
+			m.sandboxes[n.Name] = sb
+			m.mu.Unlock()
+			m.startInstances(ctx, sb)
+			m.log.Info("data plane adopted", "network", n.Name, "took", time.Since(t0))
+			continue
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			m.log.Info("not adopting the sandbox left running; rebuilding it", "network", n.Name, "reason", err)
+		}
 		errs = append(errs, m.removeSandbox(ctx, n))
 	}
+	errs = append(errs, m.removeUnconfigured(ctx))
 	return errors.Join(errs...)
 }
 
+// Detach stops managing the sandboxes and leaves them serving (Options.Detach):
+// the next Start adopts them. The bridges' locks are let go.
+func (m *Manager) Detach() {
+	m.mu.Lock()
+	boxes := m.sandboxes
+	m.sandboxes = map[string]*sandbox{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sb := range boxes {
+		wg.Add(1)
+		go func() { defer wg.Done(); sb.detach() }()
+	}
+	wg.Wait()
+	m.unlockBridges()
+}
+
 // Stop stops every sandbox, removes the bridges and host addresses Basin made, and
-// lets the bridges go.
+// lets the bridges go: the teardown of the whole data plane.
 func (m *Manager) Stop(ctx context.Context) error {
 	m.mu.Lock()
 	boxes := m.sandboxes
@@ -339,27 +385,39 @@ func linkExistsAt(path string) bool {
 }
 
 // marker files record what Basin created on the host, so a later run (even after a
-// crash) removes exactly that.
+// crash, even with the network's bridge or subnet changed since) removes exactly
+// that: <network>.bridge-created holds the bridge's name, <network>.addr-added the
+// bridge and the host address put on it. (Empty markers, of Basins before they
+// named what they made, stand for the network's configured bridge and address.)
 func (m *Manager) marker(n Network, what string) string {
 	return filepath.Join(m.opts.DataDir, "sandboxes", n.Name+"."+what)
 }
 
+// readMarker returns a marker's fields; ok is false when there is none.
+func (m *Manager) readMarker(n Network, what string) (fields []string, ok bool) {
+	data, err := os.ReadFile(m.marker(n, what))
+	if err != nil {
+		return nil, false
+	}
+	return strings.Fields(string(data)), true
+}
+
 func (m *Manager) ensureBridge(ctx context.Context, n Network) error {
+	host := netip.PrefixFrom(n.HostAddr(), n.Prefix.Bits()).String()
 	if !linkExists(n.Bridge) {
-		if err := os.WriteFile(m.marker(n, "bridge-created"), nil, 0o600); err != nil {
+		if err := os.WriteFile(m.marker(n, "bridge-created"), []byte(n.Bridge+"\n"), 0o600); err != nil {
 			return err
 		}
 		if _, err := m.run.Run(ctx, "ip", "link", "add", n.Bridge, "type", "bridge"); err != nil {
 			return fmt.Errorf("create bridge %s: %w", n.Bridge, err)
 		}
 	}
-	host := netip.PrefixFrom(n.HostAddr(), n.Prefix.Bits()).String()
 	out, err := m.run.Run(ctx, "ip", "-o", "addr", "show", "dev", n.Bridge)
 	if err != nil {
 		return err
 	}
 	if !strings.Contains(string(out), " "+host+" ") {
-		if err := os.WriteFile(m.marker(n, "addr-added"), nil, 0o600); err != nil {
+		if err := os.WriteFile(m.marker(n, "addr-added"), []byte(n.Bridge+" "+host+"\n"), 0o600); err != nil {
 			return err
 		}
 		if _, err := m.run.Run(ctx, "ip", "addr", "add", host, "dev", n.Bridge); err != nil {
@@ -370,20 +428,41 @@ func (m *Manager) ensureBridge(ctx context.Context, n Network) error {
 	return err
 }
 
+// removeBridge removes what the markers of network n say Basin made: the bridge
+// it created (with its address), or the host address it put on a bridge it did
+// not create. A bridge Basin did not create is never deleted, and one recorded
+// under another name than n's (the configuration changed) is deleted only if no
+// other Basin holds it.
 func (m *Manager) removeBridge(ctx context.Context, n Network) error {
-	if _, err := os.Stat(m.marker(n, "bridge-created")); err == nil {
-		if linkExists(n.Bridge) {
-			if _, err := m.run.Run(ctx, "ip", "link", "delete", n.Bridge); err != nil {
-				return fmt.Errorf("delete bridge %s: %w", n.Bridge, err)
+	if f, ok := m.readMarker(n, "bridge-created"); ok {
+		bridge := n.Bridge
+		if len(f) > 0 {
+			bridge = f[0]
+		}
+		if bridge != n.Bridge {
+			lock, err := lockBridge(filepath.Join(m.opts.LockDir, bridge+".lock"), m.opts.DataDir)
+			if err != nil {
+				m.log.Warn("not deleting a bridge this Basin once made: another Basin holds it", "bridge", bridge, "err", err)
+				bridge = ""
+			} else {
+				defer lock.Close()
+			}
+		}
+		if bridge != "" && linkExists(bridge) {
+			if _, err := m.run.Run(ctx, "ip", "link", "delete", bridge); err != nil {
+				return fmt.Errorf("delete bridge %s: %w", bridge, err)
 			}
 		}
 		os.Remove(m.marker(n, "bridge-created"))
 		os.Remove(m.marker(n, "addr-added"))
 		return nil
 	}
-	if _, err := os.Stat(m.marker(n, "addr-added")); err == nil {
-		host := netip.PrefixFrom(n.HostAddr(), n.Prefix.Bits()).String()
-		m.run.Run(ctx, "ip", "addr", "del", host, "dev", n.Bridge) //nolint:errcheck // absent is fine
+	if f, ok := m.readMarker(n, "addr-added"); ok {
+		bridge, host := n.Bridge, netip.PrefixFrom(n.HostAddr(), n.Prefix.Bits()).String()
+		if len(f) == 2 {
+			bridge, host = f[0], f[1]
+		}
+		m.run.Run(ctx, "ip", "addr", "del", host, "dev", bridge) //nolint:errcheck // absent is fine
 		os.Remove(m.marker(n, "addr-added"))
 	}
 	return nil

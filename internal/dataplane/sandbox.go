@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -42,9 +40,17 @@ type sandbox struct {
 	ganesha Ganesha
 
 	addrT  addrTable // endpoint addresses on eth0
-	holder *exec.Cmd
+	holder runner.Process
 	dead   chan struct{} // closed when the holder exits
 	sup    *supervisor   // nil until the daemons are started
+	// detached: the sandbox outlives Basin (Options.Detach); rec records its
+	// processes for the next Basin (adopt.go).
+	detached  bool
+	starter   runner.Starter
+	onRestart func(daemon, reason string)
+	rec       recorder
+	// stopLogs ends the rotation of a detached sandbox's daemon logs.
+	stopLogs context.CancelFunc
 
 	// exportMu serialises loading and unloading exports; loaded is what this
 	// sandbox's Ganesha holds, with the device its path was mounted from then.
@@ -111,16 +117,28 @@ const (
 	dbusCaps    = "-all"
 )
 
-func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err error) {
-	if err := m.opts.Ganesha.Check(); err != nil {
-		return nil, err
-	}
+// newSandbox is a sandbox of n with nothing running yet.
+func (m *Manager) newSandbox(n Network) *sandbox {
 	dir := m.sandboxDir(n.Name)
 	sb := &sandbox{net: n, dataDir: m.opts.DataDir, dir: dir, ns: nsName(n), run: m.run, log: m.log.With("network", n.Name),
 		timeout: m.opts.ReadyTimeout, dead: make(chan struct{}), ganesha: m.opts.Ganesha,
 		loaded: map[uint64]loadedExport{}, smb: map[string]*smbInstance{},
-		watch: watchOptions{stuckAfter: m.opts.StuckRequestAfter, wedgedAfter: m.opts.WedgedAfter, onStuck: m.opts.OnStuckRequests}}
+		watch:    watchOptions{stuckAfter: m.opts.StuckRequestAfter, wedgedAfter: m.opts.WedgedAfter, onStuck: m.opts.OnStuckRequests},
+		detached: m.opts.Detach, starter: m.opts.Starter, onRestart: m.opts.OnRestart}
 	sb.bus = &nfs.DBus{Address: sb.busAddress()}
+	sb.rec.write = sb.saveState
+	sb.rec.log = sb.log.Warn
+	return sb
+}
+
+func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err error) {
+	if err := m.opts.Ganesha.Check(); err != nil {
+		return nil, err
+	}
+	sb := m.newSandbox(n)
+	dir := sb.dir
+	os.Remove(sb.stateFile())
+	os.Remove(sb.loadedFile())
 	defer func() {
 		if err != nil {
 			sb.stop()
@@ -130,7 +148,10 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	// Nothing of an earlier run is loaded: export files left behind are stale (and
 	// so is the export list of Basins before exports were loaded only onto mounts).
 	// smb/ (the Samba instances' joined state) is kept.
-	for _, d := range []string{"exports", "etc", "exports.conf"} {
+	// Nor are its NFSv4 clients' records: none can reclaim state in a sandbox
+	// built anew (its exports come back only as the controller exports them),
+	// and Ganesha would hold every new open for its grace period waiting.
+	for _, d := range []string{"exports", "etc", "exports.conf", "recov"} {
 		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
 			return nil, err
 		}
@@ -146,8 +167,7 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	}
 	os.Remove(sb.busSocket())
 	files := map[string]string{
-		"bus.conf":     fmt.Sprintf(busConf, sb.busSocket()),
-		"ganesha.conf": nfs.RenderConfig(nfs.ConfigOptions{StateDir: dir, PluginsDir: m.opts.Ganesha.PluginsDir()}),
+		"bus.conf": fmt.Sprintf(busConf, sb.busSocket()),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
@@ -189,23 +209,56 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	if err := sb.writeMtab(nil); err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", n.Name, err)
 	}
-	sup, err := newSupervisor(supervisorOptions{Starter: m.opts.Starter, Command: sb.command, Output: sb.output,
-		Log: sb.log, ReadyTimeout: m.opts.ReadyTimeout, OnRestart: m.opts.OnRestart}, sb.services())
-	if err != nil {
+	if err := sb.startDaemons(ctx, nil); err != nil {
 		return nil, err
+	}
+	sb.log.Info("sandbox started", "namespace", sb.ns, "bridge", n.Bridge, "detached", sb.detached)
+	return sb, nil
+}
+
+// startDaemons starts the sandbox's supervisor (adopting the daemons adopt
+// finds running, if adopt is set) and waits until every daemon is ready.
+func (sb *sandbox) startDaemons(ctx context.Context, adopt func(string) runner.Process) error {
+	sup, err := newSupervisor(supervisorOptions{Starter: sb.starter, Command: sb.command, Output: sb.output,
+		Log: sb.log, ReadyTimeout: sb.timeout, OnRestart: sb.onRestart, Adopt: adopt, Started: sb.rec.started}, sb.services())
+	if err != nil {
+		return err
 	}
 	// The daemons live as long as the holder: if it dies, the sandbox is rebuilt.
 	life, cancel := context.WithCancel(context.Background())
 	go func() { <-sb.dead; cancel() }()
 	sb.sup = sup
 	sup.start(life)
-	rctx, rcancel := context.WithTimeout(ctx, m.opts.ReadyTimeout+10*time.Second)
+	if sb.detached {
+		lctx, stop := context.WithCancel(context.Background())
+		sb.stopLogs = stop
+		go rotateLogs(lctx, logRotateEvery, daemonLogMax, sb.logFiles, sb.log.Warn)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, sb.timeout+10*time.Second)
 	defer rcancel()
 	if err := sup.waitReady(rctx); err != nil {
-		return nil, fmt.Errorf("sandbox %s: %w", n.Name, err)
+		return fmt.Errorf("sandbox %s: %w", sb.net.Name, err)
 	}
-	sb.log.Info("sandbox started", "namespace", sb.ns, "bridge", n.Bridge)
-	return sb, nil
+	return nil
+}
+
+// logRotateEvery is how often a detached sandbox's daemon logs are measured.
+const logRotateEvery = 2 * time.Second
+
+// logFiles are the daemons' log files (output).
+func (sb *sandbox) logFiles() []string {
+	var out []string
+	for _, s := range []string{"dbus", "rpcbind", "ganesha"} {
+		out = append(out, filepath.Join(sb.dir, "logs", logFileName(s)))
+	}
+	return out
+}
+
+func logFileName(service string) string {
+	if service == "ganesha" {
+		return "ganesha.log"
+	}
+	return service + ".out"
 }
 
 // Transports in netconfig. Ganesha refuses to start without a udp entry, although
@@ -294,7 +347,7 @@ func writeEtc(dir string) error {
 // readBaseMounts reads the sandbox's mounts other than the volumes' from its
 // holder's table.
 func (sb *sandbox) readBaseMounts() error {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mounts", sb.holder.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mounts", sb.holder.Pid()))
 	if err != nil {
 		return err
 	}
@@ -406,8 +459,7 @@ pivot_root . oldroot
 cd /
 umount -l /oldroot
 rmdir /oldroot
-echo ready
-exec sleep infinity`
+` + holderTail
 
 // startHolder starts the process that owns the sandbox's mount namespace: it enters
 // the network namespace, unshares a mount namespace that still receives the host's
@@ -417,34 +469,13 @@ func (sb *sandbox) startHolder() error {
 	rpcUID, _ := rpcUser()
 	cmd := exec.Command("ip", "netns", "exec", sb.ns, "unshare", "--mount", "--propagation", "slave", "--",
 		"sh", "-c", holderScript, "holder", sb.dataDir, sb.dir, rpcUID)
-	if err := startHolderProcess(cmd, "sandbox holder"); err != nil {
-		return err
-	}
-	sb.holder = cmd
-	go func() { cmd.Wait(); close(sb.dead) }()
-	return nil
-}
-
-// startHolderProcess starts a holder (a process that owns namespaces and sleeps),
-// killed with Basin and in a process group of its own, and waits for the "ready"
-// line its script prints once its namespaces are built.
-func startHolderProcess(cmd *exec.Cmd, what string) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	out, err := cmd.StdoutPipe()
+	p, err := startHolderProcess(cmd, "sandbox holder", sb.detached)
 	if err != nil {
 		return err
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	if strings.TrimSpace(line) != "ready" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return fmt.Errorf("%s did not start: %s", what, strings.TrimSpace(stderr.String()))
-	}
+	sb.holder = p
+	sb.rec.setHolder(p)
+	go func() { p.Wait(); close(sb.dead) }() //nolint:errcheck // only its end matters
 	return nil
 }
 
@@ -464,7 +495,7 @@ func (sb *sandbox) alive() bool {
 // watched for stuck requests and for being wedged (watchdog.go). Each keeps
 // only the capabilities it needs.
 func (sb *sandbox) services() []Service {
-	holderRoot := filepath.Join("/proc", strconv.Itoa(sb.holder.Process.Pid), "root")
+	holderRoot := filepath.Join("/proc", pidString(sb.holder), "root")
 	return []Service{
 		{Name: "dbus", Argv: []string{"dbus-daemon", "--config-file=" + filepath.Join(sb.dir, "bus.conf"), "--nofork", "--nopidfile"},
 			Caps: dbusCaps, Ready: dialReady(sb.busSocket())},
@@ -474,7 +505,7 @@ func (sb *sandbox) services() []Service {
 		{Name: "ganesha", Argv: []string{sb.ganesha.Binary(), "-F", "-f", filepath.Join(sb.dir, "ganesha.conf"),
 			"-L", "STDERR", "-p", filepath.Join(sb.dir, "ganesha.pid"), "-N", "NIV_EVENT"},
 			Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + sb.busAddress()}, Caps: ganeshaCaps, DependsOn: []string{"dbus", "rpcbind"},
-			Ready: sb.bus.Ping, Reapply: sb.reload, Watch: sb.watchGanesha},
+			BeforeStart: sb.prepareGanesha, Ready: sb.bus.Ping, Reapply: sb.reload, Watch: sb.watchGanesha},
 	}
 }
 
@@ -499,7 +530,7 @@ func (sb *sandbox) command(s Service) runner.Command {
 	if caps == "" {
 		caps = "-all"
 	}
-	args := append([]string{"-t", strconv.Itoa(sb.holder.Process.Pid), "-m", "-n", "--"}, s.Wrap...)
+	args := append([]string{"-t", pidString(sb.holder), "-m", "-n", "--"}, s.Wrap...)
 	args = append(args, "setpriv", "--bounding-set", caps, "--inh-caps", "-all", "--no-new-privs", "--")
 	args = append(args, s.Argv...)
 	return runner.Command{Name: "nsenter", Args: args, Env: s.Env}
@@ -508,9 +539,15 @@ func (sb *sandbox) command(s Service) runner.Command {
 // output appends a service's output to logs/<name>.out (Ganesha's, its log, to
 // logs/ganesha.log), a file of bounded size with one rotated copy (logcap.go).
 func (sb *sandbox) output(name string) io.WriteCloser {
-	file := name + ".out"
-	if name == "ganesha" {
-		file = "ganesha.log"
+	file := logFileName(name)
+	if sb.detached {
+		// The daemon writes the file itself (rotateLogs bounds it).
+		f, err := os.OpenFile(filepath.Join(sb.dir, "logs", file), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			sb.log.Warn("daemon output", "daemon", name, "err", err)
+			return nil
+		}
+		return f
 	}
 	l, err := openCappedLog(filepath.Join(sb.dir, "logs", file), daemonLogMax)
 	if err != nil {
@@ -524,35 +561,77 @@ type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
-// reload loads again, into a restarted Ganesha, every export the sandbox held whose
-// path is still the mount it was (anything else waits for the controller, which
-// mounts first and exports after), in the order of their pseudo paths: a
-// volume's snapshot directory before the snapshots Ganesha finds in it.
-func (sb *sandbox) reload(ctx context.Context) error {
+// Ganesha restarts with grace, and with its exports: each start (prepareGanesha)
+// renders ganesha.conf with an %include of every export the sandbox holds whose
+// volume is still mounted as it was, so the exports exist before Ganesha opens
+// its listeners (it loads its configuration first), and the NFSv4 clients it
+// had reclaim their opens and locks through the same file handles (the export
+// id is in the handle; a handle of an export not loaded yet got NFS4ERR_STALE,
+// and the client lost its state). Ganesha lifts grace once every client it
+// recorded (fs recovery backend, in recov/) has sent RECLAIM_COMPLETE, at its
+// next reaper pass (10 s); a client that never comes back holds new opens,
+// locks and NFSv4 SETATTR, REMOVE and RENAME for the grace period (40 s).
+// NFSv3 reads and writes go on during grace.
+
+// ganeshaConfig renders ganesha.conf with the export files includes (paths
+// relative to the sandbox's directory, parents first).
+func (sb *sandbox) ganeshaConfig(includes []string) (string, error) {
+	o := nfs.ConfigOptions{StateDir: sb.dir, PluginsDir: sb.ganesha.PluginsDir(), Grace: true, Includes: includes}
+	if err := o.Validate(); err != nil {
+		return "", err
+	}
+	return nfs.RenderConfig(o), nil
+}
+
+// prepareGanesha runs before every start of Ganesha: what the sandbox holds as
+// loaded is narrowed to the exports whose volume is still mounted as it was and
+// whose file is there (a missing included file stops Ganesha), and Ganesha's
+// mount table and configuration are written with exactly those. A volume
+// unmounted after this is unexported first (the controller unexports before it
+// unmounts, and an unexport waits for Ganesha to answer).
+func (sb *sandbox) prepareGanesha() error {
 	sb.exportMu.Lock()
 	defer sb.exportMu.Unlock()
-	defer func() {
-		if err := sb.writeMtab(nil); err != nil {
-			sb.log.Warn("write mtab", "err", err)
-		}
-	}()
-	ids := slices.SortedFunc(maps.Keys(sb.loaded), func(a, b uint64) int {
-		return strings.Compare(sb.loaded[a].ex.Pseudo, sb.loaded[b].ex.Pseudo)
-	})
-	for _, id := range ids {
-		le := sb.loaded[id]
-		if dev, _, err := mountDev(le.ex.Path); err != nil || dev != le.dev {
-			sb.log.Warn("not reloading an export whose volume is not mounted as it was", "export", id, "path", le.ex.Path, "err", err)
+	var keep []loadedExport
+	for id, le := range sb.loaded {
+		dev, _, err := mountDev(le.ex.Path)
+		if _, ferr := os.Stat(sb.exportFile(id)); err != nil || ferr != nil || dev != le.dev {
+			sb.log.Warn("not loading an export whose volume is not mounted as it was", "export", id, "path", le.ex.Path, "err", errors.Join(err, ferr))
 			delete(sb.loaded, id)
 			os.Remove(sb.exportFile(id))
 			continue
 		}
-		if err := sb.bus.AddExport(ctx, sb.exportFile(id), id); err != nil {
-			sb.log.Warn("reload export", "export", id, "err", err)
-			delete(sb.loaded, id)
-		}
+		keep = append(keep, le)
 	}
-	sb.log.Info("exports reloaded after a Ganesha restart", "exports", len(sb.loaded))
+	slices.SortFunc(keep, func(a, b loadedExport) int { return strings.Compare(a.ex.Pseudo, b.ex.Pseudo) })
+	includes := make([]string, len(keep))
+	for i, le := range keep {
+		includes[i] = filepath.Join("exports", fmt.Sprintf("%d.conf", le.ex.ID))
+	}
+	conf, err := sb.ganeshaConfig(includes)
+	if err != nil {
+		return err
+	}
+	if err := sb.writeMtab(nil); err != nil {
+		return err
+	}
+	if err := sb.saveLoaded(); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(sb.dir, "ganesha.conf"), []byte(conf), 0o600)
+}
+
+// reload runs once a restarted Ganesha answers: it loaded its exports from its
+// configuration, and what the sandbox holds and Ganesha has are made to agree
+// (syncLoaded; an export loaded since prepareGanesha ran is added).
+func (sb *sandbox) reload(ctx context.Context) error {
+	if err := sb.syncLoaded(ctx); err != nil {
+		return err
+	}
+	sb.exportMu.Lock()
+	n := len(sb.loaded)
+	sb.exportMu.Unlock()
+	sb.log.Info("exports served again after a Ganesha restart", "exports", n)
 	return nil
 }
 
@@ -570,13 +649,34 @@ func (sb *sandbox) stop() {
 	if sb.sup != nil {
 		sb.sup.stop()
 	}
-	if sb.holder != nil && sb.holder.Process != nil {
+	if sb.holder != nil {
 		// Killed by its pidfd, never by pid or process group: a sandbox is
 		// stopped after its holder died too (sandboxFor), long after the pid
 		// may have gone to another process (and kill(-pid) to its group). The
 		// holder execs down to one process (ip, unshare, sh, sleep).
-		sb.holder.Process.Kill() //nolint:errcheck // gone already is fine
+		sb.holder.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
 		<-sb.dead
+	}
+	sb.release()
+	os.Remove(sb.stateFile())
+	os.Remove(sb.loadedFile())
+}
+
+// detach stops watching the sandbox and leaves it serving: its holder, daemons
+// and Samba instances run on, recorded for the next Basin to adopt.
+func (sb *sandbox) detach() {
+	sb.detachInstances()
+	if sb.sup != nil {
+		sb.sup.detach()
+	}
+	sb.release()
+}
+
+// release drops what Basin itself holds of the sandbox: the bus connection, the
+// netlink handle, the log rotation.
+func (sb *sandbox) release() {
+	if sb.stopLogs != nil {
+		sb.stopLogs()
 	}
 	if c, ok := sb.bus.(io.Closer); ok {
 		c.Close()
@@ -688,7 +788,7 @@ func (sb *sandbox) export(ctx context.Context, ex nfs.Export) error {
 		return err
 	}
 	sb.loaded[ex.ID] = le
-	return nil
+	return sb.saveLoaded()
 }
 
 func (sb *sandbox) unexport(ctx context.Context, id uint64) error {
@@ -701,6 +801,9 @@ func (sb *sandbox) unexport(ctx context.Context, id uint64) error {
 		return err
 	}
 	delete(sb.loaded, id)
+	if err := sb.saveLoaded(); err != nil {
+		return err
+	}
 	if err := os.Remove(sb.exportFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

@@ -188,6 +188,18 @@ func (sb *sandbox) stopInstances() {
 	}
 }
 
+// detachInstances leaves every instance of the sandbox serving (Basin stops
+// with its data plane running).
+func (sb *sandbox) detachInstances() {
+	sb.smbMu.Lock()
+	ins := sb.smb
+	sb.smb = map[string]*smbInstance{}
+	sb.smbMu.Unlock()
+	for _, in := range ins {
+		in.detach()
+	}
+}
+
 // bringUp makes a recorded instance run: files and config rendered from its
 // record, namespace and daemons started. It is what a rebuilt sandbox does for
 // every joined instance, and what JoinDomain does for one already joined.
@@ -347,6 +359,9 @@ func (m *Manager) ValidateDomain(ctx context.Context, network string, mb SMBMemb
 // domain are *smb.JoinError (plain words).
 func (m *Manager) JoinDomain(ctx context.Context, network string, mb SMBMembership, cred SMBCredentials) error {
 	if err := mb.validate(); err != nil {
+		return err
+	}
+	if err := (smb.GlobalOptions{StateDir: m.instanceDir(network, smbInstanceID(mb.AD))}).CheckSocketPaths(); err != nil {
 		return err
 	}
 	// The sandbox first: building it brings its joined instances up, each under

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -236,14 +235,14 @@ func TestPrepareDirs(t *testing.T) {
 func TestSMBServices(t *testing.T) {
 	sb := &sandbox{dir: "/data/sandboxes/n1", ns: "basin-br0"}
 	in := &smbInstance{id: "s12345678", dir: "/data/sandboxes/n1/smb/s12345678", sb: sb,
-		holder: &exec.Cmd{Process: &os.Process{Pid: 4242}}}
+		holder: pidProc(4242)}
 	svcs := in.services()
 	var names []string
 	for _, s := range svcs {
 		names = append(names, s.Name)
 		c := in.command(s)
 		argv := strings.Join(c.Argv(), " ")
-		want := "nsenter -t 4242 -m -n -u -- setsid setpriv --bounding-set " + s.Caps + " --inh-caps -all --no-new-privs -- "
+		want := "nsenter -t 4242 -m -n -u -- setpriv --bounding-set " + s.Caps + " --inh-caps -all --no-new-privs -- "
 		if !strings.HasPrefix(argv, want) {
 			t.Errorf("%s: %s", s.Name, argv)
 		}
@@ -274,3 +273,10 @@ func TestSMBServices(t *testing.T) {
 		t.Errorf("services %v, want %v", names, smbDaemons)
 	}
 }
+
+// pidProc is a process that is only a pid (a holder in tests of argv).
+type pidProc int
+
+func (p pidProc) Pid() int                 { return int(p) }
+func (pidProc) Wait() error                { select {} }
+func (pidProc) Signal(sig os.Signal) error { return nil }

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -105,8 +104,12 @@ type smbInstance struct {
 	sb     *sandbox
 	log    *slog.Logger
 
-	holder *exec.Cmd
-	dead   chan struct{}              // closed when the holder exits
+	holder runner.Process
+	dead   chan struct{} // closed when the holder exits
+	rec    recorder      // procs.json: holder and daemons, for the next Basin
+	// adopt are the daemons an earlier Basin left running, recorded in
+	// procs.json, whose holder this instance adopted: startDaemons adopts them.
+	adopt  map[string]runner.ProcID
 	sup    atomic.Pointer[supervisor] // nil until the daemons run; read without the instance's lock (metrics)
 	cancel context.CancelFunc
 	probe  probeState // smbd's readiness probe (smbhealth.go)
@@ -357,23 +360,78 @@ mount -t tmpfs -o mode=0755,nosuid,nodev,noexec tmpfs "$box"
 mkdir -p "$inst"
 mount --move /run/samba/.inst "$inst"
 rmdir /run/samba/.inst
-echo ready
-exec sleep infinity`
+` + holderTail
 
 // startHolder starts the process owning the instance's mount namespace: it
 // enters the sandbox holder's namespaces and unshares a mount namespace whose
 // mounts follow the sandbox's (volumes mounted later appear).
 func (in *smbInstance) startHolder() error {
-	cmd := exec.Command("nsenter", "-t", strconv.Itoa(in.sb.holder.Process.Pid), "-m", "-n", "--",
-		"unshare", "--mount", "--uts", "--propagation", "slave", "--", "sh", "-c", instanceHolderScript, "smb-holder", in.dir, in.sb.dir)
-	if err := startHolderProcess(cmd, "samba instance holder"); err != nil {
-		return err
+	in.rec.write = in.saveProcs
+	in.rec.log = in.log.Warn
+	if p, daemons, ok := in.adoptHolder(); ok {
+		in.holder, in.adopt = p, daemons
+		in.rec.holder, in.rec.daemons = mustID(p), map[string]runner.ProcID{}
+	} else {
+		cmd := exec.Command("nsenter", "-t", pidString(in.sb.holder), "-m", "-n", "--",
+			"unshare", "--mount", "--uts", "--propagation", "slave", "--", "sh", "-c", instanceHolderScript, "smb-holder", in.dir, in.sb.dir)
+		p, err := startHolderProcess(cmd, "samba instance holder", in.sb.detached)
+		if err != nil {
+			return err
+		}
+		in.holder = p
+		in.rec.setHolder(p)
 	}
-	in.holder = cmd
 	in.dead = make(chan struct{})
-	dead := in.dead
-	go func() { cmd.Wait(); close(dead) }()
+	dead, p := in.dead, in.holder
+	go func() { p.Wait(); close(dead) }() //nolint:errcheck // only its end matters
 	return nil
+}
+
+// procsState is an instance's procs.json.
+type procsState struct {
+	Version int                      `json:"version"`
+	Holder  runner.ProcID            `json:"holder"`
+	Daemons map[string]runner.ProcID `json:"daemons"`
+}
+
+func (in *smbInstance) procsFile() string { return filepath.Join(in.dir, "procs.json") }
+
+func (in *smbInstance) saveProcs(holder runner.ProcID, daemons map[string]runner.ProcID) error {
+	return writeJSON(in.procsFile(), procsState{Version: stateVersion, Holder: holder, Daemons: daemons})
+}
+
+// mustID is p's ProcID, the zero one if it is gone already.
+func mustID(p runner.Process) runner.ProcID {
+	id, _ := runner.ID(p.Pid())
+	return id
+}
+
+// adoptHolder takes over the instance's holder an earlier Basin left running,
+// with the daemons it recorded, if the holder is the process recorded and in
+// the sandbox's network namespace. Daemons recorded without an adoptable
+// holder are ended: they run in a mount namespace nobody holds any more.
+func (in *smbInstance) adoptHolder() (runner.Process, map[string]runner.ProcID, bool) {
+	var st procsState
+	if err := readJSONVersioned(in.procsFile(), &st, func() int { return st.Version }); err != nil {
+		return nil, nil, false
+	}
+	nsFile := filepath.Join("/run/netns", in.sb.ns)
+	if p, err := runner.Adopt(st.Holder); err == nil {
+		if sameNetns(p.Pid(), nsFile) {
+			in.log.Info("samba instance holder adopted", "holder", p.Pid())
+			return p, st.Daemons, true
+		}
+	}
+	for name, id := range st.Daemons {
+		if p, err := runner.Adopt(id); err == nil && sameNetns(p.Pid(), nsFile) {
+			in.log.Info("ending a samba daemon left without its namespace's holder", "daemon", name, "pid", id.Pid)
+			p.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+			p.Wait()                  //nolint:errcheck // only its end matters
+			killSession(id.Pid)
+		}
+	}
+	os.Remove(in.procsFile())
+	return nil, nil, false
 }
 
 // run runs argv inside the instance's namespaces with its environment, and
@@ -387,7 +445,7 @@ func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string)
 	// shorter than this.
 	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
 	defer cancel()
-	args := append([]string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "-u", "--"}, argv...)
+	args := append([]string{"-t", pidString(in.holder), "-m", "-n", "-u", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), in.environ()...)
@@ -428,7 +486,7 @@ func (in *smbInstance) run(ctx context.Context, password []byte, argv ...string)
 // independently: winbindd as eagerly as smbd, since no logon works without it;
 // neither needs a re-join (secrets.tdb is kept).
 func (in *smbInstance) services() []Service {
-	root := filepath.Join("/proc", strconv.Itoa(in.holder.Process.Pid), "root")
+	root := filepath.Join("/proc", pidString(in.holder), "root")
 	conf := in.conf()
 	// Each daemon logs to log/log.<its name> (winbindd's children to
 	// log.wb-<domain>, samba-dcerpcd's workers to log.rpcd_*): names no client
@@ -481,12 +539,12 @@ func killSession(sid int) {
 }
 
 // command runs a daemon in the instance's namespaces, with only its bounding
-// set, in a session of its own: with --no-process-group a Samba daemon stays in
-// its parent's process group, and smbd ending on SIGTERM signals its whole group,
-// which would be Basin's. setsid(1) does not fork here (the daemon is no group
-// leader), so the supervisor's pid is the daemon's.
+// set. The starter gives it a session of its own (runner.ExecStarter): with
+// --no-process-group a Samba daemon stays in its parent's process group, and
+// smbd ending on SIGTERM signals its whole group, which would otherwise be
+// Basin's.
 func (in *smbInstance) command(s Service) runner.Command {
-	args := []string{"-t", strconv.Itoa(in.holder.Process.Pid), "-m", "-n", "-u", "--", "setsid",
+	args := []string{"-t", pidString(in.holder), "-m", "-n", "-u", "--",
 		"setpriv", "--bounding-set", s.Caps, "--inh-caps", "-all", "--no-new-privs", "--"}
 	return runner.Command{Name: "nsenter", Args: append(args, s.Argv...), Env: s.Env}
 }
@@ -506,8 +564,25 @@ func (in *smbInstance) startDaemons(ctx context.Context, starter runner.Starter,
 	if sup := in.sup.Load(); sup != nil {
 		return in.waitReady(ctx, sup, timeout)
 	}
+	var adopt func(string) runner.Process
+	if in.adopt != nil {
+		recorded, nsFile := in.adopt, filepath.Join("/run/netns", in.sb.ns)
+		in.adopt = nil
+		adopt = func(name string) runner.Process {
+			id, ok := recorded[name]
+			if !ok {
+				return nil
+			}
+			p, err := runner.Adopt(id)
+			if err != nil || !sameNetns(p.Pid(), nsFile) {
+				in.log.Info("samba daemon not running; starting it", "daemon", name, "pid", id.Pid)
+				return nil
+			}
+			return p
+		}
+	}
 	sup, err := newSupervisor(supervisorOptions{Starter: starter, Command: in.command, Output: in.output,
-		Log: in.log, ReadyTimeout: timeout, OnRestart: onRestart}, in.services())
+		Log: in.log, ReadyTimeout: timeout, OnRestart: onRestart, Adopt: adopt, Started: in.rec.started}, in.services())
 	if err != nil {
 		return err
 	}
@@ -563,12 +638,25 @@ func (in *smbInstance) stopDaemons() {
 // a daemon left behind die with the sandbox's namespace at the latest.
 func (in *smbInstance) stop() {
 	in.stopDaemons()
-	if in.holder != nil && in.holder.Process != nil {
+	if in.holder != nil {
 		// The holder execs down to one process (nsenter, unshare, sh, sleep).
 		// Killed by its pidfd: not by pid or process group, which a holder that
 		// died earlier may have left to another process.
-		in.holder.Process.Kill() //nolint:errcheck // gone already is fine
+		in.holder.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
 		<-in.dead
+	}
+	os.Remove(in.procsFile())
+}
+
+// detach stops supervising the instance and leaves it serving, recorded in
+// procs.json for the next Basin.
+func (in *smbInstance) detach() {
+	if sup := in.sup.Swap(nil); sup != nil {
+		sup.detach()
+	}
+	if in.cancel != nil {
+		in.cancel()
+		in.cancel = nil
 	}
 }
 

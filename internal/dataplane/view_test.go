@@ -321,7 +321,7 @@ func TestNewView(t *testing.T) {
 // capability bounding set, no inheritable capabilities and no new privileges; a
 // wrapper runs before setpriv; a service without capabilities keeps none.
 func TestServiceCommands(t *testing.T) {
-	sb := &sandbox{dir: "/data/sandboxes/bsx", holder: &exec.Cmd{Process: &os.Process{Pid: 4242}}, bus: &fakeBus{},
+	sb := &sandbox{dir: "/data/sandboxes/bsx", holder: pidProc(4242), bus: &fakeBus{},
 		ganesha: Ganesha{Prefix: "/opt/ganesha"}}
 	want := map[string]string{
 		"dbus": "nsenter -t 4242 -m -n -- setpriv --bounding-set -all --inh-caps -all --no-new-privs -- " +
@@ -360,25 +360,64 @@ func (b *orderBus) AddExport(_ context.Context, _ string, id uint64) error {
 	return nil
 }
 
-// After a Ganesha restart the exports are loaded again in the order of their
-// pseudo paths, so a volume's snapshot directory is there before the snapshots
-// Ganesha mounts in it.
-func TestReloadLoadsSnapshotDirectoryFirst(t *testing.T) {
+// Every start of Ganesha includes the sandbox's exports in its configuration
+// in the order of their pseudo paths, so a volume's snapshot directory is there
+// before the snapshots Ganesha mounts in it; an export whose volume is not
+// mounted as it was, or whose file is gone, is left out and forgotten (an
+// included file that is missing would stop Ganesha). Once Ganesha answers, an
+// export it lacks is loaded over DBus (syncLoaded).
+func TestGaneshaStartIncludesSnapshotDirectoryFirst(t *testing.T) {
 	bus := &orderBus{fakeBus: fakeBus{exports: map[uint64]string{}}}
 	_, sb := fakeSandbox(t, &ipRunner{}, bus)
 	sb.dir = t.TempDir()
-	if err := os.Mkdir(filepath.Join(sb.dir, "etc"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"etc", "exports"} {
+		if err := os.Mkdir(filepath.Join(sb.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for id, pseudo := range map[uint64]string{1: "/vol1/.snapshot/s1", 2: "/vol1", 3: "/vol1/.snapshot/s0", 4: "/vol1/.snapshot", 5: "/a"} {
+	for id, pseudo := range map[uint64]string{1: "/vol1/.snapshot/s1", 2: "/vol1", 3: "/vol1/.snapshot/s0", 4: "/vol1/.snapshot", 5: "/a",
+		6: "/unmounted", 7: "/nofile"} {
 		ex := testExport(id)
 		ex.Pseudo = pseudo
 		load(t, sb, &bus.fakeBus, ex)
+		if id != 7 {
+			os.WriteFile(sb.exportFile(id), []byte(ex.Render()), 0o600)
+		}
 	}
+	le := sb.loaded[6]
+	le.dev++ // its path shows another filesystem now
+	sb.loaded[6] = le
+	if err := sb.prepareGanesha(); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile(filepath.Join(sb.dir, "ganesha.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var included []string
+	for _, line := range strings.Split(string(conf), "\n") {
+		if inc, ok := strings.CutPrefix(line, "%include "); ok {
+			included = append(included, inc)
+		}
+	}
+	want := []string{`"exports/5.conf"`, `"exports/2.conf"`, `"exports/4.conf"`, `"exports/3.conf"`, `"exports/1.conf"`}
+	if !slices.Equal(included, want) {
+		t.Fatalf("ganesha.conf includes %v, want %v", included, want)
+	}
+	if !strings.Contains(string(conf), "Graceless = false;") {
+		t.Fatalf("ganesha.conf without grace:\n%s", conf)
+	}
+	for _, id := range []uint64{6, 7} {
+		if _, ok := sb.loaded[id]; ok {
+			t.Errorf("export %d still recorded as loaded", id)
+		}
+	}
+	// Ganesha came up with 1, 2, 4, 5 (3 failed to load): reload adds 3.
+	bus.exports = map[uint64]string{1: "/vol1/.snapshot/s1", 2: "/vol1", 4: "/vol1/.snapshot", 5: "/a"}
 	if err := sb.reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if want := []uint64{5, 2, 4, 3, 1}; !slices.Equal(bus.added, want) {
-		t.Fatalf("reloaded in the order %v, want %v", bus.added, want)
+	if !slices.Equal(bus.added, []uint64{3}) {
+		t.Fatalf("loaded over DBus after the start: %v, want [3]", bus.added)
 	}
 }

@@ -94,6 +94,22 @@ func (o GlobalOptions) Dirs() Dirs {
 	}
 }
 
+// maxSocketPath is the longest path of a unix socket: sun_path holds 108
+// bytes with its terminating NUL.
+const maxSocketPath = 107
+
+// CheckSocketPaths refuses a state directory under which Samba's sockets would
+// not fit a socket address: winbindd's privileged pipe is the longest, and a
+// winbindd that cannot bind it exits at once ("socket path is too long").
+func (o GlobalOptions) CheckSocketPaths() error {
+	p := filepath.Join(o.Dirs().State, "winbindd_privileged", "pipe")
+	if len(p) > maxSocketPath {
+		return fmt.Errorf("the data directory's path is too long for Samba's sockets: %s is %d bytes, a socket's path at most %d; "+
+			"use a data directory with a path %d bytes shorter", p, len(p), maxSocketPath, len(p)-maxSocketPath)
+	}
+	return nil
+}
+
 // Keytab is the sandbox's Kerberos keytab. `kerberos method = secrets and keytab`
 // makes Samba keep the *default* keytab, which is /etc/krb5.keytab unless
 // KRB5_KTNAME says otherwise: every Samba process of the sandbox (net, winbindd,

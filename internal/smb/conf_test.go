@@ -272,3 +272,27 @@ func TestRenderDCERPC(t *testing.T) {
 	}
 	wantParsed(t, testparm(t, rpc)["global"], parseRendered(rpc))
 }
+
+// A state directory whose sockets would not fit a socket address is refused
+// with the numbers (winbindd exits at once on it, with nothing in its own log
+// but that line).
+func TestCheckSocketPaths(t *testing.T) {
+	short := GlobalOptions{StateDir: "/var/lib/basin/sandboxes/default/smb/s0df116fe"}
+	if err := short.CheckSocketPaths(); err != nil {
+		t.Fatalf("default layout refused: %v", err)
+	}
+	// 112 bytes, as an e2e test's temporary directory once made it.
+	long := GlobalOptions{StateDir: "/tmp/TestRestartWithoutInterruption3030220740/001/sandboxes/default/smb/s0df116fe"}
+	err := long.CheckSocketPaths()
+	if err == nil || !strings.Contains(err.Error(), "112 bytes") || !strings.Contains(err.Error(), "5 bytes shorter") {
+		t.Fatalf("a 112-byte socket path: %v", err)
+	}
+	// 107 fits, 108 does not.
+	base := "/" + strings.Repeat("d", 107-len("/state/winbindd_privileged/pipe")-1)
+	if err := (GlobalOptions{StateDir: base}).CheckSocketPaths(); err != nil {
+		t.Fatalf("107 bytes refused: %v", err)
+	}
+	if err := (GlobalOptions{StateDir: base + "x"}).CheckSocketPaths(); err == nil {
+		t.Fatal("108 bytes accepted")
+	}
+}

@@ -509,6 +509,48 @@ func (b *Backend) waitLoopFree(ctx context.Context, dev string) {
 	}
 }
 
+// Release lets go of the store and its volumes without unmounting anything:
+// Basin stops with its data plane serving (the volumes stay mounted and
+// exported), and the next Start adopts the store, the loop devices and the
+// mounts as it does after a crash.
+func (b *Backend) Release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.vols = map[string]*volume{}
+	b.started = false
+}
+
+// Teardown is Stop without a Start: it unmounts and detaches what an earlier
+// Basin left mounted and attached (volumes, snapshots, the volumes' whole
+// filesystems, the store and their loop devices), attaching and mounting
+// nothing first. The data stays; a later Start serves it again.
+func (b *Backend) Teardown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.opts.Store != "" {
+		b.top = b.opts.Store
+		b.base = filepath.Join(b.opts.Store, "basin")
+	} else {
+		b.top = filepath.Join(b.opts.DataDir, "store")
+		b.base = b.top
+		loops, err := scanLoops()
+		if err != nil {
+			b.mu.Unlock()
+			return err
+		}
+		b.loop = loops[filepath.Join(b.opts.DataDir, "store.img")]
+		if b.loop == "" {
+			// An image deleted while attached ("… (deleted)" in sysfs): its
+			// loop device is the one the store is mounted from.
+			if e, mounted, err := mountinfo.Lookup(b.top); err == nil && mounted && strings.HasPrefix(e.Source, "/dev/loop") {
+				b.loop = e.Source
+			}
+		}
+	}
+	b.started = true
+	b.mu.Unlock()
+	return b.Stop(ctx)
+}
+
 // Stop unmounts every volume and snapshot and, for an image store, the store
 // itself, and detaches the loop devices. It leaves nothing mounted or attached
 // that Start or the volumes made.

@@ -24,6 +24,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(serve(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "teardown" {
+		os.Exit(teardown(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "version" {
 		fmt.Println("basin", version)
 		return
@@ -203,6 +206,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.Var(intSizeFlag{&cfg.HTTP.MaxHeaderBytes}, "http-max-header-bytes", "largest request headers, e.g. 64K")
 	fs.IntVar(&cfg.HTTP.MaxConns, "http-max-conns", cfg.HTTP.MaxConns, "connections open at once; at the cap, the one waiting longest for a request makes room")
 	fs.IntVar(&cfg.HTTP.MaxConnsPerSource, "http-max-conns-per-source", cfg.HTTP.MaxConnsPerSource, "connections one client address (an IPv6 /64) may hold; at the cap, its own connection waiting longest for a request makes room")
+	fs.BoolVar(&cfg.TeardownOnExit, "teardown-on-exit", cfg.TeardownOnExit, "on a clean stop, take the data plane down too (sandboxes, NFS and SMB daemons, endpoint addresses, volume mounts, loop devices, the bridges Basin created); by default it goes on serving and the next start adopts it")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.Int64Var(&cfg.Limits.MinVolumeGib, "min-volume-gib", cfg.Limits.MinVolumeGib, "smallest volume capacity in GiB")
 	fs.Int64Var(&cfg.Limits.MaxVolumeGib, "max-volume-gib", cfg.Limits.MaxVolumeGib, "largest volume capacity in GiB")
@@ -213,46 +217,9 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 }
 
 func serve(args []string) int {
-	cfg := config.Default()
-	fs, locs, nets := serveFlags(&cfg)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg.Locations = locs.vals
-	if nets.set {
-		cfg.Networks = nil
-		for _, spec := range nets.vals {
-			n, err := config.ParseNetwork(spec)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "basin serve: --network:", err)
-				return 2
-			}
-			cfg.Networks = append(cfg.Networks, n)
-		}
-	}
-	if d := os.Getenv("BASIN_FAULT_STEP_DELAY"); d != "" {
-		delay, err := time.ParseDuration(d)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "basin serve: BASIN_FAULT_STEP_DELAY:", err)
-			return 2
-		}
-		cfg.FaultStepDelay = delay
-	}
-	if v := os.Getenv("BASIN_TEST_SNAPSHOT_CLOCK_SPEED"); v != "" {
-		speed, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(speed >= 1) || math.IsInf(speed, 0) {
-			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_SNAPSHOT_CLOCK_SPEED: want a number of at least 1")
-			return 2
-		}
-		cfg.TestSnapshotClockSpeed = speed
-	}
-	if d := os.Getenv("BASIN_TEST_RESYNC_INTERVAL"); d != "" {
-		interval, err := time.ParseDuration(d)
-		if err != nil || interval <= 0 {
-			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_RESYNC_INTERVAL: want a positive duration")
-			return 2
-		}
-		cfg.TestResyncInterval = interval
+	cfg, code := serveConfig("basin serve", args)
+	if code != 0 {
+		return code
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
@@ -268,4 +235,70 @@ func serve(args []string) int {
 	}
 	log.Info("stopped cleanly")
 	return 0
+}
+
+// teardown is `basin teardown`: with serve's flags (the same data directory and
+// networks), it takes down the data plane a stopped Basin left serving.
+func teardown(args []string) int {
+	cfg, code := serveConfig("basin teardown", args)
+	if code != 0 {
+		return code
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := daemon.Teardown(ctx, cfg, log); err != nil {
+		log.Error("basin teardown failed", "err", err)
+		return 1
+	}
+	log.Info("data plane taken down", "data_dir", cfg.DataDir)
+	return 0
+}
+
+// serveConfig parses serve's flags (and test settings from the environment)
+// into a configuration; a non-zero code is the exit code of a bad command line.
+func serveConfig(name string, args []string) (config.Config, int) {
+	cfg := config.Default()
+	fs, locs, nets := serveFlags(&cfg)
+	fs.Init(name, flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return cfg, 2
+	}
+	cfg.Locations = locs.vals
+	if nets.set {
+		cfg.Networks = nil
+		for _, spec := range nets.vals {
+			n, err := config.ParseNetwork(spec)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, name+": --network:", err)
+				return cfg, 2
+			}
+			cfg.Networks = append(cfg.Networks, n)
+		}
+	}
+	if d := os.Getenv("BASIN_FAULT_STEP_DELAY"); d != "" {
+		delay, err := time.ParseDuration(d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, name+": BASIN_FAULT_STEP_DELAY:", err)
+			return cfg, 2
+		}
+		cfg.FaultStepDelay = delay
+	}
+	if v := os.Getenv("BASIN_TEST_SNAPSHOT_CLOCK_SPEED"); v != "" {
+		speed, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(speed >= 1) || math.IsInf(speed, 0) {
+			fmt.Fprintln(os.Stderr, name+": BASIN_TEST_SNAPSHOT_CLOCK_SPEED: want a number of at least 1")
+			return cfg, 2
+		}
+		cfg.TestSnapshotClockSpeed = speed
+	}
+	if d := os.Getenv("BASIN_TEST_RESYNC_INTERVAL"); d != "" {
+		interval, err := time.ParseDuration(d)
+		if err != nil || interval <= 0 {
+			fmt.Fprintln(os.Stderr, name+": BASIN_TEST_RESYNC_INTERVAL: want a positive duration")
+			return cfg, 2
+		}
+		cfg.TestResyncInterval = interval
+	}
+	return cfg, 0
 }

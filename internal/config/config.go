@@ -88,6 +88,11 @@ type Config struct {
 	QoSPassACKs bool
 	// HTTP bounds the API's HTTP server.
 	HTTP HTTPLimits
+	// TeardownOnExit makes a clean stop take the data plane down with Basin:
+	// sandboxes, daemons, endpoint addresses, volume mounts, loop devices and the
+	// bridges Basin created. By default they outlive Basin and go on serving,
+	// and the next start adopts them (docs/operations.md).
+	TeardownOnExit bool
 	// FaultStepDelay pauses the controller before every storage step; for crash
 	// tests only (env BASIN_FAULT_STEP_DELAY).
 	FaultStepDelay time.Duration

@@ -35,8 +35,11 @@ var _ api.Capacity = (*btrfs.Backend)(nil)
 const OwnerKeyFile = "owner-key.json"
 
 // Run serves until ctx is cancelled, then shuts down cleanly: HTTP drained, the
-// running operation interrupted (it resumes on the next start), volumes unmounted,
-// the store image detached, the database closed.
+// running operation interrupted (it resumes on the next start), the database
+// closed. The data plane — sandboxes, NFS and SMB daemons, endpoint addresses,
+// traffic shaping, volume mounts and loop devices — goes on serving, for the
+// next start to adopt; with cfg.TeardownOnExit it is taken down too (volumes
+// unmounted, the store image detached, the bridges Basin made removed).
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -54,11 +57,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// holds slave copies that go when Basin unmounts, instead of private copies
 	// that would keep a deleted volume's loop device busy.
 	run := runner.Exec{}
+	keep := !cfg.TeardownOnExit
 	for _, dir := range []string{filepath.Join(cfg.DataDir, "mounts"), filepath.Join(cfg.DataDir, "fs")} {
 		if err := dataplane.ShareMounts(ctx, run, dir); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, dataplane.UnshareMounts(context.Background(), run, dir)) }()
+		defer func() {
+			if !keep {
+				err = errors.Join(err, dataplane.UnshareMounts(context.Background(), run, dir))
+			}
+		}()
 	}
 
 	// Above an overcommit ratio of 1 pools may promise more than the store holds:
@@ -69,6 +77,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		return fmt.Errorf("storage: %w", err)
 	}
 	defer func() {
+		if keep {
+			be.Release() // volumes stay mounted: they are being served
+			return
+		}
 		// Unmounting must happen even though ctx is already cancelled.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -81,20 +93,23 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	go func() { be.Run(watchCtx); close(watchDone) }() //nolint:errcheck // Run returns nil when cancelled
 	defer func() { stopWatch(); <-watchDone }()
 
-	var dpNetworks []dataplane.Network
-	for _, n := range cfg.Networks {
-		dpNetworks = append(dpNetworks, dataplane.Network{Name: n.Name, Bridge: n.Bridge, Prefix: n.Prefix, FirstEndpoint: n.FirstEndpoint, LastEndpoint: n.LastEndpoint})
-	}
+	dpNetworks := dataplaneNetworks(cfg)
 	// What /metrics serves (--metrics-listen): Basin's health, counted through
 	// hooks of the data plane, the controller and the API, and the volumes.
 	reg, health := metricsRegistry()
 	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
 		Logger: log.With("component", "dataplane"), OnRestart: health.DaemonRestarted,
-		StuckRequestAfter: cfg.NFSStuckAfter, WedgedAfter: cfg.NFSWedgedAfter, OnStuckRequests: health.NFSStuckRequests})
+		StuckRequestAfter: cfg.NFSStuckAfter, WedgedAfter: cfg.NFSWedgedAfter, OnStuckRequests: health.NFSStuckRequests,
+		Detach: keep})
 	if err := dp.Start(ctx); err != nil {
 		return fmt.Errorf("data plane: %w", err)
 	}
 	defer func() {
+		if keep {
+			dp.Detach()
+			log.Info("data plane left serving; the next start adopts it (basin teardown takes it down)")
+			return
+		}
 		// Before storage stops: Ganesha holds the volumes open.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -297,6 +312,47 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		log.Warn("snapshot schedules", "err", err)
 	}
 	return nil
+}
+
+// Teardown takes down the data plane a stopped Basin left serving on cfg's data
+// directory: sandboxes and their daemons, endpoint addresses, the bridges Basin
+// created, volume mounts, loop devices and the store's. The data stays; the
+// next start mounts and serves it again. It refuses while a Basin serves the
+// data directory.
+func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dataplaneNetworks(cfg),
+		Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix}, Logger: log.With("component", "dataplane")})
+	if err := dp.Teardown(ctx); err != nil {
+		return fmt.Errorf("data plane: %w", err)
+	}
+	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, Logger: log.With("component", "btrfs")})
+	if err := be.Teardown(ctx); err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	run := runner.Exec{}
+	for _, dir := range []string{filepath.Join(cfg.DataDir, "mounts"), filepath.Join(cfg.DataDir, "fs")} {
+		if err := dataplane.UnshareMounts(ctx, run, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dataplaneNetworks are cfg's networks in the data plane's terms.
+func dataplaneNetworks(cfg config.Config) []dataplane.Network {
+	var out []dataplane.Network
+	for _, n := range cfg.Networks {
+		out = append(out, dataplane.Network{Name: n.Name, Bridge: n.Bridge, Prefix: n.Prefix, FirstEndpoint: n.FirstEndpoint, LastEndpoint: n.LastEndpoint})
+	}
+	return out
 }
 
 // healthAudit is the audit entry of a volume going into ERROR because its

@@ -118,6 +118,16 @@ func (h *Host) Attach(bridge string) error {
 	return nil
 }
 
+// Master returns the bridge the host is plugged into ("" if none): a bridge
+// deleted and made anew leaves its former ports unplugged.
+func (h *Host) Master() string {
+	target, err := os.Readlink(filepath.Join("/sys/class/net", h.veth, "master"))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(target)
+}
+
 // Within runs fn on an OS thread that has entered the host's network namespace:
 // sockets fn opens (an NFS client's connections) belong to the host and keep
 // working after fn returns, whatever thread uses them then.

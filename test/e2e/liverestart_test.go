@@ -67,7 +67,8 @@ func (c *liveClient) run(ctx context.Context) {
 	c.written = map[int64][]byte{}
 	for i := 0; ctx.Err() == nil; i++ {
 		off := int64(i%liveBlocks) * int64(c.block)
-		p := bytes.Repeat([]byte(fmt.Sprintf("%s %08d|", c.name, i)), c.block/16+1)[:c.block]
+		unit := fmt.Sprintf("%s %08d|", c.name, i)
+		p := bytes.Repeat([]byte(unit), c.block/len(unit)+1)[:c.block]
 		octx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := c.write(octx, off, p)
 		cancel()
@@ -127,14 +128,14 @@ func buildReplacement(t *testing.T) string {
 	return bin
 }
 
-// TestRestartWithoutInterruption (issue 26, criterion 1): NFSv3, NFSv4.1 and SMB
+// TestLiveRestart (issue 26, criterion 1): NFSv3, NFSv4.1 and SMB
 // clients write and read back continuously, every I/O checked, while Basin is
 // stopped with SIGTERM and started, killed with SIGKILL and started, and
 // replaced by another build of itself: no I/O fails, none waits a second, no
 // client is re-attached or re-mounted (the same connections and sessions
 // throughout), the daemons serving them are the same processes, and every
 // byte written reads back.
-func TestRestartWithoutInterruption(t *testing.T) {
+func TestLiveRestart(t *testing.T) {
 	s := newServer(t)
 	s.keep = true
 	l := startSMBLab(t, s, nil)

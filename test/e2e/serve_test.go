@@ -63,6 +63,15 @@ type server struct {
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 	env     []string
+	// keep: a clean stop leaves the data plane serving, as by default; tests
+	// keep the old teardown on a clean stop unless they set it (args).
+	keep bool
+	// left: the last stop left the data plane running (keep, or SIGKILL); the
+	// test's cleanup then takes it down with basin teardown.
+	left bool
+	// bin is the basin binary start runs (default basinBin): a test replaces
+	// it to upgrade the server.
+	bin string
 }
 
 func freeAddr(t *testing.T) string {
@@ -89,6 +98,9 @@ func newServer(t *testing.T, env ...string) *server {
 		if s.cmd != nil && s.cmd.ProcessState == nil {
 			s.stop(syscall.SIGTERM)
 		}
+		if s.left {
+			s.teardown()
+		}
 		assertNothingLeft(t, s.dataDir)
 		assertNoNetworkLeft(t, s.bridge)
 		if t.Failed() {
@@ -101,7 +113,10 @@ func newServer(t *testing.T, env ...string) *server {
 func (s *server) start(extra ...string) {
 	s.t.Helper()
 	s.log = &bytes.Buffer{}
-	s.cmd = exec.Command(basinBin, s.args(extra...)...)
+	if s.bin == "" {
+		s.bin = basinBin
+	}
+	s.cmd = exec.Command(s.bin, s.args(extra...)...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
@@ -136,6 +151,9 @@ func (s *server) args(extra ...string) []string {
 		// ceiling far above what they move (traffic still crosses the tc tree).
 		// The QoS tests pass their own --qos-floor-mibps, which comes later and wins.
 		"--qos-floor-mibps", fmt.Sprint(e2eFloorMibps)}, extra...)
+	if !s.keep {
+		args = append(args, "--teardown-on-exit")
+	}
 	if prefix := os.Getenv("BASIN_GANESHA_PREFIX"); prefix != "" {
 		args = append(args, "--ganesha-prefix", prefix)
 	}
@@ -144,6 +162,7 @@ func (s *server) args(extra ...string) []string {
 
 func (s *server) stop(sig syscall.Signal) {
 	s.t.Helper()
+	s.left = s.keep || sig == syscall.SIGKILL
 	s.cmd.Process.Signal(sig)
 	done := make(chan error, 1)
 	go func() { done <- s.cmd.Wait() }()
@@ -156,6 +175,18 @@ func (s *server) stop(sig syscall.Signal) {
 		s.cmd.Process.Kill()
 		s.t.Fatalf("basin serve did not stop after %v", sig)
 	}
+}
+
+// teardown runs basin teardown on the server's data directory and networks:
+// what a stop left serving goes.
+func (s *server) teardown() {
+	s.t.Helper()
+	args := append([]string{"teardown"}, s.args()[1:]...)
+	out, err := exec.Command(basinBin, args...).CombinedOutput()
+	if err != nil {
+		s.t.Errorf("basin teardown: %v\n%s", err, out)
+	}
+	s.left = false
 }
 
 func (s *server) client() *client.Client {

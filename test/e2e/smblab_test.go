@@ -54,10 +54,15 @@ var smbLabSeq int
 // "administrators") or replaces them; serverFlags go to basin serve.
 func newSMBLab(t *testing.T, adExtra map[string]any, serverFlags ...string) *smbLab {
 	t.Helper()
+	return startSMBLab(t, newServer(t), adExtra, serverFlags...)
+}
+
+// startSMBLab starts the lab on a server prepared by newServer.
+func startSMBLab(t *testing.T, s *server, adExtra map[string]any, serverFlags ...string) *smbLab {
+	t.Helper()
 	if err := addc.Check(); err != nil {
 		t.Skipf("no Samba AD DC here: %v", err)
 	}
-	s := newServer(t)
 	s.start(serverFlags...)
 	c := s.client()
 	// The network's bridge comes with its sandbox: an NFS volume brings it up, and
@@ -65,10 +70,31 @@ func newSMBLab(t *testing.T, adExtra map[string]any, serverFlags ...string) *smb
 	nfsPool(t, c)
 	s.openVolume(c, "first")
 	smbLabSeq++
-	name := fmt.Sprintf("sl%d", smbLabSeq)
+	name := fmt.Sprintf("sl%04d%d", os.Getpid()%10000, smbLabSeq) // unique on the host: another test process may run labs too
 	dc := addc.StartT(t, addc.Options{Name: name, Dir: t.TempDir(), Bridge: s.bridge, Addr: s.addrN(200) + "/24"})
 	l := &smbLab{t: t, s: s, c: c, dc: dc, realm: strings.ToLower(dc.Realm), ad: strings.TrimPrefix(loc, "/v1/") + "/activeDirectories/ad1",
 		dcVeth: "v" + name + "-dc"}
+	if hold := os.Getenv("BASIN_E2E_HOLD"); hold != "" {
+		// Debugging: a failed test waits (at most 10 minutes) for the file
+		// named by BASIN_E2E_HOLD to be removed before it tears down.
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			os.WriteFile(hold, []byte(s.dataDir+"\n"+"(client host not made yet)"+"\n"), 0o644)
+			for end := time.Now().Add(10 * time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+				if _, err := os.Stat(hold); err != nil {
+					return
+				}
+			}
+		})
+	}
+	// Registered before the pool's join, which starts the instance's daemons.
+	t.Cleanup(func() {
+		if t.Failed() {
+			l.logSambaTails()
+		}
+	})
 	body := map[string]any{"domain": l.realm, "dns": dc.Addr, "netBiosPrefix": "BASIN", "organizationalUnit": dc.OU,
 		"username": dc.Delegated.Name, "password": dc.Delegated.Password}
 	for k, v := range adExtra {
@@ -78,26 +104,6 @@ func newSMBLab(t *testing.T, adExtra map[string]any, serverFlags ...string) *smb
 	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=smb", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 2048,
 		"network": "projects/p1/global/networks/default", "activeDirectory": l.ad})
 	l.h = s.host(150)
-	t.Cleanup(func() {
-		if t.Failed() {
-			l.logSambaTails()
-		}
-	})
-	if hold := os.Getenv("BASIN_E2E_HOLD"); hold != "" {
-		// Debugging: a failed test waits (at most 10 minutes) for the file
-		// named by BASIN_E2E_HOLD to be removed before it tears down.
-		t.Cleanup(func() {
-			if !t.Failed() {
-				return
-			}
-			os.WriteFile(hold, []byte(s.dataDir+"\n"+l.h.Name()+"\n"), 0o644)
-			for end := time.Now().Add(10 * time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
-				if _, err := os.Stat(hold); err != nil {
-					return
-				}
-			}
-		})
-	}
 	return l
 }
 
@@ -106,7 +112,7 @@ func newSMBLab(t *testing.T, adExtra map[string]any, serverFlags ...string) *smb
 func (l *smbLab) logSambaTails() {
 	var files []string
 	filepath.WalkDir(filepath.Join(l.s.dataDir, "sandboxes"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "log.") {
+		if err == nil && !d.IsDir() && (strings.HasPrefix(d.Name(), "log.") || strings.HasSuffix(d.Name(), ".out")) {
 			files = append(files, p)
 		}
 		return nil

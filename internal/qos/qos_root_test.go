@@ -1,6 +1,7 @@
 package qos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -18,10 +19,15 @@ import (
 
 // The root tests build two namespaces joined by a veth pair: bq-srv (device eth0,
 // the shaped link, holding the endpoint addresses) and bq-cli (device eth1,
-// 10.99.200.2). Names use the bq prefix, addresses 10.99.200.0/24.
+// 10.99.200.2). Names use the bq prefix, or $BASIN_QOS_TEST_NS so that runs
+// sharing a machine keep apart; addresses 10.99.200.0/24.
+var (
+	nsPrefix = cmp.Or(os.Getenv("BASIN_QOS_TEST_NS"), "bq")
+	srvNS    = nsPrefix + "-srv"
+	cliNS    = nsPrefix + "-cli"
+)
+
 const (
-	srvNS  = "bq-srv"
-	cliNS  = "bq-cli"
 	cliIP  = "10.99.200.2"
 	srvDev = "eth0"
 )

@@ -248,7 +248,8 @@ func TestRootApplyReadChangeRemove(t *testing.T) {
 		t.Errorf("%d destination address filters, want 3:\n%s", n, fl)
 	}
 
-	// A fresh driver (Basin restarted) rebuilds from scratch and ends equal.
+	// A fresh driver with no state directory (StateDir) rebuilds from scratch and
+	// ends equal.
 	d2 := New(nil)
 	if err := d2.Apply(ctx, l, want); err != nil {
 		t.Fatal(err)

@@ -291,7 +291,8 @@ func assertClean(t *testing.T) {
 func TestRootThousandLeaves(t *testing.T) {
 	l := pair(t)
 	ctx := context.Background()
-	d := New(nil)
+	dir := t.TempDir()
+	d := New(nil, StateDir(dir))
 	t.Cleanup(func() { d.Remove(ctx, l) })
 	tree := Tree{Classes: []Class{{Key: "project", Rate: 1000 << 20, Ceil: 1000 << 20}}}
 	for i := range 1000 {
@@ -319,9 +320,20 @@ func TestRootThousandLeaves(t *testing.T) {
 	if !got.Equal(tree) {
 		t.Fatal("Read of 1,000 leaves differs from the tree applied")
 	}
+	// A driver started later adopts the link (its first Apply checks the
+	// kernel against the state file) and keeps it as it is.
+	before := snapshot(t, l)
+	start = time.Now()
+	if err := New(nil, StateDir(dir)).Apply(ctx, l, tree); err != nil {
+		t.Fatal(err)
+	}
+	adopt := time.Since(start)
+	if added := assertKept(t, before, snapshot(t, l)); added > 0 {
+		t.Errorf("%d objects added by a driver adopting the link", added)
+	}
 	// Times are logged, not asserted (the machine is shared); what one change
 	// sends is asserted by the plan tests.
-	t.Logf("1,000 leaves: Apply from empty %v, Apply of one change %v, Read %v", full, one, read)
+	t.Logf("1,000 leaves: Apply from empty %v, Apply of one change %v, Read %v, adopting Apply %v", full, one, read, adopt)
 }
 
 // TestRootAccuracy sends TCP through a 20 MiB/s class for 5 s each way and checks

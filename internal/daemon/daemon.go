@@ -137,9 +137,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		for i, n := range cfg.Networks {
 			names[i] = n.Name
 		}
-		driver := qos.New(log.With("component", "qos"))
+		// The driver's memory of each sandbox's tree outlives Basin: a Basin
+		// started later adopts the running tree instead of rebuilding it.
+		qosState := qos.StateDir(filepath.Join(cfg.DataDir, "qos"))
+		driver := qos.New(log.With("component", "qos"), qosState)
 		if cfg.QoSPassACKs {
-			driver = qos.NewPassingACKs(log.With("component", "qos"))
+			driver = qos.NewPassingACKs(log.With("component", "qos"), qosState)
 		}
 		shaping = &controller.QoS{Driver: driver, Link: dp.QoSLink,
 			Networks: func() []string { return names }, Overhead: cfg.QoSWireOverhead,

@@ -20,11 +20,15 @@
 //     of Changes (a rate change is one in-place change), and Burst/Quantum.
 //   - netlink.go: the driver, over rtnetlink (no tc processes). It keeps per link
 //     the classid of each Key and the filter handle of each address in memory; with
-//     no memory of a shaped link (Basin restarted) it rebuilds the link from scratch.
+//     no memory of a shaped link (Basin restarted) it adopts the link from its state
+//     file (state.go), or rebuilds it from scratch.
 //     Counters reads a link's classes in one dump, and what each address sent in
 //     another: HTB counts a class's two directions together, so each address's
 //     outgoing packets reach the IFB through a redirect of their own on the link's
 //     egress, whose action counts them.
+//   - state.go: the driver's memory of a link kept in a file (StateDir), and the
+//     check that the kernel holds exactly what a file records before a driver
+//     with no memory of the link adopts it.
 //   - counters.go: Between, what a class did over an interval from two reads of its
 //     counters: wire bytes sent and received, drops, and the share of the interval
 //     it spent held at its ceiling (from its overlimits, TestRootAtCeiling).

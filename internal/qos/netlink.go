@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -69,30 +72,54 @@ const (
 
 // New returns the netlink driver. It remembers, per link, the classid it gave each
 // Key and the u32 handle it gave each address; Apply sends only what differs from
-// that memory. A driver with no memory of a link (Basin restarted) that finds a
-// shaped link takes it down and builds it again from scratch rather than guess which
-// classid was which Key; shaping on that link is reset once, nothing is left over.
-// The same happens after an Apply that failed half-way.
-func New(log *slog.Logger) Driver {
+// that memory.
+//
+// With StateDir it also keeps that memory in a file per link, so that a driver
+// started later (Basin stopped, killed or replaced by a new build while the link
+// carried I/O) takes over a shaped link it has no memory of: if the kernel holds
+// exactly what the file records, the file becomes its memory and Apply sends only
+// the difference, so the link's classes, queues and counters are kept (state.go).
+// Without a state directory, or when the file is missing or does not match the
+// kernel, a driver with no memory of a shaped link takes it down and builds it
+// again from scratch rather than guess which classid was which Key; shaping on
+// that link is reset once, nothing is left over. The same happens after an Apply
+// that failed half-way, unless the kernel still matches the file.
+func New(log *slog.Logger, opts ...Option) Driver {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &netlinkDriver{log: log, links: map[Link]*linkState{}}
+	d := &netlinkDriver{log: log, links: map[Link]*linkState{}}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
 
 // NewPassingACKs returns the netlink driver with the pure-ACK bypass: payload-less
 // TCP ACKs pass the IFB by (limits are on payload), which halves the packets it
 // moves. Measured side by side with New on NFS (docs/benchmarks.md) it gained
 // nothing above noise, so it is not the default (--qos-pass-acks).
-func NewPassingACKs(log *slog.Logger) Driver {
-	d := New(log).(*netlinkDriver)
+func NewPassingACKs(log *slog.Logger, opts ...Option) Driver {
+	d := New(log, opts...).(*netlinkDriver)
 	d.passACKs = true
 	return d
+}
+
+// Option configures New and NewPassingACKs.
+type Option func(*netlinkDriver)
+
+// StateDir has the driver keep its memory of each link in a file in dir (made
+// when first needed), written after every Apply that changed something and
+// removed by Remove, and take over a link from that file when it has no memory of
+// it (New). One driver at a time may use a directory.
+func StateDir(dir string) Option {
+	return func(d *netlinkDriver) { d.stateDir = dir }
 }
 
 type netlinkDriver struct {
 	log      *slog.Logger
 	passACKs bool       // the pure-ACK bypass (NewPassingACKs)
+	stateDir string     // StateDir; "" = none
 	mu       sync.Mutex // one operation at a time; guards links
 	links    map[Link]*linkState
 }
@@ -104,6 +131,12 @@ type linkState struct {
 	used    map[uint16]bool
 	handles [2]map[netip.Addr]uint32 // per direction: address → u32 filter handle
 	nodes   [2]map[uint32]bool       // per direction: used handles
+	// retune lists the classes (DefaultKey: the default class) whose burst,
+	// cburst, quantum or priority the kernel holds otherwise than this driver
+	// sets them: found when the link was adopted, set by the next Apply.
+	retune []string
+	// unsaved: the state file does not hold this memory yet (StateDir).
+	unsaved bool
 }
 
 func newLinkState() *linkState {
@@ -216,7 +249,20 @@ func (d *netlinkDriver) Apply(ctx context.Context, l Link, t Tree) error {
 	}
 	defer s.h.Close()
 	st := d.links[l]
-	if st == nil || s.ifb == nil {
+	if st != nil && s.ifb == nil {
+		st = nil // the IFB went (a sandbox made again): nothing of ours is left
+	}
+	if st == nil && d.stateDir != "" {
+		if s.ifb == nil {
+			d.log.Info("qos: shaping the link", "link", l.String(), "why", "no IFB: the link is not shaped")
+		} else {
+			var why string
+			if st, why = d.adopt(s, l); st == nil {
+				d.log.Warn("qos: taking the link's shaping down to build it again", "link", l.String(), "why", why)
+			}
+		}
+	}
+	if st == nil {
 		if err := s.teardown(); err != nil {
 			return fmt.Errorf("qos %s: reset: %w", l, err)
 		}
@@ -225,12 +271,22 @@ func (d *netlinkDriver) Apply(ctx context.Context, l Link, t Tree) error {
 			return fmt.Errorf("qos %s: set up: %w", l, err)
 		}
 		st = newLinkState()
-		d.links[l] = st
+		st.unsaved = true
+	}
+	d.links[l] = st
+	for len(st.retune) > 0 {
+		if err := s.retune(st, st.retune[0]); err != nil {
+			// Rebuild next time rather than adopt and fail again.
+			delete(d.links, l)
+			os.Remove(filepath.Join(d.stateDir, stateFileName(l)))
+			return fmt.Errorf("qos %s: retune class %q: %w", l, st.retune[0], err)
+		}
+		st.retune, st.unsaved = st.retune[1:], true
 	}
 	changes := Plan(st.liveTree(), t)
 	for _, c := range changes {
 		if err := ctx.Err(); err != nil {
-			delete(d.links, l) // partly applied: rebuild next time
+			delete(d.links, l) // partly applied: rebuild next time (the kernel no longer matches the state file)
 			return err
 		}
 		if err := s.apply(st, c); err != nil {
@@ -238,8 +294,32 @@ func (d *netlinkDriver) Apply(ctx context.Context, l Link, t Tree) error {
 			return fmt.Errorf("qos %s: %s: %w", l, c, err)
 		}
 	}
+	if len(changes) > 0 {
+		st.unsaved = true
+	}
+	if d.stateDir != "" && st.unsaved {
+		d.save(l, s.ifb.Attrs().Index, st)
+	}
 	d.log.Debug("qos applied", "link", l.String(), "changes", len(changes), "classes", len(t.Classes))
 	return nil
+}
+
+// retune sets the burst, cburst, quantum and priority of class key (DefaultKey:
+// the default class) to this driver's, in place.
+func (s *session) retune(st *linkState, key string) error {
+	if key == DefaultKey {
+		return s.h.ClassChange(s.htbClass(defaultMinor, netlink.MakeHandle(htbMajor, 0), defaultRate, defaultRate))
+	}
+	cl := st.tree[key]
+	return s.h.ClassChange(s.htbClass(st.minor[key], st.parentOf(key), cl.Rate, cl.Ceil))
+}
+
+// parentOf is the classid of key's parent (the HTB qdisc for a class under the root).
+func (st *linkState) parentOf(key string) uint32 {
+	if p := st.tree[key].Parent; p != "" {
+		return classid(st.minor[p])
+	}
+	return netlink.MakeHandle(htbMajor, 0)
 }
 
 // setup builds the IFB, its root HTB with the default class, and the redirection of
@@ -409,14 +489,7 @@ func (s *session) apply(st *linkState, c Change) error {
 		delete(st.tree, c.Key)
 	case OpChangeClass:
 		cl := st.tree[c.Key]
-		parent := uint32(0)
-		if cl.Parent != "" {
-			parent = classid(st.minor[cl.Parent])
-		}
-		if parent == 0 {
-			parent = netlink.MakeHandle(htbMajor, 0)
-		}
-		if err := s.h.ClassChange(s.htbClass(st.minor[c.Key], parent, c.Class.Rate, c.Class.Ceil)); err != nil {
+		if err := s.h.ClassChange(s.htbClass(st.minor[c.Key], st.parentOf(c.Key), c.Class.Rate, c.Class.Ceil)); err != nil {
 			return err
 		}
 		cl.Rate, cl.Ceil = c.Class.Rate, c.Class.Ceil
@@ -503,19 +576,41 @@ func (d *netlinkDriver) Remove(ctx context.Context, l Link) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.links, l)
+	var errs []error
+	if d.stateDir != "" {
+		if err := os.Remove(filepath.Join(d.stateDir, stateFileName(l))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("qos %s: remove state file: %w", l, err))
+		}
+	}
 	s, err := open(l)
 	if err != nil {
 		var le netlink.LinkNotFoundError
 		if errors.As(err, &le) || errors.Is(err, unix.ENOENT) {
-			return nil // no device (or no namespace): nothing of ours can be there
+			return errors.Join(errs...) // no device (or no namespace): nothing of ours can be there
 		}
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	defer s.h.Close()
 	if err := s.teardown(); err != nil {
-		return fmt.Errorf("qos %s: remove: %w", l, err)
+		errs = append(errs, fmt.Errorf("qos %s: remove: %w", l, err))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// memory is the driver's memory of l: what it made there, or, with no memory of
+// a shaped link, what it adopts from the link's state file (nil if nothing).
+// Read and Counters use it to name classes by Key; they change nothing.
+func (d *netlinkDriver) memory(s *session, l Link) *linkState {
+	if st := d.links[l]; st != nil || d.stateDir == "" || s.ifb == nil {
+		return st
+	}
+	st, why := d.adopt(s, l)
+	if st == nil {
+		d.log.Debug("qos: classes not named: the link's state file was not adopted", "link", l.String(), "why", why)
+		return nil
+	}
+	d.links[l] = st
+	return st
 }
 
 func (d *netlinkDriver) Read(ctx context.Context, l Link) (Tree, error) {
@@ -529,7 +624,7 @@ func (d *netlinkDriver) Read(ctx context.Context, l Link) (Tree, error) {
 	if s.ifb == nil {
 		return Tree{}, nil
 	}
-	keyOf := d.keyOf(l)
+	nameOf := keyOf(d.memory(s, l))
 	classes, err := s.h.ClassList(s.ifb, netlink.HANDLE_NONE)
 	if err != nil {
 		return Tree{}, fmt.Errorf("qos %s: list classes: %w", l, err)
@@ -541,9 +636,9 @@ func (d *netlinkDriver) Read(ctx context.Context, l Link) (Tree, error) {
 		if !ok || htb.Handle == classid(defaultMinor) {
 			continue
 		}
-		cl := &Class{Key: keyOf(htb.Handle), Rate: htb.Rate, Ceil: htb.Ceil}
+		cl := &Class{Key: nameOf(htb.Handle), Rate: htb.Rate, Ceil: htb.Ceil}
 		if htb.Parent != netlink.MakeHandle(htbMajor, 0) && htb.Parent != netlink.HANDLE_ROOT {
-			cl.Parent = keyOf(htb.Parent)
+			cl.Parent = nameOf(htb.Parent)
 		}
 		byID[htb.Handle] = cl
 		order = append(order, htb.Handle)
@@ -644,11 +739,11 @@ func (s *session) classified(dir int) (map[netip.Addr]uint32, error) {
 	return out, nil
 }
 
-// keyOf maps a classid to the Key this driver gave it, or "1:<minor>" for a classid
-// it does not remember (the link was shaped before this driver started).
-func (d *netlinkDriver) keyOf(l Link) func(uint32) string {
+// keyOf maps a classid to the Key st gave it, or "1:<minor>" for a classid it
+// does not hold (the link was shaped before this driver started, and not adopted).
+func keyOf(st *linkState) func(uint32) string {
 	names := map[uint32]string{}
-	if st := d.links[l]; st != nil {
+	if st != nil {
 		for k, m := range st.minor {
 			names[classid(m)] = k
 		}
@@ -673,14 +768,14 @@ func (d *netlinkDriver) Counters(ctx context.Context, l Link) (map[string]Counte
 	if s.ifb == nil {
 		return out, nil
 	}
-	keyOf := d.keyOf(l)
+	nameOf := keyOf(d.memory(s, l))
 	classes, err := s.h.ClassList(s.ifb, netlink.HANDLE_NONE)
 	if err != nil {
 		return nil, fmt.Errorf("qos %s: list classes: %w", l, err)
 	}
 	for _, c := range classes {
 		a := c.Attrs()
-		key := keyOf(a.Handle)
+		key := nameOf(a.Handle)
 		if a.Handle == classid(defaultMinor) {
 			key = DefaultKey
 		}
@@ -703,7 +798,7 @@ func (d *netlinkDriver) Counters(ctx context.Context, l Link) (map[string]Counte
 		return nil, fmt.Errorf("qos %s: %w", l, err)
 	}
 	for _, c := range counted {
-		key := keyOf(c.classid)
+		key := nameOf(c.classid)
 		cn := out[key]
 		cn.Sent += c.bytes
 		cn.SentPackets += c.packets

@@ -1,6 +1,7 @@
 package qos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -18,10 +19,15 @@ import (
 
 // The root tests build two namespaces joined by a veth pair: bq-srv (device eth0,
 // the shaped link, holding the endpoint addresses) and bq-cli (device eth1,
-// 10.99.200.2). Names use the bq prefix, addresses 10.99.200.0/24.
+// 10.99.200.2). Names use the bq prefix, or $BASIN_QOS_TEST_NS so that runs
+// sharing a machine keep apart; addresses 10.99.200.0/24.
+var (
+	nsPrefix = cmp.Or(os.Getenv("BASIN_QOS_TEST_NS"), "bq")
+	srvNS    = nsPrefix + "-srv"
+	cliNS    = nsPrefix + "-cli"
+)
+
 const (
-	srvNS  = "bq-srv"
-	cliNS  = "bq-cli"
 	cliIP  = "10.99.200.2"
 	srvDev = "eth0"
 )
@@ -242,7 +248,8 @@ func TestRootApplyReadChangeRemove(t *testing.T) {
 		t.Errorf("%d destination address filters, want 3:\n%s", n, fl)
 	}
 
-	// A fresh driver (Basin restarted) rebuilds from scratch and ends equal.
+	// A fresh driver with no state directory (StateDir) rebuilds from scratch and
+	// ends equal.
 	d2 := New(nil)
 	if err := d2.Apply(ctx, l, want); err != nil {
 		t.Fatal(err)
@@ -284,7 +291,8 @@ func assertClean(t *testing.T) {
 func TestRootThousandLeaves(t *testing.T) {
 	l := pair(t)
 	ctx := context.Background()
-	d := New(nil)
+	dir := t.TempDir()
+	d := New(nil, StateDir(dir))
 	t.Cleanup(func() { d.Remove(ctx, l) })
 	tree := Tree{Classes: []Class{{Key: "project", Rate: 1000 << 20, Ceil: 1000 << 20}}}
 	for i := range 1000 {
@@ -312,9 +320,20 @@ func TestRootThousandLeaves(t *testing.T) {
 	if !got.Equal(tree) {
 		t.Fatal("Read of 1,000 leaves differs from the tree applied")
 	}
+	// A driver started later adopts the link (its first Apply checks the
+	// kernel against the state file) and keeps it as it is.
+	before := snapshot(t, l)
+	start = time.Now()
+	if err := New(nil, StateDir(dir)).Apply(ctx, l, tree); err != nil {
+		t.Fatal(err)
+	}
+	adopt := time.Since(start)
+	if added := assertKept(t, before, snapshot(t, l)); added > 0 {
+		t.Errorf("%d objects added by a driver adopting the link", added)
+	}
 	// Times are logged, not asserted (the machine is shared); what one change
 	// sends is asserted by the plan tests.
-	t.Logf("1,000 leaves: Apply from empty %v, Apply of one change %v, Read %v", full, one, read)
+	t.Logf("1,000 leaves: Apply from empty %v, Apply of one change %v, Read %v, adopting Apply %v", full, one, read, adopt)
 }
 
 // TestRootAccuracy sends TCP through a 20 MiB/s class for 5 s each way and checks

@@ -27,7 +27,7 @@ func TestRootSpikeDataPathCost(t *testing.T) {
 		t.Skip("set BASIN_QOS_SPIKE=1 to run the data path spike")
 	}
 	needRoot(t)
-	const hostNS = "bq-hst"
+	hostNS := nsPrefix + "-hst"
 	for _, ns := range []string{hostNS, srvNS, cliNS} {
 		exec.Command("ip", "netns", "del", ns).Run()
 		run(t, "ip", "netns", "add", ns)

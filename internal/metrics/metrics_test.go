@@ -339,6 +339,23 @@ func TestCounterResets(t *testing.T) {
 	}
 }
 
+// A volume exported again under another ID: its readings before and after are
+// of different exports, so the interval between is unknown, not a difference.
+func TestExportChanged(t *testing.T) {
+	h := newHarness(t, nil)
+	h.g.load(7, 1_000_000, 0, 0, 4096, time.Millisecond, 0)
+	h.tick(t)
+	h.g.load(8, 500, 0, 0, 4096, time.Millisecond, 0)
+	h.vols.vols[0].ExportID = 8
+	h.tick(t)
+	h.g.load(8, 100, 0, 0, 4096, time.Millisecond, 0)
+	h.tick(t)
+	r := h.query(t, 20*time.Second, DefaultInterval, "readIops")["readIops"]
+	if len(r) != 2 || !math.IsNaN(r[0].Value) || !near(r[1].Value, 10) {
+		t.Fatalf("read IOPS %+v, want unknown across the change of export, then 10", r)
+	}
+}
+
 // The ring holds a day at 10 s and drops the oldest Point after that.
 func TestRingBounded(t *testing.T) {
 	h := newHarness(t, nil)

@@ -344,6 +344,7 @@ func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, nets *netwo
 		} else {
 			smp.nfs, smp.nfsOK = io, true
 		}
+		smp.nfsExport = v.ExportID
 	}
 	if s.opts.Capacity != nil {
 		used, snap, err := s.opts.Capacity.VolumeUsage(ctx, v.Key)

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"math"
 	"net/netip"
@@ -184,6 +185,8 @@ type harness struct {
 	vols  *fakeVolumes
 	s     *Sampler
 	store RollupStore
+	dir   string       // Options.StateDir
+	log   *slog.Logger // nil: none
 }
 
 // newHarness samples v1 (an NFS volume). Its traffic-control and SMB sources
@@ -192,9 +195,14 @@ func newHarness(t *testing.T, st RollupStore) *harness {
 	t.Helper()
 	h := &harness{clk: &clock{t: t0.Add(-DefaultInterval)}, g: newFakeGanesha(t0.Add(-time.Hour)), tc: &fakeQoS{}, smb: &fakeSMB{},
 		vols: &fakeVolumes{vols: []Volume{v1}}, store: st}
-	h.s = New(Options{Targets: h.vols, NFS: h.g, Capacity: fakeCapacity{"k1": {5 << 30, 1 << 30}},
-		Clients: fakeClients{v1.Endpoint: 3}, QoS: h.tc, SMB: h.smb, Store: st, Now: h.clk.now})
+	h.s = New(h.options())
 	return h
+}
+
+// options are the Sampler's options over h's sources, store and state.
+func (h *harness) options() Options {
+	return Options{Targets: h.vols, NFS: h.g, Capacity: fakeCapacity{"k1": {5 << 30, 1 << 30}},
+		Clients: fakeClients{v1.Endpoint: 3}, QoS: h.tc, SMB: h.smb, Store: h.store, StateDir: h.dir, Now: h.clk.now, Logger: h.log}
 }
 
 // tick advances the clock by one interval and samples.

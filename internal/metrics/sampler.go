@@ -55,6 +55,10 @@ type Options struct {
 	Ring time.Duration
 	// Retention is how long rollups are kept; 0 = DefaultRetention.
 	Retention time.Duration
+	// StateDir keeps what the next start takes up (state.go): the counters'
+	// last readings, the rollups in progress and the totals; "" = nothing (a
+	// start begins with a baseline).
+	StateDir string
 	// Now is the clock; nil = time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -70,14 +74,20 @@ type series struct {
 	// accFull: acc holds all its bucket has seen, the part an earlier run
 	// stored included, so storing it replaces that part. Otherwise that part
 	// is still to be read and merged (resolveBases), as it is when acc's bucket
-	// began before this Sampler started.
+	// began before this Sampler started without a saved state.
 	accFull bool
-	totals  totals
+	// restored: the series was taken up from a saved state, which had its
+	// rollup in progress: none of its buckets has a stored part to merge.
+	restored bool
+	// bridge: prev is a reading saved by the last run; the next interval
+	// spans the restart, and is spread over its intervals (spreadGap).
+	bridge bool
+	totals totals
 }
 
-// totals are a volume's counters since this Sampler first saw it, summed from
-// the intervals' differences, so they only grow whatever Ganesha's counters do
-// (Prometheus counters).
+// totals are a volume's counters since this Sampler first saw it (or the run
+// whose saved state it took up), summed from the intervals' differences, so
+// they only grow whatever Ganesha's counters do (Prometheus counters).
 type totals struct {
 	io             ioDelta
 	atLimitSeconds float64
@@ -100,6 +110,10 @@ type Sampler struct {
 	mu         sync.Mutex
 	series     map[string]*series // by volume key
 	lastExpire int64
+
+	// stateMu serialises the writes to StateDir and guards their buffer.
+	stateMu  sync.Mutex
+	stateBuf []byte
 }
 
 // New returns a Sampler; Run drives it, or tests call Sample.
@@ -119,14 +133,18 @@ func New(opts Options) *Sampler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sampler{opts: opts, log: opts.Logger, now: opts.Now, started: opts.Now().Unix(), series: map[string]*series{}}
+	s := &Sampler{opts: opts, log: opts.Logger, now: opts.Now, started: opts.Now().Unix(), series: map[string]*series{}}
+	if opts.StateDir != "" {
+		s.restore()
+	}
+	return s
 }
 
 // ringLen is the number of Points a volume's ring holds.
 func (s *Sampler) ringLen() int { return int(s.opts.Ring / s.opts.Interval) }
 
 // Run samples on every multiple of Interval (wall clock, untilTick) until ctx
-// ends, then persists the rollups in progress (Flush).
+// ends, then persists the rollups in progress and the state (Flush).
 func (s *Sampler) Run(ctx context.Context) error {
 	for {
 		timer := time.NewTimer(untilTick(time.Now(), s.opts.Interval))
@@ -208,8 +226,10 @@ func (s *Sampler) Sample(ctx context.Context) error {
 			// Its counters start here, at zero: a series that appeared only
 			// with its first interval's count would lose that count to
 			// Prometheus' rate(), which measures from a series' first sample.
-			sr.totals.haveIO = cur.nfsOK || cur.smbOK
-			sr.totals.haveWire = cur.qosOK
+			// (Those taken up from a saved state go on from their totals.)
+			sr.totals.haveIO = sr.totals.haveIO || cur.nfsOK || cur.smbOK
+			sr.totals.haveWire = sr.totals.haveWire || cur.qosOK
+			sr.bridge = false
 			continue
 		}
 		d := between(sr.prev, cur, v)
@@ -217,7 +237,15 @@ func (s *Sampler) Sample(ctx context.Context) error {
 		cur.gauges(&p)
 		sr.totals.add(d, &p)
 		sr.prev = cur
-		s.place(sr, v.Key, &p, &flush)
+		one := [1]Point{p}
+		pts := one[:]
+		if sr.bridge {
+			sr.bridge = false
+			pts = spreadGap(p, d, s.opts.Interval)
+		}
+		for j := range pts {
+			s.place(sr, v.Key, &pts[j], &flush)
+		}
 		if sr.acc != nil && !sr.accFull {
 			bases = append(bases, v.Key)
 		}
@@ -243,7 +271,9 @@ func (s *Sampler) Sample(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("expire rollups: %w", xerr))
 		}
 	}
-	return err
+	// The state after the rollups it no longer holds are stored: a crash in
+	// between stores them again, the same.
+	return errors.Join(err, s.saveState(now))
 }
 
 // pending is a rollup to store: its series, and whether it holds the stored
@@ -270,11 +300,34 @@ func (s *Sampler) place(sr *series, key string, p *Point, flush *[]pending) bool
 	if sr.acc == nil {
 		sr.acc = newAgg(b)
 		// A bucket that began before this Sampler may hold what an earlier
-		// run stored of it.
-		sr.accFull = s.opts.Store == nil || b >= s.started
+		// run stored of it, unless that run's state was taken up.
+		sr.accFull = s.opts.Store == nil || sr.restored || b >= s.started
 	}
 	sr.acc.add(p)
 	return true
+}
+
+// spreadGap turns the first interval after a restart, p (what the daemons
+// counted from the last run's reading to now, d), into one Point per interval
+// it spans, each with p's rates: the counts come out whole, each bucket the
+// restart spanned gets its intervals, and rates stay right as the means over
+// the downtime. Space and clients, unknown while Basin was down, are p's
+// alone. An interval whose I/O and wire are both unknown stays one Point.
+func spreadGap(p Point, d delta, interval time.Duration) []Point {
+	k := int(math.Round(d.dt / interval.Seconds()))
+	step := uint32(interval / time.Second)
+	if k <= 1 || !(d.ioOK || d.wireOK) || step == 0 || uint32(k-1)*step >= p.T {
+		return []Point{p}
+	}
+	q := p
+	q.V[usedBytes], q.V[snapshotBytes], q.V[clients] = nan32, nan32, nan32
+	pts := make([]Point, k)
+	for j := range k - 1 {
+		pts[j] = q
+		pts[j].T = p.T - uint32(k-1-j)*step
+	}
+	pts[k-1] = p
+	return pts
 }
 
 // add counts one interval.
@@ -479,9 +532,9 @@ func (s *Sampler) resolveBases(ctx context.Context, keys []string) error {
 	return errors.Join(errs...)
 }
 
-// Flush stores every rollup in progress as it stands. Sampling may go on
-// after it: the rollups in progress stay, and storing them again replaces
-// what Flush stored (a restart merges it with what follows in its bucket).
+// Flush stores every rollup in progress as it stands, and the state. Sampling
+// may go on after it: the rollups in progress stay, and storing them again
+// replaces what Flush stored.
 func (s *Sampler) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	var bases []string
@@ -501,7 +554,7 @@ func (s *Sampler) Flush(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	return errors.Join(err, s.persist(ctx, aggs))
+	return errors.Join(err, s.persist(ctx, aggs), s.saveState(s.now()))
 }
 
 // MaxPoints bounds the points of one series in a query.

@@ -14,8 +14,8 @@ import (
 // (NFS, traffic control, space, clients): the sampler's own cost (deriving, the
 // ring, rollups in progress), without the DBus calls, netlink dumps and backend
 // reads the real sources make. With state, each pass also saves the state file
-// (in a temporary directory, on the disk TMPDIR names), reported as
-// state-bytes.
+// and appends to the ring's journal (in a temporary directory, on the disk
+// TMPDIR names), reported as state-bytes and journal-bytes per pass.
 func BenchmarkSample(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		for _, state := range []bool{false, true} {
@@ -67,5 +67,6 @@ func benchmarkSample(b *testing.B, n int, state bool) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(st.Size()), "state-bytes")
+		b.ReportMetric(float64(len(s.ringBuf)), "journal-bytes/op")
 	}
 }

@@ -56,8 +56,8 @@ type Options struct {
 	// Retention is how long rollups are kept; 0 = DefaultRetention.
 	Retention time.Duration
 	// StateDir keeps what the next start takes up (state.go): the counters'
-	// last readings, the rollups in progress and the totals; "" = nothing (a
-	// start begins with a baseline).
+	// last readings, the rollups in progress, the totals and the ring's last
+	// SavedRing; "" = nothing (a start begins with a baseline and empty rings).
 	StateDir string
 	// Now is the clock; nil = time.Now.
 	Now    func() time.Time
@@ -111,9 +111,13 @@ type Sampler struct {
 	series     map[string]*series // by volume key
 	lastExpire int64
 
-	// stateMu serialises the writes to StateDir and guards their buffer.
-	stateMu  sync.Mutex
-	stateBuf []byte
+	// stateMu serialises the writes to StateDir and guards their buffers and
+	// the journal's current segment.
+	stateMu   sync.Mutex
+	stateBuf  []byte
+	ringBuf   []byte
+	segment   string // file name; "" = start one at the next pass
+	segmentAt int64  // its first pass
 }
 
 // New returns a Sampler; Run drives it, or tests call Sample.
@@ -209,6 +213,7 @@ func (s *Sampler) Sample(ctx context.Context) error {
 	}
 
 	var flush []pending
+	var journal []keyedPoint
 	var bases []string
 	s.mu.Lock()
 	seen := make(map[string]bool, len(vols))
@@ -244,7 +249,9 @@ func (s *Sampler) Sample(ctx context.Context) error {
 			pts = spreadGap(p, d, s.opts.Interval)
 		}
 		for j := range pts {
-			s.place(sr, v.Key, &pts[j], &flush)
+			if s.place(sr, v.Key, &pts[j], &flush) && s.opts.StateDir != "" {
+				journal = append(journal, keyedPoint{v.Key, pts[j]})
+			}
 		}
 		if sr.acc != nil && !sr.accFull {
 			bases = append(bases, v.Key)
@@ -272,8 +279,9 @@ func (s *Sampler) Sample(ctx context.Context) error {
 		}
 	}
 	// The state after the rollups it no longer holds are stored: a crash in
-	// between stores them again, the same.
-	return errors.Join(err, s.saveState(now))
+	// between stores them again, the same. The journal after the state: a
+	// crash in between loses a Point of the ring, never counts one twice.
+	return errors.Join(err, s.saveState(now), s.appendRing(now, journal))
 }
 
 // pending is a rollup to store: its series, and whether it holds the stored

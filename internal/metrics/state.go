@@ -9,38 +9,49 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/basin-nas/basin/internal/nfs"
 )
 
 // What survives a restart (Options.StateDir), so that the data plane's daemons,
-// which outlive Basin, are sampled on as if Basin had not stopped: the state
-// file, rewritten atomically after every pass (a temporary file, fsync,
-// rename), holds per volume its last counter readings (Ganesha's with the
-// export they are of and Ganesha's statistics epoch, traffic control's), its
-// Prometheus totals and its rollup in progress. The next start takes the
-// readings as its baseline, so its first sample counts what the daemons
-// counted while Basin was down (spread over the intervals it was down for,
-// spreadGap), and goes on with the rollup in progress.
+// which outlive Basin, are sampled on as if Basin had not stopped:
 //
-// It is read by New only. A file that is absent, unreadable, of another format
-// version or of another sampling interval is ignored with a log line, and the
-// first sample is a baseline as without it.
+//   - the state file, rewritten atomically after every pass (a temporary file,
+//     fsync, rename): per volume its last counter readings (Ganesha's with the
+//     export they are of and Ganesha's statistics epoch, traffic control's),
+//     its Prometheus totals and its rollup in progress. The next start takes the
+//     readings as its baseline, so its first sample counts what the daemons
+//     counted while Basin was down (spread over the intervals it was down for,
+//     spreadGap), and goes on with the rollup in progress;
+//   - the ring's journal: each pass appends its Points to a segment file (one per
+//     5-minute bucket and process, no fsync), and a start reads the last
+//     SavedRing of them back into the rings.
+//
+// Neither is read by anything but New. A file that is absent, unreadable, of
+// another format version or of another sampling interval is ignored with a log
+// line, and the first sample is a baseline as without it.
 const (
 	// MaxResumeGap is the longest downtime the saved counter readings bridge;
 	// after a longer one the first sample is a baseline again (the rollup in
 	// progress and the totals are still taken up).
 	MaxResumeGap = time.Hour
+	// SavedRing is how much of each ring the journal keeps for the next start.
+	SavedRing = time.Hour
 
 	stateFile    = "state"
 	stateMagic   = "basinmst"
 	stateVersion = 1
+	ringMagic    = "basinrng"
+	ringVersion  = 1
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// errState marks a state file that is not one this Sampler can read.
+// errState marks a state file or journal that is not one this Sampler can read.
 var errState = errors.New("unreadable metrics state")
 
 // Flags of a series in the state file.
@@ -328,7 +339,173 @@ func (s *Sampler) saveState(at time.Time) error {
 	return nil
 }
 
-// restore takes up what the last run saved (New, before the first sample).
+// keyedPoint is a Point of the journal: its series and the Point.
+type keyedPoint struct {
+	key string
+	p   Point
+}
+
+// ringSegment is the name of the journal segment whose first pass was at t.
+func ringSegment(t int64) string { return fmt.Sprintf("ring-%d.log", t) }
+
+// segmentTime is the time in a segment's name (ok false: not a segment).
+func segmentTime(name string) (int64, bool) {
+	num, ok := strings.CutPrefix(name, "ring-")
+	if num, ok = strings.CutSuffix(num, ".log"); !ok {
+		return 0, false
+	}
+	t, err := strconv.ParseInt(num, 10, 64)
+	return t, err == nil
+}
+
+// appendRing appends a pass's Points to the journal: to the segment of this
+// process and 5-minute bucket, starting one (and deleting those older than
+// SavedRing) when the bucket changes. Each pass is one record: its length, a
+// CRC-32C and the Points (key, time, values), so a record a crash cut short
+// ends its segment's reading. Not synced: a crash of Basin loses nothing the
+// kernel has; a crash of the machine, the last seconds.
+func (s *Sampler) appendRing(at time.Time, pts []keyedPoint) error {
+	if s.opts.StateDir == "" {
+		return nil
+	}
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	e := enc{b: s.ringBuf[:0]}
+	e.u32(0) // length and CRC, below
+	e.u32(0)
+	for i := range pts {
+		e.str(pts[i].key)
+		e.u32(pts[i].p.T)
+		for _, v := range pts[i].p.V {
+			e.u32(math.Float32bits(v))
+		}
+	}
+	binary.LittleEndian.PutUint32(e.b, uint32(len(e.b)-8))
+	binary.LittleEndian.PutUint32(e.b[4:], crc32.Checksum(e.b[8:], crcTable))
+	s.ringBuf = e.b
+
+	now := at.Unix()
+	flags := os.O_WRONLY | os.O_APPEND
+	if s.segment == "" || bucket(now) != bucket(s.segmentAt) {
+		s.segment, s.segmentAt = ringSegment(now), now
+		flags |= os.O_CREATE | os.O_TRUNC
+		if err := os.MkdirAll(s.opts.StateDir, 0o700); err != nil {
+			return fmt.Errorf("metrics journal: %w", err)
+		}
+		s.pruneRing(now)
+	}
+	f, err := os.OpenFile(filepath.Join(s.opts.StateDir, s.segment), flags, 0o600)
+	if err != nil {
+		s.segment = ""
+		return fmt.Errorf("metrics journal: %w", err)
+	}
+	if flags&os.O_CREATE != 0 {
+		h := enc{b: []byte(ringMagic)}
+		h.u32(ringVersion)
+		h.u32(uint32(s.opts.Interval / time.Second))
+		_, err = f.Write(h.b)
+	}
+	if err == nil {
+		_, err = f.Write(e.b)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.segment = "" // the next pass starts a segment of its own
+		return fmt.Errorf("metrics journal: %w", err)
+	}
+	return nil
+}
+
+// segments lists the journal's segments by their first pass, oldest first.
+func (s *Sampler) segments() ([]int64, error) {
+	ents, err := os.ReadDir(s.opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	var ts []int64
+	for _, e := range ents {
+		if t, ok := segmentTime(e.Name()); ok && e.Type().IsRegular() {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts, nil
+}
+
+// pruneRing deletes the segments that hold nothing newer than SavedRing before
+// now: those followed by one that began before then.
+func (s *Sampler) pruneRing(now int64) {
+	ts, err := s.segments()
+	if err != nil {
+		return
+	}
+	cutoff := now - int64(SavedRing/time.Second)
+	for i := 0; i+1 < len(ts) && ts[i+1] <= cutoff; i++ {
+		if err := os.Remove(filepath.Join(s.opts.StateDir, ringSegment(ts[i]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Debug("metrics journal prune", "err", err)
+		}
+	}
+}
+
+// readRing calls fn with every Point the journal holds from after since, in
+// the order written. A segment of another format or interval is skipped; one
+// cut short is read up to its last whole pass.
+func (s *Sampler) readRing(since int64, fn func(key string, p Point)) {
+	ts, err := s.segments()
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("metrics: journal unreadable; the ring starts empty", "err", err)
+		}
+		return
+	}
+	cutoff := since - int64(SavedRing/time.Second)
+	for i, t := range ts {
+		if i+1 < len(ts) && ts[i+1] <= cutoff {
+			continue // nothing recent enough
+		}
+		name := ringSegment(t)
+		b, err := os.ReadFile(filepath.Join(s.opts.StateDir, name))
+		if err != nil {
+			s.log.Warn("metrics: journal segment ignored", "segment", name, "err", err)
+			continue
+		}
+		hdr := len(ringMagic) + 8
+		if len(b) < hdr || string(b[:len(ringMagic)]) != ringMagic {
+			s.log.Warn("metrics: journal segment ignored", "segment", name, "err", "not a journal segment")
+			continue
+		}
+		d := dec{b: b[len(ringMagic):]}
+		if v, iv := d.u32(), time.Duration(d.u32())*time.Second; v != ringVersion || iv != s.opts.Interval {
+			s.log.Warn("metrics: journal segment ignored", "segment", name, "version", v, "interval", iv)
+			continue
+		}
+		for len(d.b) > 0 {
+			n, sum := int(d.u32()), d.u32()
+			rec := d.take(n)
+			if d.err != nil || crc32.Checksum(rec, crcTable) != sum {
+				s.log.Info("metrics: journal segment ends in a partial pass", "segment", name)
+				break
+			}
+			r := dec{b: rec}
+			for len(r.b) > 0 && r.err == nil {
+				key := r.str()
+				var p Point
+				p.T = r.u32()
+				for j := range p.V {
+					p.V[j] = math.Float32frombits(r.u32())
+				}
+				if r.err == nil && int64(p.T) > cutoff {
+					fn(key, p)
+				}
+			}
+		}
+	}
+}
+
+// restore takes up what the last run saved (New, before the first sample): the
+// state file's series, then the journal's Points into their rings.
 func (s *Sampler) restore() {
 	now := s.now()
 	b, err := os.ReadFile(filepath.Join(s.opts.StateDir, stateFile))
@@ -342,6 +519,7 @@ func (s *Sampler) restore() {
 	case err != nil:
 		s.log.Warn("metrics: saved state ignored; the first sample is a baseline", "err", err)
 	}
+	until := map[string]uint32{} // a series' Points in the journal end with its saved reading
 	if st != nil {
 		gap := now.Sub(st.written)
 		resume := gap >= 0 && gap <= MaxResumeGap
@@ -355,9 +533,29 @@ func (s *Sampler) restore() {
 			}
 			if resume && ss.havePrev {
 				sr.prev, sr.havePrev, sr.bridge = ss.prev, true, true
+				until[ss.key] = uint32(ss.prev.at.Unix())
 			}
 			s.series[ss.key] = sr
 		}
 		s.log.Info("metrics: saved state taken up", "series", len(st.series), "saved", st.written, "resumed", resume)
+	}
+	points := 0
+	s.readRing(now.Unix(), func(key string, p Point) {
+		if u, ok := until[key]; ok && p.T > u {
+			return
+		}
+		sr := s.series[key]
+		if sr == nil {
+			sr = &series{ring: newRing(s.ringLen())}
+			s.series[key] = sr
+		}
+		if last, ok := sr.ring.last(); ok && p.T <= last.T {
+			return
+		}
+		sr.ring.add(p)
+		points++
+	})
+	if points > 0 {
+		s.log.Info("metrics: ring taken up from the journal", "points", points)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/smb"
@@ -115,8 +117,13 @@ func TestKilledSamplerResumes(t *testing.T) {
 	if len(rollups) != 2 {
 		t.Errorf("%d rollups stored, want 2 (the third is in progress)", len(rollups))
 	}
-	// The ring since the restart: every interval at 10 s, the spread ones too.
-	checkRing(t, h, 4*time.Minute, func(int) float64 { return 400 })
+	// The ring: every interval since t0 at 10 s, the one before the kill too.
+	checkRing(t, h, 11*time.Minute, func(i int) float64 {
+		if i < 42 {
+			return 100
+		}
+		return 400
+	})
 	// The totals go on where they were: every read since the first sample.
 	if got, want := h.s.series["k1"].totals.io.readOps, uint64(42*1000+24*4000); got != want {
 		t.Errorf("read_ops_total %d after the restart, want %d", got, want)
@@ -272,8 +279,8 @@ func TestResumeSMBIsBaseline(t *testing.T) {
 	h.smb.load(docs, 50, 0, 0, 4096, time.Millisecond, 0)
 	h.tick(t)
 	r := h.query(t, time.Minute, DefaultInterval, "readIops")["readIops"]
-	if len(r) != 2 || !math.IsNaN(r[0].Value) || !near(r[1].Value, 5) {
-		t.Errorf("read IOPS %+v, want unknown over the restart, then 5", r)
+	if len(r) != 3 || !near(r[0].Value, 10) || !math.IsNaN(r[1].Value) || !near(r[2].Value, 5) {
+		t.Errorf("read IOPS %+v, want 10, unknown over the restart, then 5", r)
 	}
 }
 
@@ -353,6 +360,49 @@ func withCRC(b []byte) []byte {
 	b = append([]byte(nil), b...)
 	binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], crcTable))
 	return b
+}
+
+// The journal is read back up to a pass a crash cut short; what a segment of
+// another version holds is ignored; segments older than SavedRing are deleted.
+func TestRingJournal(t *testing.T) {
+	h, logs := newStateHarness(t)
+	h.tick(t)
+	h.runFor(t, 90*time.Minute, 100)
+	segs, err := h.s.segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(segs); n < 12 || n > 14 {
+		t.Errorf("%d segments after 90 minutes, want those of the last hour", n)
+	}
+	seg := filepath.Join(h.dir, ringSegment(segs[len(segs)-1]))
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seg, b[:len(b)-10], 0o600); err != nil { // the last pass cut short
+		t.Fatal(err)
+	}
+	h.restart()
+	if !strings.Contains(logs.String(), "partial pass") {
+		t.Errorf("a cut segment: logged %q", logs.String())
+	}
+	// The last hour but its last pass, which the state holds: the ring lacks
+	// that Point, the counters and rollups do not.
+	r := h.s.series["k1"].ring
+	first, _ := r.ordered()
+	last, _ := r.last()
+	if n := len(r.pts); n != int(SavedRing/DefaultInterval)-1 || first != nil || r.pts[0].T != uint32(t0.Add(30*time.Minute+DefaultInterval).Unix()) ||
+		last.T != uint32(h.clk.t.Add(-DefaultInterval).Unix()) {
+		t.Errorf("%d Points taken up (%d to %d), want the last hour's but the cut one", n, r.pts[0].T, last.T)
+	}
+	h.runFor(t, 10*time.Second, 100)
+	checkRing(t, h, 10*time.Second, func(int) float64 { return 100 })
+	// Before the first sample a taken-up series has no labels: not exposed.
+	h.restart()
+	if n := testutil.CollectAndCount(h.s.Collector()); n != 0 {
+		t.Errorf("%d series exposed before the first sample", n)
+	}
 }
 
 // A state file round-trips every series' readings, totals and rollup in

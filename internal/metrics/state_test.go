@@ -449,5 +449,8 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add(s.encodeState(nil, clk.t))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decodeState(b, DefaultInterval)
+		if len(b) >= 4 { // and past the checksum
+			decodeState(withCRC(b), DefaultInterval)
+		}
 	})
 }

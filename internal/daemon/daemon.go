@@ -178,10 +178,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}})
 	registerController(reg, ctrl)
 	reg.MustRegister(newStoreCollector(be))
-	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store.
+	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store;
+	// what a restart takes up (counters' readings, the ring's last hour) in
+	// the data directory.
 	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
 		SMB: smbIO{dp}, QoS: tcCounters, Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
-		Logger: log.With("component", "metrics")})
+		StateDir: filepath.Join(cfg.DataDir, "metrics"), Logger: log.With("component", "metrics")})
 	reg.MustRegister(sampler.Collector())
 	var ready atomic.Bool
 	syncWait := cfg.SyncWait

@@ -105,8 +105,10 @@ const encodedSize = 2 + numStored*(4+4+4+8+8)
 
 // encode writes a rollup for the store. Values are in the order of the stored
 // constants; a decoder that knows fewer reads what it knows.
-func (a *agg) encode() []byte {
-	b := make([]byte, 0, encodedSize)
+func (a *agg) encode() []byte { return a.appendEncoded(make([]byte, 0, encodedSize)) }
+
+// appendEncoded appends what encode returns to b.
+func (a *agg) appendEncoded(b []byte) []byte {
 	b = append(b, rollupVersion, numStored)
 	for i := range a.n {
 		b = binary.LittleEndian.AppendUint32(b, a.n[i])

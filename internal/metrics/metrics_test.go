@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"math"
 	"net/netip"
@@ -184,6 +185,8 @@ type harness struct {
 	vols  *fakeVolumes
 	s     *Sampler
 	store RollupStore
+	dir   string       // Options.StateDir
+	log   *slog.Logger // nil: none
 }
 
 // newHarness samples v1 (an NFS volume). Its traffic-control and SMB sources
@@ -192,9 +195,14 @@ func newHarness(t *testing.T, st RollupStore) *harness {
 	t.Helper()
 	h := &harness{clk: &clock{t: t0.Add(-DefaultInterval)}, g: newFakeGanesha(t0.Add(-time.Hour)), tc: &fakeQoS{}, smb: &fakeSMB{},
 		vols: &fakeVolumes{vols: []Volume{v1}}, store: st}
-	h.s = New(Options{Targets: h.vols, NFS: h.g, Capacity: fakeCapacity{"k1": {5 << 30, 1 << 30}},
-		Clients: fakeClients{v1.Endpoint: 3}, QoS: h.tc, SMB: h.smb, Store: st, Now: h.clk.now})
+	h.s = New(h.options())
 	return h
+}
+
+// options are the Sampler's options over h's sources, store and state.
+func (h *harness) options() Options {
+	return Options{Targets: h.vols, NFS: h.g, Capacity: fakeCapacity{"k1": {5 << 30, 1 << 30}},
+		Clients: fakeClients{v1.Endpoint: 3}, QoS: h.tc, SMB: h.smb, Store: h.store, StateDir: h.dir, Now: h.clk.now, Logger: h.log}
 }
 
 // tick advances the clock by one interval and samples.
@@ -336,6 +344,23 @@ func TestCounterResets(t *testing.T) {
 	}
 	if m := got["metadataIops"][2].Value; m != 0 {
 		t.Errorf("metadata IOPS after the restart = %v, want 0", m)
+	}
+}
+
+// A volume exported again under another ID: its readings before and after are
+// of different exports, so the interval between is unknown, not a difference.
+func TestExportChanged(t *testing.T) {
+	h := newHarness(t, nil)
+	h.g.load(7, 1_000_000, 0, 0, 4096, time.Millisecond, 0)
+	h.tick(t)
+	h.g.load(8, 500, 0, 0, 4096, time.Millisecond, 0)
+	h.vols.vols[0].ExportID = 8
+	h.tick(t)
+	h.g.load(8, 100, 0, 0, 4096, time.Millisecond, 0)
+	h.tick(t)
+	r := h.query(t, 20*time.Second, DefaultInterval, "readIops")["readIops"]
+	if len(r) != 2 || !math.IsNaN(r[0].Value) || !near(r[1].Value, 10) {
+		t.Fatalf("read IOPS %+v, want unknown across the change of export, then 10", r)
 	}
 }
 

@@ -57,6 +57,10 @@ type sample struct {
 	capOK  bool
 	conns  int
 	connOK bool
+
+	// nfsExport is the export nfs was read from: another export's counters
+	// (the volume exported again while Basin was down) are not comparable.
+	nfsExport uint64
 }
 
 // atLimitFraction is how close to its limit a volume's payload throughput must
@@ -83,8 +87,8 @@ type delta struct {
 
 // between is what happened to a volume from prev to cur: its I/O, known when
 // each protocol it is served over (NFS with an export, SMB with a share) was
-// read at both ends, and its traffic-control class's interval, when read at both
-// ends with no reset between.
+// read at both ends (NFS from the same export), and its traffic-control
+// class's interval, when read at both ends with no reset between.
 func between(prev, cur sample, v Volume) delta {
 	d := delta{dt: cur.at.Sub(prev.at).Seconds()}
 	if d.dt <= 0 {
@@ -92,7 +96,7 @@ func between(prev, cur sample, v Volume) delta {
 	}
 	d.ioOK = v.ExportID != 0 || v.SMB.Name != ""
 	if v.ExportID != 0 {
-		if prev.nfsOK && cur.nfsOK {
+		if prev.nfsOK && cur.nfsOK && prev.nfsExport == cur.nfsExport {
 			n := nfsDelta(prev.nfs, cur.nfs)
 			d.io.readOps, d.io.writeOps, d.io.metaOps = n.Read.Ops, n.Write.Ops, metadataOps(n)
 			d.io.readBytes, d.io.writeBytes = n.Read.TransferredBytes, n.Write.TransferredBytes

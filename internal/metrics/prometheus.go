@@ -8,7 +8,8 @@ import (
 
 // Collector exposes every sampled volume to Prometheus, in base units: counters
 // (_total) of requests, bytes, summed latency, seconds at the limit, wire bytes
-// per direction and dropped packets since the Sampler first saw the volume, and
+// per direction and dropped packets since the Sampler first saw the volume
+// (going on across restarts with a saved state, Options.StateDir), and
 // gauges of the last interval's space, clients and limit. Labels are project, location, pool and volume (its ID): one series
 // per volume and metric. Register it on the Registerer the daemon serves.
 type Collector struct{ s *Sampler }
@@ -61,6 +62,9 @@ func (c Collector) Collect(ch chan<- prometheus.Metric) {
 	defer c.s.mu.Unlock()
 	for _, sr := range c.s.series {
 		v := sr.vol
+		if v.Key == "" {
+			continue // taken up from a saved state, not listed yet: no labels
+		}
 		labels := []string{v.Project, v.Location, v.Pool, v.ID}
 		emit := func(d *prometheus.Desc, t prometheus.ValueType, val float64) {
 			if !math.IsNaN(val) {

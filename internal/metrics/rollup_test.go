@@ -167,6 +167,31 @@ func TestRollupsSurviveRestart(t *testing.T) {
 	}
 }
 
+// Sampling may go on after a Flush: the bucket it stored in part is answered
+// and stored once, whole.
+func TestFlushThenSampleOn(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "basin.db"))
+	h := newHarness(t, st)
+	h.tick(t)
+	h.runFor(t, 2*time.Minute, 100)
+	if err := h.s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.runFor(t, 3*time.Minute, 400)
+	want := (12*100 + 18*400) / 30.0
+	if got := h.query(t, 5*time.Minute, 5*time.Minute, "readIops")["readIops"]; len(got) != 1 || !near(got[0].Value, want) {
+		t.Fatalf("the bucket in progress after a flush: %+v, want %v read IOPS", got, want)
+	}
+	h.runFor(t, 10*time.Second, 400) // the next bucket: the first is stored
+	rows, err := st.Rollups(context.Background(), "k1", 0, math.MaxInt64)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("stored %v, %v; want one bucket", rows, err)
+	}
+	if a, err := decodeAgg(rows[0].Start, rows[0].Data); err != nil || a.n[readOps] != 30 || !near(a.means()[readOps], want) {
+		t.Fatalf("stored bucket %+v, %v; want 30 intervals at %v read IOPS", a, err, want)
+	}
+}
+
 // A stored rollup that is not one decodes to an error.
 func TestDecodeAggRefusesGarbage(t *testing.T) {
 	good := newAgg(0)

@@ -55,6 +55,10 @@ type Options struct {
 	Ring time.Duration
 	// Retention is how long rollups are kept; 0 = DefaultRetention.
 	Retention time.Duration
+	// StateDir keeps what the next start takes up (state.go): the counters'
+	// last readings, the rollups in progress, the totals and the ring's last
+	// SavedRing; "" = nothing (a start begins with a baseline and empty rings).
+	StateDir string
 	// Now is the clock; nil = time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -62,18 +66,28 @@ type Options struct {
 
 // series is one volume's state.
 type series struct {
-	vol      Volume
+	vol      Volume // the zero Volume until Targets list it
 	prev     sample
 	havePrev bool
 	ring     *ring
 	acc      *agg // the rollup in progress; nil until the first Point
-	resumed  bool // acc's bucket began before this Sampler started: merge with the stored part
-	totals   totals
+	// accFull: acc holds all its bucket has seen, the part an earlier run
+	// stored included, so storing it replaces that part. Otherwise that part
+	// is still to be read and merged (resolveBases), as it is when acc's bucket
+	// began before this Sampler started without a saved state.
+	accFull bool
+	// restored: the series was taken up from a saved state, which had its
+	// rollup in progress: none of its buckets has a stored part to merge.
+	restored bool
+	// bridge: prev is a reading saved by the last run; the next interval
+	// spans the restart, and is spread over its intervals (spreadGap).
+	bridge bool
+	totals totals
 }
 
-// totals are a volume's counters since this Sampler first saw it, summed from
-// the intervals' differences, so they only grow whatever Ganesha's counters do
-// (Prometheus counters).
+// totals are a volume's counters since this Sampler first saw it (or the run
+// whose saved state it took up), summed from the intervals' differences, so
+// they only grow whatever Ganesha's counters do (Prometheus counters).
 type totals struct {
 	io             ioDelta
 	atLimitSeconds float64
@@ -96,6 +110,14 @@ type Sampler struct {
 	mu         sync.Mutex
 	series     map[string]*series // by volume key
 	lastExpire int64
+
+	// stateMu serialises the writes to StateDir and guards their buffers and
+	// the journal's current segment.
+	stateMu   sync.Mutex
+	stateBuf  []byte
+	ringBuf   []byte
+	segment   string // file name; "" = start one at the next pass
+	segmentAt int64  // its first pass
 }
 
 // New returns a Sampler; Run drives it, or tests call Sample.
@@ -115,15 +137,18 @@ func New(opts Options) *Sampler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sampler{opts: opts, log: opts.Logger, now: opts.Now, started: opts.Now().Unix(), series: map[string]*series{}}
+	s := &Sampler{opts: opts, log: opts.Logger, now: opts.Now, started: opts.Now().Unix(), series: map[string]*series{}}
+	if opts.StateDir != "" {
+		s.restore()
+	}
+	return s
 }
 
 // ringLen is the number of Points a volume's ring holds.
 func (s *Sampler) ringLen() int { return int(s.opts.Ring / s.opts.Interval) }
 
 // Run samples on every multiple of Interval (wall clock, untilTick) until ctx
-// ends, then persists the rollups in progress (a restart merges them with what
-// follows in the same bucket).
+// ends, then persists the rollups in progress and the state (Flush).
 func (s *Sampler) Run(ctx context.Context) error {
 	for {
 		timer := time.NewTimer(untilTick(time.Now(), s.opts.Interval))
@@ -187,9 +212,9 @@ func (s *Sampler) Sample(ctx context.Context) error {
 		samples[i] = s.read(ctx, v, now, &nets)
 	}
 
-	var flush []*agg
-	var flushKeys []string
-	var resumed []bool
+	var flush []pending
+	var journal []keyedPoint
+	var bases []string
 	s.mu.Lock()
 	seen := make(map[string]bool, len(vols))
 	for i, v := range vols {
@@ -206,8 +231,10 @@ func (s *Sampler) Sample(ctx context.Context) error {
 			// Its counters start here, at zero: a series that appeared only
 			// with its first interval's count would lose that count to
 			// Prometheus' rate(), which measures from a series' first sample.
-			sr.totals.haveIO = cur.nfsOK || cur.smbOK
-			sr.totals.haveWire = cur.qosOK
+			// (Those taken up from a saved state go on from their totals.)
+			sr.totals.haveIO = sr.totals.haveIO || cur.nfsOK || cur.smbOK
+			sr.totals.haveWire = sr.totals.haveWire || cur.qosOK
+			sr.bridge = false
 			continue
 		}
 		d := between(sr.prev, cur, v)
@@ -215,25 +242,25 @@ func (s *Sampler) Sample(ctx context.Context) error {
 		cur.gauges(&p)
 		sr.totals.add(d, &p)
 		sr.prev = cur
-		if last, ok := sr.ring.last(); ok && p.T <= last.T {
-			continue // the clock went back: keep the ring in time order
+		one := [1]Point{p}
+		pts := one[:]
+		if sr.bridge {
+			sr.bridge = false
+			pts = spreadGap(p, d, s.opts.Interval)
 		}
-		sr.ring.add(p)
-		b := bucket(int64(p.T) - 1) // a Point covers the interval before T
-		if sr.acc != nil && sr.acc.start != b {
-			flush, flushKeys, resumed = append(flush, sr.acc), append(flushKeys, v.Key), append(resumed, sr.resumed)
-			sr.acc = nil
+		for j := range pts {
+			if s.place(sr, v.Key, &pts[j], &flush) && s.opts.StateDir != "" {
+				journal = append(journal, keyedPoint{v.Key, pts[j]})
+			}
 		}
-		if sr.acc == nil {
-			sr.acc = newAgg(b)
-			sr.resumed = b < s.started
+		if sr.acc != nil && !sr.accFull {
+			bases = append(bases, v.Key)
 		}
-		sr.acc.add(&p)
 	}
 	for key, sr := range s.series {
 		if !seen[key] {
 			if sr.acc != nil {
-				flush, flushKeys, resumed = append(flush, sr.acc), append(flushKeys, key), append(resumed, sr.resumed)
+				flush = append(flush, pending{key, sr.acc, sr.accFull})
 			}
 			delete(s.series, key)
 		}
@@ -244,13 +271,71 @@ func (s *Sampler) Sample(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
-	err = s.persist(ctx, flushKeys, flush, resumed)
+	err = s.persist(ctx, flush)
+	err = errors.Join(err, s.resolveBases(ctx, bases))
 	if expire && s.opts.Store != nil {
 		if _, xerr := s.opts.Store.ExpireRollups(ctx, now.Add(-s.opts.Retention).Unix()); xerr != nil {
 			err = errors.Join(err, fmt.Errorf("expire rollups: %w", xerr))
 		}
 	}
-	return err
+	// The state after the rollups it no longer holds are stored: a crash in
+	// between stores them again, the same. The journal after the state: a
+	// crash in between loses a Point of the ring, never counts one twice.
+	return errors.Join(err, s.saveState(now), s.appendRing(now, journal))
+}
+
+// pending is a rollup to store: its series, and whether it holds the stored
+// part of its bucket already (series.accFull).
+type pending struct {
+	key  string
+	a    *agg
+	full bool
+}
+
+// place puts a Point in sr's ring and rollup in progress, queueing the rollup
+// on flush when p begins the next bucket. It is false for a Point not after
+// the ring's last (the clock went back: the ring stays in time order).
+func (s *Sampler) place(sr *series, key string, p *Point, flush *[]pending) bool {
+	if last, ok := sr.ring.last(); ok && p.T <= last.T {
+		return false
+	}
+	sr.ring.add(*p)
+	b := bucket(int64(p.T) - 1) // a Point covers the interval before T
+	if sr.acc != nil && sr.acc.start != b {
+		*flush = append(*flush, pending{key, sr.acc, sr.accFull})
+		sr.acc = nil
+	}
+	if sr.acc == nil {
+		sr.acc = newAgg(b)
+		// A bucket that began before this Sampler may hold what an earlier
+		// run stored of it, unless that run's state was taken up.
+		sr.accFull = s.opts.Store == nil || sr.restored || b >= s.started
+	}
+	sr.acc.add(p)
+	return true
+}
+
+// spreadGap turns the first interval after a restart, p (what the daemons
+// counted from the last run's reading to now, d), into one Point per interval
+// it spans, each with p's rates: the counts come out whole, each bucket the
+// restart spanned gets its intervals, and rates stay right as the means over
+// the downtime. Space and clients, unknown while Basin was down, are p's
+// alone. An interval whose I/O and wire are both unknown stays one Point.
+func spreadGap(p Point, d delta, interval time.Duration) []Point {
+	k := int(math.Round(d.dt / interval.Seconds()))
+	step := uint32(interval / time.Second)
+	if k <= 1 || !(d.ioOK || d.wireOK) || step == 0 || uint32(k-1)*step >= p.T {
+		return []Point{p}
+	}
+	q := p
+	q.V[usedBytes], q.V[snapshotBytes], q.V[clients] = nan32, nan32, nan32
+	pts := make([]Point, k)
+	for j := range k - 1 {
+		pts[j] = q
+		pts[j].T = p.T - uint32(k-1-j)*step
+	}
+	pts[k-1] = p
+	return pts
 }
 
 // add counts one interval.
@@ -344,6 +429,7 @@ func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, nets *netwo
 		} else {
 			smp.nfs, smp.nfsOK = io, true
 		}
+		smp.nfsExport = v.ExportID
 	}
 	if s.opts.Capacity != nil {
 		used, snap, err := s.opts.Capacity.VolumeUsage(ctx, v.Key)
@@ -365,32 +451,26 @@ func (s *Sampler) read(ctx context.Context, v Volume, now time.Time, nets *netwo
 	return smp
 }
 
-// persist writes finished (or, on Flush, unfinished) rollups, merged with what
-// is already stored for a bucket that began before this Sampler started.
-func (s *Sampler) persist(ctx context.Context, keys []string, aggs []*agg, resumed []bool) error {
+// persist stores rollups, each merged first with what is stored of its bucket
+// unless it holds that already (pending.full).
+func (s *Sampler) persist(ctx context.Context, aggs []pending) error {
 	if s.opts.Store == nil || len(aggs) == 0 {
 		return nil
 	}
 	rows := make([]store.Rollup, 0, len(aggs))
-	for i, a := range aggs {
+	for _, pa := range aggs {
+		a := pa.a
 		if a.empty() {
 			continue
 		}
-		if resumed[i] {
-			old, err := s.opts.Store.Rollups(ctx, keys[i], a.start, a.start+1)
+		if !pa.full {
+			merged, err := s.withStored(ctx, pa.key, a)
 			if err != nil {
-				return fmt.Errorf("read rollup: %w", err)
+				return err
 			}
-			if len(old) == 1 {
-				if prev, err := decodeAgg(a.start, old[0].Data); err == nil {
-					prev.merge(a)
-					a = prev
-				} else {
-					s.log.Warn("metrics: stored rollup replaced", "series", keys[i], "start", a.start, "err", err)
-				}
-			}
+			a = merged
 		}
-		rows = append(rows, store.Rollup{Series: keys[i], Start: a.start, Data: a.encode()})
+		rows = append(rows, store.Rollup{Series: pa.key, Start: a.start, Data: a.encode()})
 	}
 	if err := s.opts.Store.PutRollups(ctx, rows); err != nil {
 		return fmt.Errorf("persist rollups: %w", err)
@@ -398,27 +478,91 @@ func (s *Sampler) persist(ctx context.Context, keys []string, aggs []*agg, resum
 	return nil
 }
 
-// Flush persists every rollup in progress; the next Sample after it starts them
-// afresh (and merges them with the stored part when their bucket ends).
+// withStored returns a merged with what the store holds of its bucket.
+func (s *Sampler) withStored(ctx context.Context, key string, a *agg) (*agg, error) {
+	old, err := s.opts.Store.Rollups(ctx, key, a.start, a.start+1)
+	if err != nil {
+		return nil, fmt.Errorf("read rollup: %w", err)
+	}
+	if len(old) != 1 {
+		return a, nil
+	}
+	prev, err := decodeAgg(a.start, old[0].Data)
+	if err != nil {
+		s.log.Warn("metrics: stored rollup replaced", "series", key, "start", a.start, "err", err)
+		return a, nil
+	}
+	prev.merge(a)
+	return prev, nil
+}
+
+// resolveBases merges into the rollups in progress of keys what the store
+// holds of their buckets (an earlier run's part), once, as soon as they begin:
+// from then on storing one replaces its row, which a crash between storing it
+// and saving the state therefore cannot count twice. One whose read fails is
+// tried again at the next pass.
+func (s *Sampler) resolveBases(ctx context.Context, keys []string) error {
+	var errs []error
+	for _, key := range keys {
+		s.mu.Lock()
+		sr := s.series[key]
+		open := sr != nil && sr.acc != nil && !sr.accFull
+		var start int64
+		if open {
+			start = sr.acc.start
+		}
+		s.mu.Unlock()
+		if !open {
+			continue
+		}
+		rows, err := s.opts.Store.Rollups(ctx, key, start, start+1)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read rollup: %w", err))
+			continue
+		}
+		var base *agg
+		if len(rows) == 1 {
+			if base, err = decodeAgg(start, rows[0].Data); err != nil {
+				s.log.Warn("metrics: stored rollup replaced", "series", key, "start", start, "err", err)
+				base = nil
+			}
+		}
+		s.mu.Lock()
+		if sr := s.series[key]; sr != nil && sr.acc != nil && !sr.accFull && sr.acc.start == start {
+			if base != nil {
+				base.merge(sr.acc)
+				sr.acc = base
+			}
+			sr.accFull = true
+		}
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Flush stores every rollup in progress as it stands, and the state. Sampling
+// may go on after it: the rollups in progress stay, and storing them again
+// replaces what Flush stored.
 func (s *Sampler) Flush(ctx context.Context) error {
 	s.mu.Lock()
-	var keys []string
-	var aggs []*agg
-	var resumed []bool
+	var bases []string
 	for key, sr := range s.series {
-		if sr.acc != nil {
-			keys, aggs, resumed = append(keys, key), append(aggs, sr.acc), append(resumed, sr.resumed)
-			sr.acc = nil
+		if sr.acc != nil && !sr.accFull {
+			bases = append(bases, key)
 		}
 	}
 	s.mu.Unlock()
-	for i := range resumed {
-		resumed[i] = true // a later Sample of the same bucket merges too
-	}
+	err := s.resolveBases(ctx, bases)
 	s.mu.Lock()
-	s.started = math.MaxInt64 // every bucket from now on may have a stored part
+	var aggs []pending
+	for key, sr := range s.series {
+		if sr.acc != nil && sr.accFull {
+			cp := *sr.acc
+			aggs = append(aggs, pending{key, &cp, true})
+		}
+	}
 	s.mu.Unlock()
-	return s.persist(ctx, keys, aggs, resumed)
+	return errors.Join(err, s.persist(ctx, aggs), s.saveState(s.now()))
 }
 
 // MaxPoints bounds the points of one series in a query.
@@ -507,26 +651,34 @@ func (s *Sampler) buckets(ctx context.Context, key string, pq planned) (map[int6
 		}
 		s.mu.Unlock()
 	} else {
+		var rows []store.Rollup
 		if s.opts.Store != nil {
-			rows, err := s.opts.Store.Rollups(ctx, key, from, to)
-			if err != nil {
+			var err error
+			if rows, err = s.opts.Store.Rollups(ctx, key, from, to); err != nil {
 				return nil, fmt.Errorf("read rollups: %w", err)
-			}
-			for _, r := range rows {
-				a, err := decodeAgg(r.Start, r.Data)
-				if err != nil {
-					s.log.Warn("metrics: unreadable rollup", "series", key, "start", r.Start, "err", err)
-					continue
-				}
-				add(r.Start, a)
 			}
 		}
 		s.mu.Lock()
+		skip := int64(math.MinInt64) // the stored row the rollup in progress holds already
 		if sr := s.series[key]; sr != nil && sr.acc != nil && sr.acc.start >= from && sr.acc.start < to {
 			cp := *sr.acc
 			add(cp.start, &cp)
+			if sr.accFull {
+				skip = cp.start
+			}
 		}
 		s.mu.Unlock()
+		for _, r := range rows {
+			if r.Start == skip {
+				continue
+			}
+			a, err := decodeAgg(r.Start, r.Data)
+			if err != nil {
+				s.log.Warn("metrics: unreadable rollup", "series", key, "start", r.Start, "err", err)
+				continue
+			}
+			add(r.Start, a)
+		}
 	}
 	return buckets, nil
 }

@@ -68,6 +68,7 @@ FUZZ_TARGETS := \
 	FuzzParseTcons:./internal/smb \
 	FuzzParseNegotiateResponse:./internal/smb \
 	FuzzDecodeAgg:./internal/metrics \
+	FuzzDecodeState:./internal/metrics \
 	FuzzParseStats:./internal/nfs \
 	FuzzParseAllIO:./internal/nfs \
 	FuzzParseInFlight:./internal/nfs \

@@ -204,6 +204,11 @@ type Manager struct {
 	smbJoins atomic.Int64
 	// smbIO sums each Samba instance's I/O per share (SMBIO).
 	smbIO smbAccounts
+	// upgrading ends the rolling restart of adopted daemons that run an
+	// earlier build (upgradeStale), started by Start; upgraded is closed when
+	// it is done.
+	upgrading context.CancelFunc
+	upgraded  chan struct{}
 }
 
 // New returns a Manager; Start must be called first.
@@ -305,12 +310,26 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		errs = append(errs, m.removeSandbox(ctx, n))
 	}
 	errs = append(errs, m.removeUnconfigured(ctx))
+	// Daemons adopted from an earlier Basin that run a build other than the
+	// one installed (an upgrade) are restarted one at a time, in the background.
+	uctx, cancel := context.WithCancel(context.Background())
+	m.upgrading, m.upgraded = cancel, make(chan struct{})
+	go func() { defer close(m.upgraded); m.upgradeStale(uctx) }()
 	return errors.Join(errs...)
+}
+
+// stopUpgrades ends the rolling restart Start began and waits for it.
+func (m *Manager) stopUpgrades() {
+	if m.upgrading != nil {
+		m.upgrading()
+		<-m.upgraded
+	}
 }
 
 // Detach stops managing the sandboxes and leaves them serving (Options.Detach):
 // the next Start adopts them. The bridges' locks are let go.
 func (m *Manager) Detach() {
+	m.stopUpgrades()
 	m.mu.Lock()
 	boxes := m.sandboxes
 	m.sandboxes = map[string]*sandbox{}
@@ -327,6 +346,7 @@ func (m *Manager) Detach() {
 // Stop stops every sandbox, removes the bridges and host addresses Basin made, and
 // lets the bridges go: the teardown of the whole data plane.
 func (m *Manager) Stop(ctx context.Context) error {
+	m.stopUpgrades()
 	m.mu.Lock()
 	boxes := m.sandboxes
 	m.sandboxes = map[string]*sandbox{}

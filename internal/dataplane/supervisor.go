@@ -96,6 +96,8 @@ const (
 	RestartExited     = "exited"
 	RestartWedged     = "wedged"
 	RestartDependency = "dependency"
+	// RestartUpgrade: ended to run a new build of its program (restart).
+	RestartUpgrade = "upgrade"
 )
 
 // readyPoll is how often a supervisor polls a starting service's Ready.
@@ -131,8 +133,8 @@ type svcState struct {
 	exited  chan struct{}  // closed once proc has exited
 	ready   bool
 	starts  int
-	restart bool // a dependency restarted: this exit is no crash
-	wedged  bool // its Watch found it wedged and it was killed
+	restart string // why it was ended to be started again (RestartDependency, RestartUpgrade): no crash
+	wedged  bool   // its Watch found it wedged and it was killed
 }
 
 // newSupervisor checks services (unique names, known dependencies, no cycle) and
@@ -303,8 +305,8 @@ func (s *supervisor) loop(svc Service) {
 			close(exited)
 		}
 		st.proc, st.exited, st.ready = nil, nil, false
-		byDependency, wedged := st.restart, st.wedged
-		st.restart, st.wedged = false, false
+		restartFor, wedged := st.restart, st.wedged
+		st.restart, st.wedged = "", false
 		stopping := s.stopping
 		if !stopping {
 			for _, u := range s.users[svc.Name] {
@@ -316,9 +318,9 @@ func (s *supervisor) loop(svc Service) {
 		if stopping || s.ctx.Err() != nil {
 			return
 		}
-		if byDependency {
-			log.Info("daemon restarting after a dependency restarted")
-			s.restarted(svc.Name, RestartDependency)
+		if restartFor != "" {
+			log.Info("daemon restarting", "reason", restartFor)
+			s.restarted(svc.Name, restartFor)
 			continue
 		}
 		if wedged {
@@ -457,7 +459,7 @@ func (s *supervisor) restartUser(name string) {
 	if st.proc == nil {
 		return
 	}
-	st.restart = true
+	st.restart = RestartDependency
 	proc, exited := st.proc, st.exited
 	s.wg.Add(1)
 	go func() {
@@ -530,6 +532,42 @@ func (s *supervisor) terminate(proc runner.Process, exited chan struct{}) {
 	}
 	proc.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
 	<-exited
+}
+
+// restart ends the service's running process (SIGTERM, SIGKILL after
+// StopTimeout) for its loop to start it again at once, counted with reason,
+// and waits until the new process is ready. It returns how long the service
+// was not ready: from the moment it was told to stop.
+func (s *supervisor) restart(ctx context.Context, name, reason string) (time.Duration, error) {
+	s.mu.Lock()
+	st := s.state[name]
+	if st == nil || st.proc == nil || s.stopping {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("%s is not running", name)
+	}
+	st.restart = reason
+	st.ready = false
+	old, exited := st.proc, st.exited
+	s.broadcast()
+	s.mu.Unlock()
+	t0 := time.Now()
+	s.terminate(old, exited)
+	for {
+		s.mu.Lock()
+		ready := st.ready && st.proc != nil && st.proc != old
+		changed := s.changed
+		s.mu.Unlock()
+		if ready {
+			return time.Since(t0), nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return time.Since(t0), fmt.Errorf("%s not ready again: %w", name, ctx.Err())
+		case <-s.ctx.Done():
+			return time.Since(t0), errors.New("supervisor stopped")
+		}
+	}
 }
 
 // pid returns the pid of the service's running process, 0 if none.

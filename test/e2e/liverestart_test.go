@@ -249,6 +249,16 @@ func TestLiveRestart(t *testing.T) {
 		return strings.TrimSpace(string(b))
 	}
 	bridge := bridgeIndex()
+	// Traffic shaping is adopted, not rebuilt: the sandbox's IFB (and its
+	// HTB tree) is the same device after every restart.
+	ifb := func() string {
+		out, err := exec.Command("ip", "-n", "basin-"+s.bridge, "-o", "link", "show", "type", "ifb").Output()
+		if err != nil || !strings.Contains(string(out), "ifb") {
+			t.Fatalf("the sandbox's IFB: %v %s", err, out)
+		}
+		return strings.Fields(string(out))[0] + strings.Fields(string(out))[1]
+	}
+	shaper := ifb()
 
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -303,6 +313,9 @@ func TestLiveRestart(t *testing.T) {
 	}
 	if after := serving(); !equalPIDs(before, after) {
 		t.Errorf("the daemons serving the clients changed: before %v, after %v", before, after)
+	}
+	if got := ifb(); got != shaper {
+		t.Errorf("the sandbox's IFB was made anew (%s, was %s): shaping was rebuilt", got, shaper)
 	}
 	if got := bridgeIndex(); got != bridge {
 		t.Errorf("bridge %s was made anew (ifindex %s, was %s)", s.bridge, got, bridge)

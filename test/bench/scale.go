@@ -28,13 +28,33 @@ type scaleResult struct {
 	CreateMillis []float64 `json:"createMillis"`
 	// ListMillis are full listings of every volume (pages of 1,000), repeated.
 	ListMillis []float64 `json:"listMillis"`
-	// StopSeconds is how long the server took to stop (unexport, unmount all).
-	StopSeconds float64 `json:"stopSeconds"`
-	// ReadySeconds is from the restarted process's start to /readyz answering 200;
-	// ServingSeconds to every volume's export serving the file written in it.
+	// StopSeconds is how long the server took to stop with --teardown-on-exit
+	// (unexport, unmount all); ReadySeconds is from the process's start after
+	// it to /readyz answering 200, ServingSeconds to every volume's export
+	// serving the file written in it again (the cold start: everything built).
+	StopSeconds                  float64 `json:"stopSeconds"`
 	ReadySeconds, ServingSeconds float64
-	Snapshots                    int       `json:"snapshots"`
-	SnapshotMillis               []float64 `json:"snapshotMillis"`
+	// Restarts are the restarts that leave the data plane serving (a clean
+	// stop, a SIGKILL) and the cold one, each with what a client reading one
+	// volume on one connection throughout saw.
+	Restarts       []restartResult `json:"restarts,omitempty"`
+	Snapshots      int             `json:"snapshots"`
+	SnapshotMillis []float64       `json:"snapshotMillis"`
+}
+
+// restartResult is one restart of the scale server.
+type restartResult struct {
+	// Kind: "stop" (SIGTERM), "kill" (SIGKILL), "teardown" (SIGTERM of a
+	// server run with --teardown-on-exit, then a start that builds everything).
+	Kind           string  `json:"kind"`
+	StopSeconds    float64 `json:"stopSeconds"`
+	ReadySeconds   float64 `json:"readySeconds"`
+	ServingSeconds float64 `json:"servingSeconds"`
+	// ProbeFailures counts the probe's reads that failed (each retried on a
+	// new connection after 50 ms); LongestPauseMillis is the longest time
+	// between two of its reads that succeeded.
+	ProbeFailures      int     `json:"probeFailures"`
+	LongestPauseMillis float64 `json:"longestPauseMillis"`
 }
 
 const (
@@ -56,9 +76,9 @@ func runScale(basin string, nVols, nSnaps int, logLevel string) scaleResult {
 	atExit(func() { os.RemoveAll(dataDir) })
 	addr := freeAddr()
 	var cmd *exec.Cmd
-	start := func() time.Time {
-		cmd = exec.Command(basin, "serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "64G", "--thin-initial", "64M", "--log-level", logLevel,
-			"--overcommit-ratio", "10000", "--network", "default="+scaleBridge+","+scaleCIDR)
+	start := func(extra ...string) time.Time {
+		cmd = exec.Command(basin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--store-size", "64G", "--thin-initial", "64M", "--log-level", logLevel,
+			"--overcommit-ratio", "10000", "--network", "default=" + scaleBridge + "," + scaleCIDR}, extra...)...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		t := time.Now()
 		if err := cmd.Start(); err != nil {
@@ -73,7 +93,11 @@ func runScale(basin string, nVols, nSnaps int, logLevel string) scaleResult {
 		return time.Since(t)
 	}
 	start()
-	atExit(func() { stop() })
+	atExit(func() {
+		stop()
+		// The data plane outlives the server: take it down.
+		exec.Command(basin, "teardown", "--data-dir", dataDir, "--network", "default="+scaleBridge+","+scaleCIDR).Run()
+	})
 	waitReady(addr)
 	c, err := client.New("http://"+addr, filepath.Join(dataDir, "owner-key.json"))
 	if err != nil {
@@ -103,14 +127,48 @@ func runScale(basin string, nVols, nSnaps int, logLevel string) scaleResult {
 	}
 	endpoints := writeHellos(ctx, c, dataDir, ids)
 
-	res.StopSeconds = stop().Seconds()
-	log.Printf("scale: stopped in %.1f s; restarting", res.StopSeconds)
-	t0 := start()
-	waitReadyFor(addr, 10*time.Minute)
-	res.ReadySeconds = time.Since(t0).Seconds()
-	allServing(ids, endpoints, 3*time.Minute)
-	res.ServingSeconds = time.Since(t0).Seconds()
-	log.Printf("scale: restart: ready after %.1f s, every export serving after %.1f s (stop took %.1f s)", res.ReadySeconds, res.ServingSeconds, res.StopSeconds)
+	// Restarts: a clean stop and a SIGKILL leave the data plane serving (the
+	// next start adopts it), the cold restart takes it down and builds it.
+	pr := startProbe(endpoints[ids[0]], ids[0])
+	kill := func() time.Duration {
+		t := time.Now()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return time.Since(t)
+	}
+	for _, kind := range []string{"stop", "kill", "teardown"} {
+		var stopped time.Duration
+		switch kind {
+		case "stop":
+			stopped = stop()
+		case "kill":
+			stopped = kill()
+		case "teardown":
+			// Run once with --teardown-on-exit, then stop: the cold start follows.
+			stop()
+			start("--teardown-on-exit")
+			waitReadyFor(addr, 10*time.Minute)
+			allServing(ids, endpoints, 3*time.Minute)
+			stopped = stop()
+		}
+		pr.reset()
+		t0 := start()
+		waitReadyFor(addr, 10*time.Minute)
+		ready := time.Since(t0)
+		allServing(ids, endpoints, 3*time.Minute)
+		serving := time.Since(t0)
+		time.Sleep(time.Second)
+		failures, pause := pr.reset()
+		r := restartResult{Kind: kind, StopSeconds: stopped.Seconds(), ReadySeconds: ready.Seconds(), ServingSeconds: serving.Seconds(),
+			ProbeFailures: failures, LongestPauseMillis: float64(pause) / float64(time.Millisecond)}
+		res.Restarts = append(res.Restarts, r)
+		log.Printf("scale: restart after %s: stop %.1f s, ready after %.1f s, every export serving after %.1f s; probe: %d failed reads, longest pause %.0f ms",
+			kind, r.StopSeconds, r.ReadySeconds, r.ServingSeconds, r.ProbeFailures, r.LongestPauseMillis)
+		if kind == "teardown" {
+			res.StopSeconds, res.ReadySeconds, res.ServingSeconds = r.StopSeconds, r.ReadySeconds, r.ServingSeconds
+		}
+	}
+	pr.close()
 
 	snapVol := map[string]any{"shareName": "snaps", "storagePool": "pool", "capacityGib": 1, "protocols": []string{"NFSV3"}, "exportPolicy": open,
 		"snapshotDirectory": true}
@@ -204,6 +262,84 @@ func allServing(ids []string, endpoints map[string]string, limit time.Duration) 
 	}
 }
 
+// probe reads one volume's hello file over one NFSv3 connection, again and
+// again, counting failed reads (after one, it mounts again) and the longest
+// time between two reads that succeeded.
+type probe struct {
+	mu       sync.Mutex
+	failures int
+	last     time.Time
+	longest  time.Duration
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startProbe(endpoint, id string) *probe {
+	p := &probe{stop: make(chan struct{}), done: make(chan struct{}), last: time.Now()}
+	go func() {
+		defer close(p.done)
+		var cl *nfs3.Client
+		var fh []byte
+		buf := make([]byte, 64)
+		for {
+			select {
+			case <-p.stop:
+				if cl != nil {
+					cl.Close()
+				}
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := error(nil)
+			if cl == nil {
+				if cl, err = nfs3.Mount(ctx, endpoint, "/"+id, nfs3.Options{}); err == nil {
+					fh, _, err = cl.Lookup(ctx, cl.Root, "hello")
+				}
+			}
+			if err == nil {
+				var n int
+				n, _, err = cl.Read(ctx, fh, buf, 0)
+				if err == nil && string(buf[:n]) != "hello "+id {
+					err = fmt.Errorf("read %q", buf[:n])
+				}
+			}
+			cancel()
+			p.mu.Lock()
+			if err != nil {
+				p.failures++
+				if cl != nil {
+					cl.Close()
+					cl = nil
+				}
+			} else {
+				now := time.Now()
+				p.longest = max(p.longest, now.Sub(p.last))
+				p.last = now
+			}
+			p.mu.Unlock()
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}()
+	return p
+}
+
+// reset returns what the probe saw since the last reset and starts again.
+func (p *probe) reset() (failures int, longest time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	failures, longest = p.failures, max(p.longest, time.Since(p.last))
+	p.failures, p.longest = 0, 0
+	return failures, longest
+}
+
+func (p *probe) close() {
+	close(p.stop)
+	<-p.done
+}
+
 func readHello(ctx context.Context, endpoint, id string) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -255,9 +391,28 @@ func (s *scaleResult) markdown(date string) string {
 	fmt.Fprintf(&b, "| **ratio %dth / 10th** | **%.2f** | ≤ 2 |\n", n, cN/c10)
 	fmt.Fprintf(&b, "| slowest create of all %d (a create that waited for a resync pass would show it) | %.0f ms | |\n", n, maxOf(s.CreateMillis))
 	fmt.Fprintf(&b, "| full listing of %d volumes (pages of 1,000), median of %d | %.0f ms | < 100 ms |\n", s.Volumes, len(s.ListMillis), median(s.ListMillis))
-	fmt.Fprintf(&b, "| stop (every export and filesystem taken down) | %.1f s | |\n", s.StopSeconds)
-	fmt.Fprintf(&b, "| restart: process start → /readyz | %.1f s | |\n", s.ReadySeconds)
-	fmt.Fprintf(&b, "| **restart: process start → every export serving its data** (an NFSv3 client reads a file from each) | **%.1f s** | < 10 s |\n", s.ServingSeconds)
+	for _, r := range s.Restarts {
+		what := map[string]string{"stop": "clean stop (SIGTERM), data plane left serving, start adopts it",
+			"kill":     "SIGKILL, data plane left serving, start adopts it",
+			"teardown": "stop with --teardown-on-exit (every export and filesystem taken down), cold start"}[r.Kind]
+		fmt.Fprintf(&b, "| %s: stop | %.1f s | |\n", what, r.StopSeconds)
+		fmt.Fprintf(&b, "| %s: process start → /readyz | %.1f s | |\n", what, r.ReadySeconds)
+		target := ""
+		if r.Kind == "teardown" {
+			target = "< 10 s"
+		}
+		fmt.Fprintf(&b, "| **%s: process start → every export serving its data** (an NFSv3 client reads a file from each) | **%.1f s** | %s |\n", what, r.ServingSeconds, target)
+		target = ""
+		if r.Kind != "teardown" {
+			target = "0 failed"
+		}
+		fmt.Fprintf(&b, "| %s: a client reading one volume throughout: failed reads, longest pause | %d, %.0f ms | %s |\n", what, r.ProbeFailures, r.LongestPauseMillis, target)
+	}
+	if len(s.Restarts) == 0 {
+		fmt.Fprintf(&b, "| stop (every export and filesystem taken down) | %.1f s | |\n", s.StopSeconds)
+		fmt.Fprintf(&b, "| restart: process start → /readyz | %.1f s | |\n", s.ReadySeconds)
+		fmt.Fprintf(&b, "| **restart: process start → every export serving its data** (an NFSv3 client reads a file from each) | **%.1f s** | < 10 s |\n", s.ServingSeconds)
+	}
 	m := len(s.SnapshotMillis)
 	if m > 0 {
 		s1, sN := window(s.SnapshotMillis, 2, 5), window(s.SnapshotMillis, m-1, 10)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,9 +38,83 @@ type scaleResult struct {
 	// Restarts are the restarts that leave the data plane serving (a clean
 	// stop, a SIGKILL) and the cold one, each with what a client reading one
 	// volume on one connection throughout saw.
-	Restarts       []restartResult `json:"restarts,omitempty"`
-	Snapshots      int             `json:"snapshots"`
-	SnapshotMillis []float64       `json:"snapshotMillis"`
+	Restarts []restartResult `json:"restarts,omitempty"`
+	// Footprint is what the host spends on the volumes: read before the first
+	// and after the last was created (and, for neighbours, after a client on
+	// the host read every volume).
+	Footprint      *footprint `json:"footprint,omitempty"`
+	Snapshots      int        `json:"snapshots"`
+	SnapshotMillis []float64  `json:"snapshotMillis"`
+}
+
+// footprint is the host's cost of a server's volumes, read from the kernel.
+type footprint struct {
+	Before, After hostCounts
+	// Neighbours is the host's neighbour (ARP) entries on the bridge once a
+	// client on the host has read every volume: one per endpoint address.
+	Neighbours int `json:"neighbours"`
+}
+
+// hostCounts are host-wide counters.
+type hostCounts struct {
+	SUnreclaimKiB int64 `json:"sUnreclaimKiB"` // unreclaimable kernel slab memory
+	SlabKiB       int64 `json:"slabKiB"`       // all slab memory
+	MemAvailKiB   int64 `json:"memAvailableKiB"`
+	KernelThreads int   `json:"kernelThreads"` // children of kthreadd
+	Tasks         int   `json:"tasks"`         // every thread on the host (each takes a pid)
+	LoopDevices   int   `json:"loopDevices"`   // attached
+}
+
+// readHostCounts reads hostCounts now.
+func readHostCounts() hostCounts {
+	var h hostCounts
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "SUnreclaim:":
+				h.SUnreclaimKiB = v
+			case "Slab:":
+				h.SlabKiB = v
+			case "MemAvailable:":
+				h.MemAvailKiB = v
+			}
+		}
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 17 {
+			if f[1] == "2" {
+				h.KernelThreads++
+			}
+			n, _ := strconv.Atoi(f[17]) // num_threads
+			h.Tasks += n
+		}
+	}
+	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	h.LoopDevices = len(loops)
+	return h
+}
+
+// neighbours counts the host's neighbour entries on dev.
+func neighbours(dev string) int {
+	out, err := exec.Command("ip", "-4", "neigh", "show", "dev", dev).Output()
+	if err != nil {
+		return -1
+	}
+	return strings.Count(string(out), "\n")
 }
 
 // restartResult is one restart of the scale server.
@@ -106,6 +181,8 @@ func runScale(basin string, nVols, nSnaps int, logLevel string) scaleResult {
 	ctx := context.Background()
 	must(mutate(ctx, c, "POST", loc+"/storagePools?storagePoolId=pool", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100000,
 		"network": "projects/bench/global/networks/default"}))
+	fp := &footprint{Before: readHostCounts()}
+	res.Footprint = fp
 	open := map[string]any{"rules": []any{map[string]any{"allowedClients": scaleHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
 	ids := make([]string, nVols)
 	for i := range nVols {
@@ -126,6 +203,13 @@ func runScale(basin string, nVols, nSnaps int, logLevel string) scaleResult {
 		}))
 	}
 	endpoints := writeHellos(ctx, c, dataDir, ids)
+	syscall.Sync()
+	fp.After = readHostCounts()
+	allServing(ids, endpoints, 3*time.Minute)
+	fp.Neighbours = neighbours(scaleBridge)
+	log.Printf("scale: footprint of %d volumes: unreclaimable slab %+d KiB, kernel threads %+d, tasks %+d, loop devices %+d, host neighbours on the bridge %d",
+		nVols, fp.After.SUnreclaimKiB-fp.Before.SUnreclaimKiB, fp.After.KernelThreads-fp.Before.KernelThreads,
+		fp.After.Tasks-fp.Before.Tasks, fp.After.LoopDevices-fp.Before.LoopDevices, fp.Neighbours)
 
 	// Restarts: a clean stop and a SIGKILL leave the data plane serving (the
 	// next start adopts it), the cold restart takes it down and builds it.
@@ -391,6 +475,14 @@ func (s *scaleResult) markdown(date string) string {
 	fmt.Fprintf(&b, "| **ratio %dth / 10th** | **%.2f** | ≤ 2 |\n", n, cN/c10)
 	fmt.Fprintf(&b, "| slowest create of all %d (a create that waited for a resync pass would show it) | %.0f ms | |\n", n, maxOf(s.CreateMillis))
 	fmt.Fprintf(&b, "| full listing of %d volumes (pages of 1,000), median of %d | %.0f ms | < 100 ms |\n", s.Volumes, len(s.ListMillis), median(s.ListMillis))
+	if fp := s.Footprint; fp != nil && s.Volumes > 0 {
+		per := func(a, b int64) float64 { return float64(b-a) / float64(s.Volumes) }
+		fmt.Fprintf(&b, "| host cost per volume: unreclaimable kernel memory (SUnreclaim) | %.1f MiB | |\n", per(fp.Before.SUnreclaimKiB, fp.After.SUnreclaimKiB)/1024)
+		fmt.Fprintf(&b, "| host cost per volume: kernel threads (loop device, btrfs workers) | %.1f | |\n", per(int64(fp.Before.KernelThreads), int64(fp.After.KernelThreads)))
+		fmt.Fprintf(&b, "| host cost per volume: tasks (each takes a pid) | %.1f | |\n", per(int64(fp.Before.Tasks), int64(fp.After.Tasks)))
+		fmt.Fprintf(&b, "| host cost per volume: loop devices | %.1f | |\n", per(int64(fp.Before.LoopDevices), int64(fp.After.LoopDevices)))
+		fmt.Fprintf(&b, "| neighbour (ARP) entries of one client that read every volume | %d | |\n", fp.Neighbours)
+	}
 	for _, r := range s.Restarts {
 		what := map[string]string{"stop": "clean stop (SIGTERM), data plane left serving, start adopts it",
 			"kill":     "SIGKILL, data plane left serving, start adopts it",

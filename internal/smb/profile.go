@@ -82,15 +82,15 @@ const (
 // Message bytes are whole SMB2 messages (header, fixed part and data): read
 // responses sent, write requests received.
 type ProcessIO struct {
-	Connects      uint64 `json:"connects"` // connections it served (a child: 1)
-	Reads         uint64 `json:"reads"`    // requests (Other: otherCommands)
-	Writes        uint64 `json:"writes"`
-	Other         uint64 `json:"other"`
-	ReadMsgBytes  uint64 `json:"readMsgBytes"`
-	WriteMsgBytes uint64 `json:"writeMsgBytes"`
-	ReadTimeUs    uint64 `json:"readTimeUs"` // summed from each request's arrival to its reply
-	WriteTimeUs   uint64 `json:"writeTimeUs"`
-	OtherTimeUs   uint64 `json:"otherTimeUs"`
+	Connects      uint64 `json:"connects,omitempty"` // connections it served (a child: 1)
+	Reads         uint64 `json:"reads,omitempty"`    // requests (Other: otherCommands)
+	Writes        uint64 `json:"writes,omitempty"`
+	Other         uint64 `json:"other,omitempty"`
+	ReadMsgBytes  uint64 `json:"readMsgBytes,omitempty"`
+	WriteMsgBytes uint64 `json:"writeMsgBytes,omitempty"`
+	ReadTimeUs    uint64 `json:"readTimeUs,omitempty"` // summed from each request's arrival to its reply
+	WriteTimeUs   uint64 `json:"writeTimeUs,omitempty"`
+	OtherTimeUs   uint64 `json:"otherTimeUs,omitempty"`
 }
 
 func (p *ProcessIO) fields() []*uint64 {
@@ -266,13 +266,13 @@ func containsFold(list []string, s string) bool {
 // bytes (the messages' bytes less their headers) and the summed time of reads
 // and writes.
 type ShareIO struct {
-	Reads      uint64 `json:"reads"`
-	Writes     uint64 `json:"writes"`
-	Other      uint64 `json:"other"`
-	ReadBytes  uint64 `json:"readBytes"`
-	WriteBytes uint64 `json:"writeBytes"`
-	ReadNs     uint64 `json:"readNs"`
-	WriteNs    uint64 `json:"writeNs"`
+	Reads      uint64 `json:"reads,omitempty"`
+	Writes     uint64 `json:"writes,omitempty"`
+	Other      uint64 `json:"other,omitempty"`
+	ReadBytes  uint64 `json:"readBytes,omitempty"`
+	WriteBytes uint64 `json:"writeBytes,omitempty"`
+	ReadNs     uint64 `json:"readNs,omitempty"`
+	WriteNs    uint64 `json:"writeNs,omitempty"`
 	// Since is when the Accountant that counted them started (its first
 	// Update; an Accountant restored from its State keeps it). Counters of
 	// another Since are another Accountant's: not comparable, even when they

@@ -1,9 +1,13 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -26,26 +30,49 @@ const smbWatchGap = 2 * time.Second
 // its shares did, summed over its smbd's processes and restarts), the smbd
 // children it had when last read and when that was. mu also serialises the
 // reads: an Accountant must see them in order.
+//
+// Samba outlives Basin, and so do the sums: after every read the instance's
+// Accountant is saved into its directory (smbIOFile), and the next Basin takes
+// it up when it first reads the instance, so its shares' counters go on where
+// they were (same ShareIO.Since) and what smbd counted while Basin was down is
+// counted, as the metrics sampler's saved readings expect.
 type smbAccounts struct {
 	mu   sync.Mutex
 	accs map[string]*smbAccount
 }
 
+// smbIOFile, in an instance's directory, is its Accountant's state
+// (smb.AccountantState, JSON), rewritten after every read that changed it (a
+// temporary file renamed over it; not synced: a crash of Basin loses nothing
+// the kernel has, and a crash of the machine restarts smbd too).
+const smbIOFile = "io.json"
+
+func (in *smbInstance) ioFile() string { return filepath.Join(in.dir, smbIOFile) }
+
 type smbAccount struct {
 	acc  smb.Accountant
 	read time.Time
+	// restored: acc was taken up from file, so it holds a read (an earlier
+	// Basin's) although this one has made none.
+	restored bool
 	// tries counts, per smbd child the Accountant could not place yet (no tree
 	// connect, no record: a connection being set up, or smbd's own helpers),
 	// the reads that found it so.
 	tries map[int]int
+	// file is where acc is saved ("" nowhere); saved what it holds (nil:
+	// unknown, the next save writes), failing whether the last save failed.
+	file    string
+	saved   []byte
+	failing bool
 }
 
 // maxTries is how many reads WatchSMB spends on a child before giving up on it.
 const maxTries = 3
 
 // SMBIO reads the SMB I/O of every running Samba instance of the network: by AD
-// connection, each share's counters since this Manager started (smb.ShareIO, by
-// lower-case share name; every share the instance serves, idle ones zero). Per
+// connection, each share's counters since the instance's Accountant started
+// (smb.ShareIO, by lower-case share name; every share the instance serves,
+// idle ones zero), which a restart of Basin does not change (smbIOFile). Per
 // instance and call it reads smbd's profile database (tdbdump) and its tree
 // connects (smbstatus -S), and sums each process's growth into its share
 // (smb.Accountant). An instance that is not running is absent; one whose read
@@ -68,7 +95,7 @@ func (m *Manager) SMBIO(ctx context.Context, network string) (map[string]map[str
 		if !in.alive() || in.pid("smbd") == 0 {
 			// Not serving (stopped, or smbd restarting): nothing was served
 			// since the last read, whose counters therefore stand.
-			if io, ok := m.smbIO.last(network, in.id); ok {
+			if io, ok := m.smbIO.last(network, in); ok {
 				out[in.ad] = io
 			}
 			continue
@@ -92,7 +119,7 @@ func (m *Manager) instanceIO(ctx context.Context, network string, in *smbInstanc
 	defer m.smbIO.mu.Unlock()
 	parent := in.pid("smbd")
 	if parent == 0 { // it went between the caller's look and the lock
-		a := m.smbIO.account(network, in.id)
+		a := m.smbIO.account(network, in)
 		return a.acc.Shares(), nil
 	}
 	children := childPIDs(parent)
@@ -119,9 +146,10 @@ func (m *Manager) instanceIO(ctx context.Context, network string, in *smbInstanc
 	if err != nil {
 		return nil, err
 	}
-	a := m.smbIO.account(network, in.id)
+	a := m.smbIO.account(network, in)
 	a.acc.Update(parent, procs, tcons, slices.Collect(maps.Keys(addrs)))
 	a.read = time.Now()
+	a.save(in.logger())
 	tries := map[int]int{}
 	for pid := range children {
 		if !a.acc.Knows(pid) {
@@ -132,37 +160,110 @@ func (m *Manager) instanceIO(ctx context.Context, network string, in *smbInstanc
 	return a.acc.Shares(), nil
 }
 
-// account returns an instance's account, made on first use. Call with mu held.
-func (s *smbAccounts) account(network, id string) *smbAccount {
+// account returns an instance's account, made on first use: from the
+// Accountant an earlier Basin saved in the instance's directory if there is
+// one, else empty. Call with mu held.
+func (s *smbAccounts) account(network string, in *smbInstance) *smbAccount {
 	if s.accs == nil {
 		s.accs = map[string]*smbAccount{}
 	}
-	k := network + "/" + id
+	k := network + "/" + in.id
 	if s.accs[k] == nil {
-		s.accs[k] = &smbAccount{}
+		a := &smbAccount{file: in.ioFile()}
+		a.restore(in.logger())
+		s.accs[k] = a
 	}
 	return s.accs[k]
 }
 
-// last returns an instance's shares' I/O as its last read left them; ok is
-// false if it was never read.
-func (s *smbAccounts) last(network, id string) (map[string]smb.ShareIO, bool) {
+// restore takes up the Accountant saved in a.file, if any. One that cannot be
+// read, or of another version, is logged and left for the first save to
+// replace: the Accountant starts empty (a new ShareIO.Since, which the
+// sampler does not compare with the old sums).
+func (a *smbAccount) restore(log *slog.Logger) {
+	b, err := os.ReadFile(a.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var st smb.AccountantState
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	var acc *smb.Accountant
+	if err == nil {
+		acc, err = smb.RestoreAccountant(st)
+	}
+	if err != nil {
+		log.Warn("smb i/o state ignored: the shares' counters start again", "file", a.file, "err", err)
+		return
+	}
+	a.acc, a.restored, a.saved = *acc, true, b
+	log.Info("smb i/o state taken up", "since", st.Since, "shares", len(st.Shares))
+}
+
+// save writes the Accountant to a.file if it changed since the last save. A
+// failed write removes the file rather than leave an older state: a start
+// from it would count again what was counted since (its sums below the
+// sampler's saved reading).
+func (a *smbAccount) save(log *slog.Logger) {
+	if a.file == "" {
+		return
+	}
+	b, err := json.Marshal(a.acc.State())
+	if err == nil && bytes.Equal(b, a.saved) {
+		return
+	}
+	if err == nil {
+		err = writeFileAtomic(a.file, b, 0o600)
+	}
+	if err != nil {
+		a.saved = nil
+		if rerr := os.Remove(a.file); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+		if !a.failing {
+			log.Warn("smb i/o state not saved: a restart of Basin would count the shares from zero", "file", a.file, "err", err)
+		}
+		a.failing = true
+		return
+	}
+	if a.failing {
+		log.Info("smb i/o state saved again", "file", a.file)
+	}
+	a.saved, a.failing = b, false
+}
+
+// logger is the instance's logger (none in tests).
+func (in *smbInstance) logger() *slog.Logger {
+	if in.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return in.log
+}
+
+// last returns an instance's shares' I/O as its last read left them (this
+// Basin's, or the one it took up); ok is false if it was never read.
+func (s *smbAccounts) last(network string, in *smbInstance) (map[string]smb.ShareIO, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.accs[network+"/"+id]
-	if a == nil || a.read.IsZero() {
+	a := s.account(network, in)
+	if a.read.IsZero() && !a.restored {
 		return nil, false
 	}
 	return a.acc.Shares(), true
 }
 
 // prune forgets the accounts of the network's instances that are gone (ids
-// are those it has).
+// are those it has), and deletes their saved state: an instance that comes
+// back starts its counters again, as it does in memory.
 func (s *smbAccounts) prune(network string, ids map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.accs {
+	for k, a := range s.accs {
 		if n, id, _ := strings.Cut(k, "/"); n == network && !ids[id] {
+			if a.file != "" {
+				os.Remove(a.file)
+			}
 			delete(s.accs, k)
 		}
 	}
@@ -210,7 +311,7 @@ func (m *Manager) WatchSMB(ctx context.Context) {
 			ins := slices.Collect(maps.Values(sb.smb))
 			sb.smbMu.Unlock()
 			for _, in := range ins {
-				if parent := in.pid("smbd"); parent != 0 && in.alive() && m.smbIO.stale(network, in.id, childPIDs(parent)) {
+				if parent := in.pid("smbd"); parent != 0 && in.alive() && m.smbIO.stale(network, in, childPIDs(parent)) {
 					if _, err := m.instanceIO(ctx, network, in); err != nil && ctx.Err() == nil {
 						m.log.Debug("smb i/o", "network", network, "smb", in.id, "err", err)
 					}
@@ -222,10 +323,10 @@ func (m *Manager) WatchSMB(ctx context.Context) {
 
 // stale reports whether an instance has a child its Accountant cannot place yet
 // (and has not tried maxTries times), and its last read is smbWatchGap old.
-func (s *smbAccounts) stale(network, id string, children map[int]bool) bool {
+func (s *smbAccounts) stale(network string, in *smbInstance, children map[int]bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.account(network, id)
+	a := s.account(network, in)
 	if time.Since(a.read) < smbWatchGap {
 		return false
 	}

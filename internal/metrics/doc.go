@@ -57,7 +57,9 @@
 // SMB counters come from smbd's own profile, per process, summed per share by
 // smb.Accountant in the data plane: a connection serving one share is that
 // share's; one serving several cannot be split and counts for none (smb's
-// package doc). Traffic control's come from the qos driver, two netlink dumps
+// package doc). The data plane saves each instance's Accountant and takes it up
+// after a restart of Basin, so the sums go on under the same ShareIO.Since and
+// are resumed like Ganesha's; sums of another Since make the interval unknown. Traffic control's come from the qos driver, two netlink dumps
 // per network and pass: the classes' counters, and what each endpoint address
 // sent (the split per direction, which HTB does not count).
 //
@@ -67,9 +69,9 @@
 // day. A stored rollup is 422 bytes of data (one row per volume and 5 minutes:
 // 8,640 rows per volume over 30 days, 3.6 MB per volume before SQLite's
 // overhead). TestStateBytes checks the Point and rollup sizes stated here.
-// The state file holds about 730 bytes per volume, and the journal 82 bytes
-// per volume and pass (30 MB an hour at 1,000 volumes; docs/metrics.md,
-// "Across a restart").
+// The state file holds about 730 bytes per volume (68 more with an SMB share),
+// and the journal 82 bytes per volume and pass (30 MB an hour at 1,000
+// volumes; docs/metrics.md, "Across a restart").
 // Rollups stored before the wire values existed decode with those unknown.
 //
 // Imported by the daemon only. It imports model (query types), store (rollup

@@ -124,10 +124,12 @@ func (f *fakeQoS) QoSCounters(_ context.Context, network string) (map[string]qos
 	return maps.Clone(f.classes), nil
 }
 
-// fakeSMB models SMB shares' counters.
+// fakeSMB models SMB shares' counters: the data plane's Accountant's sums,
+// which it started at since (the zero time: a source that says none).
 type fakeSMB struct {
 	mu     sync.Mutex
 	shares map[SMBShare]smb.ShareIO
+	since  time.Time
 	down   bool
 }
 
@@ -154,7 +156,12 @@ func (f *fakeSMB) SMBIO(context.Context, string) (map[SMBShare]smb.ShareIO, erro
 	if f.down {
 		return nil, errors.New("no samba")
 	}
-	return maps.Clone(f.shares), nil
+	out := maps.Clone(f.shares)
+	for k, io := range out {
+		io.Since = f.since
+		out[k] = io
+	}
+	return out, nil
 }
 
 type fakeCapacity map[string][2]int64

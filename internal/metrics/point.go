@@ -106,8 +106,7 @@ func between(prev, cur sample, v Volume) delta {
 		}
 	}
 	if v.SMB.Name != "" {
-		if prev.smbOK && cur.smbOK {
-			s := smbDelta(prev.smb, cur.smb)
+		if s, ok := smbDelta(prev, cur); ok {
 			d.io.readOps += s.Reads
 			d.io.writeOps += s.Writes
 			d.io.metaOps += s.Other
@@ -213,19 +212,30 @@ func nfsDelta(prev, cur nfs.ExportIO) nfs.ExportIO {
 	return nfs.ExportIO{Read: sub(prev.Read, cur.Read), Write: sub(prev.Write, cur.Write), Ops: cur.Ops - prev.Ops, Since: cur.Since}
 }
 
-// smbDelta is cur − prev, or cur itself if a counter went back (the source
-// started again).
-func smbDelta(prev, cur smb.ShareIO) smb.ShareIO {
-	a := []uint64{prev.Reads, prev.Writes, prev.Other, prev.ReadBytes, prev.WriteBytes, prev.ReadNs, prev.WriteNs}
-	b := []uint64{cur.Reads, cur.Writes, cur.Other, cur.ReadBytes, cur.WriteBytes, cur.ReadNs, cur.WriteNs}
+// smbDelta is a share's SMB I/O from prev to cur; ok is false when it is
+// unknown: not read at both ends, or counted by two different Accountants
+// (their Since differs: the data plane started the sums again, and a new
+// Accountant's first read counts whole processes that served before it, so
+// neither a difference nor its sums would be the interval's). Counters that
+// went back under the same Since are a saved state older than the reading
+// (the data plane's save failed and so did its removal): unknown too. A source
+// that says no Since (the zero time) started again when they went back: the
+// interval counts what they hold.
+func smbDelta(prev, cur sample) (smb.ShareIO, bool) {
+	if !prev.smbOK || !cur.smbOK || !prev.smb.Since.Equal(cur.smb.Since) {
+		return smb.ShareIO{}, false
+	}
+	p, c := prev.smb, cur.smb
+	a := []uint64{p.Reads, p.Writes, p.Other, p.ReadBytes, p.WriteBytes, p.ReadNs, p.WriteNs}
+	b := []uint64{c.Reads, c.Writes, c.Other, c.ReadBytes, c.WriteBytes, c.ReadNs, c.WriteNs}
 	for i := range a {
 		if b[i] < a[i] {
-			return cur
+			return c, c.Since.IsZero()
 		}
 	}
-	return smb.ShareIO{Reads: cur.Reads - prev.Reads, Writes: cur.Writes - prev.Writes, Other: cur.Other - prev.Other,
-		ReadBytes: cur.ReadBytes - prev.ReadBytes, WriteBytes: cur.WriteBytes - prev.WriteBytes,
-		ReadNs: cur.ReadNs - prev.ReadNs, WriteNs: cur.WriteNs - prev.WriteNs}
+	return smb.ShareIO{Reads: c.Reads - p.Reads, Writes: c.Writes - p.Writes, Other: c.Other - p.Other,
+		ReadBytes: c.ReadBytes - p.ReadBytes, WriteBytes: c.WriteBytes - p.WriteBytes,
+		ReadNs: c.ReadNs - p.ReadNs, WriteNs: c.WriteNs - p.WriteNs}, true
 }
 
 // Metric is one series the API serves: its name, its unit and how it is

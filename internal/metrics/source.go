@@ -81,8 +81,11 @@ type SMBShare struct{ AD, Name string }
 
 // SMBSource reads one network's SMB I/O (dataplane.Manager.SMBIO): by share
 // (Name in lower case), the requests, payload bytes and summed latency of reads
-// and writes, and other requests, counted since the source started, so only
-// growing. A read may return some instances' shares with an error for others.
+// and writes, and other requests, counted since ShareIO.Since, so only growing.
+// The data plane keeps its sums across Basin's restarts, with their Since; sums
+// of another Since (started again) are not compared with earlier ones, and
+// the interval is unknown. A read may return some instances' shares with an
+// error for others.
 type SMBSource interface {
 	SMBIO(ctx context.Context, network string) (map[SMBShare]smb.ShareIO, error)
 }

@@ -22,8 +22,9 @@ import (
 //
 //   - the state file, rewritten atomically after every pass (a temporary file,
 //     fsync, rename): per volume its last counter readings (Ganesha's with the
-//     export they are of and Ganesha's statistics epoch, traffic control's),
-//     its Prometheus totals and its rollup in progress. The next start takes the
+//     export they are of and Ganesha's statistics epoch, its SMB share's with
+//     the data plane's Accountant start, traffic control's), its Prometheus
+//     totals and its rollup in progress. The next start takes the
 //     readings as its baseline, so its first sample counts what the daemons
 //     counted while Basin was down (spread over the intervals it was down for,
 //     spreadGap), and goes on with the rollup in progress;
@@ -44,7 +45,7 @@ const (
 
 	stateFile    = "state"
 	stateMagic   = "basinmst"
-	stateVersion = 1
+	stateVersion = 2 // 2: SMB readings (stSMB). Version 1 files are read too.
 	ringMagic    = "basinrng"
 	ringVersion  = 1
 )
@@ -63,6 +64,7 @@ const (
 	stHaveWire             // totals.haveWire
 	stAcc                  // a rollup in progress follows
 	stAccFull              // it holds the stored part of its bucket too
+	stSMB                  // prev's SMB counters were read (version 2)
 )
 
 // enc appends little-endian values to a buffer.
@@ -150,6 +152,9 @@ func (s *Sampler) encodeState(buf []byte, at time.Time) []byte {
 			if sr.prev.qosOK {
 				fl |= stQoS
 			}
+			if sr.prev.smbOK {
+				fl |= stSMB
+			}
 		}
 		if sr.totals.haveIO {
 			fl |= stHaveIO
@@ -187,6 +192,14 @@ func (s *Sampler) encodeState(buf []byte, at time.Time) []byte {
 				e.u64(v)
 			}
 		}
+		if fl&stSMB != 0 {
+			m := &sr.prev.smb
+			for _, v := range []uint64{m.Reads, m.Writes, m.Other, m.ReadBytes, m.WriteBytes, m.ReadNs, m.WriteNs} {
+				e.u64(v)
+			}
+			e.i64(m.Since.Unix())
+			e.u32(uint32(m.Since.Nanosecond()))
+		}
 		t := &sr.totals
 		for _, v := range []uint64{t.io.readOps, t.io.writeOps, t.io.metaOps, t.io.readBytes, t.io.writeBytes, t.io.readNs, t.io.writeNs} {
 			e.u64(v)
@@ -215,8 +228,9 @@ func decodeState(b []byte, interval time.Duration) (*savedState, error) {
 		return nil, fmt.Errorf("%w: checksum mismatch", errState)
 	}
 	d := dec{b: body[len(stateMagic):]}
-	if v := d.u32(); v != stateVersion {
-		return nil, fmt.Errorf("%w: format version %d, this Basin reads %d", errState, v, stateVersion)
+	version := d.u32()
+	if version != stateVersion && version != 1 {
+		return nil, fmt.Errorf("%w: format version %d, this Basin reads %d", errState, version, stateVersion)
 	}
 	st := &savedState{written: time.Unix(0, d.i64())}
 	if iv := time.Duration(d.u32()) * time.Second; iv != interval {
@@ -230,6 +244,9 @@ func decodeState(b []byte, interval time.Duration) (*savedState, error) {
 	for range n {
 		ss := savedSeries{key: d.str()}
 		fl := d.u8()
+		if version == 1 && fl&stSMB != 0 {
+			return nil, fmt.Errorf("%w: series %s: SMB counters in a version 1 file", errState, ss.key)
+		}
 		ss.havePrev = fl&stPrev != 0
 		if ss.havePrev {
 			ss.prev.at = time.Unix(0, d.i64())
@@ -251,6 +268,15 @@ func decodeState(b []byte, interval time.Duration) (*savedState, error) {
 			for _, p := range []*uint64{&q.Bytes, &q.Packets, &q.Drops, &q.Overlimits, &q.Backlog, &q.Rate, &q.Ceil, &q.Sent, &q.SentPackets} {
 				*p = d.u64()
 			}
+		}
+		if fl&stSMB != 0 {
+			ss.prev.smbOK = true
+			m := &ss.prev.smb
+			for _, p := range []*uint64{&m.Reads, &m.Writes, &m.Other, &m.ReadBytes, &m.WriteBytes, &m.ReadNs, &m.WriteNs} {
+				*p = d.u64()
+			}
+			sec := d.i64()
+			m.Since = time.Unix(sec, int64(d.u32()))
 		}
 		t := &ss.totals
 		for _, p := range []*uint64{&t.io.readOps, &t.io.writeOps, &t.io.metaOps, &t.io.readBytes, &t.io.writeBytes, &t.io.readNs, &t.io.writeNs} {

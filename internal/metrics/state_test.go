@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,14 +260,77 @@ func TestResumeAfterDaemonRestart(t *testing.T) {
 	}
 }
 
-// An SMB volume's counters are the data plane's sums since Basin started, not
-// smbd's: they start again with Basin, and its first sample after a start is
-// a baseline again, even when they happen to be above the saved ones.
-func TestResumeSMBIsBaseline(t *testing.T) {
+// An SMB volume's counters are the data plane's Accountant's sums, which
+// outlive Basin (the data plane saves and takes them up, keeping their Since):
+// a Basin killed while clients went on, and started again, counts what the
+// shares did while it was down, spread over the intervals it spans, as for
+// NFS; so does a volume shared over both. Its Prometheus totals go on.
+func TestResumeSMB(t *testing.T) {
+	h, _ := newStateHarness(t)
+	docs := SMBShare{AD: "projects/p/locations/l/activeDirectories/ad1", Name: "docs"}
+	both := SMBShare{AD: docs.AD, Name: "both"}
+	vs := Volume{Key: "k1", Name: "projects/p/locations/l/volumes/v1", Network: "n", SMB: docs}
+	dual := Volume{Key: "k2", Name: "projects/p/locations/l/volumes/v2", Network: "n", ExportID: 7, SMB: both}
+	h.vols.vols = []Volume{vs, dual}
+	h.smb.since = t0.Add(-time.Hour)
+	// Each interval: perSec reads a second on each share, and on the export.
+	load := func(perSec uint64) {
+		h.smb.load(docs, perSec*10, 0, 0, 4096, time.Millisecond, 0)
+		h.smb.load(both, perSec*10, 0, 0, 4096, time.Millisecond, 0)
+		h.g.load(7, perSec*10, 0, perSec*10, 4096, time.Millisecond, 0)
+	}
+	load(0)
+	h.tick(t) // the baseline
+	for range 6 {
+		load(100)
+		h.tick(t)
+	}
+	for range 3 { // killed: the clients go on, the sums with them
+		load(400)
+		h.clk.advance(DefaultInterval)
+	}
+	h.restart()
+	load(400)
+	h.tick(t) // 40 s since the last reading: 4 intervals at 400/s
+	load(50)
+	h.tick(t)
+	checkRing(t, h, 110*time.Second, func(i int) float64 {
+		switch {
+		case i < 6:
+			return 100
+		case i < 10:
+			return 400
+		}
+		return 50
+	})
+	series, err := h.s.Query(context.Background(), model.MetricsQuery{Series: "k2", Metrics: []string{"readIops"},
+		Start: h.clk.t.Add(-60 * time.Second), End: h.clk.t, Step: DefaultInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := series[0].Points; len(r) != 6 || !near(r[0].Value, 200) || !near(r[1].Value, 800) || !near(r[4].Value, 800) || !near(r[5].Value, 100) {
+		t.Errorf("dual volume's read IOPS over the restart %+v, want 200, 4 × 800, 100", r)
+	}
+	h.s.mu.Lock()
+	reads := h.s.series["k1"].totals.io.readOps
+	h.s.mu.Unlock()
+	if want := uint64(6*1000 + 4*4000 + 500); reads != want {
+		t.Errorf("Prometheus total of reads %d, want %d", reads, want)
+	}
+}
+
+// Sums the data plane started again (its saved Accountant lost or refused: a
+// new Since) are not comparable with the saved reading, even when above it
+// (a new Accountant's first read counts processes that served before it):
+// the first interval after the start is unknown, then counting goes on.
+// Within a run too; and counters that went back under the same Since (an
+// older saved Accountant) are unknown for the interval, not counted whole.
+func TestResumeSMBOtherSince(t *testing.T) {
 	h, _ := newStateHarness(t)
 	docs := SMBShare{AD: "projects/p/locations/l/activeDirectories/ad1", Name: "docs"}
 	vs := Volume{Key: "k1", Name: "projects/p/locations/l/volumes/v2", Network: "n", SMB: docs}
 	h.vols.vols = []Volume{vs}
+	h.smb.since = t0.Add(-time.Hour)
 	h.smb.load(docs, 100, 0, 0, 4096, time.Millisecond, 0)
 	h.tick(t)
 	h.smb.load(docs, 100, 0, 0, 4096, time.Millisecond, 0)
@@ -273,7 +338,8 @@ func TestResumeSMBIsBaseline(t *testing.T) {
 	h.clk.advance(DefaultInterval)
 	h.restart()
 	h.smb.mu.Lock()
-	h.smb.shares[docs] = smb.ShareIO{Reads: 1_000_000} // what a new accountant says
+	h.smb.shares[docs] = smb.ShareIO{Reads: 1_000_000, ReadBytes: 1 << 40, ReadNs: 1 << 40} // a new accountant, every counter above
+	h.smb.since = h.clk.t
 	h.smb.mu.Unlock()
 	h.tick(t)
 	h.smb.load(docs, 50, 0, 0, 4096, time.Millisecond, 0)
@@ -281,6 +347,22 @@ func TestResumeSMBIsBaseline(t *testing.T) {
 	r := h.query(t, time.Minute, DefaultInterval, "readIops")["readIops"]
 	if len(r) != 3 || !near(r[0].Value, 10) || !math.IsNaN(r[1].Value) || !near(r[2].Value, 5) {
 		t.Errorf("read IOPS %+v, want 10, unknown over the restart, then 5", r)
+	}
+	// Within a run: another Since, then counters gone back.
+	h.smb.mu.Lock()
+	h.smb.since = h.clk.t
+	h.smb.mu.Unlock()
+	h.smb.load(docs, 70, 0, 0, 4096, time.Millisecond, 0)
+	h.tick(t)
+	h.smb.mu.Lock()
+	h.smb.shares[docs] = smb.ShareIO{Reads: 30}
+	h.smb.mu.Unlock()
+	h.tick(t)
+	h.smb.load(docs, 20, 0, 0, 4096, time.Millisecond, 0)
+	h.tick(t)
+	r = h.query(t, 30*time.Second, DefaultInterval, "readIops")["readIops"]
+	if len(r) != 3 || !math.IsNaN(r[0].Value) || !math.IsNaN(r[1].Value) || !near(r[2].Value, 2) {
+		t.Errorf("read IOPS %+v, want unknown (another Since), unknown (gone back), then 2", r)
 	}
 }
 
@@ -312,7 +394,7 @@ func TestStateIgnored(t *testing.T) {
 		{"corrupt", append(append([]byte(nil), good[:40]...), append([]byte{good[40] ^ 1}, good[41:]...)...), "checksum"},
 		{"cut short", good[:len(good)/2], "checksum"},
 		{"empty", nil, "not a state file"},
-		{"version", withCRC(version), "format version 2"},
+		{"version", withCRC(version), fmt.Sprintf("format version %d", stateVersion+1)},
 		{"interval", withCRC(func() []byte {
 			b := append([]byte(nil), version...)
 			binary.LittleEndian.PutUint32(b[len(stateMagic):], stateVersion)
@@ -409,9 +491,15 @@ func TestRingJournal(t *testing.T) {
 // progress.
 func TestStateRoundTrip(t *testing.T) {
 	h, _ := newStateHarness(t)
+	docs := SMBShare{AD: "projects/p/locations/l/activeDirectories/ad1", Name: "docs"}
+	smbOnly := Volume{Key: "k2", Name: "projects/p/locations/l/volumes/v2", Network: "n", SMB: docs}
+	h.vols.vols = append(h.vols.vols, smbOnly)
+	h.smb.since = time.Date(2026, 11, 20, 8, 0, 0, 123456789, time.FixedZone("x", 3600))
+	h.smb.load(docs, 1, 2, 3, 4, 5, 6)
 	h.tc.add(v1.Name, 1, 2, 3, 4, 5)
 	h.tick(t)
 	h.tc.add(v1.Name, 100, 200, 3, 4, 5)
+	h.smb.load(docs, 10, 20, 30, 40, 50, 60)
 	h.runFor(t, 30*time.Second, 100)
 	s := h.s
 	b := s.encodeState(nil, h.clk.t)
@@ -419,8 +507,20 @@ func TestStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(st.series) != 2 {
+		t.Fatalf("%d series", len(st.series))
+	}
+	slices.SortFunc(st.series, func(a, b savedSeries) int { return strings.Compare(a.key, b.key) })
 	sr := s.series["k1"]
 	got := st.series[0]
+	gotSMB, wantSMB := st.series[1].prev.smb, s.series["k2"].prev.smb
+	if !st.series[1].prev.smbOK || !gotSMB.Since.Equal(h.smb.since) || gotSMB.Reads != 11 || gotSMB.WriteNs != 1212 {
+		t.Errorf("SMB reading %+v, want %+v", gotSMB, wantSMB)
+	}
+	gotSMB.Since, wantSMB.Since = time.Time{}, time.Time{}
+	if gotSMB != wantSMB {
+		t.Errorf("SMB reading %+v, want %+v", gotSMB, wantSMB)
+	}
 	gotNFS, wantNFS := got.prev.nfs, sr.prev.nfs
 	if !gotNFS.Since.Equal(wantNFS.Since) {
 		t.Errorf("Ganesha's epoch %v, want %v", gotNFS.Since, wantNFS.Since)
@@ -435,12 +535,37 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 }
 
+// A state file of version 1 (before SMB readings were saved) is taken up; one
+// that says version 1 and holds SMB readings is not.
+func TestStateVersion1(t *testing.T) {
+	h, _ := newStateHarness(t)
+	h.tick(t)
+	h.runFor(t, 20*time.Second, 100)
+	b := h.s.encodeState(nil, h.clk.t)
+	binary.LittleEndian.PutUint32(b[len(stateMagic):], 1)
+	if st, err := decodeState(withCRC(b), DefaultInterval); err != nil || len(st.series) != 1 || !st.series[0].prev.nfsOK {
+		t.Errorf("version 1: %+v, %v", st, err)
+	}
+	docs := SMBShare{AD: "projects/p/locations/l/activeDirectories/ad1", Name: "docs"}
+	h.vols.vols[0].SMB = docs
+	h.smb.load(docs, 1, 0, 0, 1, 1, 0)
+	h.tick(t)
+	b = h.s.encodeState(nil, h.clk.t)
+	binary.LittleEndian.PutUint32(b[len(stateMagic):], 1)
+	if _, err := decodeState(withCRC(b), DefaultInterval); err == nil || !strings.Contains(err.Error(), "SMB counters in a version 1 file") {
+		t.Errorf("version 1 with SMB readings: %v", err)
+	}
+}
+
 func FuzzDecodeState(f *testing.F) {
-	clk, g, tc := &clock{t: t0}, newFakeGanesha(t0), &fakeQoS{}
-	s := New(Options{Targets: &fakeVolumes{vols: []Volume{v1}}, NFS: g, QoS: tc, Now: clk.now})
+	clk, g, tc, sm := &clock{t: t0}, newFakeGanesha(t0), &fakeQoS{}, &fakeSMB{since: t0}
+	dual := v1
+	dual.SMB = SMBShare{AD: "ad", Name: "docs"}
+	s := New(Options{Targets: &fakeVolumes{vols: []Volume{dual}}, NFS: g, QoS: tc, SMB: sm, Now: clk.now})
 	for range 3 {
 		g.load(7, 1, 1, 1, 1, 1, 1)
 		tc.add(v1.Name, 1, 1, 1, 1, 1)
+		sm.load(dual.SMB, 1, 1, 1, 1, 1, 1)
 		clk.advance(DefaultInterval)
 		if err := s.Sample(context.Background()); err != nil {
 			f.Fatal(err)

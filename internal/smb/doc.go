@@ -23,7 +23,8 @@
 // And for metrics, per-share I/O from smbd's own profile (profile.go):
 // [ParseProfileDump] reads `tdbdump` of each process's counters, [ParseTcons]
 // `smbstatus -S -j`'s shares per process, and [Accountant] sums each child's
-// growth into the share it serves.
+// growth into the share it serves; [Accountant.State] and [RestoreAccountant]
+// (accountstate.go) carry its sums across a restart of Basin.
 //
 // Every value that ends up in a configuration or an argv is validated first; a bad
 // one is a [*FieldError] naming the field (errors.Is(err, ErrInvalid)).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Per-share SMB I/O from smbd's own profile (`smbd profiling level = on`,
@@ -81,10 +82,15 @@ const (
 // Message bytes are whole SMB2 messages (header, fixed part and data): read
 // responses sent, write requests received.
 type ProcessIO struct {
-	Connects                             uint64 // connections it served (a child: 1)
-	Reads, Writes, Other                 uint64 // requests (Other: otherCommands)
-	ReadMsgBytes, WriteMsgBytes          uint64
-	ReadTimeUs, WriteTimeUs, OtherTimeUs uint64 // summed from each request's arrival to its reply
+	Connects      uint64 `json:"connects,omitempty"` // connections it served (a child: 1)
+	Reads         uint64 `json:"reads,omitempty"`    // requests (Other: otherCommands)
+	Writes        uint64 `json:"writes,omitempty"`
+	Other         uint64 `json:"other,omitempty"`
+	ReadMsgBytes  uint64 `json:"readMsgBytes,omitempty"`
+	WriteMsgBytes uint64 `json:"writeMsgBytes,omitempty"`
+	ReadTimeUs    uint64 `json:"readTimeUs,omitempty"` // summed from each request's arrival to its reply
+	WriteTimeUs   uint64 `json:"writeTimeUs,omitempty"`
+	OtherTimeUs   uint64 `json:"otherTimeUs,omitempty"`
 }
 
 func (p *ProcessIO) fields() []*uint64 {
@@ -260,9 +266,18 @@ func containsFold(list []string, s string) bool {
 // bytes (the messages' bytes less their headers) and the summed time of reads
 // and writes.
 type ShareIO struct {
-	Reads, Writes, Other  uint64
-	ReadBytes, WriteBytes uint64
-	ReadNs, WriteNs       uint64
+	Reads      uint64 `json:"reads,omitempty"`
+	Writes     uint64 `json:"writes,omitempty"`
+	Other      uint64 `json:"other,omitempty"`
+	ReadBytes  uint64 `json:"readBytes,omitempty"`
+	WriteBytes uint64 `json:"writeBytes,omitempty"`
+	ReadNs     uint64 `json:"readNs,omitempty"`
+	WriteNs    uint64 `json:"writeNs,omitempty"`
+	// Since is when the Accountant that counted them started (its first
+	// Update; an Accountant restored from its State keeps it). Counters of
+	// another Since are another Accountant's: not comparable, even when they
+	// are higher (Accountant.Shares sets it; the zero time in its State).
+	Since time.Time `json:"since,omitzero"`
 }
 
 func (s *ShareIO) add(d ProcessIO) {
@@ -290,7 +305,13 @@ func (s *ShareIO) add(d ProcessIO) {
 // unattributed too. A child read while it had a tree connect but no record yet
 // (it writes its first a second after its first request) counts as seen, with
 // nothing counted yet. Not safe for concurrent use.
+//
+// Its whole state can be saved (State) and taken up by another process
+// (RestoreAccountant), which goes on counting as this one would have: Basin
+// saves it after every Update, so a restart of Basin while smbd serves on does
+// not start the sums again.
 type Accountant struct {
+	since    time.Time // its first Update
 	parent   int
 	parentIO ProcessIO // the parent's record when its growth was last accounted for
 	seen     map[int]seenProcess
@@ -321,6 +342,9 @@ const maxExitWait = 3
 // (ParseTcons), shares every share the instance serves (each appears in Shares,
 // zero until used). Share names are compared without case.
 func (a *Accountant) Update(parent int, procs map[int]ProcessIO, tcons map[int][]string, shares []string) {
+	if a.since.IsZero() {
+		a.since = time.Now().Round(0)
+	}
 	if a.shares == nil {
 		a.shares = map[string]*ShareIO{}
 	}
@@ -470,11 +494,14 @@ func (a *Accountant) Knows(pid int) bool {
 	return seen || early
 }
 
-// Shares returns each share's I/O so far, by lower-case share name.
+// Shares returns each share's I/O so far, by lower-case share name, with the
+// Accountant's start as Since.
 func (a *Accountant) Shares() map[string]ShareIO {
 	out := make(map[string]ShareIO, len(a.shares))
 	for k, v := range a.shares {
-		out[k] = *v
+		io := *v
+		io.Since = a.since
+		out[k] = io
 	}
 	return out
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -110,4 +112,80 @@ func TestSMBVolumeMetrics(t *testing.T) {
 	short := measurePhase(t, l.c, sh.ID, t0, t1, "writeIops", "writeMibps")
 	t.Logf("short connection (%.1f s): metrics %.0f writes, %.0f bytes", t1.Sub(t0).Seconds(), short.total["writeIops"], short.total["writeMibps"]*(1<<20))
 	checkCounted(t, short, "write", 16, 16<<20)
+}
+
+// TestSMBMetricsAcrossRestart (issue 26: metrics continue across the
+// restart): an SMB client writes before, while and after Basin is killed with
+// SIGKILL and started again, its data plane serving on, over one connection
+// that lives through it all. The volume's metrics count every write, those
+// made while Basin was down included, and have no unknown interval and no gap:
+// the data plane took up its per-share sums (the instance's io.json) and the
+// sampler its last reading of them, and the first pass after the start spread
+// the downtime over its intervals.
+func TestSMBMetricsAcrossRestart(t *testing.T) {
+	s := newServer(t)
+	s.keep = true
+	l := startSMBLab(t, s, nil)
+	sh := l.volume("smr", map[string]any{"unixPermissions": "0777"})
+	alice := l.user("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sess, err := l.dialNTLM(ctx, sh, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Logoff()
+	fs, err := sess.Mount(sh.Share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Umount()
+	f, err := fs.Create("restart.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	written := 0
+	write := func(n int) {
+		t.Helper()
+		for range n {
+			if _, err := f.Write(buf); err != nil {
+				t.Fatal(err)
+			}
+			written++
+		}
+	}
+	pass := func() { time.Sleep(12 * time.Second) } // at least one sampling pass
+	pass()                                          // the connection placed, and read once
+
+	t0 := time.Now()
+	write(16)
+	pass()
+	s.stop(syscall.SIGKILL)
+	write(32) // while Basin is down
+	time.Sleep(5 * time.Second)
+	down := time.Now()
+	s.start()
+	t.Logf("basin down for %v", time.Since(down).Round(time.Millisecond))
+	write(8)
+	pass()
+	write(4)
+	t1 := time.Now()
+
+	ph := measurePhase(t, l.c, sh.ID, t0, t1, "writeIops", "writeMibps")
+	t.Logf("across the restart: %d writes of 1 MiB; metrics %.0f writes, %.0f bytes", written, ph.total["writeIops"], ph.total["writeMibps"]*(1<<20))
+	checkCounted(t, ph, "write", float64(written), float64(written<<20))
+	pts := volumeMetrics(t, l.c, sh.ID, t0.Truncate(10*time.Second).Add(10*time.Second), t1.Truncate(10*time.Second), "writeIops")["writeIops"].Points
+	if want := int(t1.Truncate(10*time.Second).Sub(t0.Truncate(10*time.Second))/(10*time.Second)) - 1; len(pts) != want {
+		t.Errorf("%d points at 10 s from %v to %v, want %d (a gap)", len(pts), t0, t1, want)
+	}
+	for _, p := range pts {
+		if p.Value == nil {
+			t.Errorf("write IOPS unknown at %v", p.Time)
+		}
+	}
+	if !strings.Contains(s.log.String(), "smb i/o state taken up") {
+		t.Errorf("the log does not say the SMB sums were taken up:\n%s", s.log)
+	}
 }

@@ -672,7 +672,14 @@ func (m *Manager) LeaveDomain(ctx context.Context, network, ad string, cred SMBC
 			m.log.Warn("remove an SMB endpoint", "addr", a, "err", err)
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	// A metrics read that began before the instance stopped may still write
+	// its io.json there (smbio.go): the directory is emptied again then.
+	err = os.RemoveAll(dir)
+	for i := 0; err != nil && i < 3; i++ {
+		time.Sleep(50 * time.Millisecond)
+		err = os.RemoveAll(dir)
+	}
+	if err != nil {
 		return err
 	}
 	if ents, _ := os.ReadDir(filepath.Join(sb.dir, "smb")); len(ents) == 0 {

@@ -166,7 +166,7 @@ func TestUnit(t *testing.T) {
 		}
 	}
 	// And what Basin itself does.
-	for _, c := range []string{"CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE", "CAP_KILL"} {
+	for _, c := range []string{"CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SYS_CHROOT", "CAP_SETPCAP", "CAP_SYS_PTRACE", "CAP_KILL"} {
 		if !slices.Contains(u.caps, c) {
 			t.Errorf("CapabilityBoundingSet lacks %s", c)
 		}

@@ -3,9 +3,11 @@ GO        ?= go
 BIN       := bin/basin
 DATA_DIR  ?= /var/lib/basin
 FUZZTIME  ?= 15s
+VERSION   ?=
+DIST      ?= dist
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all setup build run test unit integration fuzz e2e lint generate check-generated bench clean
+.PHONY: all setup build run test unit integration fuzz e2e lint generate check-generated bench deb install clean
 
 all: build
 
@@ -18,6 +20,17 @@ build:
 ## run: install what Basin needs, build it, and run it on its embedded defaults.
 run: setup build
 	$(BIN) serve --data-dir $(DATA_DIR)
+
+## deb: Debian packages of Basin (basin) and its NFS-Ganesha (basin-ganesha) in
+## $(DIST); VERSION=… overrides the version from git (scripts/deb.sh).
+deb:
+	scripts/setup.sh --deb
+	GO=$(GO) VERSION=$(VERSION) DIST=$(DIST) scripts/deb.sh
+
+## install: build the packages and install them with apt-get, which brings what
+## they depend on; the service is then started by hand (docs/operations.md).
+install: deb
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --reinstall $(shell cat build/deb/debs)
 
 ## test: install what the tests need and run every test (unit, golden, btrfs
 ## integration, crash, fuzz, and the end-to-end tests: gcloud, the Go and Node
@@ -86,4 +99,4 @@ bench: build
 	$(GO) run ./test/bench -basin $(CURDIR)/$(BIN) -out bench/results.json -doc docs/benchmarks.md
 
 clean:
-	rm -rf bin .venv
+	rm -rf bin .venv build dist

@@ -5,34 +5,53 @@
 #                             patched NFS-Ganesha (scripts/ganesha/build.sh)
 #   scripts/setup.sh --test   plus the Python venv, the Node client (npm ci in
 #                             test/clients/node) and the Go client module's
-#                             dependencies for the end-to-end tests
+#                             dependencies for the end-to-end tests, and what
+#                             the package test (test/pkg) needs
+#   scripts/setup.sh --deb    only what `make deb` needs: dpkg-dev and Ganesha's
+#                             build dependencies (scripts/deb.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=${1:-}
+case $mode in
+"" | --test | --deb) ;;
+*) echo "usage: $0 [--test | --deb]" >&2; exit 2 ;;
+esac
+
 need_pkgs=()
-command -v btrfs >/dev/null || need_pkgs+=(btrfs-progs)
-command -v losetup >/dev/null || need_pkgs+=(util-linux)
-command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
-command -v ip >/dev/null || need_pkgs+=(iproute2)
-command -v ganesha.nfsd >/dev/null || need_pkgs+=(nfs-ganesha nfs-ganesha-vfs)
-[[ -e /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so || -n $(find /usr/lib -name 'libfsalvfs.so*' 2>/dev/null | head -1) ]] || need_pkgs+=(nfs-ganesha-vfs)
-command -v rpcbind >/dev/null || need_pkgs+=(rpcbind)
-command -v dbus-daemon >/dev/null || need_pkgs+=(dbus)
-command -v nsenter >/dev/null || need_pkgs+=(util-linux)
-# SMB volumes: each network's sandbox runs Samba instances of its own (smbd,
-# samba-dcerpcd and its VFS modules, winbindd and its NSS module, net and
-# smbcontrol); nothing of the host's Samba configuration is used.
-command -v net >/dev/null || need_pkgs+=(samba-common-bin)
-command -v smbd >/dev/null || need_pkgs+=(samba)
-command -v winbindd >/dev/null || need_pkgs+=(winbind)
-for p in libnss-winbind samba-vfs-modules; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
-done
+# make deb: dpkg-deb, dpkg-shlibdeps, strip (dpkg-dev), the version from git.
+# The package test builds packages, and checks the unit with systemd-analyze
+# (the systemd package; installing it starts nothing where systemd is not PID 1).
+if [[ $mode == --deb || $mode == --test ]]; then
+  command -v dpkg-shlibdeps >/dev/null || need_pkgs+=(dpkg-dev)
+  command -v git >/dev/null || need_pkgs+=(git)
+fi
+[[ $mode == --test ]] && ! command -v systemd-analyze >/dev/null && need_pkgs+=(systemd)
+if [[ $mode != --deb ]]; then
+  command -v btrfs >/dev/null || need_pkgs+=(btrfs-progs)
+  command -v losetup >/dev/null || need_pkgs+=(util-linux)
+  command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
+  command -v ip >/dev/null || need_pkgs+=(iproute2)
+  command -v ganesha.nfsd >/dev/null || need_pkgs+=(nfs-ganesha nfs-ganesha-vfs)
+  [[ -e /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so || -n $(find /usr/lib -name 'libfsalvfs.so*' 2>/dev/null | head -1) ]] || need_pkgs+=(nfs-ganesha-vfs)
+  command -v rpcbind >/dev/null || need_pkgs+=(rpcbind)
+  command -v dbus-daemon >/dev/null || need_pkgs+=(dbus)
+  command -v nsenter >/dev/null || need_pkgs+=(util-linux)
+  # SMB volumes: each network's sandbox runs Samba instances of its own (smbd,
+  # samba-dcerpcd and its VFS modules, winbindd and its NSS module, net and
+  # smbcontrol); nothing of the host's Samba configuration is used.
+  command -v net >/dev/null || need_pkgs+=(samba-common-bin)
+  command -v smbd >/dev/null || need_pkgs+=(samba)
+  command -v winbindd >/dev/null || need_pkgs+=(winbind)
+  for p in libnss-winbind samba-vfs-modules; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+  done
+fi
 # Build dependencies of Basin's patched Ganesha (scripts/ganesha/build.sh).
 for p in $(scripts/ganesha/build.sh --print-deps); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
 done
-if [[ "${1:-}" == "--test" ]]; then
+if [[ $mode == --test ]]; then
   python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
   command -v nfs-ls >/dev/null || need_pkgs+=(libnfs-utils)
   [[ -e /usr/include/nfsc/libnfs.h ]] || need_pkgs+=(libnfs-dev)
@@ -82,6 +101,8 @@ if ((${#need_pkgs[@]})); then
   fi
 fi
 command -v go >/dev/null || { echo "setup: Go 1.26 or newer is required (https://go.dev/dl/)" >&2; exit 1; }
+# make deb builds Ganesha for the package's prefix itself (scripts/deb.sh).
+[[ $mode == --deb ]] && exit 0
 # Basin's NFS-Ganesha: Debian's 4.3 with Basin's security patches, in a private
 # prefix (/usr/local/lib/basin/ganesha); a no-op when already built.
 if [[ $(id -u) -eq 0 ]]; then
@@ -92,7 +113,7 @@ fi
 modprobe btrfs 2>/dev/null || true
 grep -qw btrfs /proc/filesystems || { echo "setup: this kernel has no btrfs support" >&2; exit 1; }
 
-if [[ "${1:-}" == "--test" ]]; then
+if [[ $mode == --test ]]; then
   req=test/e2e/python/requirements.txt
   stamp=.venv/.installed-$(sha256sum "$req" | cut -c1-16)
   if [[ ! -f $stamp ]]; then

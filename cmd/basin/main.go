@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -36,20 +38,30 @@ func main() {
 
 var version = "dev"
 
-// multiFlag collects a repeatable flag.
+// multiFlag collects a repeatable flag: its first value replaces the default,
+// and the first on the command line replaces a config file's (startOver).
 type multiFlag struct {
-	vals []string
-	set  bool
+	vals    []string
+	set     bool
+	replace bool
+	check   func(string) error // refuses a value, if set
 }
 
 func (m *multiFlag) String() string { return strings.Join(m.vals, ",") }
 func (m *multiFlag) Set(v string) error {
-	if !m.set {
-		m.vals, m.set = nil, true
+	if m.check != nil {
+		if err := m.check(v); err != nil {
+			return err
+		}
+	}
+	if !m.set || m.replace {
+		m.vals, m.set, m.replace = nil, true, false
 	}
 	m.vals = append(m.vals, v)
 	return nil
 }
+
+func (m *multiFlag) startOver() { m.replace = m.set }
 
 // sizeFlag parses sizes like 64G, 64GiB, 512M or plain bytes.
 type sizeFlag struct{ n *int64 }
@@ -171,15 +183,16 @@ func parseSize(v string) (int64, error) {
 }
 
 // serveFlags defines the flags of basin serve on cfg; the repeatable --location
-// and --network are collected apart.
+// and --network are collected apart, and --config only names a file.
 func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs = flag.NewFlagSet("basin serve", flag.ContinueOnError)
+	fs.String(configFlag, "", "file of settings, one \"name = value\" line each, named as these flags without dashes (repeatable ones on a line per value); flags given here win over it")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the database, owner key, store image and mount points")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address of the Prometheus /metrics endpoint, unauthenticated (\"\" = none)")
 	locs = &multiFlag{vals: cfg.Locations}
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
-	nets = &multiFlag{}
+	nets = &multiFlag{check: func(v string) error { _, err := config.ParseNetwork(v); return err }}
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir)")
 	fs.StringVar(&cfg.GaneshaPrefix, "ganesha-prefix", cfg.GaneshaPrefix, "where scripts/setup.sh installed Basin's hardened NFS-Ganesha")
@@ -216,10 +229,98 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	return fs, locs, nets
 }
 
+// serveConfig is the configuration of basin serve (and of basin teardown, name)
+// from its command line and the config file that names (--config), applied
+// first. The flag set prints its own errors and usage to stderr; other errors
+// are returned.
+func serveConfig(name string, args []string, stderr io.Writer) (config.Config, error) {
+	newFlags := func(cfg *config.Config) (*flag.FlagSet, *multiFlag, *multiFlag) {
+		*cfg = config.Default()
+		cfg.GaneshaPrefix = config.GaneshaPrefixFor(exists)
+		fs, locs, nets := serveFlags(cfg)
+		fs.Init(name, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		return fs, locs, nets
+	}
+	var cfg config.Config
+	fs, locs, nets := newFlags(&cfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, usageError{err}
+	}
+	if file := configFileArg(fs); file != "" {
+		// Again from the defaults: the file first, the command line over it.
+		fs, locs, nets = newFlags(&cfg)
+		if err := applyConfigFile(fs, file); err != nil {
+			return cfg, fmt.Errorf("--config: %w", err)
+		}
+		if err := fs.Parse(args); err != nil {
+			return cfg, usageError{err}
+		}
+	}
+	cfg.Locations = locs.vals
+	if nets.set {
+		cfg.Networks = nil
+		for _, spec := range nets.vals {
+			n, err := config.ParseNetwork(spec)
+			if err != nil {
+				return cfg, fmt.Errorf("--network: %w", err)
+			}
+			cfg.Networks = append(cfg.Networks, n)
+		}
+	}
+	return cfg, nil
+}
+
+// usageError is a command-line error the flag set has printed already.
+type usageError struct{ error }
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// commandConfig is serveConfig for command name, an exit code when it fails.
+func commandConfig(name string, args []string) (config.Config, int) {
+	cfg, err := serveConfig(name, args, os.Stderr)
+	if err != nil {
+		var printed usageError
+		if !errors.As(err, &printed) {
+			fmt.Fprintln(os.Stderr, name+":", err)
+		}
+		return cfg, 2
+	}
+	return cfg, 0
+}
+
 func serve(args []string) int {
-	cfg, code := serveConfig("basin serve", args)
+	cfg, code := commandConfig("basin serve", args)
 	if code != 0 {
 		return code
+	}
+	if d := os.Getenv("BASIN_FAULT_STEP_DELAY"); d != "" {
+		delay, err := time.ParseDuration(d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_FAULT_STEP_DELAY:", err)
+			return 2
+		}
+		cfg.FaultStepDelay = delay
+	}
+	if v := os.Getenv("BASIN_TEST_SNAPSHOT_CLOCK_SPEED"); v != "" {
+		speed, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(speed >= 1) || math.IsInf(speed, 0) {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_SNAPSHOT_CLOCK_SPEED: want a number of at least 1")
+			return 2
+		}
+		cfg.TestSnapshotClockSpeed = speed
+	}
+	if d := os.Getenv("BASIN_TEST_RESYNC_INTERVAL"); d != "" {
+		interval, err := time.ParseDuration(d)
+		if err != nil || interval <= 0 {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_RESYNC_INTERVAL: want a positive duration")
+			return 2
+		}
+		cfg.TestResyncInterval = interval
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
@@ -240,7 +341,7 @@ func serve(args []string) int {
 // teardown is `basin teardown`: with serve's flags (the same data directory and
 // networks), it takes down the data plane a stopped Basin left serving.
 func teardown(args []string) int {
-	cfg, code := serveConfig("basin teardown", args)
+	cfg, code := commandConfig("basin teardown", args)
 	if code != 0 {
 		return code
 	}
@@ -253,52 +354,4 @@ func teardown(args []string) int {
 	}
 	log.Info("data plane taken down", "data_dir", cfg.DataDir)
 	return 0
-}
-
-// serveConfig parses serve's flags (and test settings from the environment)
-// into a configuration; a non-zero code is the exit code of a bad command line.
-func serveConfig(name string, args []string) (config.Config, int) {
-	cfg := config.Default()
-	fs, locs, nets := serveFlags(&cfg)
-	fs.Init(name, flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return cfg, 2
-	}
-	cfg.Locations = locs.vals
-	if nets.set {
-		cfg.Networks = nil
-		for _, spec := range nets.vals {
-			n, err := config.ParseNetwork(spec)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, name+": --network:", err)
-				return cfg, 2
-			}
-			cfg.Networks = append(cfg.Networks, n)
-		}
-	}
-	if d := os.Getenv("BASIN_FAULT_STEP_DELAY"); d != "" {
-		delay, err := time.ParseDuration(d)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, name+": BASIN_FAULT_STEP_DELAY:", err)
-			return cfg, 2
-		}
-		cfg.FaultStepDelay = delay
-	}
-	if v := os.Getenv("BASIN_TEST_SNAPSHOT_CLOCK_SPEED"); v != "" {
-		speed, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(speed >= 1) || math.IsInf(speed, 0) {
-			fmt.Fprintln(os.Stderr, name+": BASIN_TEST_SNAPSHOT_CLOCK_SPEED: want a number of at least 1")
-			return cfg, 2
-		}
-		cfg.TestSnapshotClockSpeed = speed
-	}
-	if d := os.Getenv("BASIN_TEST_RESYNC_INTERVAL"); d != "" {
-		interval, err := time.ParseDuration(d)
-		if err != nil || interval <= 0 {
-			fmt.Fprintln(os.Stderr, name+": BASIN_TEST_RESYNC_INTERVAL: want a positive duration")
-			return cfg, 2
-		}
-		cfg.TestResyncInterval = interval
-	}
-	return cfg, 0
 }

@@ -86,3 +86,18 @@ var DefaultNetwork = Network{Name: "default", Bridge: "basin0", Prefix: netip.Mu
 
 // DefaultGaneshaPrefix is where scripts/ganesha/build.sh installs Basin's NFS-Ganesha.
 const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
+
+// PackagedGaneshaPrefix is where the basin-ganesha package installs it (Debian's
+// packages install nothing under /usr/local).
+const PackagedGaneshaPrefix = "/usr/lib/basin/ganesha"
+
+// GaneshaPrefixFor is --ganesha-prefix's default: the packaged Ganesha's prefix
+// when it holds one (its BASIN-PATCHES file, which every build of Basin's
+// writes), else scripts/ganesha/build.sh's. exists reports whether a path
+// exists; the package's own config file names its prefix anyway.
+func GaneshaPrefixFor(exists func(path string) bool) string {
+	if exists(PackagedGaneshaPrefix + "/BASIN-PATCHES") {
+		return PackagedGaneshaPrefix
+	}
+	return DefaultGaneshaPrefix
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,5 +49,25 @@ func TestParseNetwork(t *testing.T) {
 	}
 	if d := DefaultNetwork; d.FirstEndpoint != a("10.99.0.10") || d.LastEndpoint != a("10.99.0.127") {
 		t.Errorf("DefaultNetwork endpoints %s-%s", d.FirstEndpoint, d.LastEndpoint)
+	}
+}
+
+// --ganesha-prefix's default: the package's Ganesha when it is installed, else
+// the one scripts/ganesha/build.sh installs.
+func TestGaneshaPrefixFor(t *testing.T) {
+	for _, tc := range []struct {
+		present []string
+		want    string
+	}{
+		{nil, DefaultGaneshaPrefix},
+		{[]string{"/usr/local/lib/basin/ganesha/BASIN-PATCHES"}, DefaultGaneshaPrefix},
+		{[]string{"/usr/lib/basin/ganesha"}, DefaultGaneshaPrefix}, // a directory without a build
+		{[]string{"/usr/lib/basin/ganesha/BASIN-PATCHES"}, PackagedGaneshaPrefix},
+		{[]string{"/usr/lib/basin/ganesha/BASIN-PATCHES", "/usr/local/lib/basin/ganesha/BASIN-PATCHES"}, PackagedGaneshaPrefix},
+	} {
+		got := GaneshaPrefixFor(func(p string) bool { return slices.Contains(tc.present, p) })
+		if got != tc.want {
+			t.Errorf("with %v: %s, want %s", tc.present, got, tc.want)
+		}
 	}
 }

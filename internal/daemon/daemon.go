@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/connlimit"
@@ -275,6 +277,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			ready.Store(true)
 			ctrlReady = nil
 			log.Info("ready")
+			notifySystemd(log, sdnotify.SdNotifyReady)
 		case <-ctx.Done():
 			serving = false
 		case err := <-httpDone:
@@ -293,6 +296,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// controller and the metrics sampler (which stores its rollups in progress),
 	// then (deferred) stop the data plane, unmount storage and close the store.
 	log.Info("shutting down")
+	notifySystemd(log, sdnotify.SdNotifyStopping)
 	ready.Store(false)
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -4,7 +4,7 @@
 # VFS FSAL only, installed into a private prefix. Debian's installed
 # nfs-ganesha is never touched.
 #
-#   scripts/ganesha/build.sh [--prefix DIR] [--force]
+#   scripts/ganesha/build.sh [--prefix DIR] [--destdir DIR] [--force]
 #
 # Installs PREFIX/bin/ganesha.nfsd, PREFIX/lib/libganesha_nfsd.so* (found
 # through the binary's RUNPATH) and PREFIX/lib/ganesha/libfsalvfs.so (the
@@ -12,6 +12,11 @@
 # PREFIX/BASIN-PATCHES with the patch-set id, which Basin checks at start.
 # Idempotent: PREFIX/.basin-stamp holds a hash of this script and the patch
 # set; when it matches, the script does nothing.
+#
+# With --destdir, the build is for PREFIX (its RUNPATH and FSAL directory name
+# PREFIX) but is installed into DESTDIR/PREFIX, a staging root: scripts/deb.sh
+# packages it as basin-ganesha (prefix /usr/lib/basin/ganesha), and nothing of
+# the machine's PREFIX is touched.
 #
 # Needs root (the prefix is under /usr/local), network access to the Debian
 # archive the machine's apt sources name, and the build dependencies that
@@ -32,20 +37,25 @@ ORIG_SHA256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
 GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev"
 
 force=
+DESTDIR=
 while (($#)); do
   case $1 in
     --prefix) PREFIX=$2; shift 2 ;;
+    --destdir) DESTDIR=$(realpath -m "$2"); shift 2 ;;
     --force) force=1; shift ;;
     --print-deps) echo "$GANESHA_BUILD_DEPS"; exit 0 ;;
-    *) echo "usage: $0 [--prefix DIR] [--force] [--print-deps]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--prefix DIR] [--destdir DIR] [--force] [--print-deps]" >&2; exit 2 ;;
   esac
 done
+[[ $PREFIX == /* ]] || { echo "ganesha: --prefix must be absolute" >&2; exit 2; }
+# Where the build lands: PREFIX itself, or PREFIX inside the staging root.
+TARGET=$DESTDIR$PREFIX
 
 mapfile -t patches < <(grep -v '^\s*\(#\|$\)' "$here/patches/series")
 stamp=$( { sha256sum "$here/build.sh" "$here/patches/series"; for p in "${patches[@]}"; do sha256sum "$here/patches/$p"; done; } \
   | sed 's/ .*\// /' | sha256sum | cut -c1-32)
-if [[ -z $force && -x $PREFIX/bin/ganesha.nfsd && "$(cat "$PREFIX/.basin-stamp" 2>/dev/null)" == "$stamp" ]]; then
-  echo "ganesha: $PREFIX is up to date ($PATCHSET)"
+if [[ -z $force && -x $TARGET/bin/ganesha.nfsd && "$(cat "$TARGET/.basin-stamp" 2>/dev/null)" == "$stamp" ]]; then
+  echo "ganesha: $TARGET is up to date ($PATCHSET)"
   exit 0
 fi
 
@@ -177,10 +187,10 @@ log "built in $(($(date +%s) - start)) s"
 
 # Install into a fresh directory and swap it in, so a failed install never
 # leaves a half-written prefix behind.
-staging=$PREFIX.new
+staging=$TARGET.new
 rm -rf "$staging"
 make -C "$work/build" install DESTDIR="$work/destdir" >"$work/install.log" 2>&1 || { tail -30 "$work/install.log" >&2; die "make install failed"; }
-mkdir -p "$(dirname "$PREFIX")"
+mkdir -p "$(dirname "$TARGET")"
 mv "$work/destdir$PREFIX" "$staging"
 # Only what runs: the daemon, its library and the VFS FSAL; no config samples,
 # man pages, systemd units or headers.
@@ -189,11 +199,15 @@ find "$staging/bin" -mindepth 1 ! -name ganesha.nfsd -exec rm -rf {} +
 [[ -x $staging/bin/ganesha.nfsd && -e $staging/lib/ganesha/libfsalvfs.so ]] || die "install lacks ganesha.nfsd or libfsalvfs.so"
 echo "$PATCHSET" >"$staging/BASIN-PATCHES"
 echo "$stamp" >"$staging/.basin-stamp"
-rm -rf "$PREFIX.old"
-[[ -e $PREFIX ]] && mv "$PREFIX" "$PREFIX.old"
-mv "$staging" "$PREFIX"
-rm -rf "$PREFIX.old"
+rm -rf "$TARGET.old"
+[[ -e $TARGET ]] && mv "$TARGET" "$TARGET.old"
+mv "$staging" "$TARGET"
+rm -rf "$TARGET.old"
 # The binary must load its own library (RUNPATH), not Debian's /usr/lib/ganesha one.
-lib=$(ldd "$PREFIX/bin/ganesha.nfsd" | awk '/libganesha_nfsd/ {print $3}')
-[[ $lib == "$PREFIX/lib/"* ]] || die "ganesha.nfsd loads $lib, not $PREFIX/lib/libganesha_nfsd.so"
-log "installed $PATCHSET into $PREFIX ($(du -sh "$PREFIX" | cut -f1))"
+runpath=$(readelf -d "$TARGET/bin/ganesha.nfsd" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]$/\1/p')
+[[ $runpath == "$PREFIX/lib" ]] || die "ganesha.nfsd's RUNPATH is '$runpath', not $PREFIX/lib"
+if [[ -z $DESTDIR ]]; then
+  lib=$(ldd "$PREFIX/bin/ganesha.nfsd" | awk '/libganesha_nfsd/ {print $3}')
+  [[ $lib == "$PREFIX/lib/"* ]] || die "ganesha.nfsd loads $lib, not $PREFIX/lib/libganesha_nfsd.so"
+fi
+log "installed $PATCHSET for $PREFIX into $TARGET ($(du -sh "$TARGET" | cut -f1))"

@@ -618,6 +618,10 @@ func (sb *sandbox) prepareGanesha() error {
 	if err := sb.saveLoaded(); err != nil {
 		return err
 	}
+	// The build about to run, for a later Basin to tell an upgrade (upgrade.go).
+	if id, err := sb.ganesha.BuildID(); err == nil {
+		writeFileAtomic(sb.ganeshaBuildFile(), []byte(id+"\n"), 0o600) //nolint:errcheck // without it, the program file is compared
+	}
 	return writeFileAtomic(filepath.Join(sb.dir, "ganesha.conf"), []byte(conf), 0o600)
 }
 

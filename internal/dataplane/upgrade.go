@@ -2,12 +2,16 @@ package dataplane
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -56,12 +60,45 @@ func (m *Manager) RestartGanesha(ctx context.Context, network string) (time.Dura
 	return pause, nil
 }
 
+// BuildID identifies the Ganesha build: a digest of its program, its library
+// and its VFS module. A package upgrade rewrites the files even when the build
+// in it is the same one (the build is cached and reused): the digest tells a
+// new build from the same one written again, so only a new build costs a
+// restart.
+func (g Ganesha) BuildID() (string, error) {
+	h := sha256.New()
+	for _, f := range []string{g.Binary(), filepath.Join(g.prefix(), "lib", "libganesha_nfsd.so"), filepath.Join(g.PluginsDir(), "libfsalvfs.so")} {
+		file, err := os.Open(f)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && f != g.Binary() {
+				continue
+			}
+			return "", err
+		}
+		_, err = io.Copy(h, file)
+		file.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ganeshaBuildFile records the BuildID of the build the sandbox's Ganesha was
+// last started from (prepareGanesha).
+func (sb *sandbox) ganeshaBuildFile() string { return filepath.Join(sb.dir, "ganesha.build") }
+
 // staleGanesha reports whether the sandbox's Ganesha runs another build than
-// the installed one.
+// the installed one: the build recorded when it started differs from the
+// installed one's, or, with no record, its program is another file.
 func (sb *sandbox) staleGanesha() bool {
 	pid := sb.pid("ganesha")
 	if pid == 0 {
 		return false
+	}
+	if rec, err := os.ReadFile(sb.ganeshaBuildFile()); err == nil {
+		cur, err := sb.ganesha.BuildID()
+		return err == nil && strings.TrimSpace(string(rec)) != cur
 	}
 	same, err := sameProgram(pid, sb.ganesha.Binary())
 	return err == nil && !same

@@ -52,6 +52,14 @@ func TestGaneshaUpgradeKeepsNFSv4State(t *testing.T) {
 		t.Fatalf("copy Ganesha: %v %s", err, out)
 	}
 	t.Cleanup(func() { os.RemoveAll(old) })
+	// Another build, not the same one written again: a byte more at the end
+	// of its program (which still runs) gives it another BuildID.
+	f, err := os.OpenFile(filepath.Join(old, "bin", "ganesha.nfsd"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0})
+	f.Close()
 
 	var mu sync.Mutex
 	var restarts []string

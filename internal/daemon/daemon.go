@@ -340,19 +340,20 @@ func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dataplaneNetworks(cfg),
 		Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix}, Logger: log.With("component", "dataplane")})
 	if err := dp.Teardown(ctx); err != nil {
+		// Nothing of the storage goes while a sandbox may still hold it.
 		return fmt.Errorf("data plane: %w", err)
 	}
+	// The storage as far as it goes: each step is tried whatever the one before did.
+	var errs []error
 	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, Logger: log.With("component", "btrfs")})
 	if err := be.Teardown(ctx); err != nil {
-		return fmt.Errorf("storage: %w", err)
+		errs = append(errs, fmt.Errorf("storage: %w", err))
 	}
 	run := runner.Exec{}
 	for _, dir := range []string{filepath.Join(cfg.DataDir, "mounts"), filepath.Join(cfg.DataDir, "fs")} {
-		if err := dataplane.UnshareMounts(ctx, run, dir); err != nil {
-			return err
-		}
+		errs = append(errs, dataplane.UnshareMounts(ctx, run, dir))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // dataplaneNetworks are cfg's networks in the data plane's terms.

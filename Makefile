@@ -17,9 +17,11 @@ setup:
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/basin
 
-## run: install what Basin needs, build it, and run it on its embedded defaults.
-run: setup build
-	$(BIN) serve --data-dir $(DATA_DIR)
+## run: build Basin's packages and install them (apt-get brings what they need),
+## build bin/basin for the CLI, and run the installed basin serve in the
+## foreground on its embedded defaults (/etc/basin/basin.conf sets nothing).
+run: install build
+	/usr/bin/basin serve --config /etc/basin/basin.conf
 
 ## deb: Debian packages of Basin (basin) and its NFS-Ganesha (basin-ganesha) in
 ## $(DIST); VERSION=… overrides the version from git (scripts/deb.sh).

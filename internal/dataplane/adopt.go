@@ -29,8 +29,11 @@ import (
 //	state.json   the sandbox: its network, bridge, namespace and veth (for a
 //	             teardown without the configuration), the holder's and each
 //	             daemon's pid and start time (runner.ProcID)
-//	loaded.json  the exports its Ganesha holds: each export as rendered, and
-//	             the device its path was mounted from when it was loaded
+//	exports/<id>.json  each export its Ganesha holds (beside the .conf it was
+//	             loaded from): the export, and the device its path was
+//	             mounted from when it was loaded; a file per export, so that
+//	             an export costs the same at the thousandth volume as at the
+//	             first
 //	smb/<id>/procs.json   a Samba instance's holder and daemons
 //
 // A sandbox is adopted only if its holder is the process recorded (pid and
@@ -40,7 +43,7 @@ import (
 // it is ended and started again, as after a dependency's restart). Anything
 // else is torn down and built again as after a crash, as before.
 
-// stateVersion is the format of state.json, loaded.json and procs.json. A Basin
+// stateVersion is the format of state.json, exports/<id>.json and procs.json. A Basin
 // that finds another version does not adopt (it rebuilds).
 const stateVersion = 1
 
@@ -56,21 +59,19 @@ type sandboxState struct {
 	Daemons map[string]runner.ProcID `json:"daemons"`
 }
 
-// loadedFile is loaded.json.
-type loadedFile struct {
-	Version int            `json:"version"`
-	Exports []loadedRecord `json:"exports"`
-}
-
+// loadedRecord is exports/<id>.json.
 type loadedRecord struct {
+	Version  int        `json:"version"`
 	Export   nfs.Export `json:"export"`
 	Rendered string     `json:"rendered"`
 	Dev      uint64     `json:"dev"`
 	FSType   string     `json:"fsType"`
 }
 
-func (sb *sandbox) stateFile() string  { return filepath.Join(sb.dir, "state.json") }
-func (sb *sandbox) loadedFile() string { return filepath.Join(sb.dir, "loaded.json") }
+func (sb *sandbox) stateFile() string { return filepath.Join(sb.dir, "state.json") }
+func (sb *sandbox) loadedRecordFile(id uint64) string {
+	return filepath.Join(sb.dir, "exports", fmt.Sprintf("%d.json", id))
+}
 
 // readJSONVersioned reads path into v and checks its version field.
 func readJSONVersioned(path string, v any, version func() int) error {
@@ -137,27 +138,43 @@ func (sb *sandbox) saveState(holder runner.ProcID, daemons map[string]runner.Pro
 		Prefix: sb.net.Prefix.String(), Netns: sb.ns, Veth: vethName(sb.net), Holder: holder, Daemons: daemons})
 }
 
-// saveLoaded writes loaded.json from sb.loaded; callers hold exportMu.
-func (sb *sandbox) saveLoaded() error {
-	f := loadedFile{Version: stateVersion}
-	for _, le := range sb.loaded {
-		f.Exports = append(f.Exports, loadedRecord{Export: le.ex, Rendered: le.rendered, Dev: le.dev, FSType: le.fsType})
-	}
-	return writeJSON(sb.loadedFile(), f)
+// recordLoaded records le as loaded (exports/<id>.json); callers hold
+// exportMu.
+func (sb *sandbox) recordLoaded(le loadedExport) error {
+	return writeJSON(sb.loadedRecordFile(le.ex.ID), loadedRecord{Version: stateVersion, Export: le.ex, Rendered: le.rendered, Dev: le.dev, FSType: le.fsType})
 }
 
-// readLoaded reads loaded.json (none: nothing loaded).
-func (sb *sandbox) readLoaded() (map[uint64]loadedExport, error) {
-	var f loadedFile
-	err := readJSONVersioned(sb.loadedFile(), &f, func() int { return f.Version })
-	if errors.Is(err, os.ErrNotExist) {
-		return map[uint64]loadedExport{}, nil
+// forgetLoaded forgets export id (its record and, with conf, the file it was
+// loaded from); callers hold exportMu.
+func (sb *sandbox) forgetLoaded(id uint64, conf bool) {
+	delete(sb.loaded, id)
+	os.Remove(sb.loadedRecordFile(id))
+	if conf {
+		os.Remove(sb.exportFile(id))
 	}
+}
+
+// readLoaded reads the exports recorded as loaded; a record that cannot be
+// read is left out (its export, if Ganesha holds it, is removed by
+// syncLoaded and made again by the controller).
+func (sb *sandbox) readLoaded() (map[uint64]loadedExport, error) {
+	files, err := filepath.Glob(filepath.Join(sb.dir, "exports", "*.json"))
 	if err != nil {
 		return nil, err
 	}
 	out := map[uint64]loadedExport{}
-	for _, r := range f.Exports {
+	for _, f := range files {
+		var r loadedRecord
+		if err := readJSONVersioned(f, &r, func() int { return r.Version }); err != nil {
+			sb.log.Warn("export record ignored", "file", f, "err", err)
+			os.Remove(f)
+			continue
+		}
+		if filepath.Base(f) != fmt.Sprintf("%d.json", r.Export.ID) {
+			sb.log.Warn("export record ignored: not named after its export", "file", f)
+			os.Remove(f)
+			continue
+		}
 		out[r.Export.ID] = loadedExport{ex: r.Export, rendered: r.Rendered, dev: r.Dev, fsType: r.FSType}
 	}
 	return out, nil
@@ -283,13 +300,12 @@ func (sb *sandbox) syncLoaded(ctx context.Context) error {
 			continue
 		}
 		if dev, _, err := mountDev(le.ex.Path); err != nil || dev != le.dev {
-			delete(sb.loaded, id)
-			os.Remove(sb.exportFile(id))
+			sb.forgetLoaded(id, true)
 			continue
 		}
 		if err := sb.bus.AddExport(ctx, sb.exportFile(id), id); err != nil {
 			sb.log.Warn("reload export", "export", id, "err", err)
-			delete(sb.loaded, id)
+			sb.forgetLoaded(id, false)
 		}
 	}
 	for _, e := range held {
@@ -303,10 +319,7 @@ func (sb *sandbox) syncLoaded(ctx context.Context) error {
 			}
 		}
 	}
-	if err := sb.writeMtab(nil); err != nil {
-		return err
-	}
-	return sb.saveLoaded()
+	return sb.writeMtab(nil)
 }
 
 // cmdProcess is a started holder as a runner.Process.
@@ -465,7 +478,6 @@ func (m *Manager) removeRecorded(ctx context.Context, name string, st sandboxSta
 		return err
 	}
 	os.Remove(filepath.Join(m.opts.DataDir, "sandboxes", name, "state.json"))
-	os.Remove(filepath.Join(m.opts.DataDir, "sandboxes", name, "loaded.json"))
 	return nil
 }
 
@@ -483,7 +495,6 @@ func (m *Manager) Teardown(ctx context.Context) error {
 	for _, n := range m.opts.Networks {
 		errs = append(errs, m.removeSandbox(ctx, n), m.removeBridge(ctx, n))
 		os.Remove(filepath.Join(m.sandboxDir(n.Name), "state.json"))
-		os.Remove(filepath.Join(m.sandboxDir(n.Name), "loaded.json"))
 	}
 	errs = append(errs, m.removeUnconfigured(ctx))
 	return errors.Join(errs...)

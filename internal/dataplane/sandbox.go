@@ -138,7 +138,6 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	sb := m.newSandbox(n)
 	dir := sb.dir
 	os.Remove(sb.stateFile())
-	os.Remove(sb.loadedFile())
 	defer func() {
 		if err != nil {
 			sb.stop()
@@ -597,8 +596,7 @@ func (sb *sandbox) prepareGanesha() error {
 		dev, _, err := mountDev(le.ex.Path)
 		if _, ferr := os.Stat(sb.exportFile(id)); err != nil || ferr != nil || dev != le.dev {
 			sb.log.Warn("not loading an export whose volume is not mounted as it was", "export", id, "path", le.ex.Path, "err", errors.Join(err, ferr))
-			delete(sb.loaded, id)
-			os.Remove(sb.exportFile(id))
+			sb.forgetLoaded(id, true)
 			continue
 		}
 		keep = append(keep, le)
@@ -613,9 +611,6 @@ func (sb *sandbox) prepareGanesha() error {
 		return err
 	}
 	if err := sb.writeMtab(nil); err != nil {
-		return err
-	}
-	if err := sb.saveLoaded(); err != nil {
 		return err
 	}
 	// The build about to run, for a later Basin to tell an upgrade (upgrade.go).
@@ -663,7 +658,6 @@ func (sb *sandbox) stop() {
 	}
 	sb.release()
 	os.Remove(sb.stateFile())
-	os.Remove(sb.loadedFile())
 }
 
 // detach stops watching the sandbox and leaves it serving: its holder, daemons
@@ -770,7 +764,7 @@ func (sb *sandbox) export(ctx context.Context, ex nfs.Export) error {
 		if err := sb.bus.RemoveExport(ctx, ex.ID); err != nil {
 			return err
 		}
-		delete(sb.loaded, ex.ID)
+		sb.forgetLoaded(ex.ID, false)
 	}
 	rendered := ex.Render()
 	le := loadedExport{ex: ex, rendered: rendered, dev: dev, fsType: fsType}
@@ -792,7 +786,7 @@ func (sb *sandbox) export(ctx context.Context, ex nfs.Export) error {
 		return err
 	}
 	sb.loaded[ex.ID] = le
-	return sb.saveLoaded()
+	return sb.recordLoaded(le)
 }
 
 func (sb *sandbox) unexport(ctx context.Context, id uint64) error {
@@ -804,10 +798,7 @@ func (sb *sandbox) unexport(ctx context.Context, id uint64) error {
 	if err := sb.bus.RemoveExport(ctx, id); err != nil {
 		return err
 	}
-	delete(sb.loaded, id)
-	if err := sb.saveLoaded(); err != nil {
-		return err
-	}
+	sb.forgetLoaded(id, false)
 	if err := os.Remove(sb.exportFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

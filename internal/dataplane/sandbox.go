@@ -536,7 +536,9 @@ func (sb *sandbox) command(s Service) runner.Command {
 }
 
 // output appends a service's output to logs/<name>.out (Ganesha's, its log, to
-// logs/ganesha.log), a file of bounded size with one rotated copy (logcap.go).
+// logs/ganesha.log), a file of bounded size with one rotated copy: written
+// through Basin (logcap.go), or, for a daemon that outlives Basin, by the
+// daemon itself and rotated by Basin while it runs (rotateLogs).
 func (sb *sandbox) output(name string) io.WriteCloser {
 	file := logFileName(name)
 	if sb.detached {

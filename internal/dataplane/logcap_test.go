@@ -2,11 +2,13 @@ package dataplane
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A capped log never holds more than its bound in each of its two files, keeps
@@ -62,4 +64,52 @@ func TestCappedLogBound(t *testing.T) {
 		}
 	}
 	l.Close()
+}
+
+// A detached daemon's log, which the daemon writes itself, is rotated from
+// outside once it passes its bound: its last bytes become <file>.1 and the file
+// starts again empty, while the daemon's appends go on at its new end.
+func TestRotateLogs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ganesha.log")
+	daemon, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Close()
+	const limit = 1000
+	old := bytes.Repeat([]byte("a"), 900)
+	daemon.Write(old)
+	daemon.Write(bytes.Repeat([]byte("b"), 300)) // 1,200 bytes: over
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var warned []string
+	go func() {
+		defer close(done)
+		rotateLogs(ctx, time.Millisecond, limit, func() []string { return []string{path, filepath.Join(dir, "absent.out")} },
+			func(msg string, args ...any) { warned = append(warned, msg) })
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the log was not rotated")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	rotated, err := os.ReadFile(path + ".1")
+	if err != nil || len(rotated) != limit || !bytes.HasSuffix(rotated, bytes.Repeat([]byte("b"), 300)) {
+		t.Fatalf("%s.1: %d bytes (%v), want the last %d", path, len(rotated), err, limit)
+	}
+	daemon.Write([]byte("after"))
+	if got, _ := os.ReadFile(path); string(got) != "after" {
+		t.Fatalf("the daemon's next write: file holds %q, want it at the start", got)
+	}
+	if len(warned) > 0 {
+		t.Fatalf("warnings: %v", warned)
+	}
 }

@@ -63,6 +63,7 @@ import (
 	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
+	"github.com/basin-nas/basin/internal/smb"
 )
 
 // Network is a configured network: a Linux bridge, the subnet on it, and the range
@@ -287,6 +288,14 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 			m.unlockBridges()
 		}
 	}()
+	// Said at start rather than at a pool's first join: no Samba instance can
+	// run where its sockets' paths would not fit (every instance id has the
+	// same length).
+	for _, n := range m.opts.Networks {
+		if err := (smb.GlobalOptions{StateDir: m.instanceDir(n.Name, smbInstanceID(""))}).CheckSocketPaths(); err != nil {
+			m.log.Warn("SMB volumes cannot be served on this network", "network", n.Name, "err", err)
+		}
+	}
 	var errs []error
 	for _, n := range m.opts.Networks {
 		t0 := time.Now()

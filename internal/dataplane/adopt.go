@@ -493,6 +493,11 @@ func (m *Manager) Teardown(ctx context.Context) error {
 	defer m.unlockBridges()
 	var errs []error
 	for _, n := range m.opts.Networks {
+		// A sandbox recorded on another bridge than the configured one (the
+		// bridge changed while Basin was stopped) goes too, as Start does.
+		if st, err := m.recordedState(n.Name); err == nil && st.Bridge != n.Bridge {
+			errs = append(errs, m.removeRecorded(ctx, n.Name, st))
+		}
 		errs = append(errs, m.removeSandbox(ctx, n), m.removeBridge(ctx, n))
 		os.Remove(filepath.Join(m.sandboxDir(n.Name), "state.json"))
 	}

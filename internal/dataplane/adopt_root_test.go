@@ -227,3 +227,64 @@ func mapsEqual(a, b map[string]runner.ProcID) bool {
 	}
 	return true
 }
+
+// A Teardown whose configuration gives a network another bridge than the one
+// its sandbox was left serving on (the bridge changed while Basin was
+// stopped; a teardown run with other flags) still takes that sandbox down —
+// its daemons, namespace and veth, and the bridge Basin made for it — so that
+// nothing holds the volumes' mounts. Names: bridges bsc0 (recorded) and bsc1
+// (configured), subnet 10.99.216.0/24.
+func TestTeardownOfSandboxOnOtherBridge(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (namespaces, mounts, Ganesha)")
+	}
+	if err := testGanesha().Check(); err != nil {
+		t.Skipf("needs Basin's Ganesha: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n := Network{Name: "bsc", Bridge: "bsc0", Prefix: netip.MustParsePrefix("10.99.216.0/24"),
+		FirstEndpoint: netip.MustParseAddr("10.99.216.10"), LastEndpoint: netip.MustParseAddr("10.99.216.127")}
+	dataDir, mounts := sharedMounts(t, ctx)
+	vol := tmpfsVolume(t, mounts, "v1", "size=4m")
+	opts := Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}, Detach: true}
+	m1 := New(opts)
+	if err := m1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Whatever the test found, leave nothing: the recorded configuration
+		// takes it all down.
+		m1.Detach()
+		if err := New(opts).Teardown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	ex := nfs.Export{ID: 41, Path: vol, Pseudo: "/v1", Protocols: []int{3, 4},
+		Clients: []nfs.Client{{Clients: []string{n.HostAddr().String()}, Access: nfs.AccessRW, Squash: nfs.NoRootSquash, Protocols: []int{3, 4}}}}
+	if err := m1.Export(ctx, "bsc", n.FirstEndpoint, ex); err != nil {
+		t.Fatal(err)
+	}
+	ganesha, err := runner.ID(m1.GaneshaPID("bsc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1.Detach()
+
+	moved := n
+	moved.Bridge = "bsc1"
+	if err := New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{moved}}).Teardown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runner.Adopt(ganesha); err == nil {
+		t.Errorf("Ganesha (%v) of the sandbox on bsc0 still runs after the teardown", ganesha)
+	}
+	if _, err := os.Stat("/run/netns/basin-bsc0"); err == nil {
+		t.Error("namespace basin-bsc0 left behind")
+	}
+	for _, l := range []string{"bsc0", "bsc1"} {
+		if linkExists(l) {
+			t.Errorf("bridge %s left behind", l)
+		}
+	}
+}

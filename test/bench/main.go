@@ -349,9 +349,11 @@ func volBody(id string) map[string]any {
 }
 
 // serveBasin starts `basin serve` on dataDir, listening on addr, with more
-// flags; stops it (SIGTERM) at exit; and returns a client once it is ready.
+// flags; stops it (SIGTERM) at exit, taking its data plane down with it
+// (--teardown-on-exit: a bench server does not come back); and returns a client
+// once it is ready.
 func serveBasin(basin, dataDir, addr string, flags ...string) *client.Client {
-	cmd := exec.Command(basin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr}, flags...)...)
+	cmd := exec.Command(basin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--teardown-on-exit"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		fatalf("%v", err)

@@ -51,6 +51,7 @@ class Basin:
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = os.path.join(self.data_dir, "serve.log")
+        self.network = f"default=bpy{self.port},10.99.{next(_networks)}.0/24"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [BASIN_BIN, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
@@ -58,7 +59,10 @@ class Basin:
              # promise far more than the store holds (thin provisioning; each
              # volume's filesystem starts at 128 MiB at most).
              "--store-size", "4G", "--overcommit-ratio", "10000", "--thin-initial", "128M", "--location", LOCATION,
-             "--network", f"default=bpy{self.port},10.99.{next(_networks)}.0/24", *extra_args],
+             "--network", self.network,
+             # Basin leaves its data plane serving when it stops (a restart keeps
+             # every client); these servers go for good.
+             "--teardown-on-exit", *extra_args],
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while True:
@@ -87,9 +91,16 @@ class Basin:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=60)
         self._log.close()
-        assert self.proc.returncode == 0, self.log()
-        with open("/proc/self/mountinfo") as f:
-            assert self.data_dir not in f.read(), "mounts left behind"
+        try:
+            assert self.proc.returncode == 0, self.log()
+            with open("/proc/self/mountinfo") as f:
+                assert self.data_dir not in f.read(), "mounts left behind"
+        finally:
+            # Whatever the assertions found, leave the host as found: `basin
+            # teardown` takes down what a server left running (nothing, if it
+            # stopped as it should).
+            subprocess.run([BASIN_BIN, "teardown", "--data-dir", self.data_dir, "--network", self.network],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
         shutil.rmtree(self.data_dir)
 
 

@@ -495,10 +495,17 @@ func (m *Manager) Teardown(ctx context.Context) error {
 	for _, n := range m.opts.Networks {
 		// A sandbox recorded on another bridge than the configured one (the
 		// bridge changed while Basin was stopped) goes too, as Start does.
+		var errn []error
 		if st, err := m.recordedState(n.Name); err == nil && st.Bridge != n.Bridge {
-			errs = append(errs, m.removeRecorded(ctx, n.Name, st))
+			errn = append(errn, m.removeRecorded(ctx, n.Name, st))
 		}
-		errs = append(errs, m.removeSandbox(ctx, n), m.removeBridge(ctx, n))
+		errn = append(errn, m.removeSandbox(ctx, n), m.removeBridge(ctx, n))
+		// The record goes only with what it records: a teardown that failed
+		// can be run again and still finds the sandbox.
+		if err := errors.Join(errn...); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		os.Remove(filepath.Join(m.sandboxDir(n.Name), "state.json"))
 	}
 	errs = append(errs, m.removeUnconfigured(ctx))

@@ -3,6 +3,9 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/basin-nas/basin/internal/runner"
@@ -66,5 +69,36 @@ func TestMtabEscape(t *testing.T) {
 		if got := mtabEscape(in); got != want {
 			t.Errorf("mtabEscape(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A teardown that fails to remove a network's sandbox or bridge keeps the
+// sandbox's record (state.json), so that the teardown run again still finds
+// what to remove. The bridge is "lo", recorded as made by Basin, whose delete
+// the runner refuses: nothing on the host is touched.
+func TestTeardownKeepsRecordWhenRemovalFails(t *testing.T) {
+	if !linkExists("lo") {
+		t.Skip("no /sys/class/net/lo")
+	}
+	n := Network{Name: "bsk", Bridge: "lo", Prefix: netip.MustParsePrefix("10.99.78.0/24"),
+		FirstEndpoint: netip.MustParseAddr("10.99.78.10"), LastEndpoint: netip.MustParseAddr("10.99.78.127")}
+	r := &failRunner{}
+	m := New(Options{DataDir: t.TempDir(), LockDir: t.TempDir(), Networks: []Network{n}, Runner: r})
+	if err := os.MkdirAll(m.sandboxDir(n.Name), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(m.sandboxDir(n.Name), "state.json")
+	if err := writeJSON(state, sandboxState{Version: stateVersion, Network: n.Name, Bridge: n.Bridge,
+		Prefix: n.Prefix.String(), Netns: nsName(n), Veth: vethName(n)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.marker(n, "bridge-created"), []byte("lo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Teardown(context.Background()); err == nil || r.calls == 0 {
+		t.Fatalf("teardown with a bridge delete refused: err %v, %d commands", err, r.calls)
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("the sandbox's record is gone after a failed teardown: %v", err)
 	}
 }

@@ -65,6 +65,9 @@ if [[ $mode == --test ]]; then
   # The googleapis Node client's end-to-end test (test/clients/node).
   command -v npm >/dev/null || need_pkgs+=(npm)
   command -v smbpasswd >/dev/null || need_pkgs+=(samba-common-bin)
+  # The PostgreSQL store's tests start private servers of their own
+  # (internal/store/pgtest); nothing uses the cluster the package creates.
+  [[ -n $(ls /usr/lib/postgresql/*/bin/postgres 2>/dev/null) ]] || need_pkgs+=(postgresql-15)
   # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's
   # provisioning data and modules, winbind (samba execs it), client tools
   # (smbclient, ldbsearch) and smbtorture. Not krb5-user: it would write /etc/krb5.conf.

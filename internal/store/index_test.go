@@ -24,78 +24,6 @@ func op(id string, created time.Time, done bool) *model.Operation {
 	return &model.Operation{Project: "p", Location: "l", ID: id, CreateTime: created, Done: done}
 }
 
-func TestIndexesFollowPutAndDelete(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "basin.db"))
-	ctx := context.Background()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	err := s.Update(ctx, func(tx Tx) error {
-		for _, v := range []*model.Volume{vol("a", "Share-A", "p1", 100, "10.99.0.10"), vol("b", "b", "p1", 50, "10.99.0.11"), vol("c", "c", "p2", 7, "10.99.0.12")} {
-			if err := PutVolume(tx, v); err != nil {
-				return err
-			}
-		}
-		for _, o := range []*model.Operation{op("late", t0.Add(time.Hour), false), op("done", t0, true), op("early", t0, false)} {
-			if err := PutOperation(tx, o); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := func(wantShare []string, wantUsage PoolUsage, wantEndpoints []string, wantPending []string) {
-		t.Helper()
-		err := s.View(ctx, func(tx Tx) error {
-			got, err := VolumesWithShareName(tx, loc, "share-a")
-			if err != nil || !slices.Equal(got, wantShare) {
-				t.Errorf("VolumeWithShareName = %q, %v; want %q", got, err, wantShare)
-			}
-			u, err := UsageOfPool(tx, loc+"/storagePools/p1")
-			if err != nil || u != wantUsage {
-				t.Errorf("UsageOfPool = %+v, %v; want %+v", u, err, wantUsage)
-			}
-			eps, err := EndpointsInUse(tx, "default")
-			var keys []string
-			for k := range eps {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			if err != nil || !slices.Equal(keys, wantEndpoints) {
-				t.Errorf("EndpointsInUse = %v, %v; want %v", keys, err, wantEndpoints)
-			}
-			ops, err := PendingOperations(tx)
-			var ids []string
-			for _, o := range ops {
-				ids = append(ids, o.ID)
-			}
-			if err != nil || !slices.Equal(ids, wantPending) {
-				t.Errorf("PendingOperations = %v, %v; want %v", ids, err, wantPending)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	check([]string{loc + "/volumes/a"}, PoolUsage{Volumes: 2, CapacityGib: 150}, []string{"10.99.0.10", "10.99.0.11", "10.99.0.12"}, []string{"early", "late"})
-
-	err = s.Update(ctx, func(tx Tx) error {
-		a := vol("a", "other", "p1", 30, "10.99.0.10")
-		if err := PutVolume(tx, a); err != nil {
-			return err
-		}
-		if err := tx.Delete(KindVolume, loc+"/volumes/b"); err != nil {
-			return err
-		}
-		return PutOperation(tx, op("early", t0, true))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	check([]string{}, PoolUsage{Volumes: 1, CapacityGib: 30}, []string{"10.99.0.10", "10.99.0.12"}, []string{"late"})
-}
-
 // A database made before the index existed gets its stored documents indexed by
 // the migration.
 func TestMigrationIndexesExistingRows(t *testing.T) {
@@ -138,50 +66,6 @@ func TestMigrationIndexesExistingRows(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A volume moved to another pool (its storagePool rewritten) counts in the new
-// pool's usage and no longer in the old one's: capacity and assigned throughput.
-func TestPoolUsageFollowsAMove(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "basin.db"))
-	ctx := context.Background()
-	v := vol("a", "a", "p1", 100, "10.99.0.10")
-	v.ThroughputMibps = 12.5
-	put := func() {
-		t.Helper()
-		if err := s.Update(ctx, func(tx Tx) error { return PutVolume(tx, v) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	usage := func(pool string) PoolUsage {
-		t.Helper()
-		var u PoolUsage
-		if err := s.View(ctx, func(tx Tx) (err error) { u, err = UsageOfPool(tx, loc+"/storagePools/"+pool); return err }); err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
-	put()
-	if u := usage("p1"); u != (PoolUsage{Volumes: 1, CapacityGib: 100, ThroughputMibps: 12.5}) {
-		t.Fatalf("p1 before: %+v", u)
-	}
-	v.StoragePool = "p2"
-	put()
-	if u := usage("p1"); u != (PoolUsage{}) {
-		t.Fatalf("p1 after the move: %+v, want nothing", u)
-	}
-	if u := usage("p2"); u != (PoolUsage{Volumes: 1, CapacityGib: 100, ThroughputMibps: 12.5}) {
-		t.Fatalf("p2 after the move: %+v", u)
-	}
-	// Into an AUTO pool: no assigned throughput left anywhere.
-	v.StoragePool, v.ThroughputMibps = "p3", 0
-	put()
-	if u := usage("p2"); u != (PoolUsage{}) {
-		t.Fatalf("p2 after the second move: %+v", u)
-	}
-	if u := usage("p3"); u != (PoolUsage{Volumes: 1, CapacityGib: 100}) {
-		t.Fatalf("p3: %+v", u)
 	}
 }
 

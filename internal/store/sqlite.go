@@ -27,7 +27,7 @@ type SQLite struct {
 	db *sql.DB
 }
 
-var _ Store = (*SQLite)(nil)
+var _ Backend = (*SQLite)(nil)
 
 // OpenSQLite opens (creating if needed) the database at path and runs migrations.
 // The database and its -wal and -shm files are made mode 0600 (see privateFiles).
@@ -191,7 +191,13 @@ type sqliteTx struct {
 func (t *sqliteTx) Get(kind, name string, out any) error {
 	var data []byte
 	err := t.tx.QueryRowContext(t.ctx, `SELECT data FROM resources WHERE kind = ? AND name = ?`, kind, name).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
+	return decodeDoc(kind, name, data, errors.Is(err, sql.ErrNoRows), err, out)
+}
+
+// decodeDoc finishes a Get: model.ErrNotFound if the document is missing, the
+// read's error, or the document decoded into out.
+func decodeDoc(kind, name string, data []byte, missing bool, err error, out any) error {
+	if missing {
 		return model.Errorf(model.ErrNotFound, "Resource '%s' was not found", name)
 	}
 	if err != nil {

@@ -1,7 +1,10 @@
 // Package store keeps Basin's metadata: every resource and operation, as documents in
-// one transactional store. SQLite (pure Go, WAL) is the embedded default; the Store
-// interface is what a PostgreSQL implementation would satisfy. The store is
-// deterministic: names, IDs and timestamps come from the caller.
+// one transactional store. The store is deterministic: names, IDs and timestamps
+// come from the caller.
+//
+// Two implementations pass the same conformance suite (storetest): SQLite (pure
+// Go, WAL), the embedded default, and PostgreSQL (postgres.go), which several
+// Basin nodes can share. Open picks one by the --store URL.
 //
 // Beside the documents the store keeps indexes (index.go), filled on every Put from
 // the document, so that a write's checks (shareName taken? pool capacity in use?
@@ -19,7 +22,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/basin-nas/basin/internal/model"
 )
@@ -53,6 +58,33 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	View(ctx context.Context, fn func(Tx) error) error
 	Close() error
+}
+
+// Backend is a Store with the rest of what Basin keeps in its database: metrics
+// rollups (a table of their own) and compaction.
+type Backend interface {
+	Store
+	// PutRollups inserts or replaces metrics rollups, in one transaction.
+	PutRollups(ctx context.Context, rows []Rollup) error
+	// Rollups returns series' rollups with from ≤ Start < to, by Start.
+	Rollups(ctx context.Context, series string, from, to int64) ([]Rollup, error)
+	// ExpireRollups deletes every rollup with Start < before and says how many.
+	ExpireRollups(ctx context.Context, before int64) (int64, error)
+	// Compact rewrites the stored documents so that nothing overwritten or
+	// deleted lingers in the database's files.
+	Compact(ctx context.Context) error
+}
+
+// Open opens the store url names: "" is the embedded SQLite database at
+// sqlitePath; postgres:// and postgresql:// URLs (libpq's form) are PostgreSQL.
+func Open(ctx context.Context, url, sqlitePath string) (Backend, error) {
+	switch {
+	case url == "":
+		return OpenSQLite(ctx, sqlitePath)
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return OpenPostgres(ctx, url)
+	}
+	return nil, errors.New("--database: want a postgres:// or postgresql:// URL (or none, for the embedded SQLite database)")
 }
 
 // Tx reads and writes documents inside a transaction.

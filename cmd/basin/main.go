@@ -194,7 +194,8 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
 	nets = &multiFlag{check: func(v string) error { _, err := config.ParseNetwork(v); return err }}
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
-	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir)")
+	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir); a postgres:// URL here is taken as --database")
+	fs.StringVar(&cfg.Database, "database", "", "PostgreSQL database for the metadata, as a postgres:// URL (libpq's form; keep the password in a password file: PGPASSFILE or passfile=), shared by the nodes of a cluster (default: SQLite under --data-dir)")
 	fs.StringVar(&cfg.GaneshaPrefix, "ganesha-prefix", cfg.GaneshaPrefix, "where scripts/setup.sh installed Basin's hardened NFS-Ganesha")
 	fs.DurationVar(&cfg.NFSStuckAfter, "nfs-stuck-after", cfg.NFSStuckAfter, "an NFS request in flight longer than this is stuck: logged and counted (basin_nfs_stuck_requests_total)")
 	fs.DurationVar(&cfg.NFSWedgedAfter, "nfs-wedged-after", cfg.NFSWedgedAfter, "restart a Ganesha that for this long finished no request and answered no NULL call")
@@ -267,6 +268,9 @@ func serveConfig(name string, args []string, stderr io.Writer) (config.Config, e
 			}
 			cfg.Networks = append(cfg.Networks, n)
 		}
+	}
+	if err := cfg.Normalize(); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

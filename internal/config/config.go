@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
@@ -33,6 +34,13 @@ type Config struct {
 	// Store is an existing directory for volume images (best on btrfs or XFS, for
 	// reflink clones); empty = a btrfs image file under DataDir.
 	Store string
+	// Database is where the metadata lives: "" = the embedded SQLite database
+	// under DataDir; a postgres:// or postgresql:// URL (libpq's form) = a
+	// PostgreSQL database several Basin nodes can share. Keep its password out of
+	// the URL (a command line is visible to every user): libpq's password file
+	// ($PGPASSFILE, or passfile= in the URL) or $PGPASSWORD. Normalize accepts the
+	// URL as Store too (--store postgres://…).
+	Database string
 	// GaneshaPrefix is where Basin's hardened NFS-Ganesha is installed.
 	GaneshaPrefix string
 	// NFSStuckAfter: an NFS request in flight longer than this is stuck: logged
@@ -162,8 +170,32 @@ var (
 	networkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 )
 
+// IsDatabaseURL reports whether v names a PostgreSQL database.
+func IsDatabaseURL(v string) bool {
+	return strings.HasPrefix(v, "postgres://") || strings.HasPrefix(v, "postgresql://")
+}
+
+// Normalize moves a database URL given as Store (--store postgres://…) to
+// Database, where it belongs: Store names a directory, which no such URL is.
+func (c *Config) Normalize() error {
+	if !IsDatabaseURL(c.Store) {
+		return nil
+	}
+	if c.Database != "" && c.Database != c.Store {
+		return errors.New("--store names a database and --database another; give one")
+	}
+	c.Database, c.Store = c.Store, ""
+	return nil
+}
+
 // Validate reports the first problem with c.
 func (c *Config) Validate() error {
+	if c.Database != "" && !IsDatabaseURL(c.Database) {
+		return errors.New("--database must be a postgres:// or postgresql:// URL (or empty, for the embedded SQLite database)")
+	}
+	if IsDatabaseURL(c.Store) {
+		return errors.New("--store names a database: Normalize it to --database first")
+	}
 	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("--data-dir must be an absolute path, got %q", c.DataDir)
 	}

@@ -30,6 +30,9 @@ func TestValidate(t *testing.T) {
 		{"tiny store", func(c *Config) { c.StoreSize = 1 << 20 }, "--store-size"},
 		{"tiny thin volumes", func(c *Config) { c.ThinInitial = 1 << 20 }, "--thin-initial"},
 		{"relative store", func(c *Config) { c.Store = "mnt" }, "--store"},
+		{"database not a URL", func(c *Config) { c.Database = "/var/lib/basin/basin.db" }, "--database"},
+		{"database of another kind", func(c *Config) { c.Database = "mysql://db/basin" }, "--database"},
+		{"store a URL, not normalized", func(c *Config) { c.Store = "postgres://db/basin" }, "--store"},
 		{"volume bounds", func(c *Config) { c.Limits.MaxVolumeGib = 0 }, "volume capacity"},
 		{"zero overcommit", func(c *Config) { c.OvercommitRatio = 0 }, "--overcommit-ratio"},
 		{"negative overcommit", func(c *Config) { c.OvercommitRatio = -1 }, "--overcommit-ratio"},
@@ -100,4 +103,27 @@ func FuzzParseNetwork(f *testing.F) {
 			t.Fatalf("%q parsed to %+v, which Validate refuses: %v", spec, n, err)
 		}
 	})
+}
+
+// --store postgres://… is taken as --database (the URL is no directory); a
+// directory stays the volume store; two different databases are refused.
+func TestNormalizeDatabase(t *testing.T) {
+	c := Default()
+	c.Store = "postgresql://basin@db.example/basin?sslmode=verify-full"
+	if err := c.Normalize(); err != nil || c.Database != "postgresql://basin@db.example/basin?sslmode=verify-full" || c.Store != "" {
+		t.Errorf("Normalize: %v; Database %q, Store %q", err, c.Database, c.Store)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("normalized config invalid: %v", err)
+	}
+	c = Default()
+	c.Store, c.Database = "/srv/volumes", "postgres://db/basin"
+	if err := c.Normalize(); err != nil || c.Store != "/srv/volumes" || c.Database != "postgres://db/basin" {
+		t.Errorf("Normalize of a directory: %v; %+v", err, c)
+	}
+	c = Default()
+	c.Store, c.Database = "postgres://a/basin", "postgres://b/basin"
+	if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "--database") {
+		t.Errorf("two databases: %v", err)
+	}
 }

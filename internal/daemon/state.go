@@ -21,11 +21,12 @@ import (
 )
 
 // state is what Basin keeps in its data directory, all private to it (the directory
-// 0700, every file 0600): the lock, the store, the audit log and the owner's key.
+// 0700, every file 0600): the lock, the store (or a connection to its PostgreSQL
+// database), the audit log and the owner's key.
 // Opening it needs no root.
 type state struct {
 	unlock  func()
-	store   *store.SQLite
+	store   store.Backend
 	audit   *os.File
 	secrets *secret.Box // under SecretsKeyFile
 	// tokenKey authenticates the access tokens /token issues; derived from the
@@ -54,8 +55,13 @@ func openState(ctx context.Context, cfg config.Config, log *slog.Logger) (s *sta
 	if s.unlock, err = lockDataDir(cfg.DataDir); err != nil {
 		return s, err
 	}
-	if s.store, err = store.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "basin.db")); err != nil {
+	if s.store, err = store.Open(ctx, cfg.Database, filepath.Join(cfg.DataDir, "basin.db")); err != nil {
 		return s, err
+	}
+	if pg, ok := s.store.(*store.Postgres); ok {
+		if err := pg.ClaimSoleNode(ctx); err != nil {
+			return s, err
+		}
 	}
 	key, err := secret.LoadOrCreateKey(filepath.Join(cfg.DataDir, SecretsKeyFile))
 	if err != nil {
@@ -149,7 +155,7 @@ type legacyAD struct {
 // sealLegacySecrets seals the clear passwords a database written by an earlier
 // version holds, in the policies and in operation records (Prev, Response), then
 // compacts the database so the clear text does not linger in free pages or the WAL.
-func sealLegacySecrets(ctx context.Context, st *store.SQLite, box *secret.Box, log *slog.Logger) error {
+func sealLegacySecrets(ctx context.Context, st store.Backend, box *secret.Box, log *slog.Logger) error {
 	// reseal returns doc with its clear password sealed, or nil if it has none.
 	reseal := func(doc []byte) ([]byte, error) {
 		var a legacyAD

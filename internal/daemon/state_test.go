@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/internal/store/pgtest"
 )
 
 // Everything Basin keeps in its data directory is private to it: the directory is
@@ -172,10 +174,16 @@ func TestLegacySecretsSealedAtStart(t *testing.T) {
 
 // The owner's key file names Basin's token endpoint, and an access token issued
 // there is still accepted after a restart (its MAC key derives from secrets.key,
-// which is not the MAC key itself).
+// which is not the MAC key itself); with the embedded SQLite database and with
+// PostgreSQL (--database), where the owner's account is kept there.
 func TestAccessTokensOutliveARestart(t *testing.T) {
+	t.Run("SQLite", func(t *testing.T) { testTokensOutliveARestart(t, "") })
+	t.Run("PostgreSQL", func(t *testing.T) { testTokensOutliveARestart(t, pgtest.Start(t).NewDatabase(t)) })
+}
+
+func testTokensOutliveARestart(t *testing.T, database string) {
 	cfg := testConfig()
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir, cfg.Database = t.TempDir(), database
 	open := func() (*state, *iam.Authenticator) {
 		s, err := openState(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
@@ -207,6 +215,9 @@ func TestAccessTokensOutliveARestart(t *testing.T) {
 	if _, err := auth.Authenticate(context.Background(), "Bearer "+tok.Token); err != nil {
 		t.Fatalf("token refused after a restart: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "basin.db")); (database == "") != (err == nil) {
+		t.Errorf("database %q: basin.db in the data dir: %v", database, err)
+	}
 }
 
 func must[T any](v T, err error) T {
@@ -214,4 +225,32 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// Until Basin runs as a cluster, one basin serve per PostgreSQL database: a
+// second one (another data directory) is refused while the first runs, and
+// starts once it stopped.
+func TestOneNodePerDatabase(t *testing.T) {
+	db := pgtest.Start(t).NewDatabase(t)
+	open := func() (*state, error) {
+		cfg := testConfig()
+		cfg.DataDir, cfg.Database = t.TempDir(), db
+		return openState(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	}
+	first, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := open(); !errors.Is(err, store.ErrDatabaseInUse) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("second node: %v, want ErrDatabaseInUse", err)
+	}
+	first.Close()
+	second, err := open()
+	if err != nil {
+		t.Fatalf("after the first stopped: %v", err)
+	}
+	second.Close()
 }

@@ -29,6 +29,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "teardown" {
 		os.Exit(teardown(os.Args[2:]))
 	}
+	if len(os.Args) > 2 && os.Args[1] == "secrets" && os.Args[2] == "rotate" {
+		os.Exit(rotateSecrets(os.Args[3:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "version" {
 		fmt.Println("basin", version)
 		return
@@ -195,6 +198,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	nets = &multiFlag{check: func(v string) error { _, err := config.ParseNetwork(v); return err }}
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir); a postgres:// URL here is taken as --database")
+	fs.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "file of the keys that seal stored secrets and sign access tokens; the same file on every node of a cluster, never made if missing (default: <data-dir>/secrets.key, made at the first start)")
 	fs.StringVar(&cfg.Database, "database", "", "PostgreSQL database for the metadata, as a postgres:// URL (libpq's form; keep the password in a password file: PGPASSFILE or passfile=), shared by the nodes of a cluster (default: SQLite under --data-dir)")
 	fs.StringVar(&cfg.GaneshaPrefix, "ganesha-prefix", cfg.GaneshaPrefix, "where scripts/setup.sh installed Basin's hardened NFS-Ganesha")
 	fs.DurationVar(&cfg.NFSStuckAfter, "nfs-stuck-after", cfg.NFSStuckAfter, "an NFS request in flight longer than this is stuck: logged and counted (basin_nfs_stuck_requests_total)")
@@ -357,5 +361,23 @@ func teardown(args []string) int {
 		return 1
 	}
 	log.Info("data plane taken down", "data_dir", cfg.DataDir)
+	return 0
+}
+
+// rotateSecrets is basin secrets rotate: a new sealing key, every stored secret
+// resealed under it (daemon.RotateSecretsKey), with Basin stopped.
+func rotateSecrets(args []string) int {
+	cfg, code := commandConfig("basin secrets rotate", args)
+	if code != 0 {
+		return code
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	oldID, newID, err := daemon.RotateSecretsKey(context.Background(), cfg, log)
+	if err != nil {
+		log.Error("basin secrets rotate failed", "err", err)
+		return 1
+	}
+	log.Info("secrets key rotated: the key file's first key seals, the old one stays after it to open older backups; copy the file to every node",
+		"old_key", oldID, "key", newID)
 	return 0
 }

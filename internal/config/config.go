@@ -41,6 +41,10 @@ type Config struct {
 	// ($PGPASSFILE, or passfile= in the URL) or $PGPASSWORD. Normalize accepts the
 	// URL as Store too (--store postgres://…).
 	Database string
+	// SecretsKeyFile is the file of the keys that seal stored secrets and sign
+	// access tokens; "" = DataDir/secrets.key, made if missing. A file given here
+	// is never made: every node of a cluster needs the same one.
+	SecretsKeyFile string
 	// GaneshaPrefix is where Basin's hardened NFS-Ganesha is installed.
 	GaneshaPrefix string
 	// NFSStuckAfter: an NFS request in flight longer than this is stuck: logged
@@ -192,6 +196,9 @@ func (c *Config) Normalize() error {
 func (c *Config) Validate() error {
 	if c.Database != "" && !IsDatabaseURL(c.Database) {
 		return errors.New("--database must be a postgres:// or postgresql:// URL (or empty, for the embedded SQLite database)")
+	}
+	if c.SecretsKeyFile != "" && !filepath.IsAbs(c.SecretsKeyFile) {
+		return fmt.Errorf("--secrets-key-file must be an absolute path, got %q", c.SecretsKeyFile)
 	}
 	if IsDatabaseURL(c.Store) {
 		return errors.New("--store names a database: Normalize it to --database first")

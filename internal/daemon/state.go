@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -28,7 +29,7 @@ type state struct {
 	unlock  func()
 	store   store.Backend
 	audit   *os.File
-	secrets *secret.Box // under SecretsKeyFile
+	secrets *secret.Box // under SecretsKeyFile or --secrets-key-file
 	// tokenKey authenticates the access tokens /token issues; derived from the
 	// secrets key, so tokens outlive a restart and die with a new key.
 	tokenKey []byte
@@ -63,17 +64,17 @@ func openState(ctx context.Context, cfg config.Config, log *slog.Logger) (s *sta
 			return s, err
 		}
 	}
-	key, err := secret.LoadOrCreateKey(filepath.Join(cfg.DataDir, SecretsKeyFile))
+	keys, err := loadKeys(cfg)
 	if err != nil {
 		return s, err
 	}
-	if s.secrets, err = secret.New(key); err != nil {
+	if s.secrets, err = secret.New(keys[0], keys[1:]...); err != nil {
 		return s, err
 	}
-	if s.tokenKey, err = hkdf.Key(sha256.New, key, nil, "basin access tokens v1", 32); err != nil {
+	if s.tokenKey, err = hkdf.Key(sha256.New, keys[0], nil, "basin access tokens v1", 32); err != nil {
 		return s, err
 	}
-	if err := sealLegacySecrets(ctx, s.store, s.secrets, log); err != nil {
+	if err := adoptKey(ctx, s.store, s.secrets, keyPath(cfg), log); err != nil {
 		return s, err
 	}
 	if s.audit, err = openPrivate(filepath.Join(cfg.DataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND); err != nil {
@@ -146,81 +147,207 @@ func lockDataDir(dir string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
+// keyPath is the secrets key file: --secrets-key-file, or the data directory's.
+func keyPath(cfg config.Config) string {
+	if cfg.SecretsKeyFile != "" {
+		return cfg.SecretsKeyFile
+	}
+	return filepath.Join(cfg.DataDir, SecretsKeyFile)
+}
+
+// loadKeys reads the secrets keys. The data directory's key file is made if
+// missing (a single node's first start); a --secrets-key-file never is: every
+// node of a cluster must be given the same one.
+func loadKeys(cfg config.Config) ([][]byte, error) {
+	if cfg.SecretsKeyFile == "" {
+		return secret.LoadOrCreateKey(keyPath(cfg))
+	}
+	keys, err := secret.LoadKeys(cfg.SecretsKeyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("--secrets-key-file %s does not exist: copy the cluster's key file there (docs/operations.md)", cfg.SecretsKeyFile)
+	}
+	return keys, err
+}
+
+// ErrWrongKey: the secrets key given is not the one the store's secrets are
+// sealed with.
+var ErrWrongKey = errors.New("wrong secrets key")
+
+// clusterKey is the store's record of the key its secrets are sealed with
+// (document KindClusterKey "secrets"): its ID, never the key.
+type clusterKey struct {
+	KeyID string `json:"keyId"`
+}
+
+const clusterKeyName = "secrets"
+
+// adoptKey checks box's keys against the store's record and brings the store's
+// secrets under box's sealing key, in one transaction:
+//   - a new store records the sealing key's ID;
+//   - a store sealed under another of box's keys (its key file got a new first
+//     key: basin secrets rotate, or a crash in its middle) is resealed under the
+//     new key, and records it;
+//   - a store sealed under a key box lacks is refused (ErrWrongKey): a node
+//     started with another key file could neither open its secrets nor accept
+//     its nodes' tokens.
+//
+// Secrets an earlier version stored in clear, or sealed without a key ID, are
+// sealed under the sealing key on the way; clear text found makes the SQLite
+// database compacted after, so it does not linger in free pages or the WAL.
+func adoptKey(ctx context.Context, st store.Backend, box *secret.Box, path string, log *slog.Logger) error {
+	var resealed, clear int
+	err := st.Update(ctx, func(tx store.Tx) error {
+		var ck clusterKey
+		err := tx.Get(store.KindClusterKey, clusterKeyName, &ck)
+		switch {
+		case errors.Is(err, model.ErrNotFound):
+		case err != nil:
+			return err
+		case !slices.Contains(box.KeyIDs(), ck.KeyID):
+			return fmt.Errorf("%w: %s holds key %s, but this database's secrets are sealed with key %s: start every node with the cluster's key file (--secrets-key-file; docs/operations.md)",
+				ErrWrongKey, path, box.KeyID(), ck.KeyID)
+		}
+		if resealed, clear, err = resealAll(tx, box); err != nil {
+			return err
+		}
+		if ck.KeyID == box.KeyID() {
+			return nil
+		}
+		if ck.KeyID != "" {
+			log.Info("secrets resealed under the key file's new key", "old_key", ck.KeyID, "key", box.KeyID(), "records", resealed)
+		}
+		return tx.Put(store.KindClusterKey, clusterKeyName, "", clusterKey{KeyID: box.KeyID()})
+	})
+	if err != nil || clear == 0 {
+		return err
+	}
+	log.Info("sealed clear-text secrets left by an earlier version", "records", clear)
+	return st.Compact(ctx)
+}
+
 // legacyAD is an Active Directory policy as stored before passwords were sealed.
 type legacyAD struct {
 	model.ActiveDirectory
 	Password *string `json:"password,omitempty"`
 }
 
-// sealLegacySecrets seals the clear passwords a database written by an earlier
-// version holds, in the policies and in operation records (Prev, Response), then
-// compacts the database so the clear text does not linger in free pages or the WAL.
-func sealLegacySecrets(ctx context.Context, st store.Backend, box *secret.Box, log *slog.Logger) error {
-	// reseal returns doc with its clear password sealed, or nil if it has none.
+// resealAll seals, under box's sealing key, every secret stored otherwise: the
+// Active Directory policies' passwords, and those in operation records (Prev,
+// Response), whether in clear text (an earlier version's), sealed without a key
+// ID, or under an older key. It returns how many records it rewrote, and how
+// many of them held clear text.
+func resealAll(tx store.Tx, box *secret.Box) (resealed, clear int, _ error) {
+	// reseal returns doc with its password sealed under box's key, or nil if it
+	// needs no change.
 	reseal := func(doc []byte) ([]byte, error) {
 		var a legacyAD
-		if len(doc) == 0 || json.Unmarshal(doc, &a) != nil || a.Password == nil {
+		if len(doc) == 0 || json.Unmarshal(doc, &a) != nil {
 			return nil, nil
 		}
-		if *a.Password != "" {
-			sealed, err := box.Seal(*a.Password, a.PasswordAAD())
+		switch {
+		case a.Password != nil:
+			clear++
+			if *a.Password != "" {
+				sealed, err := box.Seal(*a.Password, a.PasswordAAD())
+				if err != nil {
+					return nil, err
+				}
+				a.PasswordSealed = sealed
+			}
+		case a.PasswordSealed != "" && secret.SealedWith(a.PasswordSealed) != box.KeyID():
+			pw, err := box.Open(a.PasswordSealed, a.PasswordAAD())
+			if err != nil {
+				return nil, fmt.Errorf("%s: the password cannot be opened with the key file's keys: %w", a.Name(), err)
+			}
+			sealed, err := box.Seal(pw, a.PasswordAAD())
 			if err != nil {
 				return nil, err
 			}
 			a.PasswordSealed = sealed
+		default:
+			return nil, nil
 		}
 		return json.Marshal(&a.ActiveDirectory)
 	}
-	n := 0
-	err := st.Update(ctx, func(tx store.Tx) error {
-		raws, err := tx.List(store.KindActiveDirectory, "")
-		if err != nil {
-			return err
-		}
-		for _, raw := range raws {
-			doc, err := reseal(raw)
-			if err != nil {
-				return err
-			}
-			if doc == nil {
-				continue
-			}
-			var a model.ActiveDirectory
-			if err := json.Unmarshal(doc, &a); err != nil {
-				return err
-			}
-			if err := store.PutAD(tx, &a); err != nil {
-				return err
-			}
-			n++
-		}
-		ops, err := store.List[model.Operation](tx, store.KindOperation, "")
-		if err != nil {
-			return err
-		}
-		for _, op := range ops {
-			changed := false
-			for _, f := range []*[]byte{&op.Prev, &op.Response} {
-				doc, err := reseal(*f)
-				if err != nil {
-					return err
-				}
-				if doc != nil {
-					*f, changed = doc, true
-				}
-			}
-			if changed {
-				if err := store.PutOperation(tx, op); err != nil {
-					return err
-				}
-				n++
-			}
-		}
-		return nil
-	})
-	if err != nil || n == 0 {
-		return err
+	raws, err := tx.List(store.KindActiveDirectory, "")
+	if err != nil {
+		return 0, 0, err
 	}
-	log.Info("sealed clear-text secrets left by an earlier version", "records", n)
-	return st.Compact(ctx)
+	for _, raw := range raws {
+		doc, err := reseal(raw)
+		if err != nil {
+			return 0, 0, err
+		}
+		if doc == nil {
+			continue
+		}
+		var a model.ActiveDirectory
+		if err := json.Unmarshal(doc, &a); err != nil {
+			return 0, 0, err
+		}
+		if err := store.PutAD(tx, &a); err != nil {
+			return 0, 0, err
+		}
+		resealed++
+	}
+	ops, err := store.List[model.Operation](tx, store.KindOperation, "")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, op := range ops {
+		changed := false
+		for _, f := range []*[]byte{&op.Prev, &op.Response} {
+			doc, err := reseal(*f)
+			if err != nil {
+				return 0, 0, err
+			}
+			if doc != nil {
+				*f, changed = doc, true
+			}
+		}
+		if changed {
+			if err := store.PutOperation(tx, op); err != nil {
+				return 0, 0, err
+			}
+			resealed++
+		}
+	}
+	return resealed, clear, nil
+}
+
+// RotateSecretsKey puts a new key first in the secrets key file (the old ones
+// stay after it, to open backups sealed before) and reseals every stored secret
+// under it. It refuses while a Basin serves the data directory or, with
+// PostgreSQL, the database. A crash between writing the file and resealing is
+// finished by the next start. Access tokens issued before die (their key
+// derives from the sealing key). It returns the old and new key IDs.
+func RotateSecretsKey(ctx context.Context, cfg config.Config, log *slog.Logger) (oldID, newID string, err error) {
+	if err := cfg.Validate(); err != nil {
+		return "", "", err
+	}
+	s, err := openState(ctx, cfg, log)
+	if err != nil {
+		return "", "", err
+	}
+	defer s.Close()
+	keys, err := secret.LoadKeys(keyPath(cfg))
+	if err != nil {
+		return "", "", err
+	}
+	key, err := secret.NewKey()
+	if err != nil {
+		return "", "", err
+	}
+	keys = append([][]byte{key}, keys...)
+	box, err := secret.New(keys[0], keys[1:]...)
+	if err != nil {
+		return "", "", err
+	}
+	if err := secret.WriteKeys(keyPath(cfg), keys); err != nil {
+		return "", "", err
+	}
+	if err := adoptKey(ctx, s.store, box, keyPath(cfg), log); err != nil {
+		return "", "", err
+	}
+	return s.secrets.KeyID(), box.KeyID(), nil
 }

@@ -10,13 +10,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/secret"
 	"github.com/basin-nas/basin/internal/store"
 	"github.com/basin-nas/basin/internal/store/pgtest"
 )
@@ -232,11 +235,13 @@ func must[T any](v T, err error) T {
 // starts once it stopped.
 func TestOneNodePerDatabase(t *testing.T) {
 	db := pgtest.Start(t).NewDatabase(t)
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
 	open := func() (*state, error) {
 		cfg := testConfig()
-		cfg.DataDir, cfg.Database = t.TempDir(), db
+		cfg.DataDir, cfg.Database, cfg.SecretsKeyFile = t.TempDir(), db, keyFile
 		return openState(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	}
+	writeKeyFile(t, keyFile)
 	first, err := open()
 	if err != nil {
 		t.Fatal(err)
@@ -253,4 +258,188 @@ func TestOneNodePerDatabase(t *testing.T) {
 		t.Fatalf("after the first stopped: %v", err)
 	}
 	second.Close()
+}
+
+// writeKeyFile writes a key file of one new key and returns the key.
+func writeKeyFile(t *testing.T, path string) []byte {
+	t.Helper()
+	key, err := secret.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secret.WriteKeys(path, [][]byte{key}); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// One cluster key (--secrets-key-file): an Active Directory password sealed by
+// node A opens on node B, and an access token A issued is accepted by B; a node
+// with another key file is refused, and a key file named but missing is never
+// made up.
+func TestClusterKey(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Start(t).NewDatabase(t)
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	writeKeyFile(t, keyFile)
+	node := func(key string) (config.Config, *state, error) {
+		cfg := testConfig()
+		cfg.DataDir, cfg.Database, cfg.SecretsKeyFile = t.TempDir(), db, key
+		s, err := openState(ctx, cfg, slog.New(slog.DiscardHandler))
+		return cfg, s, err
+	}
+	cfgA, a, err := node(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := &model.ActiveDirectory{Meta: model.Meta{Project: "p1", Location: "l1", ID: "ad1"}, Domain: "corp.example.com"}
+	if ad.PasswordSealed, err = a.secrets.Seal("Join-Pw-1", ad.PasswordAAD()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.store.Update(ctx, func(tx store.Tx) error { return store.PutAD(tx, ad) }); err != nil {
+		t.Fatal(err)
+	}
+	var kf iam.KeyFile
+	json.Unmarshal(must(os.ReadFile(filepath.Join(cfgA.DataDir, OwnerKeyFile))), &kf)
+	authA := iam.NewAuthenticator(iam.Options{Store: a.store, TokenKey: a.tokenKey})
+	tok, err := authA.Exchange(ctx, must(kf.Assertion(kf.TokenURI, time.Now())), []string{kf.TokenURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // one node at a time until Basin runs as a cluster
+
+	_, b, err := node(keyFile)
+	if err != nil {
+		t.Fatalf("node B with the cluster's key file: %v", err)
+	}
+	var got *model.ActiveDirectory
+	b.store.View(ctx, func(tx store.Tx) (err error) {
+		got, err = store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, ad.Name())
+		return err
+	})
+	if pw, err := b.secrets.Open(got.PasswordSealed, got.PasswordAAD()); err != nil || pw != "Join-Pw-1" {
+		t.Errorf("node B opens A's sealed password: %q, %v", pw, err)
+	}
+	authB := iam.NewAuthenticator(iam.Options{Store: b.store, TokenKey: b.tokenKey})
+	if _, err := authB.Authenticate(ctx, "Bearer "+tok.Token); err != nil {
+		t.Errorf("node B refused A's access token: %v", err)
+	}
+	b.Close()
+
+	otherKey := filepath.Join(t.TempDir(), "other.key")
+	writeKeyFile(t, otherKey)
+	if _, s, err := node(otherKey); !errors.Is(err, ErrWrongKey) || !strings.Contains(err.Error(), "--secrets-key-file") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("a node with another key: %v, want ErrWrongKey naming --secrets-key-file", err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.key")
+	if _, s, err := node(missing); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("a missing key file: %v", err)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("a missing --secrets-key-file was made up")
+	}
+}
+
+// basin secrets rotate: the key file gets a new first key (the old one after
+// it), every stored secret is resealed under it, and a node with only the old
+// key is refused. A rotation cut short after writing the key file is finished
+// by the next start.
+func TestRotateSecretsKey(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.DataDir = t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	s, err := openState(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := &model.ActiveDirectory{Meta: model.Meta{Project: "p1", Location: "l1", ID: "ad1"}, Domain: "corp.example.com"}
+	ad.PasswordSealed = must(s.secrets.Seal("Join-Pw-2", ad.PasswordAAD()))
+	op := &model.Operation{Project: "p1", Location: "l1", ID: "op1", Kind: model.OpADUpdate, Target: ad.Name(), Done: true,
+		Response: must(json.Marshal(ad))}
+	if err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := store.PutAD(tx, ad); err != nil {
+			return err
+		}
+		return store.PutOperation(tx, op)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	keyFile := filepath.Join(cfg.DataDir, SecretsKeyFile)
+	oldKeys := must(secret.LoadKeys(keyFile))
+
+	// sealedWith returns the key IDs the stored password is sealed with (policy,
+	// operation record), checking it still opens.
+	sealedWith := func(s *state) []string {
+		t.Helper()
+		var ids []string
+		s.store.View(ctx, func(tx store.Tx) error {
+			a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, ad.Name())
+			if err != nil {
+				return err
+			}
+			o, err := store.Get[model.Operation](tx, store.KindOperation, op.Name())
+			if err != nil {
+				return err
+			}
+			var r model.ActiveDirectory
+			json.Unmarshal(o.Response, &r)
+			for _, sealed := range []string{a.PasswordSealed, r.PasswordSealed} {
+				if pw, err := s.secrets.Open(sealed, ad.PasswordAAD()); err != nil || pw != "Join-Pw-2" {
+					t.Errorf("password after rotation: %q, %v", pw, err)
+				}
+				ids = append(ids, secret.SealedWith(sealed))
+			}
+			return nil
+		})
+		return ids
+	}
+	oldID, newID, err := RotateSecretsKey(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := must(secret.LoadKeys(keyFile))
+	if oldID != secret.KeyID(oldKeys[0]) || newID == oldID || len(keys) != 2 || secret.KeyID(keys[0]) != newID || !bytes.Equal(keys[1], oldKeys[0]) {
+		t.Fatalf("after rotation: %s → %s, key file %d keys", oldID, newID, len(keys))
+	}
+	s, err = openState(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := sealedWith(s); !slices.Equal(ids, []string{newID, newID}) {
+		t.Errorf("secrets sealed with %v after rotation, want %s", ids, newID)
+	}
+	s.Close()
+
+	// The old key alone no longer starts Basin.
+	if err := secret.WriteKeys(keyFile, oldKeys); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := openState(ctx, cfg, log); !errors.Is(err, ErrWrongKey) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("start with the key rotated out: %v, want ErrWrongKey", err)
+	}
+	// A rotation cut short: a newer key first in the file, the store not yet
+	// resealed. The next start finishes it.
+	third := must(secret.NewKey())
+	if err := secret.WriteKeys(keyFile, [][]byte{third, keys[0], keys[1]}); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openState(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ids := sealedWith(s); !slices.Equal(ids, []string{secret.KeyID(third), secret.KeyID(third)}) {
+		t.Errorf("after a start that finished a rotation: sealed with %v, want %s", ids, secret.KeyID(third))
+	}
 }

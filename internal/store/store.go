@@ -50,6 +50,9 @@ const (
 	// KindSnapshotSchedule documents are the snapshot scheduler's state of a
 	// volume (internal/schedule), named by the volume's name.
 	KindSnapshotSchedule = "snapshotSchedule"
+	// KindClusterKey holds the ID of the key the stored secrets are sealed with
+	// (document "secrets"; internal/daemon), never the key.
+	KindClusterKey = "clusterKey"
 )
 
 // Store runs transactions. Update transactions are serialised: a check followed by a

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -41,6 +42,11 @@ type Config struct {
 	// ($PGPASSFILE, or passfile= in the URL) or $PGPASSWORD. Normalize accepts the
 	// URL as Store too (--store postgres://…).
 	Database string
+	// PublicURL is the URL clients reach the API at (a load balancer's, in front
+	// of several nodes), e.g. https://basin.example.com/: the audience
+	// self-signed JWTs may name beside the listen address's URLs, and the owner
+	// key file's token_uri. "" = http://Listen/.
+	PublicURL string
 	// SecretsKeyFile is the file of the keys that seal stored secrets and sign
 	// access tokens; "" = DataDir/secrets.key, made if missing. A file given here
 	// is never made: every node of a cluster needs the same one.
@@ -196,6 +202,12 @@ func (c *Config) Normalize() error {
 func (c *Config) Validate() error {
 	if c.Database != "" && !IsDatabaseURL(c.Database) {
 		return errors.New("--database must be a postgres:// or postgresql:// URL (or empty, for the embedded SQLite database)")
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--public-url %q: want http(s)://host[:port]/, without a path, query or user", c.PublicURL)
+		}
 	}
 	if c.SecretsKeyFile != "" && !filepath.IsAbs(c.SecretsKeyFile) {
 		return fmt.Errorf("--secrets-key-file must be an absolute path, got %q", c.SecretsKeyFile)

@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if cfg.InsecureNoAuth {
 		log.Warn("authentication is OFF (--insecure-no-auth): anyone who can reach " + cfg.Listen + " controls this Basin; use it only for local development")
 	} else {
-		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: []string{baseURL(cfg), "https://" + cfg.Listen + "/"}, TokenKey: state.tokenKey})
+		auth = iam.NewAuthenticator(iam.Options{Store: st, Audiences: audiences(cfg), TokenKey: state.tokenKey})
 	}
 
 	if cfg.FaultStepDelay > 0 {

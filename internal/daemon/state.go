@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -111,7 +112,19 @@ func (s *state) Close() error {
 	return err
 }
 
-func baseURL(cfg config.Config) string { return "http://" + cfg.Listen + "/" }
+// audiences are the URLs self-signed JWTs may name as their audience (beside
+// Google's, iam.DefaultAudiences): --public-url, and the listen address's.
+func audiences(cfg config.Config) []string {
+	return []string{baseURL(cfg), "http://" + cfg.Listen + "/", "https://" + cfg.Listen + "/"}
+}
+
+// baseURL is the API's URL for clients: --public-url, or the listen address's.
+func baseURL(cfg config.Config) string {
+	if cfg.PublicURL != "" {
+		return strings.TrimSuffix(cfg.PublicURL, "/") + "/"
+	}
+	return "http://" + cfg.Listen + "/"
+}
 
 // privateDir creates dir mode 0700, or makes an existing one 0700.
 func privateDir(dir string) error {

@@ -3,8 +3,10 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -15,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/basin-nas/basin/internal/config"
 	"github.com/basin-nas/basin/internal/iam"
@@ -442,4 +446,50 @@ func TestRotateSecretsKey(t *testing.T) {
 	if ids := sealedWith(s); !slices.Equal(ids, []string{secret.KeyID(third), secret.KeyID(third)}) {
 		t.Errorf("after a start that finished a rotation: sealed with %v, want %s", ids, secret.KeyID(third))
 	}
+}
+
+// --public-url (a load balancer's, before several nodes) is the owner key
+// file's token_uri, and self-signed JWTs naming it as their audience are
+// accepted; without it they are not.
+func TestPublicURL(t *testing.T) {
+	ctx := context.Background()
+	for _, public := range []string{"", "https://basin.example.com"} {
+		cfg := testConfig()
+		cfg.DataDir, cfg.PublicURL = t.TempDir(), public
+		s, err := openState(ctx, cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kf iam.KeyFile
+		json.Unmarshal(must(os.ReadFile(filepath.Join(cfg.DataDir, OwnerKeyFile))), &kf)
+		want := "http://" + cfg.Listen + "/token"
+		if public != "" {
+			want = "https://basin.example.com/token"
+		}
+		if kf.TokenURI != want {
+			t.Errorf("public URL %q: token_uri %q, want %q", public, kf.TokenURI, want)
+		}
+		auth := iam.NewAuthenticator(iam.Options{Store: s.store, TokenKey: s.tokenKey, Audiences: audiences(cfg)})
+		_, err = auth.Authenticate(ctx, "Bearer "+selfSignedJWT(t, &kf, "https://basin.example.com/"))
+		if (public != "") != (err == nil) {
+			t.Errorf("public URL %q: a JWT for https://basin.example.com/: %v", public, err)
+		}
+		s.Close()
+	}
+}
+
+// selfSignedJWT signs an API token with a key file as Google's libraries do
+// for self-signed JWTs: iss and sub the account, aud the service.
+func selfSignedJWT(t *testing.T, kf *iam.KeyFile, aud string) string {
+	t.Helper()
+	block, _ := pem.Decode([]byte(kf.PrivateKey))
+	if block == nil {
+		t.Fatal("private_key is not PEM")
+	}
+	priv := must(x509.ParsePKCS8PrivateKey(block.Bytes))
+	now := time.Now()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": kf.ClientEmail, "sub": kf.ClientEmail, "aud": aud,
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	tok.Header["kid"] = kf.PrivateKeyID
+	return must(tok.SignedString(priv))
 }

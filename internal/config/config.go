@@ -42,6 +42,10 @@ type Config struct {
 	// ($PGPASSFILE, or passfile= in the URL) or $PGPASSWORD. Normalize accepts the
 	// URL as Store too (--store postgres://…).
 	Database string
+	// NodeID names this node: the owner of the operations it runs, and later its
+	// place in a cluster. A DNS label (lowercase letters, digits, '-'); "" = the
+	// host name's first label (NodeIDOrHost).
+	NodeID string
 	// PublicURL is the URL clients reach the API at (a load balancer's, in front
 	// of several nodes), e.g. https://basin.example.com/: the audience
 	// self-signed JWTs may name beside the listen address's URLs, and the owner
@@ -178,7 +182,30 @@ func Default() Config {
 var (
 	locationRE    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 	networkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	nodeIDRE      = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 )
+
+// NodeIDOrHost returns c.NodeID, or else the first label of host lowercased,
+// with what a DNS label cannot hold made '-', or "local" if nothing is left.
+func (c *Config) NodeIDOrHost(host string) string {
+	if c.NodeID != "" {
+		return c.NodeID
+	}
+	label, _, _ := strings.Cut(strings.ToLower(host), ".")
+	id := strings.Trim(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, label), "-")
+	if len(id) > 63 {
+		id = strings.Trim(id[:63], "-")
+	}
+	if id == "" {
+		return "local"
+	}
+	return id
+}
 
 // IsDatabaseURL reports whether v names a PostgreSQL database.
 func IsDatabaseURL(v string) bool {
@@ -202,6 +229,9 @@ func (c *Config) Normalize() error {
 func (c *Config) Validate() error {
 	if c.Database != "" && !IsDatabaseURL(c.Database) {
 		return errors.New("--database must be a postgres:// or postgresql:// URL (or empty, for the embedded SQLite database)")
+	}
+	if c.NodeID != "" && !nodeIDRE.MatchString(c.NodeID) {
+		return fmt.Errorf("--node-id %q: use a DNS label: lowercase letters, digits and '-', at most 63", c.NodeID)
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

@@ -30,6 +30,8 @@ func TestValidate(t *testing.T) {
 		{"tiny store", func(c *Config) { c.StoreSize = 1 << 20 }, "--store-size"},
 		{"tiny thin volumes", func(c *Config) { c.ThinInitial = 1 << 20 }, "--thin-initial"},
 		{"relative store", func(c *Config) { c.Store = "mnt" }, "--store"},
+		{"node ID with capitals", func(c *Config) { c.NodeID = "Node1" }, "--node-id"},
+		{"node ID with a dot", func(c *Config) { c.NodeID = "node.1" }, "--node-id"},
 		{"public URL with a path", func(c *Config) { c.PublicURL = "https://basin.example.com/v1/" }, "--public-url"},
 		{"public URL not http", func(c *Config) { c.PublicURL = "ftp://basin.example.com/" }, "--public-url"},
 		{"public URL without host", func(c *Config) { c.PublicURL = "https:///" }, "--public-url"},
@@ -129,5 +131,20 @@ func TestNormalizeDatabase(t *testing.T) {
 	c.Store, c.Database = "postgres://a/basin", "postgres://b/basin"
 	if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "--database") {
 		t.Errorf("two databases: %v", err)
+	}
+}
+
+func TestNodeIDOrHost(t *testing.T) {
+	for host, want := range map[string]string{"nas-01.example.com": "nas-01", "NAS_02": "nas-02", "": "local", "---": "local",
+		strings.Repeat("a", 70): strings.Repeat("a", 63)} {
+		c := Default()
+		if got := c.NodeIDOrHost(host); got != want || !nodeIDRE.MatchString(got) {
+			t.Errorf("host %q: node ID %q, want %q", host, got, want)
+		}
+	}
+	c := Default()
+	c.NodeID = "n1"
+	if got := c.NodeIDOrHost("other"); got != "n1" {
+		t.Errorf("--node-id n1: %q", got)
 	}
 }

@@ -38,6 +38,13 @@ import (
 
 // Options configures a Controller.
 type Options struct {
+	// NodeID names this node as the owner of the operations it runs; "" =
+	// "local".
+	NodeID string
+	// OpLease is how long a claim on an operation lasts unless renewed (every
+	// OpLease/3 while it runs, and at every progress write); another node may
+	// take over an operation whose lease lapsed. 0 = 30 s.
+	OpLease time.Duration
 	Store   store.Store
 	Backend storage.Backend
 	Logger  *slog.Logger
@@ -172,11 +179,17 @@ func New(opts Options) *Controller {
 	if opts.Workers <= 0 {
 		opts.Workers = 8
 	}
+	if opts.NodeID == "" {
+		opts.NodeID = "local"
+	}
+	if opts.OpLease <= 0 {
+		opts.OpLease = 30 * time.Second
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{opts: opts, st: opts.Store, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
+	c := &Controller{opts: opts, st: fencedStore{opts.Store}, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
 		locks: newLockTable(), wake: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
 		running: map[string]bool{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}}}
 	c.handlers = map[model.OpKind]handler{}
@@ -334,7 +347,7 @@ func (c *Controller) schedule(ctx context.Context) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, op := range pending {
-			if c.running[op.Name()] {
+			if c.running[op.Name()] || c.ownedElsewhere(op) {
 				continue
 			}
 			h, ok := c.handlers[op.Kind]
@@ -405,14 +418,28 @@ func (c *Controller) schedule(ctx context.Context) {
 
 func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation) (finished bool) {
 	log := c.log.With("operation", op.ID, "kind", op.Kind, "target", op.Target)
-	log.Debug("run operation")
+	claimed, err := c.claim(ctx, op)
+	if err != nil || !claimed {
+		if err != nil && ctx.Err() == nil {
+			log.Error("claim operation", "err", err)
+		}
+		return err == nil // not ours (another node runs it, or it is done)
+	}
+	runCtx, lost := c.holdLease(ctx, op)
+	defer lost()
+	log.Debug("run operation", "epoch", op.Epoch)
 	start := time.Now()
-	err := h.run(ctx, op)
+	err = h.run(runCtx, op)
 	log.Debug("operation ran", "took", time.Since(start), "err", err)
 	if ctx.Err() != nil {
 		// Shutting down: leave the operation unfinished; the next start resumes it.
 		log.Info("operation interrupted; will resume", "err", err)
 		return false
+	}
+	if err != nil && (errors.Is(err, errFenced) || runCtx.Err() != nil) {
+		// Another node took it over: it finishes it; nothing here is undone.
+		log.Warn("lost the operation's lease to another node; stopped", "err", err)
+		return true
 	}
 	outcome := "done"
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -691,5 +693,96 @@ func TestShrinkBelowUsedFailsCleanly(t *testing.T) {
 	}
 	if h.be.State().Sizes[v.Key] != 4<<30 {
 		t.Fatal("the filesystem was resized")
+	}
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Two nodes on one store: an operation node A runs is left alone by node B while
+// A's lease runs; once it lapsed (A paused), B claims it (a new epoch) and
+// finishes it; when A goes on, its late writes are refused and it undoes
+// nothing, and the operation is finished once, by B.
+func TestOperationLeaseAndFencing(t *testing.T) {
+	h := newHarness(t)
+	v := newVolume("vol1")
+	op := newOp(model.OpVolumeCreate, v.Name(), t0)
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutVolume(tx, v); err != nil {
+			return err
+		}
+		return store.PutOperation(tx, op)
+	})
+	clock := &fakeClock{now: time.Now()}
+	release := make(chan struct{})
+	var gated atomic.Bool
+	h.be.Gate = func(step, key string) {
+		if step == "Mount" && gated.CompareAndSwap(false, true) {
+			<-release // node A, paused inside its first mount
+		}
+	}
+	node := func(id string) (*Controller, func()) {
+		c := New(Options{NodeID: id, OpLease: 30 * time.Second, Now: clock.Now, Store: h.st, Backend: h.be, Resync: time.Hour,
+			ResumeWait: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		return c, func() { cancel(); <-done }
+	}
+	get := func() (got model.Operation) {
+		h.st.View(context.Background(), func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &got) })
+		return got
+	}
+	_, stopA := node("a")
+	defer stopA()
+	for !gated.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	if got := get(); got.Owner != "a" || got.Epoch != 1 {
+		t.Fatalf("node A runs it: owner %q epoch %d", got.Owner, got.Epoch)
+	}
+	b, stopB := node("b")
+	defer stopB()
+	<-b.Ready()
+	b.Wake()
+	time.Sleep(200 * time.Millisecond)
+	if got := get(); got.Done || got.Owner != "a" || h.be.CallCount("Mount") != 1 {
+		t.Fatalf("node B took an operation A holds: %+v, %d mounts", got, h.be.CallCount("Mount"))
+	}
+
+	clock.Add(31 * time.Second) // A's lease lapses
+	b.Wake()
+	waitFor(t, "node B to finish it", func() bool { return get().Done })
+	got := get()
+	if got.Owner != "b" || got.Epoch != 2 || got.Error != nil {
+		t.Fatalf("after the takeover: owner %q epoch %d error %v", got.Owner, got.Epoch, got.Error)
+	}
+	clock.Add(time.Second) // so that a second completion would show
+	close(release)         // A goes on
+	time.Sleep(300 * time.Millisecond)
+	after := get()
+	if !after.Done || after.Owner != "b" || after.Epoch != 2 || after.Error != nil || !after.EndTime.Equal(got.EndTime) {
+		t.Fatalf("node A's late writes landed: %+v", after)
+	}
+	if !h.be.State().Volumes[v.Key] || h.be.CallCount("DeleteVolume") != 0 {
+		t.Fatalf("node A undid B's work: %+v, %d deletes", h.be.State(), h.be.CallCount("DeleteVolume"))
+	}
+	var vol *model.Volume
+	err := h.st.View(context.Background(), func(tx store.Tx) (err error) {
+		vol, err = store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		return err
+	})
+	if err != nil || vol.State != model.StateReady {
+		t.Fatalf("volume after both: %+v, %v", vol, err)
 	}
 }

@@ -41,9 +41,11 @@ func (c *Controller) cancelled(ctx context.Context, op *model.Operation) bool {
 	return cur.RequestedCancellation
 }
 
-// saveProgress stores op's params (its progress markers) and status message.
+// saveProgress stores op's params (its progress markers) and status message,
+// renewing this node's lease on it (fenced: see fence.go).
 func (c *Controller) saveProgress(ctx context.Context, op *model.Operation, msg string) error {
 	op.StatusMessage = msg
+	op.LeaseExpireTime = c.opts.Now().UTC().Add(c.opts.OpLease)
 	return c.st.Update(ctx, func(tx store.Tx) error {
 		var cur model.Operation
 		if err := tx.Get(store.KindOperation, op.Name(), &cur); err != nil {
@@ -145,6 +147,11 @@ func (c *Controller) fail(ctx context.Context, h handler, op *model.Operation, c
 		if words := c.storageFaultOf(ctx, op); words != "" {
 			st = &model.Status{Code: 9, Message: "The operation could not finish: the volume's storage is failing. " + words}
 		}
+	}
+	// Never undo what another node may have finished since: only while this
+	// node still holds the operation.
+	if err := c.checkFence(ctx); err != nil {
+		return err
 	}
 	if err := h.undo(ctx, op); err != nil {
 		return err

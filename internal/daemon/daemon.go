@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -172,7 +173,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:space-watcher", Project: v.Project, Method: "basin.volumes.space",
 			Resource: v.Name(), Err: err})
 	}
-	ctrl := controller.New(controller.Options{Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
+	host, _ := os.Hostname()
+	ctrl := controller.New(controller.Options{NodeID: cfg.NodeIDOrHost(host), Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
 		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health),
 		Resync: cfg.TestResyncInterval, HealthInterval: cfg.TestResyncInterval, SpaceNoted: spaceNoted,
 		OnHealthChange: func(ctx context.Context, ch controller.HealthChange) error {

@@ -460,6 +460,12 @@ type Operation struct {
 	Params OpParams `json:"params,omitzero"`
 	// Prev is the target resource before an update, restored if it is cancelled.
 	Prev []byte `json:"prev,omitempty"`
+	// Owner is the node running the operation, Epoch how many times it was
+	// claimed, and LeaseExpireTime when the owner's claim lapses unless renewed
+	// (internal/controller fence.go). Never on the wire.
+	Owner           string    `json:"owner,omitempty"`
+	Epoch           int64     `json:"epoch,omitempty"`
+	LeaseExpireTime time.Time `json:"leaseExpireTime,omitzero"`
 }
 
 // Name is the operation's resource name.

@@ -60,6 +60,7 @@ type result struct {
 	QoS          *qosResult           `json:"qos,omitempty"`
 	Metrics      *metricsResult       `json:"metrics,omitempty"`
 	Space        *spaceResult         `json:"space,omitempty"`
+	Store        *storeResult         `json:"store,omitempty"`
 }
 
 func main() {
@@ -94,12 +95,15 @@ func main() {
 	spaceStores := flag.String("space-stores", "16,64", "GiB: store images whose creation the space section times (each skipped if the host filesystem cannot hold it and -space-margin)")
 	spaceVolumes := flag.String("space-volumes", "1,32", "GiB: volume images whose creation the space section times")
 	spaceMargin := flag.Int64("space-margin", 4, "GiB the host filesystem must keep free beside the space section's largest image")
+	withStore := flag.Bool("store", true, "also compare the metadata stores: create→READY and GET latency on a server with SQLite beside one with PostgreSQL")
+	storeCreates := flag.Int("store-creates", 10, "volume creates per round and store in the store section")
+	storeGets := flag.Int("store-gets", 300, "GETs per round and store in the store section")
 	only := flag.String("only", "", "comma-separated sections to run alone, the others off whatever their flags say: "+strings.Join(sectionNames, ", "))
 	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement); with -only, those sections' alone")
 	flag.Parse()
 	if *only != "" {
 		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "calibrate": withCal,
-			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace}
+			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore}
 		names := strings.Split(*only, ",")
 		for _, n := range names {
 			if sections[n] == nil {
@@ -143,6 +147,9 @@ func main() {
 		}
 		if !*withSpace {
 			rep.Space = nil
+		}
+		if !*withStore {
+			rep.Store = nil
 		}
 		if err := updateDoc(*doc, rep); err != nil {
 			fatalf("%v", err)
@@ -218,6 +225,12 @@ func main() {
 			volumes: gibList("-space-volumes", *spaceVolumes), margin: *spaceMargin << 30})
 		rep.Space = &sp
 	}
+	if *withStore {
+		// Two servers of its own, with the others gone.
+		runCleanups()
+		st := runStore(ctx, *basin, *rounds, *storeCreates, *storeGets)
+		rep.Store = &st
+	}
 	data, _ := json.MarshalIndent(keepUnmeasured(*out, rep), "", "  ")
 	os.MkdirAll(filepath.Dir(*out), 0o755)
 	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
@@ -233,7 +246,7 @@ func main() {
 }
 
 // sectionNames are the sections -only may name.
-var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space"}
+var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space", "store"}
 
 // gibList parses a comma-separated list of GiB.
 func gibList(flagName, s string) []int {
@@ -254,7 +267,7 @@ func gibList(flagName, s string) []int {
 // keepUnmeasured returns rep with the sections this run did not measure taken
 // from the results file at path, if there is one: a run of some sections
 // (-only) replaces theirs and keeps the others. The date, machine and rounds
-// belong to the sections that do not record their own (all but space), and are
+// belong to the sections that do not record their own (all but space and store), and are
 // kept with them when none of those ran.
 func keepUnmeasured(path string, rep result) result {
 	data, err := os.ReadFile(path)
@@ -293,6 +306,9 @@ func keepUnmeasured(path string, rep result) result {
 	}
 	if rep.Space == nil {
 		rep.Space = old.Space
+	}
+	if rep.Store == nil {
+		rep.Store = old.Store
 	}
 	return rep
 }
@@ -557,6 +573,11 @@ func updateDoc(path string, r result) error {
 	}
 	if r.Space != nil {
 		if doc, err = replaceSection(doc, "spacebench", r.Space.markdown()); err != nil {
+			return err
+		}
+	}
+	if r.Store != nil {
+		if doc, err = replaceSection(doc, "storebench", r.Store.markdown()); err != nil {
 			return err
 		}
 	}

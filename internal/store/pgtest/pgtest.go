@@ -78,6 +78,16 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartServer starts a server outside a test (the benchmarks); the caller stops
+// it.
+func StartServer() (*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	return start(bin)
+}
+
 func start(bin string) (_ *Server, err error) {
 	cred, uid, gid, err := runAs()
 	if err != nil {
@@ -172,17 +182,26 @@ func (s *Server) URL(db string) string {
 // NewDatabase creates an empty database and returns its URL.
 func (s *Server) NewDatabase(t testing.TB) string {
 	t.Helper()
+	url, err := s.CreateDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// CreateDatabase creates an empty database and returns its URL.
+func (s *Server) CreateDatabase() (string, error) {
 	name := fmt.Sprintf("t%d", s.n.Add(1))
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, s.URL("postgres"))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer c.Close(ctx)
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return s.URL(name)
+	return s.URL(name), nil
 }
 
 // Log returns the server's log so far.

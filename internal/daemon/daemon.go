@@ -238,7 +238,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 
 	// Volumes' snapshot policies: scheduled snapshots recorded through the API's
 	// own intent layer, carried out by the controller, audited as Basin's own calls.
-	sched := schedule.New(schedule.Options{Store: st, Intents: srv.Intents(), Wake: ctrl.Wake, Clock: snapshotClock(cfg, log),
+	sched := schedule.New(schedule.Options{NodeID: cfg.NodeIDOrHost(host), Store: st, Intents: srv.Intents(), Wake: ctrl.Wake, Clock: snapshotClock(cfg, log),
 		Logger: log.With("component", "schedule"), Audit: func(ctx context.Context, e schedule.Event) {
 			srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:snapshot-scheduler", Project: e.Project, Method: e.Method,
 				Resource: e.Resource, RequestID: e.Operation, Err: e.Err})

@@ -13,7 +13,8 @@
 // store) is its own: shown on its state details and in the audit log, while the
 // pass goes on. Each schedule's last boundary handled is kept in the store
 // (KindSnapshotSchedule), so after downtime a schedule takes one snapshot for
-// the latest boundary it missed, not one per boundary.
+// the latest boundary it missed, not one per boundary. Nodes sharing a store
+// take turns under a lease (Pass).
 //
 // Imported by the daemon only.
 package schedule
@@ -35,7 +36,13 @@ import (
 
 // Options configures a Scheduler.
 type Options struct {
-	Store store.Store
+	// NodeID names this node as the holder of the scheduler's lease: nodes
+	// sharing a store take turns, one pass at a time (see Pass); "" = "local".
+	NodeID string
+	// LeaseTTL is how long a pass's hold on the lease lasts; 0 = 90 s (a pass a
+	// minute renews it).
+	LeaseTTL time.Duration
+	Store    store.Store
 	// Intents records snapshots as the API does (the API's own intent layer).
 	Intents *intent.Service
 	// Wake, if set, is called after an operation was recorded (the controller's
@@ -75,6 +82,12 @@ type Scheduler struct {
 
 // New returns a Scheduler.
 func New(opts Options) *Scheduler {
+	if opts.NodeID == "" {
+		opts.NodeID = "local"
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 90 * time.Second
+	}
 	s := &Scheduler{opts: opts, clock: opts.Clock, log: opts.Logger}
 	if s.clock == nil {
 		s.clock = RealClock{}
@@ -126,15 +139,35 @@ type pending struct {
 	Operation string `json:"operation"` // the operation's name
 }
 
+// leaseName is the store lease (store.TakeLease) the passes run under.
+const leaseName = "snapshot-scheduler"
+
 // Pass looks at every volume once, at the clock's time: it settles the snapshots
 // earlier passes recorded (their outcome, then retention), and records a snapshot
 // for every schedule whose boundary has come. A volume's failure does not stop
 // the others'; the pass returns them joined.
+//
+// Nodes sharing a store take turns: a pass first takes (or renews) the
+// scheduler's lease, and does nothing while another node holds it; every state
+// it writes checks, in the same transaction, that it still holds it, so a node
+// that lost the lease mid-pass cannot write over the state of the node that
+// took it (and lose a pending snapshot's retention). A snapshot is recorded
+// under its boundary's name, so two passes at one boundary cannot take two.
 func (s *Scheduler) Pass(ctx context.Context) error {
 	now := s.clock.Now().UTC()
+	var lease store.Lease
+	held := false
+	err := s.opts.Store.Update(ctx, func(tx store.Tx) (err error) {
+		lease, held, err = store.TakeLease(tx, leaseName, s.opts.NodeID, now, s.opts.LeaseTTL)
+		return err
+	})
+	if err != nil || !held {
+		return err
+	}
+	ctx = context.WithValue(ctx, leaseKey{}, lease)
 	var vols []*model.Volume
 	states := map[string]*state{}
-	err := s.opts.Store.View(ctx, func(tx store.Tx) (err error) {
+	err = s.opts.Store.View(ctx, func(tx store.Tx) (err error) {
 		if vols, err = store.List[model.Volume](tx, store.KindVolume, ""); err != nil {
 			return err
 		}
@@ -158,7 +191,7 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 	}
 	// What is left is the state of volumes deleted since.
 	if len(states) > 0 {
-		errs = append(errs, s.opts.Store.Update(ctx, func(tx store.Tx) error {
+		errs = append(errs, s.update(ctx, func(tx store.Tx) error {
 			for name := range states {
 				if err := tx.Delete(store.KindSnapshotSchedule, name); err != nil {
 					return err
@@ -241,7 +274,7 @@ func (s *Scheduler) volume(ctx context.Context, now time.Time, v *model.Volume, 
 		s.wake()
 	}
 	if after, _ := json.Marshal(st); string(after) != string(before) {
-		errs = append(errs, s.opts.Store.Update(ctx, func(tx store.Tx) error {
+		errs = append(errs, s.update(ctx, func(tx store.Tx) error {
 			if len(st.Schedules) == 0 && len(st.Pending) == 0 {
 				return tx.Delete(store.KindSnapshotSchedule, st.Volume)
 			}
@@ -249,6 +282,20 @@ func (s *Scheduler) volume(ctx context.Context, now time.Time, v *model.Volume, 
 		}))
 	}
 	return errors.Join(errs...)
+}
+
+type leaseKey struct{}
+
+// update writes the scheduler's state under the pass's lease (ctx's): it fails
+// with store.ErrLeaseLost if another node holds it now.
+func (s *Scheduler) update(ctx context.Context, fn func(tx store.Tx) error) error {
+	l, _ := ctx.Value(leaseKey{}).(store.Lease)
+	return s.opts.Store.Update(ctx, func(tx store.Tx) error {
+		if err := store.HoldsLease(tx, leaseName, l.Holder, l.Epoch, s.clock.Now().UTC()); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // took reports whether snapshot name is the one the schedule kind took for

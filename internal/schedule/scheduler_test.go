@@ -569,3 +569,50 @@ func schedulerGoroutines() int {
 	}
 	return n
 }
+
+// Two nodes' schedulers on one store, passing at the same boundaries at once:
+// they take turns under the scheduler's lease (it lapses between the hours, so
+// either may run each), one snapshot is taken per boundary, no failure is shown
+// on the volume, and retention keeps exactly snapshotsToKeep.
+func TestTwoSchedulersOneSnapshotPerBoundary(t *testing.T) {
+	l := newLab(t, model.Limits{})
+	l.volume("vol1", policy(func(p *model.SnapshotPolicy) { p.Hourly = &model.Schedule{SnapshotsToKeep: f(2)} }))
+	var ev2 []Event
+	var mu sync.Mutex
+	other := New(Options{NodeID: "node-b", Store: l.st, Intents: l.s.opts.Intents, Wake: l.s.opts.Wake, Clock: l.clock,
+		Audit: func(_ context.Context, e Event) { mu.Lock(); ev2 = append(ev2, e); mu.Unlock() }})
+	for _, when := range []string{"2026-11-22 10:00", "2026-11-22 11:00", "2026-11-22 12:00", "2026-11-22 13:00"} {
+		l.clock.set(at(when))
+		var wg sync.WaitGroup
+		for _, s := range []*Scheduler{l.s, other} {
+			wg.Go(func() { s.Pass(l.ctx) })
+		}
+		wg.Wait()
+		l.settle()
+		// A second pass each settles what the other recorded.
+		for _, s := range []*Scheduler{l.s, other} {
+			if err := s.Pass(l.ctx); err != nil {
+				t.Errorf("pass at %s: %v", when, err)
+			}
+		}
+		l.settle()
+	}
+	// Without the lease, a pass's state written over the other's loses the
+	// pending snapshot whose settling runs the retention: 11:00 would stay.
+	l.wantSnapshots("vol1", "hourly-20261122-1200", "hourly-20261122-1300")
+	if d := l.volumeDetails("vol1"); d != "" {
+		t.Errorf("volume details %q, want none", d)
+	}
+	creates := 0
+	for _, e := range append(l.events(), ev2...) {
+		if e.Err != nil {
+			t.Errorf("event %+v failed", e)
+		}
+		if e.Method == MethodCreate {
+			creates++
+		}
+	}
+	if creates != 3 {
+		t.Errorf("%d snapshot creates recorded for 3 boundaries (the first pass, at 10:00, starts the schedule)", creates)
+	}
+}

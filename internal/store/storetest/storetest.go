@@ -47,6 +47,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"NFSShareNamesByNetwork", testNFSShareNames},
 		{"Rollups", testRollups},
 		{"ConcurrentOpens", testConcurrentOpens},
+		{"Leases", testLeases},
 		{"RaceForLastEndpoint", testRaceEndpoint},
 		{"RaceForLastGiB", testRaceGiB},
 		{"RaceForShareName", testRaceShareName},
@@ -631,4 +632,46 @@ func testRaceShareName(t *testing.T, open Open) {
 		}
 		return nil
 	})
+}
+
+// A lease has one holder at a time: renewed at the same epoch, refused to
+// another while it runs, taken by another once it lapsed (a new epoch), after
+// which the old holder's writes under it are refused.
+func testLeases(t *testing.T, open Open) {
+	s := opened(t, open)
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	take := func(holder string, at time.Time) (l store.Lease, ok bool) {
+		t.Helper()
+		update(t, s, func(tx store.Tx) (err error) {
+			l, ok, err = store.TakeLease(tx, "work", holder, at, time.Minute)
+			return err
+		})
+		return l, ok
+	}
+	holds := func(holder string, epoch int64, at time.Time) error {
+		return s.Update(ctx, func(tx store.Tx) error { return store.HoldsLease(tx, "work", holder, epoch, at) })
+	}
+	a, ok := take("a", t0)
+	if !ok || a.Epoch != 1 || a.Holder != "a" {
+		t.Fatalf("first take: %+v, %v", a, ok)
+	}
+	if a2, ok := take("a", t0.Add(30*time.Second)); !ok || a2.Epoch != 1 || !a2.Expire.Equal(t0.Add(90*time.Second)) {
+		t.Fatalf("renewal: %+v, %v", a2, ok)
+	}
+	if b, ok := take("b", t0.Add(80*time.Second)); ok || b.Holder != "a" {
+		t.Fatalf("b took a running lease: %+v", b)
+	}
+	if err := holds("a", 1, t0.Add(80*time.Second)); err != nil {
+		t.Fatalf("a's write while it holds: %v", err)
+	}
+	b, ok := take("b", t0.Add(91*time.Second))
+	if !ok || b.Epoch != 2 || b.Holder != "b" {
+		t.Fatalf("b after the lease lapsed: %+v, %v", b, ok)
+	}
+	if err := holds("a", 1, t0.Add(92*time.Second)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("a's late write: %v, want ErrLeaseLost", err)
+	}
+	if err := holds("b", 2, t0.Add(92*time.Second)); err != nil {
+		t.Fatalf("b's write: %v", err)
+	}
 }

@@ -444,7 +444,12 @@ func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation
 	outcome := "done"
 	if err != nil {
 		log.Warn("operation failed", "err", err)
-		if ferr := c.fail(ctx, h, op, err); ferr != nil {
+		// Under the run's fence: a node that lost the operation undoes nothing.
+		if ferr := c.fail(runCtx, h, op, err); ferr != nil {
+			if errors.Is(ferr, errFenced) {
+				log.Warn("lost the operation's lease to another node; its failure not recorded, nothing undone")
+				return true
+			}
 			log.Error("record failure", "err", ferr)
 			return false
 		}

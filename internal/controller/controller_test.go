@@ -712,8 +712,14 @@ func (c *fakeClock) Add(d time.Duration) {
 // Two nodes on one store: an operation node A runs is left alone by node B while
 // A's lease runs; once it lapsed (A paused), B claims it (a new epoch) and
 // finishes it; when A goes on, its late writes are refused and it undoes
-// nothing, and the operation is finished once, by B.
+// nothing, and the operation is finished once, by B. A goes on to finish its
+// steps, or to fail them (which, unfenced, would undo the create B finished).
 func TestOperationLeaseAndFencing(t *testing.T) {
+	t.Run("late finish", func(t *testing.T) { testLeaseAndFencing(t, false) })
+	t.Run("late failure", func(t *testing.T) { testLeaseAndFencing(t, true) })
+}
+
+func testLeaseAndFencing(t *testing.T, lateFailure bool) {
 	h := newHarness(t)
 	v := newVolume("vol1")
 	op := newOp(model.OpVolumeCreate, v.Name(), t0)
@@ -768,7 +774,15 @@ func TestOperationLeaseAndFencing(t *testing.T) {
 		t.Fatalf("after the takeover: owner %q epoch %d error %v", got.Owner, got.Epoch, got.Error)
 	}
 	clock.Add(time.Second) // so that a second completion would show
-	close(release)         // A goes on
+	if lateFailure {
+		h.be.Fail("Mount", errors.New("mount failed"))
+	}
+	close(release) // A goes on
+	if lateFailure {
+		// A's mount and its two retries (100 and 200 ms apart) fail, then
+		// A's run ends.
+		waitFor(t, "node A's retries", func() bool { return h.be.CallCount("Mount") == 4 })
+	}
 	time.Sleep(300 * time.Millisecond)
 	after := get()
 	if !after.Done || after.Owner != "b" || after.Epoch != 2 || after.Error != nil || !after.EndTime.Equal(got.EndTime) {

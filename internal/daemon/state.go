@@ -208,7 +208,7 @@ const clusterKeyName = "secrets"
 // sealed under the sealing key on the way; clear text found makes the SQLite
 // database compacted after, so it does not linger in free pages or the WAL.
 func adoptKey(ctx context.Context, st store.Backend, box *secret.Box, path string, log *slog.Logger) error {
-	var resealed, clear int
+	var resealed, clear, unopenable int
 	err := st.Update(ctx, func(tx store.Tx) error {
 		var ck clusterKey
 		err := tx.Get(store.KindClusterKey, clusterKeyName, &ck)
@@ -220,7 +220,7 @@ func adoptKey(ctx context.Context, st store.Backend, box *secret.Box, path strin
 			return fmt.Errorf("%w: %s holds key %s, but this database's secrets are sealed with key %s: start every node with the cluster's key file (--secrets-key-file; docs/operations.md)",
 				ErrWrongKey, path, box.KeyID(), ck.KeyID)
 		}
-		if resealed, clear, err = resealAll(tx, box); err != nil {
+		if resealed, clear, unopenable, err = resealAll(tx, box); err != nil {
 			return err
 		}
 		if ck.KeyID == box.KeyID() {
@@ -231,6 +231,9 @@ func adoptKey(ctx context.Context, st store.Backend, box *secret.Box, path strin
 		}
 		return tx.Put(store.KindClusterKey, clusterKeyName, "", clusterKey{KeyID: box.KeyID()})
 	})
+	if unopenable > 0 {
+		log.Warn("stored secrets the key file cannot open (sealed under a key no longer in it); left as they are", "records", unopenable)
+	}
 	if err != nil || clear == 0 {
 		return err
 	}
@@ -247,9 +250,9 @@ type legacyAD struct {
 // resealAll seals, under box's sealing key, every secret stored otherwise: the
 // Active Directory policies' passwords, and those in operation records (Prev,
 // Response), whether in clear text (an earlier version's), sealed without a key
-// ID, or under an older key. It returns how many records it rewrote, and how
-// many of them held clear text.
-func resealAll(tx store.Tx, box *secret.Box) (resealed, clear int, _ error) {
+// ID, or under an older key. It returns how many records it rewrote, how many
+// of them held clear text, and how many it could not open (left as they are).
+func resealAll(tx store.Tx, box *secret.Box) (resealed, clear, unopenable int, _ error) {
 	// reseal returns doc with its password sealed under box's key, or nil if it
 	// needs no change.
 	reseal := func(doc []byte) ([]byte, error) {
@@ -270,7 +273,11 @@ func resealAll(tx store.Tx, box *secret.Box) (resealed, clear int, _ error) {
 		case a.PasswordSealed != "" && secret.SealedWith(a.PasswordSealed) != box.KeyID():
 			pw, err := box.Open(a.PasswordSealed, a.PasswordAAD())
 			if err != nil {
-				return nil, fmt.Errorf("%s: the password cannot be opened with the key file's keys: %w", a.Name(), err)
+				// Sealed under a key long gone (a key file lost before the
+				// store recorded key IDs): left as it is, for its join to
+				// fail and say so, rather than keep Basin from starting.
+				unopenable++
+				return nil, nil
 			}
 			sealed, err := box.Seal(pw, a.PasswordAAD())
 			if err != nil {
@@ -284,35 +291,35 @@ func resealAll(tx store.Tx, box *secret.Box) (resealed, clear int, _ error) {
 	}
 	raws, err := tx.List(store.KindActiveDirectory, "")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, raw := range raws {
 		doc, err := reseal(raw)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if doc == nil {
 			continue
 		}
 		var a model.ActiveDirectory
 		if err := json.Unmarshal(doc, &a); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if err := store.PutAD(tx, &a); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		resealed++
 	}
 	ops, err := store.List[model.Operation](tx, store.KindOperation, "")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, op := range ops {
 		changed := false
 		for _, f := range []*[]byte{&op.Prev, &op.Response} {
 			doc, err := reseal(*f)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			if doc != nil {
 				*f, changed = doc, true
@@ -320,12 +327,12 @@ func resealAll(tx store.Tx, box *secret.Box) (resealed, clear int, _ error) {
 		}
 		if changed {
 			if err := store.PutOperation(tx, op); err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			resealed++
 		}
 	}
-	return resealed, clear, nil
+	return resealed, clear, unopenable, nil
 }
 
 // RotateSecretsKey puts a new key first in the secrets key file (the old ones

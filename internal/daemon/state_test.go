@@ -493,3 +493,34 @@ func selfSignedJWT(t *testing.T, kf *iam.KeyFile, aud string) string {
 	tok.Header["kid"] = kf.PrivateKeyID
 	return must(tok.SignedString(priv))
 }
+
+// A database from before key IDs whose secret was sealed under a key since lost
+// still starts: the value is left as it is (its join fails and says so later).
+func TestUnopenableSecretDoesNotStopStart(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.DataDir = t.TempDir()
+	st, err := store.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "basin.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := &model.ActiveDirectory{Meta: model.Meta{Project: "p1", Location: "l1", ID: "ad1"}, Domain: "corp.example.com"}
+	ad.PasswordSealed = must(secret.NewEphemeral().Seal("Lost-Key-Pw", ad.PasswordAAD()))
+	if err := st.Update(ctx, func(tx store.Tx) error { return store.PutAD(tx, ad) }); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	s, err := openState(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("start with a secret sealed under a lost key: %v", err)
+	}
+	defer s.Close()
+	var got *model.ActiveDirectory
+	s.store.View(ctx, func(tx store.Tx) (err error) {
+		got, err = store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, ad.Name())
+		return err
+	})
+	if got.PasswordSealed != ad.PasswordSealed {
+		t.Errorf("the unopenable value was rewritten: %q", got.PasswordSealed)
+	}
+}

@@ -385,6 +385,34 @@ func TestExpiresOldAuditEntries(t *testing.T) {
 	}
 }
 
+// Finished operations past the retention go, found by index, however many
+// (more than one batch); unfinished and recent ones stay.
+func TestExpiresOldOperationsInBatches(t *testing.T) {
+	h := newHarness(t)
+	n := 2*expireBatch + 7
+	h.seed(t, func(tx store.Tx) error {
+		for i := range n {
+			o := newOp(model.OpSnapshotDelete, "projects/p/locations/l/volumes/v/snapshots/s", t0)
+			o.ID, o.Done, o.EndTime = fmt.Sprintf("old-%d", i), true, time.Now().Add(-8*24*time.Hour)
+			if err := store.PutOperation(tx, o); err != nil {
+				return err
+			}
+		}
+		recent := newOp(model.OpSnapshotDelete, "projects/p/locations/l/volumes/v/snapshots/s", t0)
+		recent.ID, recent.Done, recent.EndTime = "recent", true, time.Now().Add(-time.Hour)
+		return store.PutOperation(tx, recent)
+	})
+	h.start(t)
+	var left []string
+	h.st.View(context.Background(), func(tx store.Tx) (err error) {
+		left, err = tx.Names(store.KindOperation, "")
+		return err
+	})
+	if len(left) != 1 || !strings.HasSuffix(left[0], "/operations/recent") {
+		t.Fatalf("%d operations left (%.3q…), want the recent one", len(left), left[:min(3, len(left))])
+	}
+}
+
 func (h *harness) withDataPlane() *dpfake.DataPlane {
 	h.dp = dpfake.New()
 	h.dp.Mounted = h.be.Mounted // an export stands only on its mount, as in a sandbox

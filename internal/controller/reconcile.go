@@ -302,21 +302,35 @@ func (c *Controller) writeUsage(ctx context.Context, updates []usageUpdate) erro
 
 // expireOperations deletes finished operations older than the retention.
 func (c *Controller) expireOperations(ctx context.Context) error {
-	cutoff := c.opts.Now().Add(-c.opts.Retention)
-	return c.st.Update(ctx, func(tx store.Tx) error {
-		ops, err := store.List[model.Operation](tx, store.KindOperation, "")
-		if err != nil {
-			return err
-		}
-		for _, o := range ops {
-			if o.Done && o.EndTime.Before(cutoff) {
-				if err := tx.Delete(store.KindOperation, o.Name()); err != nil {
+	return c.expire(ctx, c.opts.Now().Add(-c.opts.Retention), store.KindOperation, store.ExpiredOperations)
+}
+
+// expireBatch bounds how many records one expiry transaction deletes, so that
+// a backlog (after downtime) never holds the store's write lock for long.
+const expireBatch = 500
+
+// expire deletes the records of kind that expired before cutoff (found by
+// index, never by decoding every record), a batch per transaction.
+func (c *Controller) expire(ctx context.Context, cutoff time.Time, kind string, expired func(store.Tx, time.Time, int) ([]string, error)) error {
+	for {
+		n := 0
+		err := c.st.Update(ctx, func(tx store.Tx) error {
+			names, err := expired(tx, cutoff, expireBatch)
+			if err != nil {
+				return err
+			}
+			n = len(names)
+			for _, name := range names {
+				if err := tx.Delete(kind, name); err != nil {
 					return err
 				}
 			}
+			return nil
+		})
+		if err != nil || n < expireBatch {
+			return err
 		}
-		return nil
-	})
+	}
 }
 
 // collectOrphans deletes storage that no volume record accounts for and that
@@ -382,19 +396,5 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 
 // expireAudit deletes audit entries older than the retention.
 func (c *Controller) expireAudit(ctx context.Context) error {
-	cutoff := c.opts.Now().Add(-c.opts.AuditRetention)
-	return c.st.Update(ctx, func(tx store.Tx) error {
-		entries, err := store.List[model.AuditEntry](tx, store.KindAudit, "")
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if e.Time.Before(cutoff) {
-				if err := tx.Delete(store.KindAudit, "projects/"+e.Project+"/auditLogs/"+e.ID); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
+	return c.expire(ctx, c.opts.Now().Add(-c.opts.AuditRetention), store.KindAudit, store.ExpiredAudit)
 }

@@ -42,6 +42,12 @@ const (
 	// IdxPendingOps: unfinished operations under key ""; num is the create time in
 	// Unix nanoseconds.
 	IdxPendingOps = "operation.pending"
+	// IdxDoneOps: finished operations under key ""; num is the end time in Unix
+	// seconds (their expiry reads only those past the retention).
+	IdxDoneOps = "operation.done"
+	// IdxAuditTime: audit entries under key ""; num is their time in Unix
+	// seconds (the same, for the audit log's retention).
+	IdxAuditTime = "audit.time"
 )
 
 // IndexEntry is one entry of an index: the document's name, and its value and num.
@@ -58,7 +64,7 @@ type indexRow struct {
 }
 
 // indexedKinds are the kinds extract has entries for.
-var indexedKinds = map[string]bool{KindVolume: true, KindPool: true, KindOperation: true}
+var indexedKinds = map[string]bool{KindVolume: true, KindPool: true, KindOperation: true, KindAudit: true}
 
 // extract returns the index entries of a stored document.
 func extract(kind string, data []byte) ([]indexRow, error) {
@@ -101,15 +107,24 @@ func extract(kind string, data []byte) ([]indexRow, error) {
 	case KindOperation:
 		var o struct {
 			CreateTime time.Time `json:"createTime"`
+			EndTime    time.Time `json:"endTime"`
 			Done       bool      `json:"done"`
 		}
 		if err := json.Unmarshal(data, &o); err != nil {
 			return nil, fmt.Errorf("index %s: %w", kind, err)
 		}
 		if o.Done {
-			return nil, nil
+			return []indexRow{{idx: IdxDoneOps, key: "", num: o.EndTime.Unix()}}, nil
 		}
 		return []indexRow{{idx: IdxPendingOps, key: "", num: o.CreateTime.UnixNano()}}, nil
+	case KindAudit:
+		var e struct {
+			Time time.Time `json:"time"`
+		}
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("index %s: %w", kind, err)
+		}
+		return []indexRow{{idx: IdxAuditTime, key: "", num: e.Time.Unix()}}, nil
 	}
 	return nil, nil
 }
@@ -136,6 +151,18 @@ func PendingOperations(tx Tx) ([]*model.Operation, error) {
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// ExpiredOperations returns the names of up to limit operations that finished
+// before cutoff, oldest first.
+func ExpiredOperations(tx Tx, cutoff time.Time, limit int) ([]string, error) {
+	return names(tx.IndexBelow(IdxDoneOps, "", float64(cutoff.Unix()), limit))
+}
+
+// ExpiredAudit returns the names of up to limit audit entries from before
+// cutoff, oldest first.
+func ExpiredAudit(tx Tx, cutoff time.Time, limit int) ([]string, error) {
+	return names(tx.IndexBelow(IdxAuditTime, "", float64(cutoff.Unix()), limit))
 }
 
 // VolumesWithShareName returns the names of the volumes of location that have

@@ -49,6 +49,12 @@ func TestMigrationIndexesExistingRows(t *testing.T) {
 	mustExec(`INSERT INTO resources(kind, name, parent, data) VALUES (?, ?, ?, ?)`, KindVolume, loc+"/volumes/a", loc, v)
 	o, _ := json.Marshal(op("x", time.Unix(1, 0), false))
 	mustExec(`INSERT INTO resources(kind, name, parent, data) VALUES (?, ?, ?, ?)`, KindOperation, loc+"/operations/x", loc, o)
+	done := op("y", time.Unix(1, 0), true)
+	done.EndTime = time.Unix(2, 0)
+	o, _ = json.Marshal(done)
+	mustExec(`INSERT INTO resources(kind, name, parent, data) VALUES (?, ?, ?, ?)`, KindOperation, loc+"/operations/y", loc, o)
+	a, _ := json.Marshal(&model.AuditEntry{ID: "a1", Project: "p", Time: time.Unix(3, 0)})
+	mustExec(`INSERT INTO resources(kind, name, parent, data) VALUES (?, ?, ?, ?)`, KindAudit, "projects/p/auditLogs/a1", "projects/p", a)
 	db.Close()
 
 	s := open(t, path)
@@ -61,6 +67,12 @@ func TestMigrationIndexesExistingRows(t *testing.T) {
 		ops, err := PendingOperations(tx)
 		if err != nil || len(ops) != 1 || ops[0].ID != "x" {
 			t.Errorf("PendingOperations after migration = %v, %v", ops, err)
+		}
+		if got, err := ExpiredOperations(tx, time.Unix(100, 0), 10); err != nil || !slices.Equal(got, []string{loc + "/operations/y"}) {
+			t.Errorf("ExpiredOperations after migration = %q, %v", got, err)
+		}
+		if got, err := ExpiredAudit(tx, time.Unix(100, 0), 10); err != nil || !slices.Equal(got, []string{"projects/p/auditLogs/a1"}) {
+			t.Errorf("ExpiredAudit after migration = %q, %v", got, err)
 		}
 		return nil
 	})

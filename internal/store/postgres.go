@@ -298,7 +298,17 @@ func (t *pgTx) Delete(kind, name string) error {
 }
 
 func (t *pgTx) Index(idx, key string) ([]IndexEntry, error) {
-	rows, err := t.tx.Query(t.ctx, `SELECT name, value, num::float8 FROM index_entries WHERE idx = $1 AND key = $2 ORDER BY num, name`, idx, []byte(key))
+	return t.entries(idx, `SELECT name, value, num::float8 FROM index_entries WHERE idx = $1 AND key = $2 ORDER BY num, name`, idx, []byte(key))
+}
+
+func (t *pgTx) IndexBelow(idx, key string, num float64, limit int) ([]IndexEntry, error) {
+	return t.entries(idx, `SELECT name, value, num::float8 FROM index_entries WHERE idx = $1 AND key = $2 AND num < $3 ORDER BY num, name LIMIT $4`,
+		idx, []byte(key), num, limit)
+}
+
+// entries runs a query of index idx's entries (name, value, num).
+func (t *pgTx) entries(idx, query string, args ...any) ([]IndexEntry, error) {
+	rows, err := t.tx.Query(t.ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", idx, err)
 	}

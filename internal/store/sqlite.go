@@ -84,6 +84,7 @@ func privateFiles(path string) error {
 var migrationHooks = map[int]func(context.Context, *sql.Tx) error{
 	2: reindex,
 	4: reindex,
+	5: reindex,
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {
@@ -316,6 +317,18 @@ func (t *sqliteTx) Names(kind, parent string) ([]string, error) {
 
 func (t *sqliteTx) Index(idx, key string) ([]IndexEntry, error) {
 	rows, err := t.tx.QueryContext(t.ctx, `SELECT name, value, num FROM index_entries WHERE idx = ? AND key = ? ORDER BY num, name`, idx, key)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", idx, err)
+	}
+	return scanAll(rows, func(r *sql.Rows) (IndexEntry, error) {
+		var e IndexEntry
+		return e, r.Scan(&e.Name, &e.Value, &e.Num)
+	})
+}
+
+func (t *sqliteTx) IndexBelow(idx, key string, num float64, limit int) ([]IndexEntry, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT name, value, num FROM index_entries WHERE idx = ? AND key = ? AND num < ? ORDER BY num, name LIMIT ?`,
+		idx, key, num, limit)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", idx, err)
 	}

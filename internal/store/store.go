@@ -107,6 +107,9 @@ type Tx interface {
 	Delete(kind, name string) error
 	// Index returns the entries of index idx under key, ordered by num, then name.
 	Index(idx, key string) ([]IndexEntry, error)
+	// IndexBelow returns up to limit entries of index idx under key whose num is
+	// below num, ordered by num, then name.
+	IndexBelow(idx, key string, num float64, limit int) ([]IndexEntry, error)
 	// IndexSum returns Σ num and the number of entries of index idx under key.
 	IndexSum(idx, key string) (sum float64, n int, err error)
 	// IndexDocs returns the documents of the entries of index idx under key, in the

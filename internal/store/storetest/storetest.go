@@ -48,6 +48,7 @@ func Run(t *testing.T, newDB Opener) {
 		{"Rollups", testRollups},
 		{"ConcurrentOpens", testConcurrentOpens},
 		{"Leases", testLeases},
+		{"ExpiryByIndex", testExpiry},
 		{"RaceForLastEndpoint", testRaceEndpoint},
 		{"RaceForLastGiB", testRaceGiB},
 		{"RaceForShareName", testRaceShareName},
@@ -674,4 +675,57 @@ func testLeases(t *testing.T, open Open) {
 	if err := holds("b", 2, t0.Add(92*time.Second)); err != nil {
 		t.Fatalf("b's write: %v", err)
 	}
+}
+
+// Finished operations and audit entries are found for expiry by their time,
+// oldest first and a batch at a time; unfinished operations never are, and an
+// operation is found once it finishes.
+func testExpiry(t *testing.T, open Open) {
+	s := opened(t, open)
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	update(t, s, func(tx store.Tx) error {
+		for i, o := range []*model.Operation{op("d3", t0, true), op("d1", t0, true), op("d2", t0, true), op("pending", t0, false), op("recent", t0, true)} {
+			o.EndTime = t0.Add(time.Duration(i) * time.Hour)
+			if o.ID == "recent" {
+				o.EndTime = t0.Add(48 * time.Hour)
+			}
+			if err := store.PutOperation(tx, o); err != nil {
+				return err
+			}
+		}
+		for i := range 3 {
+			e := &model.AuditEntry{ID: fmt.Sprintf("e%d", i), Project: "p", Time: t0.Add(time.Duration(i) * 24 * time.Hour)}
+			if err := tx.Put(store.KindAudit, "projects/p/auditLogs/"+e.ID, "projects/p", e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	cutoff := t0.Add(24 * time.Hour)
+	view(t, s, func(tx store.Tx) error {
+		got, err := store.ExpiredOperations(tx, cutoff, 10)
+		want := []string{loc + "/operations/d3", loc + "/operations/d1", loc + "/operations/d2"}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ExpiredOperations = %q, %v; want %q (by end time)", got, err, want)
+		}
+		if got, _ := store.ExpiredOperations(tx, cutoff, 2); len(got) != 2 {
+			t.Errorf("a batch of 2: %q", got)
+		}
+		got, err = store.ExpiredAudit(tx, cutoff.Add(time.Second), 10)
+		if err != nil || !slices.Equal(got, []string{"projects/p/auditLogs/e0", "projects/p/auditLogs/e1"}) {
+			t.Errorf("ExpiredAudit = %q, %v", got, err)
+		}
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error {
+		o := op("pending", t0, true)
+		o.EndTime = t0
+		return store.PutOperation(tx, o)
+	})
+	view(t, s, func(tx store.Tx) error {
+		if got, _ := store.ExpiredOperations(tx, cutoff, 10); !slices.Contains(got, loc+"/operations/pending") {
+			t.Errorf("a finished operation is not found for expiry: %q", got)
+		}
+		return nil
+	})
 }

@@ -2,6 +2,7 @@ package intent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -11,20 +12,101 @@ import (
 
 const gib = int64(1) << 30
 
+// reads are what a write's checks need from the storage backend (the store's
+// space, a volume's usage), read outside the write transaction, never inside
+// it: on PostgreSQL every node's writes wait while one runs. A check that needs
+// a value not read yet fails with needRead; withReads reads it and runs the
+// write again, so a write that needs none reads none.
+type reads struct {
+	space *storeSpace
+	usage *usageRead
+}
+
+type storeSpace struct{ size, free int64 }
+
+type usageRead struct {
+	key  string
+	used int64
+}
+
+// needRead: the write needs the store's space (key "") or volume key's usage.
+type needRead struct{ key string }
+
+func (e *needRead) Error() string { return "a storage read is needed first: " + e.key }
+
+func (r *reads) storeSpace() (storeSpace, error) {
+	if r.space == nil {
+		return storeSpace{}, &needRead{}
+	}
+	return *r.space, nil
+}
+
+func (r *reads) usedBytes(key string) (int64, error) {
+	if r.usage == nil || r.usage.key != key {
+		return 0, &needRead{key: key}
+	}
+	return r.usage.used, nil
+}
+
+// withReads runs write until it no longer asks for a read (at most one of each
+// kind), reading what it asks for in between, outside any transaction. Only
+// writes that read their target afresh in each transaction may run again (the
+// updates); a create, whose closure fills in the caller's resource (its
+// endpoint), reads the store's space first (spaceFirst) and runs once.
+func (s *Service) withReads(ctx context.Context, spaceFirst bool, write func(r *reads) (*model.Operation, error)) (*model.Operation, error) {
+	r := &reads{}
+	readSpace := func() error {
+		size, free, err := s.opts.Capacity.StoreSpace(ctx)
+		if err != nil {
+			return fmt.Errorf("read store space: %w", err)
+		}
+		r.space = &storeSpace{size: size, free: free}
+		return nil
+	}
+	if spaceFirst && s.opts.Capacity != nil {
+		if err := readSpace(); err != nil {
+			return nil, err
+		}
+	}
+	for range 3 {
+		op, err := write(r)
+		var need *needRead
+		if !errors.As(err, &need) {
+			return op, err
+		}
+		if spaceFirst {
+			return nil, fmt.Errorf("intent: a create asked for a storage read: %w", err)
+		}
+		if need.key == "" {
+			if err := readSpace(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		used, err := s.opts.Capacity.VolumeUsedBytes(ctx, need.key)
+		if err != nil {
+			return nil, fmt.Errorf("read usage of volume %s: %w", need.key, err)
+		}
+		r.usage = &usageRead{key: need.key, used: used}
+	}
+	return nil, errors.New("intent: storage reads did not settle")
+}
+
 // checkPoolCommit refuses a pool create or growth (to pl.CapacityGib, from prevGib;
 // 0 for a create) that would take Σ capacity of every pool on this node, in every
 // project and location, past OvercommitRatio × the store's size. The answer gives
 // the node's size and ratio, never what other projects hold; the log has the sums.
-func (s *Service) checkPoolCommit(ctx context.Context, tx store.Tx, pl *model.Pool, prevGib int64) error {
+func (s *Service) checkPoolCommit(tx store.Tx, r *reads, pl *model.Pool, prevGib int64) error {
 	if s.opts.Capacity == nil || pl.CapacityGib <= prevGib {
 		return nil
 	}
 	// What pools may commit at a ratio of 1: the store's size less its own
 	// overhead and what it keeps (its metadata, its reserve).
-	size, _, err := s.opts.Capacity.StoreSpace(ctx)
+	sp, err := r.storeSpace()
 	if err != nil {
-		return fmt.Errorf("read store space: %w", err)
+		return err
 	}
+	size := sp.size
 	others, err := store.PoolsCapacityGib(tx)
 	if err != nil {
 		return err
@@ -56,7 +138,7 @@ func (s *Service) allocation(capacityGib int64) int64 {
 // space promised to other volumes, its reserve and clones' debt, and refuses too,
 // so this check only spares the caller an operation that would fail. A snapshot
 // needs none: it lives in its volume's own space.
-func (s *Service) checkStoreRoom(ctx context.Context, capacityGib, prevGib int64) error {
+func (s *Service) checkStoreRoom(r *reads, capacityGib, prevGib int64) error {
 	if s.opts.Capacity == nil {
 		return nil
 	}
@@ -67,10 +149,11 @@ func (s *Service) checkStoreRoom(ctx context.Context, capacityGib, prevGib int64
 	if need <= 0 {
 		return nil
 	}
-	_, free, err := s.opts.Capacity.StoreSpace(ctx)
+	sp, err := r.storeSpace()
 	if err != nil {
-		return fmt.Errorf("read store space: %w", err)
+		return err
 	}
+	free := sp.free
 	if need > free {
 		s.log.Warn("store has no room for a volume", "need_bytes", need, "free_bytes", free)
 		return model.Errorf(model.ErrFailedPrecondition, "capacityGib: this Basin node's store has %s free for volumes, less than the %s this needs; "+
@@ -81,12 +164,12 @@ func (s *Service) checkStoreRoom(ctx context.Context, capacityGib, prevGib int64
 
 // checkShrink refuses to shrink a volume below what it and its snapshots use now, as
 // the store reports it (v.UsedBytes is only the last observation).
-func (s *Service) checkShrink(ctx context.Context, v *model.Volume) error {
+func (s *Service) checkShrink(r *reads, v *model.Volume) error {
 	used := v.UsedBytes
 	if s.opts.Capacity != nil {
 		var err error
-		if used, err = s.opts.Capacity.VolumeUsedBytes(ctx, v.Key); err != nil {
-			return fmt.Errorf("read usage of volume %s: %w", v.Name(), err)
+		if used, err = r.usedBytes(v.Key); err != nil {
+			return err
 		}
 	}
 	if v.CapacityGib*gib < used {

@@ -26,8 +26,8 @@ import (
 )
 
 // Capacity reports the node store's space and volumes' usage, read fresh from the
-// storage backend. Its methods run inside a store transaction, so they should be
-// cheap (a statfs, a quota-group read).
+// storage backend, before a write's transaction, never inside it (capacity.go,
+// withReads): a statfs, a quota-group read.
 //
 // StoreSpace's size is what pools may commit at an overcommit ratio of 1 (the
 // store less its overhead and what it keeps), its free what volumes may still be

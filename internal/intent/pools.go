@@ -36,14 +36,16 @@ func (s *Service) CreatePool(ctx context.Context, st store.Store, req PoolCreate
 		pl.QosType = model.QosAuto
 	}
 	op := s.newOperation(pl.Project, pl.Location, model.OpPoolCreate, pl.Name())
-	return record(ctx, st, op, func(tx store.Tx) error {
-		if err := s.validatePoolSpec(tx, pl, nil); err != nil {
-			return err
-		}
-		if err := s.checkPoolCommit(ctx, tx, pl, 0); err != nil {
-			return err
-		}
-		return tx.Insert(store.KindPool, pl.Name(), model.LocationName(pl.Project, pl.Location), pl)
+	return s.withReads(ctx, true, func(r *reads) (*model.Operation, error) {
+		return record(ctx, st, op, func(tx store.Tx) error {
+			if err := s.validatePoolSpec(tx, pl, nil); err != nil {
+				return err
+			}
+			if err := s.checkPoolCommit(tx, r, pl, 0); err != nil {
+				return err
+			}
+			return tx.Insert(store.KindPool, pl.Name(), model.LocationName(pl.Project, pl.Location), pl)
+		})
 	})
 }
 
@@ -62,32 +64,36 @@ func (s *Service) UpdatePool(ctx context.Context, st store.Store, req PoolUpdate
 	}
 	name := model.LocationName(req.Project, req.Location) + "/storagePools/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpPoolUpdate, name)
-	return record(ctx, st, op, func(tx store.Tx) error {
-		pl, err := getIdle(tx, store.KindPool, name, "storage pool", req.ID, func(r *model.Pool) *model.Meta { return &r.Meta })
-		if err != nil {
-			return err
-		}
-		op.Prev, _ = json.Marshal(pl)
-		prev := *pl
-		if err := req.Patch(tx, pl); err != nil {
-			return err
-		}
-		if err := s.validatePoolSpec(tx, pl, &prev); err != nil {
-			return err
-		}
-		if pl.QosType != prev.QosType {
-			if err := s.switchQosType(tx, pl); err != nil {
+	// The pool is read afresh in each transaction: the write may run again
+	// once the store's space is read (a growth).
+	return s.withReads(ctx, false, func(r *reads) (*model.Operation, error) {
+		return record(ctx, st, op, func(tx store.Tx) error {
+			pl, err := getIdle(tx, store.KindPool, name, "storage pool", req.ID, func(r *model.Pool) *model.Meta { return &r.Meta })
+			if err != nil {
 				return err
 			}
-		}
-		if err := s.checkPoolFits(tx, pl); err != nil {
-			return err
-		}
-		if err := s.checkPoolCommit(ctx, tx, pl, prev.CapacityGib); err != nil {
-			return err
-		}
-		pl.State = model.StateUpdating
-		return store.PutPool(tx, pl)
+			op.Prev, _ = json.Marshal(pl)
+			prev := *pl
+			if err := req.Patch(tx, pl); err != nil {
+				return err
+			}
+			if err := s.validatePoolSpec(tx, pl, &prev); err != nil {
+				return err
+			}
+			if pl.QosType != prev.QosType {
+				if err := s.switchQosType(tx, pl); err != nil {
+					return err
+				}
+			}
+			if err := s.checkPoolFits(tx, pl); err != nil {
+				return err
+			}
+			if err := s.checkPoolCommit(tx, r, pl, prev.CapacityGib); err != nil {
+				return err
+			}
+			pl.State = model.StateUpdating
+			return store.PutPool(tx, pl)
+		})
 	})
 }
 

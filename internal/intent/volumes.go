@@ -74,25 +74,27 @@ func (s *Service) CreateVolume(ctx context.Context, st store.Store, req VolumeCr
 	}
 	loc := model.LocationName(v.Project, v.Location)
 	op := s.newOperation(v.Project, v.Location, model.OpVolumeCreate, v.Name())
-	return record(ctx, st, op, func(tx store.Tx) error {
-		if _, err := store.Get[model.Volume](tx, store.KindVolume, v.Name()); err == nil {
-			return model.Errorf(model.ErrAlreadyExists, "Volume '%s' already exists", v.Name())
-		}
-		if err := s.validateVolume(tx, v, nil); err != nil {
-			return err
-		}
-		if req.Restore != nil {
-			if err := resolveCloneSource(tx, req.Restore, v, op); err != nil {
+	return s.withReads(ctx, true, func(r *reads) (*model.Operation, error) {
+		return record(ctx, st, op, func(tx store.Tx) error {
+			if _, err := store.Get[model.Volume](tx, store.KindVolume, v.Name()); err == nil {
+				return model.Errorf(model.ErrAlreadyExists, "Volume '%s' already exists", v.Name())
+			}
+			if err := s.validateVolume(tx, v, nil); err != nil {
 				return err
 			}
-		}
-		if err := s.allocateEndpoint(tx, v); err != nil {
-			return err
-		}
-		if err := s.checkStoreRoom(ctx, v.CapacityGib, 0); err != nil {
-			return err
-		}
-		return tx.Insert(store.KindVolume, v.Name(), loc, v)
+			if req.Restore != nil {
+				if err := resolveCloneSource(tx, req.Restore, v, op); err != nil {
+					return err
+				}
+			}
+			if err := s.allocateEndpoint(tx, v); err != nil {
+				return err
+			}
+			if err := s.checkStoreRoom(r, v.CapacityGib, 0); err != nil {
+				return err
+			}
+			return tx.Insert(store.KindVolume, v.Name(), loc, v)
+		})
 	})
 }
 
@@ -495,31 +497,35 @@ func (s *Service) UpdateVolume(ctx context.Context, st store.Store, req VolumeUp
 	}
 	name := model.LocationName(req.Project, req.Location) + "/volumes/" + req.ID
 	op := s.newOperation(req.Project, req.Location, model.OpVolumeUpdate, name)
-	return record(ctx, st, op, func(tx store.Tx) error {
-		v, err := getIdle(tx, store.KindVolume, name, "volume", req.ID, func(r *model.Volume) *model.Meta { return &r.Meta })
-		if err != nil {
-			return err
-		}
-		prev := *v
-		op.Prev, _ = json.Marshal(v)
-		if err := req.Patch(tx, v); err != nil {
-			return err
-		}
-		if err := s.validateVolume(tx, v, &prev); err != nil {
-			return err
-		}
-		switch {
-		case v.CapacityGib < prev.CapacityGib:
-			if err := s.checkShrink(ctx, v); err != nil {
+	// The volume is read afresh in each transaction: the write may run again once
+	// the volume's usage (a shrink) or the store's space (a growth) is read.
+	return s.withReads(ctx, false, func(r *reads) (*model.Operation, error) {
+		return record(ctx, st, op, func(tx store.Tx) error {
+			v, err := getIdle(tx, store.KindVolume, name, "volume", req.ID, func(r *model.Volume) *model.Meta { return &r.Meta })
+			if err != nil {
 				return err
 			}
-		case v.CapacityGib > prev.CapacityGib:
-			if err := s.checkStoreRoom(ctx, v.CapacityGib, prev.CapacityGib); err != nil {
+			prev := *v
+			op.Prev, _ = json.Marshal(v)
+			if err := req.Patch(tx, v); err != nil {
 				return err
 			}
-		}
-		v.State = model.StateUpdating
-		return store.PutVolume(tx, v)
+			if err := s.validateVolume(tx, v, &prev); err != nil {
+				return err
+			}
+			switch {
+			case v.CapacityGib < prev.CapacityGib:
+				if err := s.checkShrink(r, v); err != nil {
+					return err
+				}
+			case v.CapacityGib > prev.CapacityGib:
+				if err := s.checkStoreRoom(r, v.CapacityGib, prev.CapacityGib); err != nil {
+					return err
+				}
+			}
+			v.State = model.StateUpdating
+			return store.PutVolume(tx, v)
+		})
 	})
 }
 

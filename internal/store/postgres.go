@@ -55,8 +55,10 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--database: %w", err)
 	}
-	if cfg.MaxConns < 8 {
-		cfg.MaxConns = 8
+	// Writers wait for the write lock holding a connection each: keep room for
+	// reads beside them, unless the URL sets its own (pool_max_conns).
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, 16)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

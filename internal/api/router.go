@@ -29,9 +29,14 @@ type Route struct {
 	Perm string
 	// Public, instead of Perm, declares that the route needs no permission and
 	// says why. The caller is authenticated all the same. A route must set exactly
-	// one of Perm and Public: a table with a route that sets neither is refused
-	// (compileRoutes), so no route is open by omission.
+	// one of Perm, Public and Admin: a table with a route that sets none is
+	// refused (compileRoutes), so no route is open by omission.
 	Public string
+	// Admin, instead of Perm, makes the route the service administrator's alone
+	// (Basin's owner account, iam.Principal.Owner) and says what it is: it spans
+	// every project (the nodes), so no project's roles, roles/owner included,
+	// grant it.
+	Admin string
 	// CreateID names the query parameter carrying the ID of the resource a create
 	// makes; a denial then names that resource (path + "/" + ID).
 	CreateID string
@@ -164,10 +169,10 @@ func compileRoutes(table []Route) (*router, error) {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("route %s: pattern: %w", name, err))
 			continue
-		case r.Perm == "" && r.Public == "":
-			errs = append(errs, fmt.Errorf("route %s: neither a permission nor Public: every route must say what a caller needs", name))
-		case r.Perm != "" && r.Public != "":
-			errs = append(errs, fmt.Errorf("route %s: both a permission and Public", name))
+		case r.Perm == "" && r.Public == "" && r.Admin == "":
+			errs = append(errs, fmt.Errorf("route %s: neither a permission nor Public nor Admin: every route must say what a caller needs", name))
+		case (r.Perm != "") && (r.Public != "") || (r.Perm != "" || r.Public != "") && r.Admin != "":
+			errs = append(errs, fmt.Errorf("route %s: both a permission and Public, or either and Admin", name))
 		case r.Perm != "" && !slices.Contains(known, r.Perm):
 			errs = append(errs, fmt.Errorf("route %s: unknown permission %q", name, r.Perm))
 		case r.Perm != "" && !slices.Contains(pat.vars, "project"):
@@ -293,9 +298,19 @@ func (s *Server) serveV1(rq *request, r *compiledRoute, vars pathVars) {
 	r.Handle(s, rq, vars)
 }
 
-// authorize checks the caller's permission on the request's project.
+// authorize checks the caller's permission on the request's project, or that
+// the caller is the service's administrator (an Admin route).
 func (s *Server) authorize(rq *request) error {
-	if s.opts.Auth == nil || rq.perm == "" {
+	if s.opts.Auth == nil {
+		return nil
+	}
+	if rq.admin {
+		if rq.principal != nil && rq.principal.Owner {
+			return nil
+		}
+		return model.Errorf(model.ErrPermissionDenied, "Only the administrator of this Basin service may call %s %s", rq.r.Method, rq.r.URL.Path)
+	}
+	if rq.perm == "" {
 		return nil
 	}
 	var pol *model.IAMPolicy

@@ -45,6 +45,10 @@ func unimplementedRoute(s *Server, rq *request, _ pathVars) { s.unimplemented(rq
 func snapshotParent(v pathVars) string { return v.parent().name() + "/volumes/" + v["volume"] }
 
 var apiRoutes = []Route{
+	// Basin-only: the nodes of this Basin service (nodes.go).
+	{Method: http.MethodGet, Pattern: "/v1/nodes", Admin: "lists the service's nodes, which serve every project",
+		Handle: func(s *Server, rq *request, _ pathVars) { s.listNodes(rq) }},
+
 	// Basin-only: a one-time sign-in link for the web console (console.go).
 	{Method: http.MethodPost, Pattern: "/v1/consoleSignInLinks", Public: "signs the web console in as the caller itself, with the caller's own permissions and no more",
 		Handle: func(s *Server, rq *request, _ pathVars) { s.createSignInLink(rq) }},

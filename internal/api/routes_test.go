@@ -226,7 +226,13 @@ func TestRouteMatrix(t *testing.T) {
 				if status != http.StatusUnauthorized {
 					t.Errorf("%s: %d, want 401", name, status)
 				}
-			case call.route.Public != "" || (c.role != "" && iam.RoleGrants(c.role, call.perm)):
+			case call.route.Admin != "" && c.name != "owner":
+				// The service's administrator alone: Basin's owner account.
+				want := fmt.Sprintf("Only the administrator of this Basin service may call %s %s", call.method, call.path)
+				if status != http.StatusForbidden || msg != want {
+					t.Errorf("%s: %d %q, want 403 %q", name, status, msg, want)
+				}
+			case call.route.Public != "" || call.route.Admin != "" || (c.role != "" && iam.RoleGrants(c.role, call.perm)):
 				if status == http.StatusUnauthorized || status == http.StatusForbidden {
 					t.Errorf("%s: %d %s, want allowed", name, status, msg)
 				}

@@ -230,6 +230,8 @@ type request struct {
 	// project, perm and resource say what the call is: its project, the permission
 	// it needs ("" = none) and the resource it acts on.
 	project, perm, resource string
+	// admin: the route is the service administrator's (Route.Admin).
+	admin bool
 	// segs and verb are the URL path's segments ("v1", "projects", …) and the
 	// ":verb" split off the last one.
 	segs []string
@@ -311,7 +313,7 @@ func (s *Server) serveAPI(rq *request) {
 	}
 	if route != nil {
 		rq.route = route.Pattern
-		rq.perm = route.Perm
+		rq.perm, rq.admin = route.Perm, route.Admin != ""
 		if id := q.Get(route.CreateID); route.CreateID != "" && id != "" {
 			rq.resource += "/" + id
 		}

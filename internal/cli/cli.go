@@ -174,7 +174,7 @@ var globalFlags = []flagSpec{
 // what lives in a location), --async for those that start an operation, and
 // --help.
 func globalsFor(c *command) []flagSpec {
-	projectLevel := strings.HasPrefix(c.group, "iam ") || c.group == "audit" || c.group == "locations"
+	projectLevel := strings.HasPrefix(c.group, "iam ") || c.group == "audit" || c.group == "locations" || c.group == "nodes"
 	var out []flagSpec
 	for _, f := range globalFlags {
 		switch {

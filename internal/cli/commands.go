@@ -57,6 +57,8 @@ func v1Commands() []*command {
 	return []*command{
 		{group: "locations", verb: "list", help: "list locations", run: listCmd("locations", "locations", []string{"locationId", "displayName"}, loc)},
 		{group: "locations", verb: "get", args: "LOCATION", help: "show a location", run: getCmd(kindLocation)},
+		{group: "nodes", verb: "list", help: "list the service's nodes, UP or DOWN by their heartbeat (the owner account only)",
+			run: listCmd("nodes", "nodes", []string{"nodeId", "state", "apiUrl", "startTime", "heartbeatTime"}, func(*session) string { return "/v1/nodes" })},
 
 		{group: "pools", verb: "list", flags: listFlags, help: "list storage pools", run: listCmd("pools", "storagePools",
 			[]string{"id", "serviceLevel", "capacityGib", "volumeCapacityGib", "volumeCount", "state"}, func(c *session) string { return c.parent() + "/storagePools" })},

@@ -245,6 +245,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}})
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
+	if err := registerNode(ctrlCtx, st, model.Node{ID: cfg.NodeIDOrHost(host), APIURL: baseURL(cfg)}, log.With("component", "nodes")); err != nil {
+		stopCtrl()
+		return fmt.Errorf("register node: %w", err)
+	}
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- ctrl.Run(ctrlCtx) }()
 	samplerDone := make(chan error, 1)

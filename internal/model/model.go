@@ -473,6 +473,15 @@ func (o *Operation) Name() string {
 	return LocationName(o.Project, o.Location) + "/operations/" + o.ID
 }
 
+// Node is a Basin node (a basin serve) as it registered in the store: its ID,
+// the URL of its API, when it started and when it last said it was alive.
+type Node struct {
+	ID            string    `json:"id"`
+	APIURL        string    `json:"apiUrl"`
+	StartTime     time.Time `json:"startTime"`
+	HeartbeatTime time.Time `json:"heartbeatTime"`
+}
+
 // ServiceAccount is an identity that signs its own tokens with keys Basin issued.
 type ServiceAccount struct {
 	Email       string    `json:"email"`

@@ -50,6 +50,9 @@ const (
 	// KindSnapshotSchedule documents are the snapshot scheduler's state of a
 	// volume (internal/schedule), named by the volume's name.
 	KindSnapshotSchedule = "snapshotSchedule"
+	// KindNode documents are the Basin nodes that registered, named by node ID
+	// (internal/daemon nodes.go).
+	KindNode = "node"
 	// KindClusterKey holds the ID of the key the stored secrets are sealed with
 	// (document "secrets"; internal/daemon), never the key.
 	KindClusterKey = "clusterKey"

@@ -73,6 +73,13 @@ func TestPostgresStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The node registered itself: basin nodes list (the owner's key) shows it UP.
+	out, err := exec.Command(basinBin, "nodes", "list", "--endpoint", "http://"+s.addr, "--key-file", filepath.Join(s.dataDir, "owner-key.json"),
+		"-o", "json").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"nodeId": "node-a"`) || !strings.Contains(string(out), `"state": "UP"`) {
+		t.Errorf("basin nodes list: %v\n%s", err, out)
+	}
+
 	// A second node on the same database, while the first runs: refused before
 	// it touches anything (its default network's bridge is not made).
 	other := exec.Command(basinBin, "serve", "--data-dir", t.TempDir(), "--listen", freeAddr(t), "--database", db, "--secrets-key-file", keyFile)

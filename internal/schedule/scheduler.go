@@ -291,7 +291,7 @@ type leaseKey struct{}
 func (s *Scheduler) update(ctx context.Context, fn func(tx store.Tx) error) error {
 	l, _ := ctx.Value(leaseKey{}).(store.Lease)
 	return s.opts.Store.Update(ctx, func(tx store.Tx) error {
-		if err := store.HoldsLease(tx, leaseName, l.Holder, l.Epoch, s.clock.Now().UTC()); err != nil {
+		if err := store.HoldsLease(tx, leaseName, l.Holder, l.Epoch); err != nil {
 			return err
 		}
 		return fn(tx)

@@ -47,9 +47,11 @@ func TakeLease(tx Tx, name, holder string, now time.Time, ttl time.Duration) (Le
 	return l, true, nil
 }
 
-// HoldsLease returns ErrLeaseLost unless holder still holds lease name at epoch
-// at now.
-func HoldsLease(tx Tx, name, holder string, epoch int64, now time.Time) error {
+// HoldsLease returns ErrLeaseLost unless holder still holds lease name at epoch.
+// The epoch, not the expiry, decides: a holder whose lease lapsed while nobody
+// took it (a long pass) may still write, since nobody else did; once another
+// took it (a new epoch), it may not.
+func HoldsLease(tx Tx, name, holder string, epoch int64) error {
 	var l Lease
 	if err := tx.Get(KindLease, name, &l); err != nil {
 		if errors.Is(err, model.ErrNotFound) {
@@ -57,7 +59,7 @@ func HoldsLease(tx Tx, name, holder string, epoch int64, now time.Time) error {
 		}
 		return err
 	}
-	if l.Holder != holder || l.Epoch != epoch || !now.Before(l.Expire) {
+	if l.Holder != holder || l.Epoch != epoch {
 		return ErrLeaseLost
 	}
 	return nil

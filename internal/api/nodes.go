@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -40,7 +41,7 @@ func (s *Server) listNodes(rq *request) {
 			state = "DOWN"
 		}
 		out = append(out, nodeJSON{Name: "nodes/" + n.ID, NodeID: n.ID, State: state, APIURL: n.APIURL,
-			StartTime: n.StartTime.UTC().Format(time.RFC3339Nano), HeartbeatTime: n.HeartbeatTime.UTC().Format(time.RFC3339Nano)})
+			StartTime: apiv1.FormatTime(n.StartTime), HeartbeatTime: apiv1.FormatTime(n.HeartbeatTime)})
 	}
 	s.writeJSON(rq, http.StatusOK, struct {
 		Nodes []nodeJSON `json:"nodes"`

@@ -183,6 +183,19 @@ func (h *harness) seed(t *testing.T, fn func(tx store.Tx) error) {
 	}
 }
 
+// seedCreate stores v and an unfinished operation creating it, and returns the
+// operation.
+func (h *harness) seedCreate(t *testing.T, v *model.Volume) *model.Operation {
+	op := newOp(model.OpVolumeCreate, v.Name(), t0)
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutVolume(tx, v); err != nil {
+			return err
+		}
+		return store.PutOperation(tx, op)
+	})
+	return op
+}
+
 func newVolume(id string) *model.Volume {
 	return &model.Volume{Meta: model.Meta{Project: "p", Location: "l", ID: id, CreateTime: t0, State: model.StateCreating},
 		ShareName: id, StoragePool: "pool", CapacityGib: 2, Protocols: []model.Protocol{1}, UnixPermissions: "0750", Key: "k" + id}
@@ -196,13 +209,7 @@ func newOp(kind model.OpKind, target string, at time.Time) *model.Operation {
 func TestResumeHalfDoneCreate(t *testing.T) {
 	h := newHarness(t)
 	v := newVolume("vol1")
-	op := newOp(model.OpVolumeCreate, v.Name(), t0)
-	h.seed(t, func(tx store.Tx) error {
-		if err := store.PutVolume(tx, v); err != nil {
-			return err
-		}
-		return store.PutOperation(tx, op)
-	})
+	op := h.seedCreate(t, v)
 	ctx := context.Background()
 	h.be.EnsureVolume(ctx, v.Key, 2<<30, nil)
 	h.start(t)
@@ -330,13 +337,7 @@ func TestCollectOrphans(t *testing.T) {
 func TestShutdownLeavesOperationResumable(t *testing.T) {
 	h := newHarness(t)
 	v := newVolume("vol1")
-	op := newOp(model.OpVolumeCreate, v.Name(), t0)
-	h.seed(t, func(tx store.Tx) error {
-		if err := store.PutVolume(tx, v); err != nil {
-			return err
-		}
-		return store.PutOperation(tx, op)
-	})
+	op := h.seedCreate(t, v)
 	release := make(chan struct{})
 	h.be.Gate = func(op, key string) {
 		if op == "Mount" {
@@ -750,13 +751,7 @@ func TestOperationLeaseAndFencing(t *testing.T) {
 func testLeaseAndFencing(t *testing.T, lateFailure bool) {
 	h := newHarness(t)
 	v := newVolume("vol1")
-	op := newOp(model.OpVolumeCreate, v.Name(), t0)
-	h.seed(t, func(tx store.Tx) error {
-		if err := store.PutVolume(tx, v); err != nil {
-			return err
-		}
-		return store.PutOperation(tx, op)
-	})
+	op := h.seedCreate(t, v)
 	clock := &fakeClock{now: time.Now()}
 	release := make(chan struct{})
 	var gated atomic.Bool

@@ -316,19 +316,17 @@ func (t *sqliteTx) Names(kind, parent string) ([]string, error) {
 }
 
 func (t *sqliteTx) Index(idx, key string) ([]IndexEntry, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT name, value, num FROM index_entries WHERE idx = ? AND key = ? ORDER BY num, name`, idx, key)
-	if err != nil {
-		return nil, fmt.Errorf("index %s: %w", idx, err)
-	}
-	return scanAll(rows, func(r *sql.Rows) (IndexEntry, error) {
-		var e IndexEntry
-		return e, r.Scan(&e.Name, &e.Value, &e.Num)
-	})
+	return t.entries(idx, `SELECT name, value, num FROM index_entries WHERE idx = ? AND key = ? ORDER BY num, name`, idx, key)
 }
 
 func (t *sqliteTx) IndexBelow(idx, key string, num float64, limit int) ([]IndexEntry, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT name, value, num FROM index_entries WHERE idx = ? AND key = ? AND num < ? ORDER BY num, name LIMIT ?`,
+	return t.entries(idx, `SELECT name, value, num FROM index_entries WHERE idx = ? AND key = ? AND num < ? ORDER BY num, name LIMIT ?`,
 		idx, key, num, limit)
+}
+
+// entries runs a query of index idx's entries (name, value, num).
+func (t *sqliteTx) entries(idx, query string, args ...any) ([]IndexEntry, error) {
+	rows, err := t.tx.QueryContext(t.ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", idx, err)
 	}

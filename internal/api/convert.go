@@ -145,6 +145,16 @@ func (s *Server) volumeToWire(v *model.Volume, pool *model.Pool) apiv1.Volume {
 		SnapshotDirectory: v.SnapshotDirectory, UsedGib: apiv1.Int64(ceilGiB(v.UsedBytes)),
 		SecurityStyle: apiv1.SecurityStyle(v.SecurityStyle), KerberosEnabled: v.KerberosEnabled,
 		EncryptionType: apiv1.EncryptionType(1),
+		Zone:           v.Node,
+	}
+	// A volume on a node that stopped saying it is alive cannot be reached
+	// until the node returns (nothing is moved: its storage is there).
+	if s.opts.Cluster && v.Node != "" && !v.State.Busy() {
+		if n := s.nodes.get(v.Node); n != nil && !n.Up(s.now()) {
+			w.State = volumeState(model.StateError)
+			w.StateDetails = fmt.Sprintf("node %s, where this volume is, has not been heard from since %s; the volume is unreachable until it returns",
+				n.ID, apiv1.FormatTime(n.HeartbeatTime))
+		}
 	}
 	// Storage that failed (health observed now, not stored: the database may be
 	// on the failing disk) shows over the record's state, unless an operation

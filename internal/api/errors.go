@@ -33,6 +33,8 @@ func statusOf(err error) (httpStatus int, name string, code int32) {
 		return 499, "CANCELLED", 1
 	case errors.Is(err, model.ErrUnimplemented):
 		return http.StatusNotImplemented, "UNIMPLEMENTED", 12
+	case errors.Is(err, model.ErrUnavailable):
+		return http.StatusServiceUnavailable, "UNAVAILABLE", 14
 	}
 	return http.StatusInternalServerError, "INTERNAL", 13
 }

@@ -19,6 +19,7 @@ func (s *Server) intents() *intent.Service {
 		}
 		s.intent = intent.New(intent.Options{
 			Networks: s.opts.Networks, Limits: s.opts.Limits, Capacity: capacity,
+			NodeID: s.opts.NodeID, Cluster: s.opts.Cluster,
 			OvercommitRatio: s.opts.OvercommitRatio,
 			Secrets:         s.opts.Secrets, Now: s.now, Logger: s.log,
 			DefaultThroughputCapMibps: s.opts.DefaultThroughputCapMibps, OnSettingsChanged: s.opts.OnSettingsChanged,

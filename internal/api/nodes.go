@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/basin-nas/basin/internal/apiv1"
@@ -9,15 +11,11 @@ import (
 	"github.com/basin-nas/basin/internal/store"
 )
 
-// NodeDownAfter is how long after its last heartbeat a node is shown DOWN
-// (three heartbeats missed; daemon.HeartbeatInterval).
-const NodeDownAfter = 30 * time.Second
-
 // nodeJSON is a node on the wire (GET /v1/nodes, Basin-only).
 type nodeJSON struct {
 	Name          string `json:"name"`
 	NodeID        string `json:"nodeId"`
-	State         string `json:"state"` // UP, or DOWN once its heartbeat is older than NodeDownAfter
+	State         string `json:"state"` // UP, or DOWN once its heartbeat is older than model.NodeDownAfter
 	APIURL        string `json:"apiUrl"`
 	StartTime     string `json:"startTime"`
 	HeartbeatTime string `json:"heartbeatTime"`
@@ -37,7 +35,7 @@ func (s *Server) listNodes(rq *request) {
 	out := make([]nodeJSON, 0, len(nodes))
 	for _, n := range nodes {
 		state := "UP"
-		if now.Sub(n.HeartbeatTime) > NodeDownAfter {
+		if !n.Up(now) {
 			state = "DOWN"
 		}
 		out = append(out, nodeJSON{Name: "nodes/" + n.ID, NodeID: n.ID, State: state, APIURL: n.APIURL,
@@ -46,4 +44,69 @@ func (s *Server) listNodes(rq *request) {
 	s.writeJSON(rq, http.StatusOK, struct {
 		Nodes []nodeJSON `json:"nodes"`
 	}{out})
+}
+
+// nodeCache holds the nodes' records, read every second by a loop of its own
+// (a cluster's servers only): volumeToWire runs inside the store's
+// transactions, where it cannot read again, and a volume list shows each
+// volume's node UP or DOWN without a read per volume.
+type nodeCache struct {
+	mu    sync.Mutex
+	nodes map[string]*model.Node
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// start reads the nodes now and then every second until close.
+func (c *nodeCache) start(s *Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stop, c.done = cancel, make(chan struct{})
+	read := func() {
+		var nodes []*model.Node
+		err := s.st.View(ctx, func(tx store.Tx) (err error) {
+			nodes, err = store.List[model.Node](tx, store.KindNode, "")
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("read the nodes' records", "err", err)
+			}
+			return
+		}
+		m := make(map[string]*model.Node, len(nodes))
+		for _, n := range nodes {
+			m[n.ID] = n
+		}
+		c.mu.Lock()
+		c.nodes = m
+		c.mu.Unlock()
+	}
+	read()
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+}
+
+func (c *nodeCache) close() {
+	if c.stop != nil {
+		c.stop()
+		<-c.done
+	}
+}
+
+// get returns node id's record as last read (nil if it has none).
+func (c *nodeCache) get(id string) *model.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
 }

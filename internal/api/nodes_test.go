@@ -15,14 +15,14 @@ import (
 )
 
 // GET /v1/nodes lists the registered nodes, UP while their heartbeat is fresh
-// and DOWN once it is older than NodeDownAfter; it is the service
+// and DOWN once it is older than model.NodeDownAfter; it is the service
 // administrator's alone: a project's roles/owner does not grant it.
 func TestListNodes(t *testing.T) {
 	ie := newIAMEnv(t)
 	now := time.Now().UTC()
 	if err := ie.st.Update(context.Background(), func(tx store.Tx) error {
 		for _, n := range []model.Node{
-			{ID: "node-b", APIURL: "http://10.0.0.2:8780/", StartTime: now.Add(-time.Hour), HeartbeatTime: now.Add(-2 * NodeDownAfter)},
+			{ID: "node-b", APIURL: "http://10.0.0.2:8780/", StartTime: now.Add(-time.Hour), HeartbeatTime: now.Add(-2 * model.NodeDownAfter)},
 			{ID: "node-a", APIURL: "http://10.0.0.1:8780/", StartTime: now.Add(-time.Hour), HeartbeatTime: now.Add(-time.Second)},
 		} {
 			if err := tx.Put(store.KindNode, n.ID, "", &n); err != nil {
@@ -53,5 +53,45 @@ func TestListNodes(t *testing.T) {
 	var ae *client.Error
 	if !errors.As(err, &ae) || ae.HTTPStatus != http.StatusForbidden || !strings.Contains(ae.Message, "administrator") {
 		t.Fatalf("a project's roles/owner: %v, want 403", err)
+	}
+}
+
+// In a cluster a volume's zone is its node, and while that node is DOWN the
+// volume reads ERROR, naming the node; it reads as it was once the node is
+// back.
+func TestVolumeOnDownNode(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Cluster, o.NodeID = true, "n1" })
+	now := time.Now().UTC()
+	putNode := func(beat time.Time) {
+		t.Helper()
+		if err := e.st.Update(context.Background(), func(tx store.Tx) error {
+			return tx.Put(store.KindNode, "n2", "", &model.Node{ID: "n2", HeartbeatTime: beat})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putNode(now.Add(-2 * model.NodeDownAfter))
+	if err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		p := &model.Pool{Meta: model.Meta{Project: "p1", Location: "us-east4", ID: "pool1", State: model.StateReady, CreateTime: now},
+			ServiceLevel: model.LevelPremium, CapacityGib: 100, Network: "projects/p1/global/networks/default"}
+		if err := store.PutPool(tx, p); err != nil {
+			return err
+		}
+		return store.PutVolume(tx, &model.Volume{Meta: model.Meta{Project: "p1", Location: "us-east4", ID: "vol1", State: model.StateReady, CreateTime: now},
+			ShareName: "vol1", StoragePool: "pool1", CapacityGib: 1, Protocols: []model.Protocol{model.ProtocolNFSv3}, Network: "default",
+			Endpoint: "10.99.0.10", Node: "n2", Key: "kvol1"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the node cache's second
+	v := e.ok("GET", loc+"/volumes/vol1", nil)
+	if v["zone"] != "n2" || v["state"] != "ERROR" || !strings.Contains(v["stateDetails"].(string), "node n2") {
+		t.Fatalf("volume on a DOWN node: zone %v, state %v, details %v", v["zone"], v["state"], v["stateDetails"])
+	}
+	putNode(time.Now().UTC())
+	time.Sleep(1100 * time.Millisecond) // the node cache's second
+	v = e.ok("GET", loc+"/volumes/vol1", nil)
+	if v["zone"] != "n2" || v["state"] != "READY" || v["stateDetails"] != nil {
+		t.Fatalf("volume once its node is back: zone %v, state %v, details %v", v["zone"], v["state"], v["stateDetails"])
 	}
 }

@@ -87,8 +87,13 @@ type Options struct {
 	// Networks pools may name; default one network "default" on 10.99.0.0/24. A
 	// network without an endpoint range gets model.DefaultEndpoints.
 	Networks []model.Network
-	Limits   model.Limits
-	Logger   *slog.Logger
+	// NodeID is this node's ID; Cluster says the store is shared by several
+	// nodes (intent.Options): volumes are placed among them, and a volume
+	// whose node is down shows so.
+	NodeID  string
+	Cluster bool
+	Limits  model.Limits
+	Logger  *slog.Logger
 	// Now returns the current time; nil = time.Now.
 	Now func() time.Time
 	// SyncWait is how long a mutating call waits for its operation before answering
@@ -162,6 +167,8 @@ type Server struct {
 	routes     *router
 	// console holds the web console's sign-in links and sessions (console.go).
 	console *consoleAuth
+	// nodes caches the nodes' records for volumeToWire (nodes.go).
+	nodes nodeCache
 }
 
 // New returns a Server serving the route table (routes.go). It panics if the table
@@ -210,6 +217,9 @@ func newServer(opts Options, table []Route) *Server {
 		limits: newLimiter(opts.RateLimit), authFailures: newLimiter(opts.FailedAuthLimit), routes: routes,
 		console: newConsoleAuth()}
 	s.refusals = &refusals{s: s, interval: opts.RefusalAuditInterval, keys: map[string]*refusalState{}}
+	if opts.Cluster && opts.Store != nil {
+		s.nodes.start(s)
+	}
 	return s
 }
 
@@ -430,5 +440,6 @@ func parseTime(s string) (time.Time, bool) {
 // the HTTP server has shut down.
 func (s *Server) Close() error {
 	s.refusals.close()
+	s.nodes.close()
 	return nil
 }

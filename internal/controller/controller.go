@@ -45,6 +45,9 @@ type Options struct {
 	// OpLease/3 while it runs, and at every progress write); another node may
 	// take over an operation whose lease lapsed. 0 = 30 s.
 	OpLease time.Duration
+	// Cluster: several nodes share the store; this one serves and repairs only
+	// the volumes placed on it and runs only their operations (cluster.go).
+	Cluster bool
 	Store   store.Store
 	Backend storage.Backend
 	Logger  *slog.Logger
@@ -139,6 +142,7 @@ type Controller struct {
 	handlers map[model.OpKind]handler
 	locks    *lockTable
 	wake     chan struct{}
+	changed  chan struct{} // another node wrote an operation (Changed)
 	mu       sync.Mutex
 	subs     map[string][]chan struct{}
 	running  map[string]bool // operations on a worker, by name
@@ -190,7 +194,7 @@ func New(opts Options) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{opts: opts, st: fencedStore{opts.Store}, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
-		locks: newLockTable(), wake: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
+		locks: newLockTable(), wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
 		running: map[string]bool{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}}}
 	c.handlers = map[model.OpKind]handler{}
 	for _, h := range []handler{poolHandler{c}, validateHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
@@ -206,6 +210,61 @@ func (c *Controller) Wake() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// Changed tells the controller that an operation was recorded, progressed or
+// finished elsewhere (another node, store.Postgres.Listen): it looks for work
+// and answers the WaitDone callers whose operation is done. It never blocks.
+func (c *Controller) Changed() {
+	c.Wake()
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// watchOthers, in a cluster, answers WaitDone callers whose operation another
+// node finished, on Changed and every few seconds (a notification lost while
+// the listener reconnected), and schedules on the same beat: an operation whose
+// owner stopped renewing its lease is taken over once the lease lapses, which
+// no notification announces.
+func (c *Controller) watchOthers(ctx context.Context) {
+	tick := time.NewTicker(min(5*time.Second, c.opts.OpLease/3))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			c.Wake()
+		case <-c.changed:
+		}
+		c.mu.Lock()
+		names := make([]string, 0, len(c.subs))
+		for name := range c.subs {
+			names = append(names, name)
+		}
+		c.mu.Unlock()
+		if len(names) == 0 {
+			continue
+		}
+		var done []string
+		err := c.st.View(ctx, func(tx store.Tx) error {
+			for _, name := range names {
+				var op model.Operation
+				if err := tx.Get(store.KindOperation, name, &op); err == nil && op.Done {
+					done = append(done, name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			continue
+		}
+		for _, name := range done {
+			c.notify(name)
+		}
 	}
 }
 
@@ -252,6 +311,9 @@ func (c *Controller) notify(name string) {
 // cancellation, once every worker has stopped.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.wg.Wait()
+	if err := c.adopt(ctx); err != nil && ctx.Err() == nil {
+		c.log.Error("place unplaced volumes", "err", err)
+	}
 	if err := c.resync(ctx, true); err != nil && ctx.Err() == nil {
 		c.log.Error("initial reconcile", "err", err)
 	}
@@ -263,6 +325,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		defer c.wg.Done()
 		c.resyncLoop(ctx)
 	}()
+	if c.opts.Cluster {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.watchOthers(ctx)
+		}()
+	}
 	go func() {
 		defer c.wg.Done()
 		c.healthLoop(ctx)
@@ -349,6 +418,11 @@ func (c *Controller) schedule(ctx context.Context) {
 		for _, op := range pending {
 			if c.running[op.Name()] || c.ownedElsewhere(op) {
 				continue
+			}
+			if here, err := c.runsHere(tx, op); err != nil {
+				return err
+			} else if !here {
+				continue // the volume's node runs it
 			}
 			h, ok := c.handlers[op.Kind]
 			if !ok {

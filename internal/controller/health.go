@@ -202,7 +202,7 @@ func (c *Controller) healthPass(ctx context.Context) {
 			return err
 		})
 		if err == nil {
-			c.setRecords(vols)
+			c.setRecords(c.mineOnly(vols))
 		} else if ctx.Err() == nil {
 			c.log.Debug("cannot read the volumes' records to name failing ones; later", "err", err)
 		}

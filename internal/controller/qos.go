@@ -87,12 +87,12 @@ func (c *Controller) ApplyQoS(ctx context.Context) error {
 	}
 	c.qosApply.Lock()
 	defer c.qosApply.Unlock()
-	var vols []*model.Volume
+	var all []*model.Volume
 	pools := map[string]*model.Pool{}
 	caps := map[string]float64{}
 	err := c.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		if vols, err = store.List[model.Volume](tx, store.KindVolume, ""); err != nil {
+		if all, err = store.List[model.Volume](tx, store.KindVolume, ""); err != nil {
 			return err
 		}
 		ps, err := store.List[model.Pool](tx, store.KindPool, "")
@@ -111,6 +111,11 @@ func (c *Controller) ApplyQoS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	vols := c.mineOnly(all)
+	var poolShare map[string]float64
+	if c.opts.Cluster {
+		poolShare = nodeShares(all, vols, pools, caps, q.Limits)
+	}
 	byNet := map[string][]*model.Volume{}
 	for _, v := range vols {
 		if v.Endpoint != "" {
@@ -127,12 +132,71 @@ func (c *Controller) ApplyQoS(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		t := QoSTree(QoSInput{Volumes: byNet[network], Pools: pools, Caps: caps, Limits: q.Limits, Overhead: overhead})
+		t := QoSTree(QoSInput{Volumes: byNet[network], Pools: pools, Caps: caps, PoolShare: poolShare, Limits: q.Limits, Overhead: overhead})
 		if err := q.Driver.Apply(ctx, link, t); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nodeShares splits the limits that volumes on several nodes share between the
+// nodes, so that they add up to the limit: each project's cap (scaled in caps)
+// and each Flex pool's budget (the share returned, by pool name) go to each
+// node in proportion to its volumes' part (their limits under a cap, their
+// capacity in a Flex pool, as QoSTree weighs them). Every node computes the
+// same split from the same records. A node's part is static: a project whose
+// volumes on one node are idle does not lend their share to another node.
+func nodeShares(all, mine []*model.Volume, pools map[string]*model.Pool, caps map[string]float64, lim model.Limits) map[string]float64 {
+	type part struct{ mine, all float64 }
+	locs := map[string]*part{}
+	flex := map[string]*part{}
+	isMine := map[string]bool{}
+	for _, v := range mine {
+		isMine[v.Name()] = true
+	}
+	for _, v := range all {
+		p := pools[v.PoolName()]
+		if p == nil || v.Endpoint == "" {
+			continue
+		}
+		loc := model.LocationName(v.Project, v.Location)
+		if locs[loc] == nil {
+			locs[loc] = &part{}
+		}
+		lv := model.VolumeThroughputMibps(v, p, lim)
+		w := float64(max(v.CapacityGib, 1))
+		if p.ServiceLevel == model.LevelFlex && p.QosType != model.QosManual {
+			if flex[p.Name()] == nil {
+				flex[p.Name()] = &part{}
+			}
+			flex[p.Name()].all += w
+			if isMine[v.Name()] {
+				flex[p.Name()].mine += w
+			}
+			// Under the cap the pool counts by its budget's share (below).
+			continue
+		}
+		locs[loc].all += lv
+		if isMine[v.Name()] {
+			locs[loc].mine += lv
+		}
+	}
+	shares := map[string]float64{}
+	for name, f := range flex {
+		p := pools[name]
+		shares[name] = f.mine / f.all
+		budget := model.PoolBudgetMibps(p, lim)
+		loc := model.LocationName(p.Project, p.Location)
+		locs[loc].all += budget
+		locs[loc].mine += budget * shares[name]
+	}
+	for loc, pt := range locs {
+		if caps[loc] > 0 && pt.all > 0 {
+			caps[loc] *= pt.mine / pt.all
+		}
+	}
+	return shares
 }
 
 // projectCaps sets the cap of every project and location that has settings of

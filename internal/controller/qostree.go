@@ -17,8 +17,12 @@ type QoSInput struct {
 	Pools   map[string]*model.Pool // by name
 	// Caps are the projects' throughput caps in MiB/s by location name
 	// (projects/p/locations/l); 0 or absent: none.
-	Caps   map[string]float64
-	Limits model.Limits
+	Caps map[string]float64
+	// PoolShare is the part of each Flex pool's budget this tree may use (by
+	// pool name): a pool with volumes on several nodes is split between them
+	// (nodeShares). Absent: all of it.
+	PoolShare map[string]float64
+	Limits    model.Limits
 	// Overhead is wire bytes per byte of client payload (Ethernet, IP, TCP and RPC
 	// headers and acks, ~4.5 % at MTU 1500): the tree's rates are on the wire, the
 	// limits users buy on payload.
@@ -80,7 +84,11 @@ func QoSTree(in QoSInput) qos.Tree {
 		if !ok {
 			i = len(projects[loc])
 			flex[p.Name()] = i
-			projects[loc] = append(projects[loc], child{class: qos.Class{Key: p.Name()}, limit: wire(model.PoolBudgetMibps(p, in.Limits))})
+			budget := model.PoolBudgetMibps(p, in.Limits)
+			if f, ok := in.PoolShare[p.Name()]; ok {
+				budget *= f
+			}
+			projects[loc] = append(projects[loc], child{class: qos.Class{Key: p.Name()}, limit: wire(budget)})
 		}
 		projects[loc][i].kids = append(projects[loc][i].kids, leaf)
 	}

@@ -35,6 +35,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	if err != nil {
 		return err
 	}
+	vols = c.mineOnly(vols)
 	c.setRecords(vols) // the health pass's names and states
 	observed, err := c.be.ObserveVolumes(ctx)
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/schedule"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
+	"github.com/basin-nas/basin/internal/store"
 	"github.com/basin-nas/basin/web"
 )
 
@@ -53,6 +54,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}
 	defer func() { err = errors.Join(err, state.Close()) }()
 	st := state.store
+	host, _ := os.Hostname()
+	nodeID := cfg.NodeIDOrHost(host)
+	// Several nodes share a PostgreSQL store: each serves the volumes placed
+	// on it (internal/controller/cluster.go).
+	_, cluster := state.store.(*store.Postgres)
+	clusterNode := ""
+	if cluster {
+		clusterNode = nodeID
+	}
 
 	// Volumes are mounted below shared mount points: sandboxes, whose mount
 	// namespaces are slaves of the mounts directory, see volumes mounted after they
@@ -100,7 +110,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// What /metrics serves (--metrics-listen): Basin's health, counted through
 	// hooks of the data plane, the controller and the API, and the volumes.
 	reg, health := metricsRegistry()
-	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
+	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, NodeID: clusterNode, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
 		Logger: log.With("component", "dataplane"), OnRestart: health.DaemonRestarted,
 		StuckRequestAfter: cfg.NFSStuckAfter, WedgedAfter: cfg.NFSWedgedAfter, OnStuckRequests: health.NFSStuckRequests,
 		Detach: keep})
@@ -173,8 +183,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:space-watcher", Project: v.Project, Method: "basin.volumes.space",
 			Resource: v.Name(), Err: err})
 	}
-	host, _ := os.Hostname()
-	ctrl := controller.New(controller.Options{NodeID: cfg.NodeIDOrHost(host), Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
+	ctrl := controller.New(controller.Options{NodeID: nodeID, Cluster: cluster, Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
 		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health),
 		Resync: cfg.TestResyncInterval, HealthInterval: cfg.TestResyncInterval, SpaceNoted: spaceNoted,
 		OnHealthChange: func(ctx context.Context, ch controller.HealthChange) error {
@@ -185,7 +194,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store;
 	// what a restart takes up (counters' readings, the ring's last hour) in
 	// the data directory.
-	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
+	sampler := metrics.New(metrics.Options{Targets: metricsTargets{st: st, node: clusterNode, limits: cfg.Limits, qos: cfg.QoS}, NFS: dp,
 		SMB: smbIO{dp}, QoS: tcCounters, Capacity: backendUsage{be}, Clients: metrics.NetnsClients{PID: dp.GaneshaPID}, Store: st,
 		StateDir: filepath.Join(cfg.DataDir, "metrics"), Logger: log.With("component", "metrics")})
 	reg.MustRegister(sampler.Collector())
@@ -206,6 +215,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		failedAuthLimit = -1 // 0 on the command line: no limit
 	}
 	srv = api.New(api.Options{Store: st, Auth: auth, Operations: ctrl, Locations: cfg.Locations, Networks: networks, Limits: cfg.Limits,
+		NodeID: nodeID, Cluster: cluster,
 		Logger: log.With("component", "api"), Ready: ready.Load, Health: ctrl, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, FailedAuthLimit: failedAuthLimit,
 		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
@@ -238,16 +248,27 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 
 	// Volumes' snapshot policies: scheduled snapshots recorded through the API's
 	// own intent layer, carried out by the controller, audited as Basin's own calls.
-	sched := schedule.New(schedule.Options{NodeID: cfg.NodeIDOrHost(host), Store: st, Intents: srv.Intents(), Wake: ctrl.Wake, Clock: snapshotClock(cfg, log),
+	sched := schedule.New(schedule.Options{NodeID: nodeID, Store: st, Intents: srv.Intents(), Wake: ctrl.Wake, Clock: snapshotClock(cfg, log),
 		Logger: log.With("component", "schedule"), Audit: func(ctx context.Context, e schedule.Event) {
 			srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:snapshot-scheduler", Project: e.Project, Method: e.Method,
 				Resource: e.Resource, RequestID: e.Operation, Err: e.Err})
 		}})
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
-	if err := registerNode(ctrlCtx, st, model.Node{ID: cfg.NodeIDOrHost(host), APIURL: baseURL(cfg)}, log.With("component", "nodes")); err != nil {
+	token, err := nodeToken(cfg.DataDir)
+	if err != nil {
+		stopCtrl()
+		return fmt.Errorf("node token: %w", err)
+	}
+	if err := registerNode(ctrlCtx, st, model.Node{ID: nodeID, APIURL: nodeURL(cfg), Instance: token, Networks: networks}, be.StoreSpace,
+		log.With("component", "nodes")); err != nil {
 		stopCtrl()
 		return fmt.Errorf("register node: %w", err)
+	}
+	if pg, ok := state.store.(*store.Postgres); ok {
+		// Another node recorded or finished an operation: look for work, and
+		// answer the API calls waiting for it.
+		go pg.Listen(ctrlCtx, ctrl.Changed, func(err error) { log.Warn("listen for other nodes' operations", "err", err) })
 	}
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- ctrl.Run(ctrlCtx) }()

@@ -28,7 +28,10 @@ import (
 // SMB share (its pool's AD connection and the share name) and the throughput
 // each is held to when traffic control enforces service levels.
 type metricsTargets struct {
-	st     store.Store
+	st store.Store
+	// node, if set, is this node's ID in a cluster: it samples only the
+	// volumes placed on it.
+	node   string
 	limits model.Limits
 	qos    bool // service levels are enforced: volumes have a limit
 }
@@ -43,7 +46,7 @@ func (m metricsTargets) Volumes(ctx context.Context) ([]metrics.Volume, error) {
 		pools := map[string]*model.Pool{}
 		out = make([]metrics.Volume, 0, len(vols))
 		for _, v := range vols {
-			if v.Key == "" {
+			if v.Key == "" || (m.node != "" && v.Node != m.node) {
 				continue
 			}
 			mv := metrics.Volume{Key: v.Key, Name: v.Name(), Project: v.Project, Location: v.Location, ID: v.ID, Pool: v.StoragePool, Network: v.Network, ExportID: v.ExportID}

@@ -60,11 +60,6 @@ func openState(ctx context.Context, cfg config.Config, log *slog.Logger) (s *sta
 	if s.store, err = store.Open(ctx, cfg.Database, filepath.Join(cfg.DataDir, "basin.db")); err != nil {
 		return s, err
 	}
-	if pg, ok := s.store.(*store.Postgres); ok {
-		if err := pg.ClaimSoleNode(ctx); err != nil {
-			return s, err
-		}
-	}
 	keys, err := loadKeys(cfg)
 	if err != nil {
 		return s, err
@@ -76,6 +71,16 @@ func openState(ctx context.Context, cfg config.Config, log *slog.Logger) (s *sta
 		return s, err
 	}
 	if err := adoptKey(ctx, s.store, s.secrets, keyPath(cfg), log); err != nil {
+		return s, err
+	}
+	// One node ID, one node: refused here, before the host is touched, if a
+	// process on another data directory is alive under it.
+	token, err := nodeToken(cfg.DataDir)
+	if err != nil {
+		return s, fmt.Errorf("node token: %w", err)
+	}
+	host, _ := os.Hostname()
+	if err := claimNodeID(ctx, s.store, model.Node{ID: cfg.NodeIDOrHost(host), APIURL: nodeURL(cfg), Instance: token}); err != nil {
 		return s, err
 	}
 	if s.audit, err = openPrivate(filepath.Join(cfg.DataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND); err != nil {
@@ -122,6 +127,15 @@ func audiences(cfg config.Config) []string {
 func baseURL(cfg config.Config) string {
 	if cfg.PublicURL != "" {
 		return strings.TrimSuffix(cfg.PublicURL, "/") + "/"
+	}
+	return "http://" + cfg.Listen + "/"
+}
+
+// nodeURL is this node's own API URL (its listen address's), which GET /v1/nodes
+// shows: --public-url may name the service's, in front of every node.
+func nodeURL(cfg config.Config) string {
+	if cfg.PublicURL == "" {
+		return baseURL(cfg)
 	}
 	return "http://" + cfg.Listen + "/"
 }

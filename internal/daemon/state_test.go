@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -234,34 +235,63 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// Until Basin runs as a cluster, one basin serve per PostgreSQL database: a
-// second one (another data directory) is refused while the first runs, and
-// starts once it stopped.
-func TestOneNodePerDatabase(t *testing.T) {
+// Several nodes share a PostgreSQL database (each its own data directory
+// and node ID), but one node ID is one node: a second process registering
+// under the ID of a live node on another data directory is refused, the same
+// node restarted on its own data directory is not, and the ID is free again
+// once the node has been silent for model.NodeDownAfter.
+func TestNodeIDInUse(t *testing.T) {
 	db := pgtest.Start(t).NewDatabase(t)
 	keyFile := filepath.Join(t.TempDir(), "cluster.key")
-	open := func() (*state, error) {
-		cfg := testConfig()
-		cfg.DataDir, cfg.Database, cfg.SecretsKeyFile = t.TempDir(), db, keyFile
-		return openState(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	}
 	writeKeyFile(t, keyFile)
-	first, err := open()
-	if err != nil {
+	opened := 0
+	open := func() *state {
+		cfg := testConfig()
+		opened++
+		cfg.DataDir, cfg.Database, cfg.SecretsKeyFile, cfg.NodeID = t.TempDir(), db, keyFile, fmt.Sprintf("opened%d", opened)
+		s, err := openState(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open() // two nodes on one database
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	tokA, tokB := must(nodeToken(dirA)), must(nodeToken(dirB))
+	if tokA == tokB || tokA != must(nodeToken(dirA)) {
+		t.Fatalf("tokens %q %q: want one per data directory, stable", tokA, tokB)
+	}
+	if err := registerNode(ctx, a.store, model.Node{ID: "n1", Instance: tokA}, nil, log); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := open(); !errors.Is(err, store.ErrDatabaseInUse) {
-		if s != nil {
-			s.Close()
+	if err := registerNode(ctx, b.store, model.Node{ID: "n2", Instance: tokB}, nil, log); err != nil {
+		t.Fatalf("a second node ID on the database: %v", err)
+	}
+	err := registerNode(ctx, b.store, model.Node{ID: "n1", Instance: tokB}, nil, log)
+	if !errors.Is(err, ErrNodeInUse) || !strings.Contains(err.Error(), "--node-id") {
+		t.Fatalf("n1 again from another data directory: %v, want ErrNodeInUse naming --node-id", err)
+	}
+	if err := registerNode(ctx, a.store, model.Node{ID: "n1", Instance: tokA}, nil, log); err != nil {
+		t.Fatalf("n1 restarted on its own data directory: %v", err)
+	}
+	// n1 silent past NodeDownAfter: its ID may be taken.
+	if err := a.store.Update(ctx, func(tx store.Tx) error {
+		n, err := store.Get[model.Node](tx, store.KindNode, "n1")
+		if err != nil {
+			return err
 		}
-		t.Fatalf("second node: %v, want ErrDatabaseInUse", err)
+		n.HeartbeatTime = time.Now().Add(-2 * model.NodeDownAfter)
+		return tx.Put(store.KindNode, "n1", "", n)
+	}); err != nil {
+		t.Fatal(err)
 	}
-	first.Close()
-	second, err := open()
-	if err != nil {
-		t.Fatalf("after the first stopped: %v", err)
+	if err := registerNode(ctx, b.store, model.Node{ID: "n1", Instance: tokB}, nil, log); err != nil {
+		t.Fatalf("n1 from another data directory once it was down: %v", err)
 	}
-	second.Close()
 }
 
 // writeKeyFile writes a key file of one new key and returns the key.
@@ -286,9 +316,11 @@ func TestClusterKey(t *testing.T) {
 	db := pgtest.Start(t).NewDatabase(t)
 	keyFile := filepath.Join(t.TempDir(), "cluster.key")
 	writeKeyFile(t, keyFile)
+	nodes := 0
 	node := func(key string) (config.Config, *state, error) {
 		cfg := testConfig()
-		cfg.DataDir, cfg.Database, cfg.SecretsKeyFile = t.TempDir(), db, key
+		nodes++
+		cfg.DataDir, cfg.Database, cfg.SecretsKeyFile, cfg.NodeID = t.TempDir(), db, key, fmt.Sprintf("node%d", nodes)
 		s, err := openState(ctx, cfg, slog.New(slog.DiscardHandler))
 		return cfg, s, err
 	}
@@ -310,9 +342,9 @@ func TestClusterKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Close() // one node at a time until Basin runs as a cluster
+	defer a.Close()
 
-	_, b, err := node(keyFile)
+	_, b, err := node(keyFile) // while A runs
 	if err != nil {
 		t.Fatalf("node B with the cluster's key file: %v", err)
 	}

@@ -149,6 +149,10 @@ type Options struct {
 	// DataDir holds sandboxes/<network>/ with each sandbox's state.
 	DataDir  string
 	Networks []Network
+	// NodeID, set when several nodes may share a segment (a cluster), goes
+	// into each sandbox's MAC beside the bridge's name: two nodes whose
+	// bridges have one name on one segment answer on MACs of their own.
+	NodeID string
 	// Runner runs the short commands (ip, mount); Starter starts the daemons.
 	Runner  runner.Runner
 	Starter runner.Starter

@@ -181,7 +181,7 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 		{"ip", "netns", "add", sb.ns},
 		// A stable MAC: a rebuilt sandbox answers on the same hardware address, so
 		// clients' ARP caches stay right and they reconnect at once.
-		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "address", sandboxMAC(n), "netns", sb.ns},
+		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "address", sandboxMAC(n, m.opts.NodeID), "netns", sb.ns},
 		{"ip", "link", "set", veth, "master", n.Bridge, "up"},
 		// Endpoints are addresses of one subnet on eth0: the first is primary, the
 		// others secondaries, which the kernel deletes with the primary unless it
@@ -409,9 +409,14 @@ func fsTypeName(magic int64) string {
 	return "unknown"
 }
 
-// sandboxMAC derives a locally administered unicast MAC from the bridge name.
-func sandboxMAC(n Network) string {
-	h := sha1.Sum([]byte("basin-sandbox " + n.Bridge))
+// sandboxMAC derives a locally administered unicast MAC from the bridge name,
+// and the node's ID in a cluster (as a lone node's, unchanged, without).
+func sandboxMAC(n Network, node string) string {
+	seed := "basin-sandbox " + n.Bridge
+	if node != "" {
+		seed += " node " + node
+	}
+	h := sha1.Sum([]byte(seed))
 	return fmt.Sprintf("02:%02x:%02x:%02x:%02x:%02x", h[0], h[1], h[2], h[3], h[4])
 }
 

@@ -107,6 +107,11 @@ func (s *Service) checkPoolCommit(tx store.Tx, r *reads, pl *model.Pool, prevGib
 		return err
 	}
 	size := sp.size
+	if s.opts.Cluster {
+		if size, err = s.clusterStoreBytes(tx, size); err != nil {
+			return err
+		}
+	}
 	others, err := store.PoolsCapacityGib(tx)
 	if err != nil {
 		return err
@@ -138,7 +143,11 @@ func (s *Service) allocation(capacityGib int64) int64 {
 // space promised to other volumes, its reserve and clones' debt, and refuses too,
 // so this check only spares the caller an operation that would fail. A snapshot
 // needs none: it lives in its volume's own space.
-func (s *Service) checkStoreRoom(r *reads, capacityGib, prevGib int64) error {
+//
+// The store read is this node's; a volume on another node (a cluster) is checked
+// against what that node said its store had free at its last heartbeat, and its
+// own backend refuses what it cannot give.
+func (s *Service) checkStoreRoom(tx store.Tx, r *reads, node string, capacityGib, prevGib int64) error {
 	if s.opts.Capacity == nil {
 		return nil
 	}
@@ -149,11 +158,20 @@ func (s *Service) checkStoreRoom(r *reads, capacityGib, prevGib int64) error {
 	if need <= 0 {
 		return nil
 	}
-	sp, err := r.storeSpace()
-	if err != nil {
-		return err
+	var free int64
+	if s.opts.Cluster && node != s.opts.NodeID {
+		n, err := store.Get[model.Node](tx, store.KindNode, node)
+		if err != nil || n.StoreBytes == 0 {
+			return nil // not said yet: the node's backend decides
+		}
+		free = n.FreeBytes
+	} else {
+		sp, err := r.storeSpace()
+		if err != nil {
+			return err
+		}
+		free = sp.free
 	}
-	free := sp.free
 	if need > free {
 		s.log.Warn("store has no room for a volume", "need_bytes", need, "free_bytes", free)
 		return model.Errorf(model.ErrFailedPrecondition, "capacityGib: this Basin node's store has %s free for volumes, less than the %s this needs; "+
@@ -166,7 +184,7 @@ func (s *Service) checkStoreRoom(r *reads, capacityGib, prevGib int64) error {
 // the store reports it (v.UsedBytes is only the last observation).
 func (s *Service) checkShrink(r *reads, v *model.Volume) error {
 	used := v.UsedBytes
-	if s.opts.Capacity != nil {
+	if s.opts.Capacity != nil && !s.remote(v) {
 		var err error
 		if used, err = r.usedBytes(v.Key); err != nil {
 			return err

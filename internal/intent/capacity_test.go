@@ -55,16 +55,7 @@ func TestCapacityReadsOutsideTransactions(t *testing.T) {
 		ServiceLevel: model.LevelPremium, CapacityGib: 100, Network: "projects/p/global/networks/default"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Update(ctx, func(tx store.Tx) error {
-		pl, err := store.Get[model.Pool](tx, store.KindPool, loc+"/storagePools/pool1")
-		if err != nil {
-			return err
-		}
-		pl.State = model.StateReady
-		return store.PutPool(tx, pl)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	poolReady(t, st, loc+"/storagePools/pool1")
 	if _, err := s.CreateVolume(ctx, st, VolumeCreate{Volume: &model.Volume{Meta: model.Meta{Project: "p", Location: "l", ID: "v1"},
 		ShareName: "v1", StoragePool: "pool1", CapacityGib: 10, Protocols: []model.Protocol{model.ProtocolNFSv3}}}); err != nil {
 		t.Fatal(err)
@@ -111,5 +102,20 @@ func TestCapacityReadsOutsideTransactions(t *testing.T) {
 	}
 	if c.spaceReads != spaceReads || c.usageReads != usageReads {
 		t.Errorf("a description change read the storage")
+	}
+}
+
+// poolReady sets pool's state to READY, as its create operation would.
+func poolReady(t *testing.T, st store.Store, pool string) {
+	t.Helper()
+	if err := st.Update(context.Background(), func(tx store.Tx) error {
+		pl, err := store.Get[model.Pool](tx, store.KindPool, pool)
+		if err != nil {
+			return err
+		}
+		pl.State = model.StateReady
+		return store.PutPool(tx, pl)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -67,6 +67,14 @@ type Options struct {
 	OvercommitRatio float64
 	// Secrets seals the Active Directory join password before it is stored.
 	Secrets Sealer
+	// NodeID is this node's ID: a volume created while the service is one node
+	// is placed on it.
+	NodeID string
+	// Cluster: the store is shared by several nodes (PostgreSQL). A new volume
+	// is placed on a live node that has its network (placement.go), its
+	// endpoint taken from that node's range; pools may commit the nodes'
+	// stores together.
+	Cluster bool
 	// DefaultThroughputCapMibps is the project throughput cap (MiB/s, per project
 	// and location) where a project's settings set none; 0 = no cap.
 	DefaultThroughputCapMibps float64

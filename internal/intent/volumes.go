@@ -87,10 +87,7 @@ func (s *Service) CreateVolume(ctx context.Context, st store.Store, req VolumeCr
 					return err
 				}
 			}
-			if err := s.allocateEndpoint(tx, v); err != nil {
-				return err
-			}
-			if err := s.checkStoreRoom(r, v.CapacityGib, 0); err != nil {
+			if err := s.place(tx, r, v); err != nil {
 				return err
 			}
 			return tx.Insert(store.KindVolume, v.Name(), loc, v)
@@ -412,18 +409,10 @@ func validateSnapshotPolicy(p *model.SnapshotPolicy, maxSnaps int) error {
 }
 
 // allocateEndpoint gives a new volume its network (the pool's) and its own address
-// in it (the lowest free one of the network's endpoint range). Its NFS export ID
-// comes from the controller when the export is first loaded.
-func (s *Service) allocateEndpoint(tx store.Tx, v *model.Volume) error {
-	pool, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
-	if err != nil {
-		return err
-	}
-	v.Network = model.NetworkName(pool.Network)
-	n, ok := s.Network(v.Network)
-	if !ok {
-		return model.Errorf(model.ErrFailedPrecondition, "network %q of pool %s is no longer configured", v.Network, pool.ID)
-	}
+// in it (the lowest free one of the network's endpoint range on the volume's node,
+// which place chose). Its NFS export ID comes from the controller when the export
+// is first loaded.
+func (s *Service) allocateEndpoint(tx store.Tx, v *model.Volume, n model.Network) error {
 	used, err := store.EndpointsInUse(tx, v.Network)
 	if err != nil {
 		return err
@@ -519,7 +508,7 @@ func (s *Service) UpdateVolume(ctx context.Context, st store.Store, req VolumeUp
 					return err
 				}
 			case v.CapacityGib > prev.CapacityGib:
-				if err := s.checkStoreRoom(r, v.CapacityGib, prev.CapacityGib); err != nil {
+				if err := s.checkStoreRoom(tx, r, v.Node, v.CapacityGib, prev.CapacityGib); err != nil {
 					return err
 				}
 			}

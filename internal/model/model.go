@@ -25,6 +25,9 @@ var (
 	ErrUnauthenticated    = errors.New("unauthenticated")
 	ErrPermissionDenied   = errors.New("permission denied")
 	ErrCancelled          = errors.New("cancelled")
+	// ErrUnavailable: what the call needs is down for now (every node that
+	// could take it); the same call may succeed later.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // FieldError is an invalid-argument error about one field (JSON path, camelCase).
@@ -301,6 +304,12 @@ type Volume struct {
 	// Directory as, e.g. "BASIN-1A2B.basin.test"), once shared; "" = not yet.
 	SMBServer string `json:"smbServer,omitempty"`
 
+	// Node is the ID of the node the volume is placed on: its storage is there,
+	// that node's data plane serves it and runs its operations. Set at create
+	// (a clone goes where its source is) and never changed. On the wire as
+	// the volume's zone.
+	Node string `json:"node,omitempty"`
+
 	// Key names the volume's storage (filesystem image, mount point); it never
 	// changes and is never reused, so a deleted volume's leftovers cannot collide
 	// with a new one.
@@ -432,7 +441,7 @@ type Status struct {
 // stands for (an unknown or internal code wraps none).
 func (s *Status) Err() error {
 	kind := map[int32]error{1: ErrCancelled, 3: ErrInvalid, 5: ErrNotFound, 6: ErrAlreadyExists, 7: ErrPermissionDenied,
-		8: ErrResourceExhausted, 9: ErrFailedPrecondition, 10: ErrAborted, 12: ErrUnimplemented, 16: ErrUnauthenticated}[s.Code]
+		8: ErrResourceExhausted, 9: ErrFailedPrecondition, 10: ErrAborted, 12: ErrUnimplemented, 14: ErrUnavailable, 16: ErrUnauthenticated}[s.Code]
 	if kind == nil {
 		return errors.New(s.Message)
 	}
@@ -474,12 +483,39 @@ func (o *Operation) Name() string {
 }
 
 // Node is a Basin node (a basin serve) as it registered in the store: its ID,
-// the URL of its API, when it started and when it last said it was alive.
+// the URL of its API, when it started and when it last said it was alive, and
+// what volumes are placed by: its networks (each its own endpoint range) and its
+// store's space as of that heartbeat.
 type Node struct {
 	ID            string    `json:"id"`
 	APIURL        string    `json:"apiUrl"`
 	StartTime     time.Time `json:"startTime"`
 	HeartbeatTime time.Time `json:"heartbeatTime"`
+	// Instance is a random ID of the process: a second process that registers
+	// under the ID of a node still alive is refused (daemon/nodes.go).
+	Instance string    `json:"instance,omitempty"`
+	Networks []Network `json:"networks,omitempty"`
+	// StoreBytes is what the node's store holds for volumes and FreeBytes what
+	// it may still give (storage.Backend.StoreSpace); 0, 0 = not read yet.
+	StoreBytes int64 `json:"storeBytes,omitempty"`
+	FreeBytes  int64 `json:"freeBytes,omitempty"`
+}
+
+// NodeDownAfter is how long after its last heartbeat a node counts as down:
+// three heartbeats missed (daemon.HeartbeatInterval).
+const NodeDownAfter = 30 * time.Second
+
+// Up reports whether the node's last heartbeat is recent at now.
+func (n *Node) Up(now time.Time) bool { return now.Sub(n.HeartbeatTime) <= NodeDownAfter }
+
+// Network returns the node's network called name.
+func (n *Node) Network(name string) (Network, bool) {
+	for _, nw := range n.Networks {
+		if nw.Name == name {
+			return nw, true
+		}
+	}
+	return Network{}, false
 }
 
 // ServiceAccount is an identity that signs its own tokens with keys Basin issued.

@@ -29,6 +29,9 @@ const (
 	IdxPoolThroughput = "volume.poolThroughput"
 	// IdxEndpoint: volumes by network name; value is the volume's endpoint address.
 	IdxEndpoint = "volume.endpoint"
+	// IdxVolumeNode: volumes by the node they are placed on; num is the volume's
+	// capacityGib (placement counts them; each node lists its own).
+	IdxVolumeNode = "volume.node"
 	// IdxCloning: volumes still being created from a snapshot, by the snapshot's name.
 	IdxCloning = "volume.cloning"
 	// IdxPoolNetwork: pools by network name (the sandbox's); value is the pool's
@@ -86,6 +89,9 @@ func extract(kind string, data []byte) ([]indexRow, error) {
 		}
 		if v.Endpoint != "" {
 			rows = append(rows, indexRow{idx: IdxEndpoint, key: v.Network, value: v.Endpoint, num: int64(0)})
+		}
+		if v.Node != "" {
+			rows = append(rows, indexRow{idx: IdxVolumeNode, key: v.Node, num: v.CapacityGib})
 		}
 		if v.SourceSnapshot != "" && v.State == model.StateCreating {
 			rows = append(rows, indexRow{idx: IdxCloning, key: v.SourceSnapshot, num: int64(0)})

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/basin-nas/basin/internal/model"
 
@@ -25,8 +26,11 @@ var pgMigrations embed.FS
 const (
 	pgMigrateLock int64 = 0x6261_7369_6e00_0001 // "basin\0" 1
 	pgWriteLock   int64 = 0x6261_7369_6e00_0002
-	pgNodeLock    int64 = 0x6261_7369_6e00_0003 // session-scoped: ClaimSoleNode
 )
+
+// pgOpsChannel is the channel an Update that recorded an operation notifies
+// on commit (Listen).
+const pgOpsChannel = "basin_operations"
 
 // Postgres is the Store on a PostgreSQL database, shared by every node of a
 // cluster (any libpq URL: postgres://user:password@host/db?sslmode=…).
@@ -43,7 +47,6 @@ const (
 // (docs/benchmarks.md).
 type Postgres struct {
 	pool *pgxpool.Pool
-	sole *pgx.Conn // holds the ClaimSoleNode lock
 }
 
 var _ Backend = (*Postgres)(nil)
@@ -119,40 +122,49 @@ func (s *Postgres) migrate(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connections (releasing ClaimSoleNode's lock).
+// Close closes the connections.
 func (s *Postgres) Close() error {
-	if s.sole != nil {
-		s.sole.Close(context.Background())
-	}
 	s.pool.Close()
 	return nil
 }
 
-// ErrDatabaseInUse: another basin serve holds the database (ClaimSoleNode).
-var ErrDatabaseInUse = errors.New("the database is in use by another basin serve: until Basin runs as a cluster, one node per database")
+// Listen calls fn after every committed Update, of any node, that recorded an
+// operation (a new one, its progress or its end), and once after each
+// (re)connection (what it may have missed), until ctx ends. It listens on a
+// connection of its own, outside the pool, made again a second after it fails.
+// fn must not block: notifications of one burst come one after another.
+func (s *Postgres) Listen(ctx context.Context, fn func(), onErr func(error)) {
+	for ctx.Err() == nil {
+		err := s.listen(ctx, fn)
+		if ctx.Err() != nil {
+			return
+		}
+		if onErr != nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
 
-// ClaimSoleNode makes this process the only Basin serving from the database
-// until it closes the store, or returns ErrDatabaseInUse. Until operations carry
-// owners and leases, two nodes would both resume every unfinished operation and
-// repair every volume, so a second node is refused, as a second basin serve on
-// one data directory is. The claim is a session advisory lock on a connection of
-// its own: it ends with the process (or if the server drops that connection).
-func (s *Postgres) ClaimSoleNode(ctx context.Context) error {
-	c, err := s.pool.Acquire(ctx)
+func (s *Postgres) listen(ctx context.Context, fn func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return fmt.Errorf("store: connect: %w", err)
+		return fmt.Errorf("listen: connect: %w", err)
 	}
-	var ok bool
-	if err := c.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, pgNodeLock).Scan(&ok); err != nil {
-		c.Release()
-		return fmt.Errorf("store: %w", err)
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `LISTEN `+pgOpsChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
 	}
-	if !ok {
-		c.Release()
-		return ErrDatabaseInUse
+	fn()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		fn()
 	}
-	s.sole = c.Hijack()
-	return nil
 }
 
 // Compact rewrites the documents' tables (VACUUM FULL), so that overwritten rows
@@ -176,8 +188,15 @@ func (s *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pgWriteLock); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(&pgTx{ctx: ctx, tx: tx}); err != nil {
+	ptx := &pgTx{ctx: ctx, tx: tx}
+	if err := fn(ptx); err != nil {
 		return err
+	}
+	if ptx.ops {
+		// Delivered to listeners when (and only if) the transaction commits.
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, pgOpsChannel); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -198,6 +217,7 @@ func (s *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 type pgTx struct {
 	ctx context.Context
 	tx  pgx.Tx
+	ops bool // an operation was written: notify listeners on commit
 }
 
 func (t *pgTx) Get(kind, name string, out any) error {
@@ -233,6 +253,7 @@ func pgColumn[T any](t *pgTx, column, kind, parent string) ([]T, error) {
 }
 
 func (t *pgTx) Put(kind, name, parent string, v any) error {
+	t.ops = t.ops || kind == KindOperation
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", kind, err)

@@ -19,19 +19,13 @@ import (
 // basin serve with its metadata in PostgreSQL (--store postgres://…, the form
 // the issue names; --database is the same): pools, volumes, snapshots and
 // operations live in the database, none in the data directory; they survive a
-// restart; the operations carry the node's ID; a second node on the database is
-// refused while the first runs; and one with another secrets key is refused.
+// restart; the operations carry the node's ID; a second process under the same
+// node ID is refused while the first runs; and one with another secrets key is
+// refused.
 func TestPostgresStore(t *testing.T) {
 	srv := pgtest.Start(t)
 	db := srv.NewDatabase(t)
-	keyFile := filepath.Join(t.TempDir(), "cluster.key")
-	key, err := secret.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := secret.WriteKeys(keyFile, [][]byte{key}); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := clusterKeyFile(t)
 	pgArgs := []string{"--store", db, "--secrets-key-file", keyFile, "--node-id", "node-a"}
 	s := newServer(t)
 	s.start(pgArgs...)
@@ -80,11 +74,13 @@ func TestPostgresStore(t *testing.T) {
 		t.Errorf("basin nodes list: %v\n%s", err, out)
 	}
 
-	// A second node on the same database, while the first runs: refused before
-	// it touches anything (its default network's bridge is not made).
-	other := exec.Command(basinBin, "serve", "--data-dir", t.TempDir(), "--listen", freeAddr(t), "--database", db, "--secrets-key-file", keyFile)
-	if out, err := other.CombinedOutput(); err == nil || !strings.Contains(string(out), "in use by another basin serve") {
-		t.Errorf("second node on the database: %v\n%s", err, out)
+	// A second process under the same node ID, on another data directory,
+	// while the first runs: refused, naming the flag (a second node needs an
+	// ID of its own: TestThreeNodes).
+	other := newServer(t)
+	other.cmd = exec.Command(basinBin, other.args("--database", db, "--secrets-key-file", keyFile, "--node-id", "node-a")...)
+	if out, err := other.cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "is alive on another data directory") || !strings.Contains(string(out), "--node-id") {
+		t.Errorf("a second node-a on the database: %v\n%s", err, out)
 	}
 
 	s.stop(syscall.SIGTERM)
@@ -116,4 +112,19 @@ func TestPostgresStore(t *testing.T) {
 	mutate(t, c, "DELETE", loc+"/volumes/vol1", nil)
 	mutate(t, c, "DELETE", loc+"/storagePools/pool1", nil)
 	s.stop(syscall.SIGTERM)
+}
+
+// clusterKeyFile writes a key file of one new key (--secrets-key-file) and
+// returns its path.
+func clusterKeyFile(t *testing.T) string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	key, err := secret.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secret.WriteKeys(keyFile, [][]byte{key}); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile
 }

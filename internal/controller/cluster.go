@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Several nodes on one store (Options.Cluster): each volume is placed on one
+// node (model.Volume.Node, chosen by intent), where its storage is. That node's
+// controller runs the volume's operations and its snapshots', repairs it,
+// serves it and shapes its traffic; the others leave it alone. Operations on
+// pools and Active Directory policies are cluster-scope: any node runs them,
+// under the operation's lease (fence.go).
+
+// mine reports whether volume v is this node's to serve and repair.
+func (c *Controller) mine(v *model.Volume) bool {
+	return !c.opts.Cluster || v.Node == c.opts.NodeID
+}
+
+// mineOnly returns the volumes of vols that are this node's.
+func (c *Controller) mineOnly(vols []*model.Volume) []*model.Volume {
+	if !c.opts.Cluster {
+		return vols
+	}
+	out := vols[:0:0]
+	for _, v := range vols {
+		if c.mine(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// runsHere reports whether this node may run op: every operation when it is
+// the only node; a volume's or snapshot's only on the volume's node (the
+// others are any node's).
+func (c *Controller) runsHere(tx store.Tx, op *model.Operation) (bool, error) {
+	if !c.opts.Cluster {
+		return true, nil
+	}
+	var volume string
+	switch {
+	case strings.HasPrefix(string(op.Kind), "volume."):
+		volume = op.Target
+	case strings.HasPrefix(string(op.Kind), "snapshot."):
+		i := strings.LastIndex(op.Target, "/snapshots/")
+		if i < 0 {
+			return true, nil
+		}
+		volume = op.Target[:i]
+	default:
+		return true, nil
+	}
+	v, err := store.Get[model.Volume](tx, store.KindVolume, volume)
+	if err != nil {
+		if errors.Is(err, model.ErrNotFound) {
+			return true, nil // gone: whoever runs it finds so and finishes it
+		}
+		return false, err
+	}
+	return v.Node == c.opts.NodeID, nil
+}
+
+// adopt places on this node the volumes that have no node yet (made before
+// volumes were placed): every one when this is the only node; in a cluster,
+// those whose storage this node holds, and no other. It runs before the first
+// resync.
+func (c *Controller) adopt(ctx context.Context) error {
+	var unplaced []*model.Volume
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		vols, err := store.List[model.Volume](tx, store.KindVolume, "")
+		for _, v := range vols {
+			if v.Node == "" {
+				unplaced = append(unplaced, v)
+			}
+		}
+		return err
+	})
+	if err != nil || len(unplaced) == 0 {
+		return err
+	}
+	var here map[string]bool
+	if c.opts.Cluster {
+		observed, err := c.be.ObserveVolumes(ctx)
+		if err != nil {
+			return err
+		}
+		here = map[string]bool{}
+		for k, st := range observed {
+			here[k] = st.Exists
+		}
+	}
+	n := 0
+	err = c.st.Update(ctx, func(tx store.Tx) error {
+		for _, u := range unplaced {
+			if here != nil && !here[u.Key] {
+				continue
+			}
+			v, err := store.Get[model.Volume](tx, store.KindVolume, u.Name())
+			if errors.Is(err, model.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if v.Node != "" {
+				continue
+			}
+			v.Node = c.opts.NodeID
+			if err := store.PutVolume(tx, v); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err == nil && n > 0 {
+		c.log.Info("placed on this node the volumes made before placement", "volumes", n, "node", c.opts.NodeID)
+	}
+	return err
+}

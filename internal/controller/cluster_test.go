@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/storage/fake"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Two nodes on one store: each runs the operations of the volumes placed on
+// it and none of the other's, each repairs only its own volumes (its resync
+// never makes the other's storage here), and a volume made before placement is
+// adopted by the node whose store holds it, not by the other.
+func TestClusterNodesServeTheirOwnVolumes(t *testing.T) {
+	h := newHarness(t)
+	be1, be2 := h.be, fake.New()
+	// Made before volumes were placed: its storage is on n2.
+	old := newVolume("old")
+	old.State = model.StateReady
+	if err := be2.EnsureVolume(context.Background(), old.Key, 2<<30, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, old) })
+	v1, v2 := newVolume("v1"), newVolume("v2")
+	v1.Node, v2.Node = "n1", "n2"
+	op1 := h.seedCreate(t, v1)
+	op2 := newOp(model.OpVolumeCreate, v2.Name(), t0.Add(time.Second))
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutVolume(tx, v2); err != nil {
+			return err
+		}
+		return store.PutOperation(tx, op2)
+	})
+	node := func(id string, be *fake.Backend) *Controller {
+		c := New(Options{NodeID: id, Cluster: true, Store: h.st, Backend: be, Resync: 20 * time.Millisecond, ResumeWait: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return c
+	}
+	// n1 alone first: it must not run n2's create, nor adopt n2's old volume.
+	c1 := node("n1", be1)
+	<-c1.Ready()
+	get := func(name string) (op model.Operation) {
+		h.st.View(context.Background(), func(tx store.Tx) error { return tx.Get(store.KindOperation, name, &op) })
+		return op
+	}
+	waitFor(t, "n1's create", func() bool { return get(op1.Name()).Done })
+	time.Sleep(100 * time.Millisecond) // resync passes
+	if op := get(op2.Name()); op.Done || op.Owner != "" {
+		t.Fatalf("n1 ran n2's operation: %+v", op)
+	}
+	c2 := node("n2", be2)
+	<-c2.Ready()
+	waitFor(t, "n2's create", func() bool { return get(op2.Name()).Done })
+	time.Sleep(100 * time.Millisecond)
+	keys := func(be *fake.Backend) []string {
+		obs, err := be.ObserveVolumes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ks []string
+		for k, st := range obs {
+			if st.Exists {
+				ks = append(ks, k)
+			}
+		}
+		slices.Sort(ks)
+		return ks
+	}
+	if got := keys(be1); !slices.Equal(got, []string{v1.Key}) {
+		t.Errorf("n1's store holds %v; want only %s", got, v1.Key)
+	}
+	if got := keys(be2); !slices.Equal(got, []string{old.Key, v2.Key}) {
+		t.Errorf("n2's store holds %v; want %s and %s", got, old.Key, v2.Key)
+	}
+	for _, want := range []struct{ name, op, node string }{{v1.Name(), op1.Name(), "n1"}, {v2.Name(), op2.Name(), "n2"}, {old.Name(), "", "n2"}} {
+		var v model.Volume
+		h.st.View(context.Background(), func(tx store.Tx) error { return tx.Get(store.KindVolume, want.name, &v) })
+		if v.Node != want.node || v.State != model.StateReady {
+			t.Errorf("%s: node %q state %s; want %s, READY", want.name, v.Node, v.State, want.node)
+		}
+		if want.op != "" {
+			if op := get(want.op); op.Owner != want.node {
+				t.Errorf("%s ran on %q, want %s", want.op, op.Owner, want.node)
+			}
+		}
+	}
+}
+
+// nodeShares splits a project's cap and a Flex pool's budget between nodes in
+// proportion to their volumes' part, so that what the nodes shape adds up to
+// the cap.
+func TestNodeSharesAddUp(t *testing.T) {
+	lim := model.DefaultLimits()
+	prem := &model.Pool{Meta: model.Meta{Project: "p", Location: "l", ID: "prem"}, ServiceLevel: model.LevelPremium, CapacityGib: 10000}
+	pools := map[string]*model.Pool{prem.Name(): prem}
+	var all []*model.Volume
+	for i, n := range []string{"a", "a", "b", "c"} {
+		v := newVolume(string(rune('w' + i)))
+		v.StoragePool, v.CapacityGib, v.Node, v.Endpoint = "prem", int64(1000*(i+1)), n, "10.99.0.1"
+		all = append(all, v)
+	}
+	total := 0.0
+	limits := map[string]float64{}
+	for _, v := range all {
+		limits[v.Node] += model.VolumeThroughputMibps(v, prem, lim)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		var mine []*model.Volume
+		for _, v := range all {
+			if v.Node == n {
+				mine = append(mine, v)
+			}
+		}
+		caps := map[string]float64{model.LocationName("p", "l"): 64}
+		nodeShares(all, mine, pools, caps, lim)
+		got := caps[model.LocationName("p", "l")]
+		want := 64 * limits[n] / (limits["a"] + limits["b"] + limits["c"])
+		if got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("node %s: cap share %.3f MiB/s, want %.3f", n, got, want)
+		}
+		total += got
+	}
+	if total < 64-1e-9 || total > 64+1e-9 {
+		t.Errorf("the nodes' shares add up to %.3f MiB/s, want 64", total)
+	}
+}

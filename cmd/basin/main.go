@@ -324,6 +324,14 @@ func serve(args []string) int {
 		}
 		cfg.TestSnapshotClockSpeed = speed
 	}
+	if v := os.Getenv("BASIN_TEST_SNAPSHOT_CLOCK_START"); v != "" {
+		start, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil || time.Since(start) < 0 {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_SNAPSHOT_CLOCK_START: want an RFC 3339 time, not in the future")
+			return 2
+		}
+		cfg.TestSnapshotClockStart = start
+	}
 	if d := os.Getenv("BASIN_TEST_RESYNC_INTERVAL"); d != "" {
 		interval, err := time.ParseDuration(d)
 		if err != nil || interval <= 0 {

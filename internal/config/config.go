@@ -123,6 +123,10 @@ type Config struct {
 	// sees schedules run against real storage; for tests only (env
 	// BASIN_TEST_SNAPSHOT_CLOCK_SPEED).
 	TestSnapshotClockSpeed float64
+	// TestSnapshotClockStart is where that clock starts running fast (default:
+	// when basin serve starts); nodes of one cluster given the same start agree
+	// on the time (env BASIN_TEST_SNAPSHOT_CLOCK_START, RFC 3339).
+	TestSnapshotClockStart time.Time
 	// TestResyncInterval, if set, is how often the controller re-applies desired
 	// state and observes the storage's health (30 s and 10 s otherwise), so that
 	// a test sees several passes; for tests only (env BASIN_TEST_RESYNC_INTERVAL).

@@ -13,8 +13,41 @@ import (
 // node (model.Volume.Node, chosen by intent), where its storage is. That node's
 // controller runs the volume's operations and its snapshots', repairs it,
 // serves it and shapes its traffic; the others leave it alone. Operations on
-// pools and Active Directory policies are cluster-scope: any node runs them,
-// under the operation's lease (fence.go).
+// pools and Active Directory policies are cluster-scope: the node holding the
+// controller lease (leaderLoop) runs them, each under its own operation lease
+// as well (fence.go), so a holder that lost both cannot finish one twice.
+
+// controllerLease is the store lease (store.TakeLease) of cluster-scope work.
+const controllerLease = "controller"
+
+// leaderLoop takes or renews the controller lease now and every OpLease/3
+// until ctx ends: a holder that stops renewing (killed, paused, cut off) loses
+// it OpLease after its last renewal, and another node takes it at its next
+// try. Taking it wakes the scheduler: cluster-scope operations may wait.
+func (c *Controller) leaderLoop(ctx context.Context, first chan<- struct{}) {
+	try := func() {
+		var held bool
+		err := c.st.Update(ctx, func(tx store.Tx) (err error) {
+			_, held, err = store.TakeLease(tx, controllerLease, c.opts.NodeID, c.opts.Now(), c.opts.OpLease)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("controller lease", "err", err)
+			}
+			held = false
+		}
+		if was := c.leader.Swap(held); was != held {
+			c.log.Info("controller lease", "held", held)
+			if held {
+				c.Wake()
+			}
+		}
+	}
+	try()
+	close(first)
+	every(ctx, c.opts.OpLease/3, try)
+}
 
 // mine reports whether volume v is this node's to serve and repair.
 func (c *Controller) mine(v *model.Volume) bool {
@@ -36,8 +69,9 @@ func (c *Controller) mineOnly(vols []*model.Volume) []*model.Volume {
 }
 
 // runsHere reports whether this node may run op: every operation when it is
-// the only node; a volume's or snapshot's only on the volume's node (the
-// others are any node's).
+// the only node; a volume's or snapshot's only on the volume's node; the
+// others (pools', Active Directory policies') while it holds the controller
+// lease.
 func (c *Controller) runsHere(tx store.Tx, op *model.Operation) (bool, error) {
 	if !c.opts.Cluster {
 		return true, nil
@@ -53,7 +87,7 @@ func (c *Controller) runsHere(tx store.Tx, op *model.Operation) (bool, error) {
 		}
 		volume = op.Target[:i]
 	default:
-		return true, nil
+		return c.leader.Load(), nil
 	}
 	v, err := store.Get[model.Volume](tx, store.KindVolume, volume)
 	if err != nil {

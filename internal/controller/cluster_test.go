@@ -131,3 +131,52 @@ func TestNodeSharesAddUp(t *testing.T) {
 		t.Errorf("the nodes' shares add up to %.3f MiB/s, want 64", total)
 	}
 }
+
+// Cluster-scope operations (a pool's) run on the node holding the controller
+// lease alone; when it stops renewing, another node takes the lease once it
+// lapses and runs them.
+func TestControllerLease(t *testing.T) {
+	h := newHarness(t)
+	lease := 300 * time.Millisecond
+	node := func(id string) (*Controller, func()) {
+		c := New(Options{NodeID: id, Cluster: true, OpLease: lease, Store: h.st, Backend: fake.New(), Resync: time.Hour, ResumeWait: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		<-c.Ready()
+		return c, func() { cancel(); <-done }
+	}
+	poolOp := func(id string, at time.Time) *model.Operation {
+		p := &model.Pool{Meta: model.Meta{Project: "p", Location: "l", ID: id, State: model.StateCreating, CreateTime: at},
+			ServiceLevel: model.LevelPremium, CapacityGib: 10, Network: "projects/p/global/networks/default"}
+		op := newOp(model.OpPoolCreate, p.Name(), at)
+		h.seed(t, func(tx store.Tx) error {
+			if err := store.PutPool(tx, p); err != nil {
+				return err
+			}
+			return store.PutOperation(tx, op)
+		})
+		return op
+	}
+	get := func(name string) (op model.Operation) {
+		h.st.View(context.Background(), func(tx store.Tx) error { return tx.Get(store.KindOperation, name, &op) })
+		return op
+	}
+	a, stopA := node("a")
+	b, stopB := node("b")
+	defer stopB()
+	op1 := poolOp("pool1", t0)
+	b.Wake()
+	a.Wake()
+	waitFor(t, "the first pool's create", func() bool { return get(op1.Name()).Done })
+	if o := get(op1.Name()); o.Owner != "a" {
+		t.Fatalf("pool create ran on %q; want a, which holds the controller lease", o.Owner)
+	}
+	stopA() // a stops renewing: its lease lapses
+	op2 := poolOp("pool2", t0.Add(time.Second))
+	b.Wake()
+	waitFor(t, "the second pool's create, on b", func() bool { return get(op2.Name()).Done })
+	if o := get(op2.Name()); o.Owner != "b" || o.Error != nil {
+		t.Fatalf("after a stopped: owner %q error %v; want b, no error", o.Owner, o.Error)
+	}
+}

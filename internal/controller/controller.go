@@ -143,6 +143,7 @@ type Controller struct {
 	locks    *lockTable
 	wake     chan struct{}
 	changed  chan struct{} // another node wrote an operation (Changed)
+	leader   atomic.Bool   // holds the controller lease (cluster.go)
 	mu       sync.Mutex
 	subs     map[string][]chan struct{}
 	running  map[string]bool // operations on a worker, by name
@@ -214,10 +215,13 @@ func (c *Controller) Wake() {
 }
 
 // Changed tells the controller that an operation was recorded, progressed or
-// finished elsewhere (another node, store.Postgres.Listen): it looks for work
-// and answers the WaitDone callers whose operation is done. It never blocks.
+// finished elsewhere (another node, store.Postgres.Listen), or settings
+// changed: it looks for work, answers the WaitDone callers whose operation is
+// done, and derives its traffic tree again (a volume or a cap on another node
+// changes this node's share). It never blocks.
 func (c *Controller) Changed() {
 	c.Wake()
+	c.KickQoS()
 	select {
 	case c.changed <- struct{}{}:
 	default:
@@ -311,6 +315,15 @@ func (c *Controller) notify(name string) {
 // cancellation, once every worker has stopped.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.wg.Wait()
+	if c.opts.Cluster {
+		first := make(chan struct{})
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.leaderLoop(ctx, first)
+		}()
+		<-first // resumed cluster-scope work runs on the holder only
+	}
 	if err := c.adopt(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error("place unplaced volumes", "err", err)
 	}

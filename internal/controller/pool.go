@@ -26,6 +26,9 @@ func (poolHandler) locks(_ store.Tx, op *model.Operation) (lockSet, error) {
 }
 
 func (h poolHandler) run(ctx context.Context, op *model.Operation) error {
+	if err := h.c.stepPause(ctx); err != nil {
+		return err
+	}
 	var p *model.Pool
 	err := h.c.st.View(ctx, func(tx store.Tx) (err error) {
 		p, err = store.Get[model.Pool](tx, store.KindPool, op.Target)

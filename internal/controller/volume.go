@@ -229,15 +229,24 @@ func (c *Controller) observe(ctx context.Context, v *model.Volume) (Observation,
 	return o, nil
 }
 
+// stepPause waits StepDelay (fault injection: a crash test's window).
+func (c *Controller) stepPause(ctx context.Context) error {
+	if c.opts.StepDelay <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(c.opts.StepDelay):
+		return nil
+	}
+}
+
 // runSteps applies steps to volume v, retrying each a few times.
 func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model.Volume, steps []Step) error {
 	for _, s := range steps {
-		if c.opts.StepDelay > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(c.opts.StepDelay):
-			}
+		if err := c.stepPause(ctx); err != nil {
+			return err
 		}
 		var err error
 		start := time.Now()

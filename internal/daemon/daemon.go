@@ -409,7 +409,11 @@ func healthAudit(ch controller.HealthChange) api.SystemCall {
 func snapshotClock(cfg config.Config, log *slog.Logger) schedule.Clock {
 	if cfg.TestSnapshotClockSpeed > 1 {
 		log.Warn("test mode: snapshot schedules run on a clock faster than the wall clock", "speed", cfg.TestSnapshotClockSpeed)
-		return schedule.Dilated{Start: time.Now(), Speed: cfg.TestSnapshotClockSpeed}
+		start := cfg.TestSnapshotClockStart
+		if start.IsZero() {
+			start = time.Now()
+		}
+		return schedule.Dilated{Start: start, Speed: cfg.TestSnapshotClockSpeed}
 	}
 	return schedule.RealClock{}
 }

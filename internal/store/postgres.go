@@ -129,7 +129,8 @@ func (s *Postgres) Close() error {
 }
 
 // Listen calls fn after every committed Update, of any node, that recorded an
-// operation (a new one, its progress or its end), and once after each
+// operation (a new one, its progress or its end) or a project's settings (its
+// throughput cap, which every node's traffic shaping follows), and once after each
 // (re)connection (what it may have missed), until ctx ends. It listens on a
 // connection of its own, outside the pool, made again a second after it fails.
 // fn must not block: notifications of one burst come one after another.
@@ -217,7 +218,7 @@ func (s *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 type pgTx struct {
 	ctx context.Context
 	tx  pgx.Tx
-	ops bool // an operation was written: notify listeners on commit
+	ops bool // an operation or settings were written: notify listeners on commit
 }
 
 func (t *pgTx) Get(kind, name string, out any) error {
@@ -253,7 +254,7 @@ func pgColumn[T any](t *pgTx, column, kind, parent string) ([]T, error) {
 }
 
 func (t *pgTx) Put(kind, name, parent string, v any) error {
-	t.ops = t.ops || kind == KindOperation
+	t.ops = t.ops || kind == KindOperation || kind == KindSettings
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", kind, err)

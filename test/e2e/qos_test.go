@@ -132,6 +132,8 @@ func (v *qvol) layOut(t *testing.T) {
 
 // load is one client stream on one volume.
 type load struct {
+	// h, if set, is the client host the load runs on (runLoads' otherwise).
+	h    *clienthost.Host
 	v    *qvol
 	rw   string // read or write
 	secs float64
@@ -182,7 +184,11 @@ func runLoads(t *testing.T, h *clienthost.Host, loads ...load) []float64 {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(l.secs+l.ramp+60)*time.Second)
 			defer cancel()
-			cmd := h.Command(ctx, basinBin, l.args()...)
+			host := h
+			if l.h != nil {
+				host = l.h
+			}
+			cmd := host.Command(ctx, basinBin, l.args()...)
 			if l.v.smb != nil {
 				cmd.Env = append(os.Environ(), "BASIN_SMB_PASSWORD="+l.v.smb.Password)
 			}

@@ -369,6 +369,17 @@ func volBody(id string) map[string]any {
 // (--teardown-on-exit: a bench server does not come back); and returns a client
 // once it is ready.
 func serveBasin(basin, dataDir, addr string, flags ...string) *client.Client {
+	startBasin(basin, dataDir, addr, flags...)
+	c, err := client.New("http://"+addr, filepath.Join(dataDir, "owner-key.json"))
+	if err != nil {
+		fatalf("%v", err)
+	}
+	return c
+}
+
+// startBasin starts basin serve on dataDir, stopped at exit, and waits until
+// it is ready.
+func startBasin(basin, dataDir, addr string, flags ...string) {
 	cmd := exec.Command(basin, append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--teardown-on-exit"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -379,11 +390,6 @@ func serveBasin(basin, dataDir, addr string, flags ...string) *client.Client {
 		cmd.Wait()
 	})
 	waitReady(addr)
-	c, err := client.New("http://"+addr, filepath.Join(dataDir, "owner-key.json"))
-	if err != nil {
-		fatalf("%v", err)
-	}
-	return c
 }
 
 func mutate(ctx context.Context, c *client.Client, method, path string, body any) error {

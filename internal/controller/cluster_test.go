@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +179,55 @@ func TestControllerLease(t *testing.T) {
 	waitFor(t, "the second pool's create, on b", func() bool { return get(op2.Name()).Done })
 	if o := get(op2.Name()); o.Owner != "b" || o.Error != nil {
 		t.Fatalf("after a stopped: owner %q error %v; want b, no error", o.Owner, o.Error)
+	}
+}
+
+// In a cluster each node joins a policy's domain as a machine of its own
+// (Members keyed network@node), so one node's join never resets another's
+// machine password; each node's SMB volumes are served by its own machine.
+func TestClusterSMBMachinePerNode(t *testing.T) {
+	h := newHarness(t)
+	ad := newAD("ad1")
+	p := newSMBPool("pool", ad.Name())
+	p.State = model.StateReady
+	seedPoolAD(t, h, p, ad)
+	fa, fb := newFakeSMB(), newFakeSMB()
+	node := func(id string, f *fakeSMB) *Controller {
+		c := New(Options{NodeID: id, Cluster: true, Store: h.st, Backend: fake.New(), SMB: f, Secrets: fakeSecrets{}, Resync: 20 * time.Millisecond,
+			ResumeWait: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		<-c.Ready()
+		return c
+	}
+	node("a", fa)
+	node("b", fb)
+	waitFor(t, "both nodes joined", func() bool {
+		m := getAD(t, h, ad.Name()).Members
+		return m["default@a"] != "" && m["default@b"] != "" && fa.joinCount() == 1 && fb.joinCount() == 1
+	})
+	m := getAD(t, h, ad.Name()).Members
+	if m["default@a"] == m["default@b"] || len(m) != 2 {
+		t.Fatalf("members %v: want one machine per node", m)
+	}
+	if len(fa.joins) != 1 || len(fb.joins) != 1 || strings.Split(fa.joins[0], "|")[1] != m["default@a"] || strings.Split(fb.joins[0], "|")[1] != m["default@b"] {
+		t.Fatalf("joins a %q, b %q; members %v", fa.joins, fb.joins, m)
+	}
+	// The policy's settings change (its update ran on one node): the other
+	// node's instance joins again at its next pass, taking them.
+	h.seed(t, func(tx store.Tx) error {
+		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, ad.Name())
+		if err != nil {
+			return err
+		}
+		a.Site = "site-2"
+		return store.PutAD(tx, a)
+	})
+	waitFor(t, "both nodes joined again with the new site", func() bool { return fa.joinCount() == 2 && fb.joinCount() == 2 })
+	time.Sleep(100 * time.Millisecond)
+	if fa.joinCount() != 2 || fb.joinCount() != 2 {
+		t.Fatalf("joins a %d, b %d after one settings change; want 2 each", fa.joinCount(), fb.joinCount())
 	}
 }

@@ -196,7 +196,7 @@ func New(opts Options) *Controller {
 	}
 	c := &Controller{opts: opts, st: fencedStore{opts.Store}, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
 		locks: newLockTable(), wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
-		running: map[string]bool{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}}}
+		running: map[string]bool{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}, joinedAs: map[string]string{}}}
 	c.handlers = map[model.OpKind]handler{}
 	for _, h := range []handler{poolHandler{c}, validateHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
 		for _, k := range h.kinds() {

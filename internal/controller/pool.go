@@ -110,7 +110,7 @@ func (h validateHandler) run(ctx context.Context, op *model.Operation) error {
 		return model.Errorf(model.ErrFailedPrecondition, "this server has no SMB data plane to validate Active Directory policies with")
 	}
 	network := model.NetworkName(p.Network)
-	mb, err := membershipOf(a, a.Members[network])
+	mb, err := membershipOf(a, a.Members[c.memberSlot(network)])
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,11 @@ func (h adHandler) run(ctx context.Context, op *model.Operation) error {
 		// site, AES, LDAP signing, local groups): each is joined again as
 		// itself, which re-renders its configuration and has its running daemons
 		// reload it (dataplane.Manager.JoinDomain).
-		for network := range a.Members {
+		for slot := range a.Members {
+			network, mine := c.slotNetwork(slot)
+			if !mine {
+				continue // another node's: its resync joins it again
+			}
 			c.smbMu.Lock()
 			delete(c.smb.running, memberKey(network, a.Name()))
 			c.smbMu.Unlock()

@@ -49,6 +49,10 @@ type Secrets interface {
 // time.
 type smbState struct {
 	running map[string]bool // network + "\x00" + policy name
+	// joinedAs is what each running instance joined as (its membership,
+	// printed): in a cluster a policy's update runs on one node, and the
+	// others see their instance's settings are stale by it.
+	joinedAs map[string]string
 }
 
 func memberKey(network, ad string) string { return network + "\x00" + ad }
@@ -103,15 +107,29 @@ func (c *Controller) ensureMember(ctx context.Context, network, adName string) e
 	}
 	c.smbMu.Lock()
 	defer c.smbMu.Unlock()
-	if c.smb.running[memberKey(network, adName)] {
-		return nil
+	key := memberKey(network, adName)
+	if c.smb.running[key] {
+		if !c.opts.Cluster {
+			return nil // a policy's update joins this node's instances again (adHandler)
+		}
+		// Another node may have run the policy's update: join again (which
+		// re-renders the instance's settings) if what it joined as is stale.
+		var a model.ActiveDirectory
+		if err := c.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindActiveDirectory, adName, &a) }); err != nil {
+			return err
+		}
+		if mb, err := membershipOf(&a, a.Members[c.memberSlot(network)]); err == nil && fmt.Sprint(mb) == c.smb.joinedAs[key] {
+			return nil
+		}
+		delete(c.smb.running, key)
 	}
 	var a *model.ActiveDirectory
 	err := c.st.Update(ctx, func(tx store.Tx) (err error) {
 		if a, err = store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, adName); err != nil {
 			return err
 		}
-		machine := a.Members[network]
+		slot := c.memberSlot(network)
+		machine := a.Members[slot]
 		if on, ok := c.opts.SMB.SMBJoined(network, adName); ok && on.MachineName != "" {
 			machine = on.MachineName // what the domain knows wins over a lost record
 		}
@@ -120,19 +138,19 @@ func (c *Controller) ensureMember(ctx context.Context, network, adName string) e
 				return err
 			}
 		}
-		if a.Members[network] == machine {
+		if a.Members[slot] == machine {
 			return nil
 		}
 		if a.Members == nil {
 			a.Members = map[string]string{}
 		}
-		a.Members[network] = machine
+		a.Members[slot] = machine
 		return store.PutAD(tx, a)
 	})
 	if err != nil {
 		return err
 	}
-	mb, err := membershipOf(a, a.Members[network])
+	mb, err := membershipOf(a, a.Members[c.memberSlot(network)])
 	if err != nil {
 		return err
 	}
@@ -161,7 +179,8 @@ func (c *Controller) ensureMember(ctx context.Context, network, adName string) e
 		return joinErr
 	}
 	c.recordJoin(ctx, adName, nil)
-	c.smb.running[memberKey(network, adName)] = true
+	c.smb.running[key] = true
+	c.smb.joinedAs[key] = fmt.Sprint(mb)
 	return nil
 }
 
@@ -191,6 +210,26 @@ func (c *Controller) recordJoin(ctx context.Context, adName string, joinErr erro
 	}
 }
 
+// memberSlot is the key of this node's machine account on network in
+// ActiveDirectory.Members: the network's name, or in a cluster
+// "network@node": each node joins as a machine of its own (one machine
+// joined twice would have the second join reset the first's password).
+func (c *Controller) memberSlot(network string) string {
+	if !c.opts.Cluster {
+		return network
+	}
+	return network + "@" + c.opts.NodeID
+}
+
+// slotNetwork returns the network of a Members key if the key is this node's.
+func (c *Controller) slotNetwork(slot string) (string, bool) {
+	if !c.opts.Cluster {
+		return slot, true
+	}
+	network, node, ok := strings.Cut(slot, "@")
+	return network, ok && node == c.opts.NodeID
+}
+
 // leaveUnused leaves the domain for every Samba instance on network whose policy
 // no pool on that network uses any more (the last SMB pool went, or moved to
 // another policy), and forgets its machine name.
@@ -211,7 +250,7 @@ func (c *Controller) leaveUnused(ctx context.Context, network string) error {
 			return err
 		}
 		for _, a := range ads {
-			_, member := a.Members[network]
+			_, member := a.Members[c.memberSlot(network)]
 			if _, joined := c.opts.SMB.SMBJoined(network, a.Name()); !member && !joined {
 				continue
 			}
@@ -240,7 +279,7 @@ func (c *Controller) leaveUnused(ctx context.Context, network string) error {
 			if err != nil {
 				return err
 			}
-			delete(cur.Members, network)
+			delete(cur.Members, c.memberSlot(network))
 			return store.PutAD(tx, cur)
 		})
 		if err != nil && !errors.Is(err, model.ErrNotFound) {
@@ -381,7 +420,7 @@ func (c *Controller) shareWith(ctx context.Context, v *model.Volume, include fun
 		if err != nil {
 			return err
 		}
-		server = a.Members[v.Network] + "." + strings.ToLower(a.Domain)
+		server = a.Members[c.memberSlot(v.Network)] + "." + strings.ToLower(a.Domain)
 		return nil
 	})
 	if err != nil {
@@ -436,8 +475,10 @@ func (c *Controller) resyncMembers(ctx context.Context) error {
 			if a.State == model.StateError {
 				failed[a.Name()] = true
 			}
-			for network := range a.Members {
-				networks[network] = true // where a leave may be left to finish
+			for slot := range a.Members {
+				if network, ok := c.slotNetwork(slot); ok {
+					networks[network] = true // where a leave may be left to finish
+				}
 			}
 		}
 		return err

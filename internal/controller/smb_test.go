@@ -599,3 +599,9 @@ func TestSMBValidateDirectory(t *testing.T) {
 		t.Fatalf("policy %s members %v after validations, want READY and not joined", a.State, a.Members)
 	}
 }
+
+func (f *fakeSMB) joinCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.joins)
+}

@@ -242,7 +242,14 @@ func checkJoinedChange(before, after *model.ActiveDirectory) error {
 		{"organizationalUnit", before.OrganizationalUnit, after.OrganizationalUnit},
 	} {
 		if f.was != f.now {
-			networks := slices.Sorted(maps.Keys(before.Members))
+			// Keys are networks, "network@node" in a cluster (one machine per node).
+			var networks []string
+			for k := range maps.Keys(before.Members) {
+				n, _, _ := strings.Cut(k, "@")
+				networks = append(networks, n)
+			}
+			slices.Sort(networks)
+			networks = slices.Compact(networks)
 			return model.Errorf(model.ErrFailedPrecondition, "%s cannot change while the policy's SMB servers are joined to %s (networks %s); remove the policy from its storage pools first",
 				f.field, before.Domain, strings.Join(networks, ", "))
 		}

@@ -53,6 +53,9 @@ func (s *Server) getVolumeMetrics(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
+	if s.forwardToNode(rq, vol.Node) {
+		return
+	}
 	if !s.haveMetrics(rq) {
 		return
 	}
@@ -116,17 +119,28 @@ func (s *Server) aggregateMetrics(rq *request, name string, members func(tx stor
 		return
 	}
 	var keys []string
+	elsewhere := false // volumes on other nodes of a cluster
 	if err := s.st.View(rq.ctx, func(tx store.Tx) error {
 		vols, err := members(tx)
 		for _, v := range vols {
 			if v.Key != "" { // no storage yet: no series
 				keys = append(keys, v.Key)
+				elsewhere = elsewhere || (s.opts.Cluster && v.Node != "" && v.Node != s.opts.NodeID)
 			}
 		}
 		return err
 	}); err != nil {
 		s.writeError(rq, err)
 		return
+	}
+	if elsewhere && q.Step < coarseStep {
+		// Each node keeps its own volumes' last hour; the 5-minute rollups of
+		// every node's are in the store.
+		if rq.r.URL.Query().Get("step") != "" {
+			s.writeError(rq, model.Invalid("step", "these volumes are on several nodes, whose combined metrics are kept at steps of 5 minutes; ask for step=5m or more, or for each volume's own metrics"))
+			return
+		}
+		q.Step = coarseStep
 	}
 	if !s.haveMetrics(rq) {
 		return

@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,4 +112,56 @@ func (c *nodeCache) get(id string) *model.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nodes[id]
+}
+
+// forwardedHeader marks a call one node forwarded to another (forwardToNode):
+// the receiving node answers it itself, never forwarding it again.
+const forwardedHeader = "X-Basin-Forwarded-By"
+
+// forwardClient carries forwarded calls; a node that does not answer in time
+// is reported unavailable.
+var forwardClient = &http.Client{Timeout: 15 * time.Second}
+
+// maxForwardedBody bounds the answer a forwarded call may bring back.
+const maxForwardedBody = 32 << 20
+
+// forwardToNode answers rq by asking node, where the volume it is about lives,
+// when that is another node of a cluster: what only that node keeps (a
+// volume's last hour of metrics, sampled there) is answered from there, with
+// the caller's own credentials, and the answer passed back as it came. It
+// reports whether it answered.
+func (s *Server) forwardToNode(rq *request, node string) bool {
+	if !s.opts.Cluster || node == "" || node == s.opts.NodeID || rq.r.Header.Get(forwardedHeader) != "" {
+		return false
+	}
+	n := s.nodes.get(node)
+	if n == nil || !n.Up(s.now()) || n.APIURL == "" {
+		s.writeError(rq, model.Errorf(model.ErrUnavailable, "node %s, which samples this volume's metrics, is down; try again when it is back", node))
+		return true
+	}
+	url := strings.TrimSuffix(n.APIURL, "/") + rq.r.URL.RequestURI()
+	req, err := http.NewRequestWithContext(rq.ctx, rq.r.Method, url, nil)
+	if err != nil {
+		s.writeError(rq, fmt.Errorf("forward to node %s: %w", node, err))
+		return true
+	}
+	req.Header.Set("Authorization", rq.r.Header.Get("Authorization"))
+	req.Header.Set(forwardedHeader, s.opts.NodeID)
+	res, err := forwardClient.Do(req)
+	if err != nil {
+		s.log.Warn("forward a call to the volume's node", "node", node, "err", err, "request_id", rq.id)
+		s.writeError(rq, model.Errorf(model.ErrUnavailable, "node %s, which samples this volume's metrics, did not answer; try again", node))
+		return true
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxForwardedBody))
+	if err != nil {
+		s.writeError(rq, model.Errorf(model.ErrUnavailable, "node %s, which samples this volume's metrics, did not answer in full; try again", node))
+		return true
+	}
+	rq.status = res.StatusCode
+	rq.w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
+	rq.w.WriteHeader(res.StatusCode)
+	rq.w.Write(body)
+	return true
 }

@@ -203,6 +203,44 @@ func TestThreeNodes(t *testing.T) {
 		t.Fatalf("%d of %d volumes mounted from their nodes' segments", mounted, clusterVolumes)
 	}
 
+	// A volume's metrics through another node's API: answered by its node,
+	// which samples it (the called node has no series of it).
+	var remote string
+	for name, p := range vols {
+		if p.zone == "node2" {
+			remote = name
+			break
+		}
+	}
+	waitUntil(t, 30*time.Second, "node1 answers node2's volume's metrics with samples", func() bool {
+		var m struct {
+			Series []struct {
+				Points []struct {
+					Value *float64 `json:"value"`
+				} `json:"points"`
+			} `json:"series"`
+		}
+		if err := cl.clients[0].Do(ctx, "GET", "/v1/"+remote+"/metrics?metric=readIops", nil, nil, &m); err != nil {
+			t.Fatalf("metrics of %s through node1: %v", remote, err)
+		}
+		for _, sr := range m.Series {
+			for _, p := range sr.Points {
+				if p.Value != nil {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	// The pool's volumes are on three nodes: combined at 5-minute steps.
+	var agg struct {
+		Step        string `json:"step"`
+		VolumeCount int    `json:"volumeCount"`
+	}
+	if err := cl.clients[2].Do(ctx, "GET", loc+"/storagePools/pool1/metrics", nil, nil, &agg); err != nil || agg.Step != "5m0s" || agg.VolumeCount != clusterVolumes {
+		t.Errorf("pool metrics: %+v %v; want step 5m0s over %d volumes", agg, err, clusterVolumes)
+	}
+
 	// A delete through another node's API is carried out by the volume's node.
 	deleted := 0
 	for name, p := range vols {

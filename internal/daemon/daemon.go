@@ -63,6 +63,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if cluster {
 		clusterNode = nodeID
 	}
+	// One node ID, one node: refused here, before the host is touched, if a
+	// process on another data directory is alive under it.
+	token, err := nodeToken(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("node token: %w", err)
+	}
+	if err := claimNodeID(ctx, st, model.Node{ID: nodeID, APIURL: nodeURL(cfg), Instance: token}); err != nil {
+		return err
+	}
 
 	// Volumes are mounted below shared mount points: sandboxes, whose mount
 	// namespaces are slaves of the mounts directory, see volumes mounted after they
@@ -255,11 +264,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}})
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
-	token, err := nodeToken(cfg.DataDir)
-	if err != nil {
-		stopCtrl()
-		return fmt.Errorf("node token: %w", err)
-	}
 	if err := registerNode(ctrlCtx, st, model.Node{ID: nodeID, APIURL: nodeURL(cfg), Instance: token, Networks: networks}, be.StoreSpace,
 		log.With("component", "nodes")); err != nil {
 		stopCtrl()

@@ -73,6 +73,34 @@ func claimNodeID(ctx context.Context, st store.Store, node model.Node) error {
 	})
 }
 
+// noOtherNodeAlive refuses, naming them, while nodes on other data
+// directories than dataDir say they are alive.
+func noOtherNodeAlive(ctx context.Context, st store.Store, dataDir string) error {
+	token, err := nodeToken(dataDir)
+	if err != nil {
+		return err
+	}
+	var alive []string
+	now := time.Now()
+	err = st.View(ctx, func(tx store.Tx) error {
+		nodes, err := store.List[model.Node](tx, store.KindNode, "")
+		for _, n := range nodes {
+			if n.Instance != token && n.Up(now) {
+				alive = append(alive, n.ID)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(alive) > 0 {
+		return fmt.Errorf("nodes %s are running on this database; stop every node first (a node is taken as stopped %s after its last heartbeat)",
+			strings.Join(alive, ", "), model.NodeDownAfter)
+	}
+	return nil
+}
+
 // registerNode claims node's ID (claimNodeID) and keeps its record fresh
 // (heartbeat, and its store's space, read by space) until ctx ends.
 func registerNode(ctx context.Context, st store.Store, node model.Node, space func(context.Context) (int64, int64, error), log *slog.Logger) error {

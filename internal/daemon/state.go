@@ -73,16 +73,6 @@ func openState(ctx context.Context, cfg config.Config, log *slog.Logger) (s *sta
 	if err := adoptKey(ctx, s.store, s.secrets, keyPath(cfg), log); err != nil {
 		return s, err
 	}
-	// One node ID, one node: refused here, before the host is touched, if a
-	// process on another data directory is alive under it.
-	token, err := nodeToken(cfg.DataDir)
-	if err != nil {
-		return s, fmt.Errorf("node token: %w", err)
-	}
-	host, _ := os.Hostname()
-	if err := claimNodeID(ctx, s.store, model.Node{ID: cfg.NodeIDOrHost(host), APIURL: nodeURL(cfg), Instance: token}); err != nil {
-		return s, err
-	}
 	if s.audit, err = openPrivate(filepath.Join(cfg.DataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND); err != nil {
 		return s, fmt.Errorf("audit log: %w", err)
 	}
@@ -364,6 +354,12 @@ func RotateSecretsKey(ctx context.Context, cfg config.Config, log *slog.Logger) 
 		return "", "", err
 	}
 	defer s.Close()
+	// This data directory's Basin is stopped (openState holds its lock); other
+	// nodes on the database must be too: they would go on with the old key
+	// alone, unable to open what is resealed.
+	if err := noOtherNodeAlive(ctx, s.store, cfg.DataDir); err != nil {
+		return "", "", err
+	}
 	keys, err := secret.LoadKeys(keyPath(cfg))
 	if err != nil {
 		return "", "", err

@@ -556,3 +556,32 @@ func TestUnopenableSecretDoesNotStopStart(t *testing.T) {
 		t.Errorf("the unopenable value was rewritten: %q", got.PasswordSealed)
 	}
 }
+
+// basin secrets rotate refuses while another node on the database is alive:
+// it would go on with the old key alone, unable to open what is resealed.
+func TestRotateRefusedWhileNodesRun(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Start(t).NewDatabase(t)
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	writeKeyFile(t, keyFile)
+	cfg := testConfig()
+	cfg.DataDir, cfg.Database, cfg.SecretsKeyFile, cfg.NodeID = t.TempDir(), db, keyFile, "here"
+	log := slog.New(slog.DiscardHandler)
+	s, err := openState(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Update(ctx, func(tx store.Tx) error {
+		return tx.Put(store.KindNode, "there", "", &model.Node{ID: "there", Instance: "another-dir", HeartbeatTime: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before := must(os.ReadFile(keyFile))
+	if _, _, err := RotateSecretsKey(ctx, cfg, log); err == nil || !strings.Contains(err.Error(), "there") {
+		t.Fatalf("rotate while node there runs: %v, want a refusal naming it", err)
+	}
+	if after := must(os.ReadFile(keyFile)); !bytes.Equal(before, after) {
+		t.Fatal("a refused rotation changed the key file")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
@@ -47,6 +48,32 @@ func (c *Controller) leaderLoop(ctx context.Context, first chan<- struct{}) {
 	try()
 	close(first)
 	every(ctx, c.opts.OpLease/3, try)
+	c.releaseLeadership()
+}
+
+// releaseLeadership gives the controller lease up on a clean stop, so that
+// another node takes cluster-scope work at its next try instead of after the
+// lease lapses. A node killed gives nothing up: the lease lapses.
+func (c *Controller) releaseLeadership() {
+	if !c.leader.Swap(false) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := c.st.Update(ctx, func(tx store.Tx) error {
+		var l store.Lease
+		if err := tx.Get(store.KindLease, controllerLease, &l); err != nil {
+			return err
+		}
+		if l.Holder != c.opts.NodeID {
+			return nil
+		}
+		l.Expire = c.opts.Now()
+		return tx.Put(store.KindLease, controllerLease, "", l)
+	})
+	if err != nil {
+		c.log.Warn("give the controller lease up", "err", err)
+	}
 }
 
 // mine reports whether volume v is this node's to serve and repair.

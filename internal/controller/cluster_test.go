@@ -173,12 +173,42 @@ func TestControllerLease(t *testing.T) {
 	if o := get(op1.Name()); o.Owner != "a" {
 		t.Fatalf("pool create ran on %q; want a, which holds the controller lease", o.Owner)
 	}
-	stopA() // a stops renewing: its lease lapses
+	stopA() // a stops cleanly: it gives the lease up
 	op2 := poolOp("pool2", t0.Add(time.Second))
 	b.Wake()
 	waitFor(t, "the second pool's create, on b", func() bool { return get(op2.Name()).Done })
 	if o := get(op2.Name()); o.Owner != "b" || o.Error != nil {
 		t.Fatalf("after a stopped: owner %q error %v; want b, no error", o.Owner, o.Error)
+	}
+}
+
+// A holder that stops cleanly gives the controller lease up: another node
+// takes it at its next try, not a whole lease later.
+func TestControllerLeaseGivenUpOnStop(t *testing.T) {
+	h := newHarness(t)
+	node := func(id string) func() {
+		c := New(Options{NodeID: id, Cluster: true, OpLease: time.Hour, Store: h.st, Backend: fake.New(), Resync: time.Hour, ResumeWait: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		<-c.Ready()
+		return func() { cancel(); <-done }
+	}
+	holder := func() string {
+		var l store.Lease
+		h.st.View(context.Background(), func(tx store.Tx) error { return tx.Get(store.KindLease, controllerLease, &l) })
+		return l.Holder
+	}
+	stopA := node("a")
+	if holder() != "a" {
+		t.Fatalf("lease held by %q, want a", holder())
+	}
+	stopA()
+	// b's first try, at its start, finds the lease free though it was
+	// taken for an hour.
+	defer node("b")()
+	if got := holder(); got != "b" {
+		t.Fatalf("after a stopped cleanly the lease is %q's; want b's", got)
 	}
 }
 

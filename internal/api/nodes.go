@@ -12,6 +12,7 @@ import (
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/internal/tick"
 )
 
 // nodeJSON is a node on the wire (GET /v1/nodes, Basin-only).
@@ -87,16 +88,7 @@ func (c *nodeCache) start(s *Server) {
 	read()
 	go func() {
 		defer close(c.done)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				read()
-			}
-		}
+		tick.Every(ctx, time.Second, read)
 	}()
 }
 

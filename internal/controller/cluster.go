@@ -8,6 +8,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/internal/tick"
 )
 
 // Several nodes on one store (Options.Cluster): each volume is placed on one
@@ -47,7 +48,7 @@ func (c *Controller) leaderLoop(ctx context.Context, first chan<- struct{}) {
 	}
 	try()
 	close(first)
-	every(ctx, c.opts.OpLease/3, try)
+	tick.Every(ctx, c.opts.OpLease/3, try)
 	c.releaseLeadership()
 }
 
@@ -103,19 +104,11 @@ func (c *Controller) runsHere(tx store.Tx, op *model.Operation) (bool, error) {
 	if !c.opts.Cluster {
 		return true, nil
 	}
-	var volume string
-	switch {
-	case strings.HasPrefix(string(op.Kind), "volume."):
-		volume = op.Target
-	case strings.HasPrefix(string(op.Kind), "snapshot."):
-		i := strings.LastIndex(op.Target, "/snapshots/")
-		if i < 0 {
-			return true, nil
-		}
-		volume = op.Target[:i]
-	default:
+	kind := string(op.Kind)
+	if !strings.HasPrefix(kind, "volume.") && !strings.HasPrefix(kind, "snapshot.") {
 		return c.leader.Load(), nil
 	}
+	volume, _, _ := strings.Cut(op.Target, "/snapshots/") // a snapshot's volume, or the volume
 	v, err := store.Get[model.Volume](tx, store.KindVolume, volume)
 	if err != nil {
 		if errors.Is(err, model.ErrNotFound) {

@@ -36,17 +36,11 @@ func TestClusterNodesServeTheirOwnVolumes(t *testing.T) {
 		}
 		return store.PutOperation(tx, op2)
 	})
-	node := func(id string, be *fake.Backend) *Controller {
-		c := New(Options{NodeID: id, Cluster: true, Store: h.st, Backend: be, Resync: 20 * time.Millisecond, ResumeWait: 100 * time.Millisecond})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { c.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return c
+	node := func(id string, be *fake.Backend) {
+		runController(t, Options{NodeID: id, Cluster: true, Store: h.st, Backend: be, Resync: 20 * time.Millisecond, ResumeWait: 100 * time.Millisecond})
 	}
 	// n1 alone first: it must not run n2's create, nor adopt n2's old volume.
-	c1 := node("n1", be1)
-	<-c1.Ready()
+	node("n1", be1)
 	get := func(name string) (op model.Operation) {
 		h.st.View(context.Background(), func(tx store.Tx) error { return tx.Get(store.KindOperation, name, &op) })
 		return op
@@ -56,8 +50,7 @@ func TestClusterNodesServeTheirOwnVolumes(t *testing.T) {
 	if op := get(op2.Name()); op.Done || op.Owner != "" {
 		t.Fatalf("n1 ran n2's operation: %+v", op)
 	}
-	c2 := node("n2", be2)
-	<-c2.Ready()
+	node("n2", be2)
 	waitFor(t, "n2's create", func() bool { return get(op2.Name()).Done })
 	time.Sleep(100 * time.Millisecond)
 	keys := func(be *fake.Backend) []string {
@@ -140,12 +133,7 @@ func TestControllerLease(t *testing.T) {
 	h := newHarness(t)
 	lease := 300 * time.Millisecond
 	node := func(id string) (*Controller, func()) {
-		c := New(Options{NodeID: id, Cluster: true, OpLease: lease, Store: h.st, Backend: fake.New(), Resync: time.Hour, ResumeWait: 100 * time.Millisecond})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { c.Run(ctx); close(done) }()
-		<-c.Ready()
-		return c, func() { cancel(); <-done }
+		return runController(t, Options{NodeID: id, Cluster: true, OpLease: lease, Store: h.st, Backend: fake.New(), Resync: time.Hour, ResumeWait: 100 * time.Millisecond})
 	}
 	poolOp := func(id string, at time.Time) *model.Operation {
 		p := &model.Pool{Meta: model.Meta{Project: "p", Location: "l", ID: id, State: model.StateCreating, CreateTime: at},
@@ -187,12 +175,8 @@ func TestControllerLease(t *testing.T) {
 func TestControllerLeaseGivenUpOnStop(t *testing.T) {
 	h := newHarness(t)
 	node := func(id string) func() {
-		c := New(Options{NodeID: id, Cluster: true, OpLease: time.Hour, Store: h.st, Backend: fake.New(), Resync: time.Hour, ResumeWait: 100 * time.Millisecond})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { c.Run(ctx); close(done) }()
-		<-c.Ready()
-		return func() { cancel(); <-done }
+		_, stop := runController(t, Options{NodeID: id, Cluster: true, OpLease: time.Hour, Store: h.st, Backend: fake.New(), Resync: time.Hour, ResumeWait: 100 * time.Millisecond})
+		return stop
 	}
 	holder := func() string {
 		var l store.Lease
@@ -222,15 +206,9 @@ func TestClusterSMBMachinePerNode(t *testing.T) {
 	p.State = model.StateReady
 	seedPoolAD(t, h, p, ad)
 	fa, fb := newFakeSMB(), newFakeSMB()
-	node := func(id string, f *fakeSMB) *Controller {
-		c := New(Options{NodeID: id, Cluster: true, Store: h.st, Backend: fake.New(), SMB: f, Secrets: fakeSecrets{}, Resync: 20 * time.Millisecond,
+	node := func(id string, f *fakeSMB) {
+		runController(t, Options{NodeID: id, Cluster: true, Store: h.st, Backend: fake.New(), SMB: f, Secrets: fakeSecrets{}, Resync: 20 * time.Millisecond,
 			ResumeWait: 100 * time.Millisecond})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { c.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
-		<-c.Ready()
-		return c
 	}
 	node("a", fa)
 	node("b", fb)

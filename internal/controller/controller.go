@@ -34,6 +34,7 @@ import (
 	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/internal/tick"
 )
 
 // Options configures a Controller.
@@ -388,25 +389,11 @@ func (c *Controller) resumeAll(ctx context.Context) {
 }
 
 func (c *Controller) resyncLoop(ctx context.Context) {
-	every(ctx, c.opts.Resync, func() {
+	tick.Every(ctx, c.opts.Resync, func() {
 		if err := c.resync(ctx, false); err != nil && ctx.Err() == nil {
 			c.log.Warn("reconcile", "err", err)
 		}
 	})
-}
-
-// every calls fn every d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		fn()
-	}
 }
 
 // schedule starts every unfinished operation that may run now: oldest first, at

@@ -166,12 +166,7 @@ func newHarness(t *testing.T) *harness {
 
 // start runs a controller until the test ends and waits for its first pass.
 func (h *harness) start(t *testing.T) *Controller {
-	c := New(Options{Store: h.st, Backend: h.be, Resync: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-c.Ready()
+	c, _ := runController(t, Options{Store: h.st, Backend: h.be, Resync: time.Hour})
 	return c
 }
 

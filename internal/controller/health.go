@@ -11,6 +11,7 @@ import (
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/internal/tick"
 )
 
 // Storage health. Beside the resync, a loop observes every HealthInterval
@@ -128,7 +129,7 @@ func (c *Controller) VolumesInError() map[string]int {
 }
 
 func (c *Controller) healthLoop(ctx context.Context) {
-	every(ctx, c.opts.HealthInterval, func() { c.healthPass(ctx) })
+	tick.Every(ctx, c.opts.HealthInterval, func() { c.healthPass(ctx) })
 }
 
 // reasonOf names a backend's fault as a reason for the volume's ERROR.

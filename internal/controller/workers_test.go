@@ -19,13 +19,21 @@ func (h *harness) startWith(t *testing.T, opts Options) *Controller {
 	if opts.Resync == 0 {
 		opts.Resync = time.Hour
 	}
+	c, _ := runController(t, opts)
+	return c
+}
+
+// runController runs a controller of opts until stop (or the test's end) and
+// waits for its first pass.
+func runController(t *testing.T, opts Options) (*Controller, func()) {
 	c := New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
 	<-c.Ready()
-	return c
+	return c, stop
 }
 
 func (h *harness) opDone(t *testing.T, name string) *model.Operation {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/internal/tick"
 )
 
 // HeartbeatInterval is how often a node says in the store that it is alive;
@@ -119,7 +120,7 @@ func registerNode(ctx context.Context, st store.Store, node model.Node, space fu
 	if err := claimNodeID(ctx, st, node); err != nil {
 		return err
 	}
-	go every(ctx, HeartbeatInterval, func() {
+	go tick.Every(ctx, HeartbeatInterval, func() {
 		read()
 		node.HeartbeatTime = time.Now().UTC()
 		if err := st.Update(ctx, func(tx store.Tx) error { return tx.Put(store.KindNode, node.ID, "", &node) }); err != nil && ctx.Err() == nil {
@@ -127,18 +128,4 @@ func registerNode(ctx context.Context, st store.Store, node model.Node, space fu
 		}
 	})
 	return nil
-}
-
-// every calls fn every d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
 }

@@ -159,7 +159,7 @@ func (s *Service) checkStoreRoom(tx store.Tx, r *reads, node string, capacityGib
 		return nil
 	}
 	var free int64
-	if s.opts.Cluster && node != s.opts.NodeID {
+	if s.remote(node) {
 		n, err := store.Get[model.Node](tx, store.KindNode, node)
 		if err != nil || n.StoreBytes == 0 {
 			return nil // not said yet: the node's backend decides
@@ -184,7 +184,7 @@ func (s *Service) checkStoreRoom(tx store.Tx, r *reads, node string, capacityGib
 // the store reports it (v.UsedBytes is only the last observation).
 func (s *Service) checkShrink(r *reads, v *model.Volume) error {
 	used := v.UsedBytes
-	if s.opts.Capacity != nil && !s.remote(v) {
+	if s.opts.Capacity != nil && !s.remote(v.Node) {
 		var err error
 		if used, err = r.usedBytes(v.Key); err != nil {
 			return err

@@ -34,14 +34,7 @@ func (s *Service) place(tx store.Tx, r *reads, v *model.Volume) error {
 		}
 		return s.checkStoreRoom(tx, r, v.Node, v.CapacityGib, 0)
 	}
-	want := ""
-	if v.SourceSnapshot != "" {
-		src, err := store.Get[model.Volume](tx, store.KindVolume, snapshotVolume(v.SourceSnapshot))
-		if err != nil {
-			return err
-		}
-		want = src.Node
-	}
+	want := v.Node // a clone's: its source's node (resolveCloneSource)
 	nodes, err := store.List[model.Node](tx, store.KindNode, "")
 	if err != nil {
 		return err
@@ -107,19 +100,10 @@ func (s *Service) nodeFree(r *reads, n *model.Node) (free int64, known bool) {
 	return n.FreeBytes, n.StoreBytes > 0
 }
 
-// remote reports whether volume v's storage is on another node, whose store
-// this node cannot read.
-func (s *Service) remote(v *model.Volume) bool {
-	return s.opts.Cluster && v.Node != s.opts.NodeID
-}
-
-// snapshotVolume is the name of the volume a snapshot name
-// (…/volumes/{v}/snapshots/{s}) belongs to.
-func snapshotVolume(snapshot string) string {
-	if i := strings.LastIndex(snapshot, "/snapshots/"); i >= 0 {
-		return snapshot[:i]
-	}
-	return snapshot
+// remote reports whether node is another node of a cluster, whose store this
+// node cannot read.
+func (s *Service) remote(node string) bool {
+	return s.opts.Cluster && node != s.opts.NodeID
 }
 
 // clusterStoreBytes is what the nodes' stores hold for volumes together, this

@@ -63,6 +63,7 @@ func (s *Service) CreateVolume(ctx context.Context, st store.Store, req VolumeCr
 		return nil, err
 	}
 	v.CreateTime, v.State, v.Key = s.opts.Now().UTC(), model.StateCreating, "v"+newID(8)
+	v.Node = "" // placed below (a clone: where its source is)
 	if v.UnixPermissions == "" {
 		v.UnixPermissions = "0770"
 		if len(v.Protocols) > 0 && !slices.ContainsFunc(v.Protocols, func(p model.Protocol) bool { return p != model.ProtocolSMB }) {
@@ -465,6 +466,7 @@ func resolveCloneSource(tx store.Tx, rp *RestoreSource, v *model.Volume, op *mod
 		return model.Errorf(model.ErrFailedPrecondition, "source volume %s is %s, not READY", src.ID, src.State)
 	}
 	v.SourceSnapshot = rp.Snapshot
+	v.Node = src.Node // a clone is made where its source's snapshot is (place)
 	op.Params.SourceKey, op.Params.SourceSnapshot = src.Key, sn.ID
 	return nil
 }

@@ -193,7 +193,7 @@ func (s *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := fn(ptx); err != nil {
 		return err
 	}
-	if ptx.ops {
+	if ptx.notify {
 		// Delivered to listeners when (and only if) the transaction commits.
 		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, pgOpsChannel); err != nil {
 			return fmt.Errorf("notify: %w", err)
@@ -216,9 +216,9 @@ func (s *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 }
 
 type pgTx struct {
-	ctx context.Context
-	tx  pgx.Tx
-	ops bool // an operation or settings were written: notify listeners on commit
+	ctx    context.Context
+	tx     pgx.Tx
+	notify bool // an operation or settings were written: notify listeners on commit
 }
 
 func (t *pgTx) Get(kind, name string, out any) error {
@@ -254,7 +254,7 @@ func pgColumn[T any](t *pgTx, column, kind, parent string) ([]T, error) {
 }
 
 func (t *pgTx) Put(kind, name, parent string, v any) error {
-	t.ops = t.ops || kind == KindOperation || kind == KindSettings
+	t.notify = t.notify || kind == KindOperation || kind == KindSettings
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", kind, err)

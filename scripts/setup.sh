@@ -46,6 +46,12 @@ if [[ $mode != --deb ]]; then
   for p in libnss-winbind samba-vfs-modules; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
   done
+  # CephFS volumes (--storage cephfs://...): the ceph CLI and its Python
+  # bindings drive the cluster's volumes module; ceph-fuse mounts a volume for
+  # Samba and for the node's own checks. None of them starts a daemon.
+  for p in ceph-common ceph-fuse python3-rados; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+  done
 fi
 # Build dependencies of Basin's patched Ganesha (scripts/ganesha/build.sh).
 for p in $(scripts/ganesha/build.sh --print-deps); do
@@ -72,6 +78,11 @@ if [[ $mode == --test ]]; then
   # provisioning data and modules, winbind (samba execs it), client tools
   # (smbclient, ldbsearch) and smbtorture. Not krb5-user: it would write /etc/krb5.conf.
   for p in samba-ad-provision samba-dsdb-modules smbclient ldb-tools samba-testsuite; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+  done
+  # The private Ceph cluster of the CephFS tests (test/ceph): one monitor,
+  # manager, OSD on a sparse file and MDS, all state in a temporary directory.
+  for p in ceph-mon ceph-mgr ceph-osd ceph-mds; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
   done
 fi

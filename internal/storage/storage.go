@@ -31,6 +31,29 @@ var ErrTooSmall = errors.New("the volume's data does not fit in the size asked f
 // snapshot's own metadata).
 var ErrNoSpace = errors.New("the volume is full")
 
+// ErrInProgress is returned by EnsureVolume while a clone it started is still
+// being copied (Capabilities.AsyncClone): ask again later; the copy goes on
+// without the caller.
+var ErrInProgress = errors.New("in progress: ask again later")
+
+// Capabilities says where a backend differs from the O(1), exactly accounted
+// model btrfs gives.
+type Capabilities struct {
+	// ExactUsage: used bytes count data, metadata and snapshots and are right
+	// at once, and each snapshot's exclusive bytes are known (btrfs quota
+	// groups). Without it used bytes are the live data only and right after a
+	// few seconds, and snapshots' exclusive bytes read 0 (CephFS's recursive
+	// statistics).
+	ExactUsage bool
+	// AsyncClone: a clone is a copy made in the background, in time
+	// proportional to the snapshot's data; EnsureVolume returns ErrInProgress
+	// until it is whole.
+	AsyncClone bool
+	// RevertCopies: Revert copies the snapshot's data into the live data, in
+	// time proportional to it (without it, Revert is O(1)).
+	RevertCopies bool
+}
+
 // SnapshotRef names a snapshot of a volume.
 type SnapshotRef struct {
 	VolumeKey string
@@ -105,6 +128,9 @@ type Backend interface {
 	// ObserveHealth reports whether the node store and each open volume's
 	// filesystem can still be trusted with writes (health.go).
 	ObserveHealth(ctx context.Context) (Health, error)
+
+	// Capabilities says how the backend differs from btrfs's model.
+	Capabilities() Capabilities
 }
 
 // Usage is a volume's space use.

@@ -20,7 +20,7 @@
 //	                       operation at a time runs on a volume)
 //	DataDir/mounts/<key>         live, nosuid,nodev,noexec: what NFS exports
 //	DataDir/mounts/<key>@<snap>  a snapshot, read-only: exported under .snapshot
-//	DataDir/mounts/<key>@.snapshot  the snapshot directory (snapdir.go), read-only:
+//	DataDir/mounts/<key>@.snapshot  the snapshot directory (snapdir.go, package localfs), read-only:
 //	                             a tmpfs written through DataDir/fs/<key>@.snapshot
 //
 // Only DataDir/mounts is visible to the data-plane sandboxes.
@@ -52,6 +52,7 @@ import (
 	"github.com/basin-nas/basin/internal/mountinfo"
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/storage/localfs"
 )
 
 // Options configures a Backend. The zero value is not usable: DataDir is required.
@@ -1124,23 +1125,14 @@ func (b *Backend) Unmount(ctx context.Context, key string) error {
 }
 
 func (b *Backend) unmountPath(ctx context.Context, mp string) error {
-	for range 8 { // stacked mounts are unwound one by one
-		m, err := mountinfo.IsMountPoint(mp)
-		if err != nil || !m {
-			return err
-		}
-		if _, err := b.run.Run(ctx, "umount", mp); err != nil {
-			return fmt.Errorf("unmount %s: %w", mp, err)
-		}
-	}
-	return fmt.Errorf("unmount %s: still mounted", mp)
+	return localfs.Unmount(ctx, b.run, mp)
 }
 
 // unmountAll unmounts a volume's snapshots and snapshot directory, live data and
 // whole filesystem.
 func (b *Backend) unmountAll(ctx context.Context, key string) error {
 	snapMounts, _ := filepath.Glob(filepath.Join(b.mounts, key+"@*"))
-	for _, mp := range append(snapMounts, b.snapDirRW(key), b.MountPath(key), b.fsPath(key)) {
+	for _, mp := range append(snapMounts, b.snapDir(key).RW, b.MountPath(key), b.fsPath(key)) {
 		if err := b.unmountPath(ctx, mp); err != nil {
 			return err
 		}
@@ -1171,7 +1163,7 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 		b.log.Warn("store not committed after a delete: its space returns at the next commit", "volume", key, "err", err)
 	}
 	snapMounts, _ := filepath.Glob(filepath.Join(b.mounts, key+"@*"))
-	for _, d := range append(snapMounts, b.snapDirRW(key), b.MountPath(key), b.fsPath(key)) {
+	for _, d := range append(snapMounts, b.snapDir(key).RW, b.MountPath(key), b.fsPath(key)) {
 		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -1361,4 +1353,10 @@ func syncDir(dir string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// Capabilities implements storage.Backend: quota groups count every byte at
+// once; snapshots, clones and reverts are O(1).
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{ExactUsage: true}
 }

@@ -875,3 +875,8 @@ func (b *Backend) Block(method string) (release func()) {
 	var once sync.Once
 	return func() { once.Do(func() { close(ch) }) }
 }
+
+// Capabilities implements storage.Backend: the model of btrfs's.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{ExactUsage: true}
+}

@@ -1,0 +1,794 @@
+// Package cephfs implements storage.Backend on CephFS: one subvolume per volume
+// in a subvolume group of Basin's, created --namespace-isolated (its data in a
+// RADOS namespace of its own) with its own cephx user whose caps are the
+// subvolume's path and namespace. Capacity is the subvolume's quota, snapshots
+// are subvolume snapshots (O(1)), a clone is the manager's background copy of a
+// snapshot (EnsureVolume answers storage.ErrInProgress until it is whole), and
+// a revert copies the snapshot's tree back into the live data.
+//
+// Cluster-scope work (create, resize, snapshot, clone, delete, usage) goes
+// through the ceph CLI as Basin's own cephx user, talking to the cluster's
+// volumes module. Node-scope attachment is a ceph-fuse mount of the subvolume
+// as the volume's own user on DataDir/cephfs/fs/<key>, which no sandbox is
+// meant to read directly; MountPath is a nosuid, nodev, noexec bind of it and a
+// snapshot's mount a read-only bind of its .snap entry.
+//
+// docs/architecture.md ("A real Ceph cluster in tests") lists the Ceph
+// behaviours this builds on, as measured.
+package cephfs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/basin-nas/basin/internal/mountinfo"
+	"github.com/basin-nas/basin/internal/runner"
+	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/storage/localfs"
+)
+
+// Options says which cluster and where on this node.
+type Options struct {
+	// Conf is the cluster's ceph.conf (monitor addresses, fsid).
+	Conf string
+	// ID is Basin's own cephx user (without "client."), Keyring its keyring.
+	// The caps it needs are in docs/operations.md.
+	ID, Keyring string
+	// FS is the CephFS filesystem; default "cephfs".
+	FS string
+	// Group is the subvolume group holding Basin's volumes; default "basin".
+	// Volumes' cephx users are named "<Group>.<key>".
+	Group string
+	// DataDir is the node's data directory: mounts and the volumes' keyrings
+	// live under DataDir/cephfs.
+	DataDir string
+	// Runner runs ceph, ceph-fuse and umount; nil = runner.Exec.
+	Runner runner.Runner
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Backend implements storage.Backend on CephFS.
+type Backend struct {
+	o      Options
+	run    runner.Runner
+	log    *slog.Logger
+	keys   string // DataDir/cephfs/keys: the volumes' keyrings (0700)
+	fsDir  string // DataDir/cephfs/fs: each volume's ceph-fuse mount
+	mounts string // DataDir/cephfs/mounts: what Basin shows (MountPath and the like)
+
+	mu    sync.Mutex
+	paths map[string]string // key -> subvolume path, once read
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns a backend; Start readies it.
+func New(o Options) *Backend {
+	if o.FS == "" {
+		o.FS = "cephfs"
+	}
+	if o.Group == "" {
+		o.Group = "basin"
+	}
+	r := o.Runner
+	if r == nil {
+		r = runner.Exec{}
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	base := filepath.Join(o.DataDir, "cephfs")
+	return &Backend{o: o, run: r, log: log, keys: filepath.Join(base, "keys"), fsDir: filepath.Join(base, "fs"),
+		mounts: filepath.Join(base, "mounts"), paths: map[string]string{}}
+}
+
+// Start makes the node's directories and the subvolume group (both idempotent).
+func (b *Backend) Start(ctx context.Context) error {
+	for _, d := range []struct {
+		path string
+		mode fs.FileMode
+	}{{b.keys, 0o700}, {b.fsDir, 0o700}, {b.mounts, 0o755}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	if _, err := b.ceph(ctx, "fs", "subvolumegroup", "create", b.o.FS, b.o.Group); err != nil {
+		return fmt.Errorf("cephfs: subvolume group %s: %w", b.o.Group, err)
+	}
+	return nil
+}
+
+// Capabilities implements storage.Backend.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{AsyncClone: true, RevertCopies: true}
+}
+
+// ceph runs the ceph CLI as Basin's user.
+func (b *Backend) ceph(ctx context.Context, args ...string) ([]byte, error) {
+	argv := append([]string{"--conf", b.o.Conf, "--id", b.o.ID, "--keyring", b.o.Keyring, "--connect-timeout", "15"}, args...)
+	return b.run.Run(ctx, "ceph", argv...)
+}
+
+// cephJSON runs the CLI with "-f json" and decodes its output into v.
+func (b *Backend) cephJSON(ctx context.Context, v any, args ...string) error {
+	out, err := b.ceph(ctx, append(args, "-f", "json")...)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("ceph %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// errno is the errno a failed ceph command exited with (the CLI exits with
+// it), or 0.
+func errno(err error) syscall.Errno {
+	var re *runner.Error
+	if errors.As(err, &re) && re.ExitCode > 0 {
+		return syscall.Errno(re.ExitCode)
+	}
+	return 0
+}
+
+// group is the group arguments every subvolume command takes.
+func (b *Backend) group() []string { return []string{"--group_name", b.o.Group} }
+
+// subvolume runs "ceph fs subvolume <verb> <fs> args... --group_name <group>".
+func (b *Backend) subvolume(ctx context.Context, verb string, args ...string) ([]byte, error) {
+	argv := append([]string{"fs", "subvolume", verb, b.o.FS}, args...)
+	return b.ceph(ctx, append(argv, b.group()...)...)
+}
+
+// info is what "fs subvolume info" says of a subvolume.
+type info struct {
+	BytesQuota json.RawMessage `json:"bytes_quota"` // a number, or "infinite"
+	BytesUsed  int64           `json:"bytes_used"`
+	Mode       uint32          `json:"mode"`
+	Path       string          `json:"path"`
+	State      string          `json:"state"`
+}
+
+func (i info) quota() int64 {
+	n, _ := strconv.ParseInt(string(i.BytesQuota), 10, 64)
+	return n
+}
+
+// info reads a subvolume's info; ok false if it does not exist.
+func (b *Backend) info(ctx context.Context, key string) (info, bool, error) {
+	var in info
+	out, err := b.subvolume(ctx, "info", key, "-f", "json")
+	switch errno(err) {
+	case syscall.ENOENT:
+		return in, false, nil
+	case syscall.EAGAIN: // a clone being copied: "not ready for operation info"
+		in.State = "in-progress"
+		return in, true, nil
+	}
+	if err != nil {
+		return in, false, err
+	}
+	if err := json.Unmarshal(out, &in); err != nil {
+		return in, false, fmt.Errorf("subvolume info %s: %w", key, err)
+	}
+	b.mu.Lock()
+	b.paths[key] = in.Path
+	b.mu.Unlock()
+	return in, true, nil
+}
+
+// path is the subvolume's path in the filesystem.
+func (b *Backend) path(ctx context.Context, key string) (string, error) {
+	b.mu.Lock()
+	p, ok := b.paths[key]
+	b.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	in, ok, err := b.info(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("volume %s has no subvolume", key)
+	}
+	return in.Path, nil
+}
+
+// userID is the volume's cephx user (without "client.").
+func (b *Backend) userID(key string) string { return b.o.Group + "." + key }
+
+func (b *Backend) keyring(key string) string { return filepath.Join(b.keys, key+".keyring") }
+
+// fsPath is where the volume's ceph-fuse mount is.
+func (b *Backend) fsPath(key string) string { return filepath.Join(b.fsDir, key) }
+
+// MountPath implements storage.Backend.
+func (b *Backend) MountPath(key string) string { return filepath.Join(b.mounts, key) }
+
+// SnapshotMountPath implements storage.Backend.
+func (b *Backend) SnapshotMountPath(key, snap string) string {
+	return filepath.Join(b.mounts, key+"@"+snap)
+}
+
+const snapDirSuffix = "@.snapshot"
+
+// SnapshotDirPath implements storage.Backend.
+func (b *Backend) SnapshotDirPath(key string) string {
+	return filepath.Join(b.mounts, key+snapDirSuffix)
+}
+
+func (b *Backend) snapDir(key string) localfs.SnapDir {
+	return localfs.SnapDir{RW: filepath.Join(b.fsDir, key+snapDirSuffix), RO: b.SnapshotDirPath(key)}
+}
+
+// EnsureVolume implements storage.Backend. A clone answers ErrInProgress while
+// the manager copies; a clone that failed is removed and reported.
+func (b *Backend) EnsureVolume(ctx context.Context, key string, sizeBytes int64, from *storage.SnapshotRef) error {
+	in, ok, err := b.info(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if from == nil {
+			_, err = b.subvolume(ctx, "create", key, "--size", strconv.FormatInt(sizeBytes, 10), "--namespace-isolated")
+		} else {
+			_, err = b.ceph(ctx, append([]string{"fs", "subvolume", "snapshot", "clone", b.o.FS, from.VolumeKey, from.Snapshot, key,
+				"--target_group_name", b.o.Group}, b.group()...)...)
+			if errno(err) == syscall.ENOENT {
+				return fmt.Errorf("snapshot %s@%s does not exist", from.VolumeKey, from.Snapshot)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", key, err)
+		}
+		if in, _, err = b.info(ctx, key); err != nil {
+			return err
+		}
+	}
+	if from != nil {
+		if done, err := b.cloneDone(ctx, key); err != nil || !done {
+			return err
+		}
+	}
+	if in.quota() != sizeBytes {
+		if err := b.Resize(ctx, key, sizeBytes); err != nil {
+			return err
+		}
+	}
+	return b.authorize(ctx, key)
+}
+
+// cloneDone reports whether key's clone is whole: ErrInProgress while it is
+// copied, an error (and the clone gone) if it failed.
+func (b *Backend) cloneDone(ctx context.Context, key string) (bool, error) {
+	var st struct {
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}
+	err := b.cephJSON(ctx, &st, append([]string{"fs", "clone", "status", b.o.FS, key}, b.group()...)...)
+	if errno(err) == syscall.ENOTSUP || errno(err) == syscall.EINVAL {
+		return true, nil // not a clone (any more): nothing to wait for
+	}
+	if err != nil {
+		return false, err
+	}
+	switch st.Status.State {
+	case "complete":
+		return true, nil
+	case "pending", "in-progress":
+		return false, storage.ErrInProgress
+	default:
+		b.log.Warn("clone failed; removing it", "volume", key, "state", st.Status.State)
+		if _, err := b.subvolume(ctx, "rm", key, "--force"); err != nil {
+			return false, err
+		}
+		return false, fmt.Errorf("clone %s: %s", key, st.Status.State)
+	}
+}
+
+// authorize gives the volume its cephx user (path and namespace caps, made by
+// the volumes module) and keeps its keyring on this node.
+func (b *Backend) authorize(ctx context.Context, key string) error {
+	if _, err := os.Stat(b.keyring(key)); err == nil {
+		return nil
+	}
+	id := b.userID(key)
+	if _, err := b.subvolume(ctx, "authorize", key, id, "--access_level", "rw"); err != nil {
+		return fmt.Errorf("authorize %s: %w", key, err)
+	}
+	ring, err := b.ceph(ctx, "auth", "get", "client."+id)
+	if err != nil {
+		return err
+	}
+	tmp := b.keyring(key) + ".new"
+	if err := os.WriteFile(tmp, ring, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, b.keyring(key))
+}
+
+// Resize implements storage.Backend: never below what the volume holds.
+func (b *Backend) Resize(ctx context.Context, key string, sizeBytes int64) error {
+	_, err := b.subvolume(ctx, "resize", key, strconv.FormatInt(sizeBytes, 10), "--no_shrink")
+	var re *runner.Error
+	if errno(err) == syscall.EINVAL && errors.As(err, &re) && strings.Contains(re.Stderr, "lesser than the current used size") {
+		return storage.ErrTooSmall
+	}
+	if err != nil {
+		return fmt.Errorf("resize %s: %w", key, err)
+	}
+	return nil
+}
+
+// SetMode implements storage.Backend, through the volume's own mount.
+func (b *Backend) SetMode(ctx context.Context, key string, mode fs.FileMode) error {
+	if err := b.attach(ctx, key); err != nil {
+		return err
+	}
+	if err := os.Chmod(b.fsPath(key), mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", key, err)
+	}
+	return nil
+}
+
+// attach mounts the subvolume with ceph-fuse, as the volume's own user, on
+// fsPath (if it is not).
+func (b *Backend) attach(ctx context.Context, key string) error {
+	mp := b.fsPath(key)
+	if e, ok, err := mountinfo.Lookup(mp); err != nil || (ok && e.FSType == "fuse.ceph-fuse") {
+		return err
+	}
+	p, err := b.path(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := b.authorize(ctx, key); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(mp, 0o755); err != nil {
+		return err
+	}
+	if _, err := b.run.Run(ctx, "ceph-fuse", "--conf", b.o.Conf, "--id", b.userID(key), "--keyring", b.keyring(key),
+		"--client_mountpoint", p, mp, "-o", "nosuid,nodev,noexec"); err != nil {
+		return fmt.Errorf("mount %s: %w", key, err)
+	}
+	return nil
+}
+
+// shows reports whether mount point mp shows the directory at src.
+func shows(mp, src string) (bool, error) {
+	if m, err := mountinfo.IsMountPoint(mp); err != nil || !m {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return false, err
+	}
+	var a, c unix.Stat_t
+	if err := unix.Stat(mp, &a); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(src, &c); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	return a.Dev == c.Dev && a.Ino == c.Ino, nil
+}
+
+// Mount implements storage.Backend.
+func (b *Backend) Mount(ctx context.Context, key string) error {
+	if err := b.attach(ctx, key); err != nil {
+		return err
+	}
+	mp := b.MountPath(key)
+	if ok, err := shows(mp, b.fsPath(key)); err != nil || ok {
+		return err
+	}
+	if err := b.unmountPath(ctx, mp); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(mp, 0o755); err != nil {
+		return err
+	}
+	return localfs.Bind(b.fsPath(key), mp, 0)
+}
+
+// Unmount implements storage.Backend.
+func (b *Backend) Unmount(ctx context.Context, key string) error {
+	return b.unmountPath(ctx, b.MountPath(key))
+}
+
+func (b *Backend) unmountPath(ctx context.Context, mp string) error {
+	return localfs.Unmount(ctx, b.run, mp)
+}
+
+// detach unmounts everything of the volume on this node, its ceph-fuse mount
+// last, and removes the mount points.
+func (b *Backend) detach(ctx context.Context, key string) error {
+	snaps, _ := filepath.Glob(filepath.Join(b.mounts, key+"@*"))
+	for _, mp := range append(snaps, b.snapDir(key).RW, b.MountPath(key), b.fsPath(key)) {
+		if err := b.unmountPath(ctx, mp); err != nil {
+			return err
+		}
+		if err := os.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteVolume implements storage.Backend: the node's mounts, the snapshots,
+// the subvolume, its user and keyring.
+func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
+	if err := b.detach(ctx, key); err != nil {
+		return err
+	}
+	snaps, err := b.snapshotNames(ctx, key)
+	if err != nil {
+		return err
+	}
+	for _, s := range snaps {
+		if err := b.DeleteSnapshot(ctx, key, s); err != nil {
+			return err
+		}
+	}
+	if _, err := b.subvolume(ctx, "rm", key); err != nil && errno(err) != syscall.ENOENT {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	b.mu.Lock()
+	delete(b.paths, key)
+	b.mu.Unlock()
+	if _, err := b.ceph(ctx, "auth", "rm", "client."+b.userID(key)); err != nil && errno(err) != syscall.ENOENT {
+		return err
+	}
+	if err := os.Remove(b.keyring(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// ObserveVolume implements storage.Backend.
+func (b *Backend) ObserveVolume(ctx context.Context, key string) (storage.VolumeStatus, error) {
+	in, ok, err := b.info(ctx, key)
+	if err != nil || !ok {
+		return storage.VolumeStatus{}, err
+	}
+	return b.status(key, in)
+}
+
+func (b *Backend) status(key string, in info) (storage.VolumeStatus, error) {
+	st := storage.VolumeStatus{Exists: in.State == "complete", CapacityBytes: in.quota(), UsedBytes: in.BytesUsed,
+		Mode: fs.FileMode(in.Mode) & fs.ModePerm}
+	if !st.Exists {
+		return storage.VolumeStatus{}, nil
+	}
+	mounted, err := shows(b.MountPath(key), b.fsPath(key))
+	st.Mounted = mounted
+	return st, err
+}
+
+// ObserveVolumes implements storage.Backend.
+func (b *Backend) ObserveVolumes(ctx context.Context) (map[string]storage.VolumeStatus, error) {
+	keys, err := b.subvolumeNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]storage.VolumeStatus{}
+	for _, k := range keys {
+		st, err := b.ObserveVolume(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if st.Exists {
+			out[k] = st
+		}
+	}
+	return out, nil
+}
+
+func (b *Backend) subvolumeNames(ctx context.Context) ([]string, error) {
+	var ls []struct {
+		Name string `json:"name"`
+	}
+	if err := b.cephJSON(ctx, &ls, append([]string{"fs", "subvolume", "ls", b.o.FS}, b.group()...)...); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ls))
+	for i, s := range ls {
+		names[i] = s.Name
+	}
+	return names, nil
+}
+
+// Inventory implements storage.Backend.
+func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
+	inv := storage.Inventory{Snapshots: map[string][]string{}, Complete: map[string]bool{}}
+	keys, err := b.subvolumeNames(ctx)
+	if err != nil {
+		return inv, err
+	}
+	for _, k := range keys {
+		in, ok, err := b.info(ctx, k)
+		if err != nil {
+			return inv, err
+		}
+		if !ok {
+			continue
+		}
+		inv.Volumes = append(inv.Volumes, k)
+		inv.Complete[k] = in.State == "complete"
+		snaps, err := b.snapshotNames(ctx, k)
+		if err != nil {
+			return inv, err
+		}
+		if len(snaps) > 0 {
+			inv.Snapshots[k] = snaps
+		}
+	}
+	return inv, nil
+}
+
+// Usage implements storage.Backend: the live data as the MDS counts it (its
+// recursive statistics lag writes by seconds); snapshots are listed with 0:
+// CephFS does not count what a snapshot holds alone.
+func (b *Backend) Usage(ctx context.Context, key string) (storage.Usage, error) {
+	in, ok, err := b.info(ctx, key)
+	if err != nil {
+		return storage.Usage{}, err
+	}
+	if !ok {
+		return storage.Usage{}, fmt.Errorf("volume %s has no subvolume", key)
+	}
+	snaps, err := b.snapshotNames(ctx, key)
+	if err != nil {
+		return storage.Usage{}, err
+	}
+	u := storage.Usage{UsedBytes: in.BytesUsed, SnapshotExclusive: map[string]int64{}}
+	for _, s := range snaps {
+		u.SnapshotExclusive[s] = 0
+	}
+	return u, nil
+}
+
+// StoreSpace implements storage.Backend: the filesystem's data pool's room
+// (what it stores and may still store) and what is left of it after every
+// volume's quota.
+func (b *Backend) StoreSpace(ctx context.Context) (int64, int64, error) {
+	var fss []struct {
+		Name      string   `json:"name"`
+		DataPools []string `json:"data_pools"`
+	}
+	if err := b.cephJSON(ctx, &fss, "fs", "ls"); err != nil {
+		return 0, 0, err
+	}
+	var pool string
+	for _, f := range fss {
+		if f.Name == b.o.FS && len(f.DataPools) > 0 {
+			pool = f.DataPools[0]
+		}
+	}
+	if pool == "" {
+		return 0, 0, fmt.Errorf("filesystem %s has no data pool", b.o.FS)
+	}
+	var df struct {
+		Pools []struct {
+			Name  string `json:"name"`
+			Stats struct {
+				Stored   int64 `json:"stored"`
+				MaxAvail int64 `json:"max_avail"`
+			} `json:"stats"`
+		} `json:"pools"`
+	}
+	if err := b.cephJSON(ctx, &df, "df"); err != nil {
+		return 0, 0, err
+	}
+	var size int64
+	for _, p := range df.Pools {
+		if p.Name == pool {
+			size = p.Stats.Stored + p.Stats.MaxAvail
+		}
+	}
+	keys, err := b.subvolumeNames(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	free := size
+	for _, k := range keys {
+		in, ok, err := b.info(ctx, k)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			free -= in.quota()
+		}
+	}
+	return size, max(free, 0), nil
+}
+
+// ObserveHealth implements storage.Backend: a volume whose ceph-fuse mount no
+// longer answers, or answers read-only, is faulted.
+func (b *Backend) ObserveHealth(ctx context.Context) (storage.Health, error) {
+	h := storage.Health{Volumes: map[string]storage.Fault{}}
+	keys, err := b.subvolumeNames(ctx)
+	if err != nil {
+		return h, err
+	}
+	for _, k := range keys {
+		var f storage.Fault
+		if e, ok, err := mountinfo.Lookup(b.fsPath(k)); err == nil && ok {
+			var st unix.Statfs_t
+			if err := unix.Statfs(b.fsPath(k), &st); err != nil {
+				f = storage.Fault{Reason: storage.FaultIOErrors, Detail: "statfs " + b.fsPath(k) + ": " + err.Error()}
+			} else if st.Flags&unix.ST_RDONLY != 0 || strings.HasPrefix(e.Options, "ro") {
+				f = storage.Fault{Reason: storage.FaultReadOnly, Detail: b.fsPath(k) + " is read-only"}
+			}
+		}
+		h.Volumes[k] = f
+	}
+	return h, nil
+}
+
+// snapRE is how a subvolume snapshot appears in the subvolume's .snap:
+// _<name>_<inode of the subvolume's directory>.
+func snapEntry(dir, snap string) (string, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, ".snap"))
+	if err != nil {
+		return "", err
+	}
+	re := regexp.MustCompile("^_" + regexp.QuoteMeta(snap) + "_[0-9]+$")
+	for _, e := range ents {
+		if re.MatchString(e.Name()) {
+			return filepath.Join(dir, ".snap", e.Name()), nil
+		}
+	}
+	return "", fmt.Errorf("snapshot %s not found in %s", snap, dir)
+}
+
+func (b *Backend) snapshotNames(ctx context.Context, key string) ([]string, error) {
+	var ls []struct {
+		Name string `json:"name"`
+	}
+	err := b.cephJSON(ctx, &ls, append([]string{"fs", "subvolume", "snapshot", "ls", b.o.FS, key}, b.group()...)...)
+	if errno(err) == syscall.ENOENT {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ls))
+	for i, s := range ls {
+		names[i] = s.Name
+	}
+	return names, nil
+}
+
+// ObserveSnapshots implements storage.Backend.
+func (b *Backend) ObserveSnapshots(ctx context.Context, key string) (map[string]storage.SnapshotStatus, error) {
+	names, err := b.snapshotNames(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]storage.SnapshotStatus{}
+	for _, n := range names {
+		st := storage.SnapshotStatus{Exists: true}
+		if m, err := mountinfo.IsMountPoint(b.SnapshotMountPath(key, n)); err == nil && m {
+			if src, err := snapEntry(b.fsPath(key), n); err == nil {
+				st.Mounted, _ = shows(b.SnapshotMountPath(key, n), src)
+			}
+		}
+		out[n] = st
+	}
+	return out, nil
+}
+
+// EnsureSnapshot implements storage.Backend: O(1), and it needs no free space.
+func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
+	if _, err := b.ceph(ctx, append([]string{"fs", "subvolume", "snapshot", "create", b.o.FS, key, snap}, b.group()...)...); err != nil {
+		if errno(err) == syscall.ENOENT {
+			return fmt.Errorf("volume %s has no subvolume", key)
+		}
+		return fmt.Errorf("snapshot %s@%s: %w", key, snap, err)
+	}
+	return nil
+}
+
+// DeleteSnapshot implements storage.Backend.
+func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.UnmountSnapshot(ctx, key, snap); err != nil {
+		return err
+	}
+	_, err := b.ceph(ctx, append([]string{"fs", "subvolume", "snapshot", "rm", b.o.FS, key, snap}, b.group()...)...)
+	if err != nil && errno(err) != syscall.ENOENT {
+		return fmt.Errorf("delete snapshot %s@%s: %w", key, snap, err)
+	}
+	return nil
+}
+
+// MountSnapshot implements storage.Backend: a read-only bind of the
+// snapshot's .snap entry in the volume's own mount.
+func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.attach(ctx, key); err != nil {
+		return err
+	}
+	src, err := snapEntry(b.fsPath(key), snap)
+	if err != nil {
+		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
+	}
+	mp := b.SnapshotMountPath(key, snap)
+	if ok, err := shows(mp, src); err != nil || ok {
+		return err
+	}
+	if err := b.unmountPath(ctx, mp); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(mp, 0o755); err != nil {
+		return err
+	}
+	if err := localfs.BindReadOnly(src, mp); err != nil {
+		return err
+	}
+	return b.snapDir(key).List(snap, true)
+}
+
+// UnmountSnapshot implements storage.Backend: out of the snapshot directory
+// first.
+func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
+	if err := b.snapDir(key).List(snap, false); err != nil {
+		return err
+	}
+	mp := b.SnapshotMountPath(key, snap)
+	if err := b.unmountPath(ctx, mp); err != nil {
+		return err
+	}
+	if err := os.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// MountSnapshotDir implements storage.Backend.
+func (b *Backend) MountSnapshotDir(ctx context.Context, key string) error {
+	if _, ok, err := b.info(ctx, key); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("volume %s has no subvolume", key)
+		}
+		return err
+	}
+	snaps, err := b.ObserveSnapshots(ctx, key)
+	if err != nil {
+		return err
+	}
+	var mounted []string
+	for n, st := range snaps {
+		if st.Mounted {
+			mounted = append(mounted, n)
+		}
+	}
+	return b.snapDir(key).Mount(mounted, func(p string) error { return b.unmountPath(ctx, p) })
+}
+
+// UnmountSnapshotDir implements storage.Backend.
+func (b *Backend) UnmountSnapshotDir(ctx context.Context, key string) error {
+	return b.snapDir(key).Unmount(func(p string) error { return b.unmountPath(ctx, p) })
+}

@@ -1,0 +1,173 @@
+package cephfs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/basin-nas/basin/internal/mountinfo"
+	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/storage/storagetest"
+	"github.com/basin-nas/basin/test/ceph"
+)
+
+// cluster starts the package's cluster once (about 16 s) for every test that
+// asks for it; each test then works in a subvolume group of its own.
+func cluster(t *testing.T) *ceph.Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("cephfs tests need root (network namespaces, FUSE mounts)")
+	}
+	if _, err := exec.LookPath("ceph-fuse"); err != nil {
+		t.Skip("ceph-fuse not installed (run scripts/setup.sh --test)")
+	}
+	if shared.c == nil && !shared.failed {
+		shared.failed = true
+		makeBridge(t)
+		shared.c = ceph.StartT(&keepAlive{T: t}, ceph.Options{Name: "cfsst", Dir: shared.dir, Bridge: bridge, Addr: "10.99.79.2/24"})
+		shared.failed = false
+	}
+	if shared.c == nil {
+		t.Skip("the cluster did not start (see the first test)")
+	}
+	return shared.c
+}
+
+const bridge = "bcephst0"
+
+var shared struct {
+	c      *ceph.Cluster
+	dir    string
+	failed bool
+}
+
+var groups atomic.Int32
+
+// keepAlive is a testing.T whose cleanups run when the package's tests end
+// (TestMain), not when the first test does: the cluster serves them all.
+type keepAlive struct{ *testing.T }
+
+func (k *keepAlive) Cleanup(f func()) { cleanups = append(cleanups, f) }
+
+var cleanups []func()
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "basin-cephfs-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shared.dir = dir
+	code := m.Run()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// makeBridge makes the package's bridge with the host address 10.99.79.1/24;
+// it goes when the package's tests end.
+func makeBridge(t *testing.T) {
+	exec.Command("ip", "link", "del", bridge).Run() //nolint:errcheck // a leftover of a killed run
+	for _, argv := range [][]string{
+		{"ip", "link", "add", bridge, "type", "bridge"},
+		{"ip", "addr", "add", "10.99.79.1/24", "dev", bridge},
+		{"ip", "link", "set", bridge, "up"},
+	} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	cleanups = append(cleanups, func() { exec.Command("ip", "link", "del", bridge).Run() }) //nolint:errcheck
+}
+
+// newBackend is a started backend over the package's cluster, as client.admin,
+// in a subvolume group of its own; at the test's end its volumes go and
+// nothing of it stays mounted.
+func newBackend(t *testing.T) *Backend {
+	t.Helper()
+	c := cluster(t)
+	dataDir := t.TempDir()
+	b := New(Options{Conf: c.Conf, ID: "admin", Keyring: c.AdminKeyring, Group: fmt.Sprintf("t%d", groups.Add(1)), DataDir: dataDir})
+	ctx := context.Background()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		inv, err := b.Inventory(ctx)
+		if err != nil {
+			t.Errorf("inventory: %v", err)
+		}
+		for _, k := range inv.Volumes {
+			if err := b.DeleteVolume(ctx, k); err != nil {
+				t.Errorf("delete %s: %v", k, err)
+			}
+		}
+		// Whatever a failed test left mounted.
+		es, _ := mountinfo.Under(dataDir)
+		for _, e := range es {
+			exec.Command("umount", "-l", e.MountPoint).Run() //nolint:errcheck
+		}
+		if _, err := b.ceph(ctx, "fs", "subvolumegroup", "rm", b.o.FS, b.o.Group); err != nil {
+			t.Errorf("remove group: %v", err)
+		}
+	})
+	return b
+}
+
+// The conformance suite btrfs and the fake run too, on a real CephFS.
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Backend { return newBackend(t) })
+}
+
+// A volume's cephx user is confined to its own subvolume: its caps name the
+// subvolume's path and RADOS namespace, and with its key the Ceph CLI cannot
+// read another volume's objects.
+func TestVolumeUserConfined(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	for _, k := range []string{"va", "vb"} {
+		if err := b.EnsureVolume(ctx, k, 64<<20, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Mount(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(b.MountPath(k)+"/secret", []byte("secret of "+k), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pa, err := b.path(ctx, "va")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := b.ceph(ctx, "auth", "get", "client."+b.userID("va"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"path=" + pa, "namespace=fsvolumens_va"} {
+		if !strings.Contains(string(caps), want) {
+			t.Errorf("va's caps lack %q:\n%s", want, caps)
+		}
+	}
+	// As va: its own namespace's objects are listed, vb's are refused.
+	rados := func(ns string) (string, error) {
+		out, err := exec.CommandContext(ctx, "rados", "--conf", b.o.Conf, "--id", b.userID("va"), "--keyring", b.keyring("va"),
+			"-p", "cephfs.cephfs.data", "-N", ns, "ls").CombinedOutput()
+		return string(out), err
+	}
+	if out, err := rados("fsvolumens_va"); err != nil || strings.TrimSpace(out) == "" {
+		t.Fatalf("va cannot list its own objects: %v %s", err, out)
+	}
+	if out, err := rados("fsvolumens_vb"); err == nil {
+		t.Fatalf("va listed vb's objects:\n%s", out)
+	}
+	if out, err := rados(""); err == nil && strings.TrimSpace(out) != "" {
+		t.Fatalf("va listed the default namespace's objects:\n%s", out)
+	}
+}

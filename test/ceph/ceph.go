@@ -10,7 +10,7 @@
 // The cluster's pools hold one copy (size 1): it is a fixture for the control
 // plane and the data path, not a test of Ceph's replication.
 //
-// Test packages import it; nothing under internal/ may.
+// Tests import it; no package that is not a test may.
 package ceph
 
 import (

@@ -45,7 +45,7 @@ type Options struct {
 	// Conf is the cluster's ceph.conf (monitor addresses, fsid).
 	Conf string
 	// ID is Basin's own cephx user (without "client."), Keyring its keyring.
-	// The caps it needs are in docs/operations.md.
+	// The caps it needs are Caps's (docs/operations.md).
 	ID, Keyring string
 	// FS is the CephFS filesystem; default "cephfs".
 	FS string
@@ -439,7 +439,8 @@ func (b *Backend) detach(ctx context.Context, key string) error {
 }
 
 // DeleteVolume implements storage.Backend: the node's mounts, the snapshots,
-// the subvolume, its user and keyring.
+// the volume's user (before its subvolume: the volumes module removes a user
+// of a subvolume it knows), the subvolume and the keyring.
 func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 	if err := b.detach(ctx, key); err != nil {
 		return err
@@ -453,15 +454,15 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 			return err
 		}
 	}
+	if _, err := b.subvolume(ctx, "deauthorize", key, b.userID(key)); err != nil && errno(err) != syscall.ENOENT {
+		return fmt.Errorf("deauthorize %s: %w", key, err)
+	}
 	if _, err := b.subvolume(ctx, "rm", key); err != nil && errno(err) != syscall.ENOENT {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	b.mu.Lock()
 	delete(b.paths, key)
 	b.mu.Unlock()
-	if _, err := b.ceph(ctx, "auth", "rm", "client."+b.userID(key)); err != nil && errno(err) != syscall.ENOENT {
-		return err
-	}
 	if err := os.Remove(b.keyring(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

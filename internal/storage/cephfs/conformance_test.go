@@ -2,9 +2,11 @@ package cephfs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,8 +95,19 @@ func newBackend(t *testing.T) *Backend {
 	t.Helper()
 	c := cluster(t)
 	dataDir := t.TempDir()
-	b := New(Options{Conf: c.Conf, ID: "admin", Keyring: c.AdminKeyring, Group: fmt.Sprintf("t%d", groups.Add(1)), DataDir: dataDir})
 	ctx := context.Background()
+	// Basin's own user, with no more than Caps.
+	group := fmt.Sprintf("t%d", groups.Add(1))
+	mon, mgr := Caps(ceph.FSName, group)
+	ring, err := c.Ceph(ctx, "auth", "get-or-create", "client.basin-"+group, "mon", mon, "mgr", mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring := filepath.Join(dataDir, "basin.keyring")
+	if err := os.WriteFile(keyring, ring, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := New(Options{Conf: c.Conf, ID: "basin-" + group, Keyring: keyring, Group: group, DataDir: dataDir})
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +126,32 @@ func newBackend(t *testing.T) *Backend {
 		for _, e := range es {
 			exec.Command("umount", "-l", e.MountPoint).Run() //nolint:errcheck
 		}
-		if _, err := b.ceph(ctx, "fs", "subvolumegroup", "rm", b.o.FS, b.o.Group); err != nil {
+		// What Basin's user may not do, as the cluster's admin.
+		if _, err := c.Ceph(ctx, "fs", "subvolumegroup", "rm", b.o.FS, b.o.Group); err != nil {
 			t.Errorf("remove group: %v", err)
 		}
+		var users []struct {
+			Entity string `json:"entity"`
+		}
+		out, err := c.Ceph(ctx, "auth", "ls", "-f", "json")
+		if err == nil {
+			var all struct {
+				AuthDump []struct {
+					Entity string `json:"entity"`
+				} `json:"auth_dump"`
+			}
+			err = json.Unmarshal(out, &all)
+			users = all.AuthDump
+		}
+		if err != nil {
+			t.Errorf("auth ls: %v", err)
+		}
+		for _, u := range users {
+			if strings.HasPrefix(u.Entity, "client."+group+".") {
+				t.Errorf("a deleted volume's user is left: %s", u.Entity)
+			}
+		}
+		c.Ceph(ctx, "auth", "rm", "client.basin-"+group) //nolint:errcheck // the cluster goes with the package's tests
 	})
 	return b
 }
@@ -123,6 +159,25 @@ func newBackend(t *testing.T) *Backend {
 // The conformance suite btrfs and the fake run too, on a real CephFS.
 func TestConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Backend { return newBackend(t) })
+}
+
+// Basin's own user can do what the backend does (the conformance suite runs
+// as it) and not more: not remove the filesystem, not reach another group's
+// subvolumes, not read a key but its volumes' users'.
+func TestBasinUserConfined(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	for _, argv := range [][]string{
+		{"fs", "volume", "rm", ceph.FSName, "--yes-i-really-mean-it"},
+		{"fs", "subvolume", "create", ceph.FSName, "x", "--group_name", "other"},
+		{"fs", "subvolume", "ls", ceph.FSName},
+		{"auth", "get", "client.admin"},
+		{"auth", "get-or-create", "client." + b.o.Group + ".evil", "mon", "allow *"},
+	} {
+		if out, err := b.ceph(ctx, argv...); err == nil {
+			t.Errorf("Basin's user may run ceph %v:\n%s", argv, out)
+		}
+	}
 }
 
 // A volume's cephx user is confined to its own subvolume: its caps name the

@@ -1,0 +1,43 @@
+package cephfs
+
+import "strings"
+
+// mgrCommands are the volumes module's commands Basin runs: each cap is
+// confined to Basin's filesystem and subvolume group.
+var mgrCommands = []struct{ cmd, with string }{
+	{"fs subvolumegroup create", "group_name"},
+	{"fs subvolume create", "group_name"},
+	{"fs subvolume info", "group_name"},
+	{"fs subvolume ls", "group_name"},
+	{"fs subvolume rm", "group_name"},
+	{"fs subvolume resize", "group_name"},
+	{"fs subvolume authorize", "group_name"},
+	{"fs subvolume deauthorize", "group_name"},
+	{"fs subvolume snapshot create", "group_name"},
+	{"fs subvolume snapshot rm", "group_name"},
+	{"fs subvolume snapshot ls", "group_name"},
+	{"fs subvolume snapshot clone", "group_name target_group_name"},
+	{"fs clone status", "group_name"},
+}
+
+// Caps are the least a cephx user needs to be Basin's on filesystem fs and
+// subvolume group group: the volumes module's commands Basin runs, each
+// confined to that filesystem and group (so not "fs volume rm", nor another
+// group's subvolumes); reading the cluster maps (the data pool's room); and
+// reading the keys of the volumes' own users, "client.<group>.*", and no
+// other's. It cannot create users or caps of its own: the volumes module
+// makes each volume's user, confined to its subvolume.
+//
+//	ceph auth get-or-create client.basin mon '<Mon>' mgr '<Mgr>'
+func Caps(fs, group string) (mon, mgr string) {
+	mon = `allow r, allow command "auth get" with entity prefix client.` + group + `.`
+	grants := make([]string, len(mgrCommands))
+	for i, c := range mgrCommands {
+		var with []string
+		for _, arg := range strings.Fields(c.with) {
+			with = append(with, arg+"="+group)
+		}
+		grants[i] = `allow command "` + c.cmd + `" with vol_name=` + fs + " " + strings.Join(with, " ")
+	}
+	return mon, strings.Join(grants, ", ")
+}

@@ -6,9 +6,9 @@
 // snapshot (EnsureVolume answers storage.ErrInProgress until it is whole), and
 // a revert copies the snapshot's tree back into the live data.
 //
-// Cluster-scope work (create, resize, snapshot, clone, delete, usage) goes
-// through the ceph CLI as Basin's own cephx user, talking to the cluster's
-// volumes module. Node-scope attachment is a ceph-fuse mount of the subvolume
+// Cluster-scope work (create, resize, snapshot, clone, delete, usage) is
+// commands to the manager's volumes module and the monitors, as Basin's own
+// cephx user, over one RADOS client kept open (channel.go). Node-scope attachment is a ceph-fuse mount of the subvolume
 // as the volume's own user on DataDir/cephfs/fs/<key>, which no sandbox is
 // meant to read directly; MountPath is a nosuid, nodev, noexec bind of it and a
 // snapshot's mount a read-only bind of its .snap entry.
@@ -55,7 +55,7 @@ type Options struct {
 	// DataDir is the node's data directory: mounts and the volumes' keyrings
 	// live under DataDir/cephfs.
 	DataDir string
-	// Runner runs ceph, ceph-fuse and umount; nil = runner.Exec.
+	// Runner runs ceph-fuse and umount; nil = runner.Exec.
 	Runner runner.Runner
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -69,6 +69,7 @@ type Backend struct {
 	keys   string // DataDir/cephfs/keys: the volumes' keyrings (0700)
 	fsDir  string // DataDir/cephfs/fs: each volume's ceph-fuse mount
 	mounts string // DataDir/cephfs/mounts: what Basin shows (MountPath and the like)
+	ch     *channel
 
 	mu    sync.Mutex
 	paths map[string]string // key -> subvolume path, once read
@@ -94,7 +95,7 @@ func New(o Options) *Backend {
 	}
 	base := filepath.Join(o.DataDir, "cephfs")
 	return &Backend{o: o, run: r, log: log, keys: filepath.Join(base, "keys"), fsDir: filepath.Join(base, "fs"),
-		mounts: filepath.Join(base, "mounts"), paths: map[string]string{}}
+		mounts: filepath.Join(base, "mounts"), paths: map[string]string{}, ch: &channel{conf: o.Conf, id: o.ID, keyring: o.Keyring}}
 }
 
 // Start makes the node's directories and the subvolume group (both idempotent).
@@ -110,52 +111,52 @@ func (b *Backend) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := b.ceph(ctx, "fs", "subvolumegroup", "create", b.o.FS, b.o.Group); err != nil {
+	if _, err := b.vol(ctx, "fs subvolumegroup create", nil); err != nil {
 		return fmt.Errorf("cephfs: subvolume group %s: %w", b.o.Group, err)
 	}
 	return nil
 }
+
+// Close ends the backend's connection to the cluster (mounts stay).
+func (b *Backend) Close() { b.ch.close() }
 
 // Capabilities implements storage.Backend.
 func (b *Backend) Capabilities() storage.Capabilities {
 	return storage.Capabilities{AsyncClone: true, RevertCopies: true}
 }
 
-// ceph runs the ceph CLI as Basin's user.
-func (b *Backend) ceph(ctx context.Context, args ...string) ([]byte, error) {
-	argv := append([]string{"--conf", b.o.Conf, "--id", b.o.ID, "--keyring", b.o.Keyring, "--connect-timeout", "15"}, args...)
-	return b.run.Run(ctx, "ceph", argv...)
+// mon runs a monitor command as Basin's user; its output is JSON.
+func (b *Backend) mon(ctx context.Context, prefix string, args map[string]any) ([]byte, error) {
+	return b.ch.call(ctx, "mon", command(prefix, args))
 }
 
-// cephJSON runs the CLI with "-f json" and decodes its output into v.
-func (b *Backend) cephJSON(ctx context.Context, v any, args ...string) error {
-	out, err := b.ceph(ctx, append(args, "-f", "json")...)
+// vol runs a command of the manager's volumes module on Basin's filesystem and
+// group (which Basin's caps are confined to); its output is JSON.
+func (b *Backend) vol(ctx context.Context, prefix string, args map[string]any) ([]byte, error) {
+	c := command(prefix, args)
+	c["vol_name"] = b.o.FS
+	c["group_name"] = b.o.Group
+	return b.ch.call(ctx, "mgr", c)
+}
+
+// volJSON runs vol and decodes its output into v.
+func (b *Backend) volJSON(ctx context.Context, v any, prefix string, args map[string]any) error {
+	out, err := b.vol(ctx, prefix, args)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(out, v); err != nil {
-		return fmt.Errorf("ceph %s: %w", strings.Join(args, " "), err)
+		return fmt.Errorf("ceph %s: %w", prefix, err)
 	}
 	return nil
 }
 
-// errno is the errno a failed ceph command exited with (the CLI exits with
-// it), or 0.
-func errno(err error) syscall.Errno {
-	var re *runner.Error
-	if errors.As(err, &re) && re.ExitCode > 0 {
-		return syscall.Errno(re.ExitCode)
+func command(prefix string, args map[string]any) map[string]any {
+	c := map[string]any{"prefix": prefix, "format": "json"}
+	for k, v := range args {
+		c[k] = v
 	}
-	return 0
-}
-
-// group is the group arguments every subvolume command takes.
-func (b *Backend) group() []string { return []string{"--group_name", b.o.Group} }
-
-// subvolume runs "ceph fs subvolume <verb> <fs> args... --group_name <group>".
-func (b *Backend) subvolume(ctx context.Context, verb string, args ...string) ([]byte, error) {
-	argv := append([]string{"fs", "subvolume", verb, b.o.FS}, args...)
-	return b.ceph(ctx, append(argv, b.group()...)...)
+	return c
 }
 
 // info is what "fs subvolume info" says of a subvolume.
@@ -175,7 +176,7 @@ func (i info) quota() int64 {
 // info reads a subvolume's info; ok false if it does not exist.
 func (b *Backend) info(ctx context.Context, key string) (info, bool, error) {
 	var in info
-	out, err := b.subvolume(ctx, "info", key, "-f", "json")
+	out, err := b.vol(ctx, "fs subvolume info", map[string]any{"sub_name": key})
 	switch errno(err) {
 	case syscall.ENOENT:
 		return in, false, nil
@@ -249,10 +250,10 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, sizeBytes int64,
 	}
 	if !ok {
 		if from == nil {
-			_, err = b.subvolume(ctx, "create", key, "--size", strconv.FormatInt(sizeBytes, 10), "--namespace-isolated")
+			_, err = b.vol(ctx, "fs subvolume create", map[string]any{"sub_name": key, "size": sizeBytes, "namespace_isolated": true})
 		} else {
-			_, err = b.ceph(ctx, append([]string{"fs", "subvolume", "snapshot", "clone", b.o.FS, from.VolumeKey, from.Snapshot, key,
-				"--target_group_name", b.o.Group}, b.group()...)...)
+			_, err = b.vol(ctx, "fs subvolume snapshot clone", map[string]any{"sub_name": from.VolumeKey, "snap_name": from.Snapshot,
+				"target_sub_name": key, "target_group_name": b.o.Group})
 			if errno(err) == syscall.ENOENT {
 				return fmt.Errorf("snapshot %s@%s does not exist", from.VolumeKey, from.Snapshot)
 			}
@@ -285,7 +286,7 @@ func (b *Backend) cloneDone(ctx context.Context, key string) (bool, error) {
 			State string `json:"state"`
 		} `json:"status"`
 	}
-	err := b.cephJSON(ctx, &st, append([]string{"fs", "clone", "status", b.o.FS, key}, b.group()...)...)
+	err := b.volJSON(ctx, &st, "fs clone status", map[string]any{"clone_name": key})
 	if errno(err) == syscall.ENOTSUP || errno(err) == syscall.EINVAL {
 		return true, nil // not a clone (any more): nothing to wait for
 	}
@@ -299,7 +300,7 @@ func (b *Backend) cloneDone(ctx context.Context, key string) (bool, error) {
 		return false, storage.ErrInProgress
 	default:
 		b.log.Warn("clone failed; removing it", "volume", key, "state", st.Status.State)
-		if _, err := b.subvolume(ctx, "rm", key, "--force"); err != nil {
+		if _, err := b.vol(ctx, "fs subvolume rm", map[string]any{"sub_name": key, "force": true}); err != nil {
 			return false, err
 		}
 		return false, fmt.Errorf("clone %s: %s", key, st.Status.State)
@@ -313,10 +314,10 @@ func (b *Backend) authorize(ctx context.Context, key string) error {
 		return nil
 	}
 	id := b.userID(key)
-	if _, err := b.subvolume(ctx, "authorize", key, id, "--access_level", "rw"); err != nil {
+	if _, err := b.vol(ctx, "fs subvolume authorize", map[string]any{"sub_name": key, "auth_id": id, "access_level": "rw"}); err != nil {
 		return fmt.Errorf("authorize %s: %w", key, err)
 	}
-	ring, err := b.ceph(ctx, "auth", "get", "client."+id)
+	ring, err := b.ch.call(ctx, "mon", map[string]any{"prefix": "auth get", "entity": "client." + id})
 	if err != nil {
 		return err
 	}
@@ -329,9 +330,9 @@ func (b *Backend) authorize(ctx context.Context, key string) error {
 
 // Resize implements storage.Backend: never below what the volume holds.
 func (b *Backend) Resize(ctx context.Context, key string, sizeBytes int64) error {
-	_, err := b.subvolume(ctx, "resize", key, strconv.FormatInt(sizeBytes, 10), "--no_shrink")
-	var re *runner.Error
-	if errno(err) == syscall.EINVAL && errors.As(err, &re) && strings.Contains(re.Stderr, "lesser than the current used size") {
+	_, err := b.vol(ctx, "fs subvolume resize", map[string]any{"sub_name": key, "new_size": strconv.FormatInt(sizeBytes, 10), "no_shrink": true})
+	var ce *cmdError
+	if errors.As(err, &ce) && ce.Errno == syscall.EINVAL && strings.Contains(ce.Msg, "lesser than the current used size") {
 		return storage.ErrTooSmall
 	}
 	if err != nil {
@@ -454,10 +455,10 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	if _, err := b.subvolume(ctx, "deauthorize", key, b.userID(key)); err != nil && errno(err) != syscall.ENOENT {
+	if _, err := b.vol(ctx, "fs subvolume deauthorize", map[string]any{"sub_name": key, "auth_id": b.userID(key)}); err != nil && errno(err) != syscall.ENOENT {
 		return fmt.Errorf("deauthorize %s: %w", key, err)
 	}
-	if _, err := b.subvolume(ctx, "rm", key); err != nil && errno(err) != syscall.ENOENT {
+	if _, err := b.vol(ctx, "fs subvolume rm", map[string]any{"sub_name": key}); err != nil && errno(err) != syscall.ENOENT {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	b.mu.Lock()
@@ -512,7 +513,7 @@ func (b *Backend) subvolumeNames(ctx context.Context) ([]string, error) {
 	var ls []struct {
 		Name string `json:"name"`
 	}
-	if err := b.cephJSON(ctx, &ls, append([]string{"fs", "subvolume", "ls", b.o.FS}, b.group()...)...); err != nil {
+	if err := b.volJSON(ctx, &ls, "fs subvolume ls", nil); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(ls))
@@ -580,7 +581,11 @@ func (b *Backend) StoreSpace(ctx context.Context) (int64, int64, error) {
 		Name      string   `json:"name"`
 		DataPools []string `json:"data_pools"`
 	}
-	if err := b.cephJSON(ctx, &fss, "fs", "ls"); err != nil {
+	out, err := b.mon(ctx, "fs ls", nil)
+	if err == nil {
+		err = json.Unmarshal(out, &fss)
+	}
+	if err != nil {
 		return 0, 0, err
 	}
 	var pool string
@@ -601,7 +606,11 @@ func (b *Backend) StoreSpace(ctx context.Context) (int64, int64, error) {
 			} `json:"stats"`
 		} `json:"pools"`
 	}
-	if err := b.cephJSON(ctx, &df, "df"); err != nil {
+	out, err = b.mon(ctx, "df", nil)
+	if err == nil {
+		err = json.Unmarshal(out, &df)
+	}
+	if err != nil {
 		return 0, 0, err
 	}
 	var size int64
@@ -670,7 +679,7 @@ func (b *Backend) snapshotNames(ctx context.Context, key string) ([]string, erro
 	var ls []struct {
 		Name string `json:"name"`
 	}
-	err := b.cephJSON(ctx, &ls, append([]string{"fs", "subvolume", "snapshot", "ls", b.o.FS, key}, b.group()...)...)
+	err := b.volJSON(ctx, &ls, "fs subvolume snapshot ls", map[string]any{"sub_name": key})
 	if errno(err) == syscall.ENOENT {
 		return nil, nil
 	}
@@ -705,7 +714,7 @@ func (b *Backend) ObserveSnapshots(ctx context.Context, key string) (map[string]
 
 // EnsureSnapshot implements storage.Backend: O(1), and it needs no free space.
 func (b *Backend) EnsureSnapshot(ctx context.Context, key, snap string) error {
-	if _, err := b.ceph(ctx, append([]string{"fs", "subvolume", "snapshot", "create", b.o.FS, key, snap}, b.group()...)...); err != nil {
+	if _, err := b.vol(ctx, "fs subvolume snapshot create", map[string]any{"sub_name": key, "snap_name": snap}); err != nil {
 		if errno(err) == syscall.ENOENT {
 			return fmt.Errorf("volume %s has no subvolume", key)
 		}
@@ -719,7 +728,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
 	if err := b.UnmountSnapshot(ctx, key, snap); err != nil {
 		return err
 	}
-	_, err := b.ceph(ctx, append([]string{"fs", "subvolume", "snapshot", "rm", b.o.FS, key, snap}, b.group()...)...)
+	_, err := b.vol(ctx, "fs subvolume snapshot rm", map[string]any{"sub_name": key, "snap_name": snap})
 	if err != nil && errno(err) != syscall.ENOENT {
 		return fmt.Errorf("delete snapshot %s@%s: %w", key, snap, err)
 	}

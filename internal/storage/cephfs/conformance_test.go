@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/basin-nas/basin/internal/mountinfo"
 	"github.com/basin-nas/basin/internal/storage"
@@ -54,6 +56,13 @@ var groups atomic.Int32
 type keepAlive struct{ *testing.T }
 
 func (k *keepAlive) Cleanup(f func()) { cleanups = append(cleanups, f) }
+
+// The cleanups run after every test is done: they report to stderr.
+func (k *keepAlive) Failed() bool                    { return false }
+func (k *keepAlive) Logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+func (k *keepAlive) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "FAIL: "+format+"\n", args...)
+}
 
 var cleanups []func()
 
@@ -111,6 +120,7 @@ func newBackend(t *testing.T) *Backend {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(b.Close)
 	t.Cleanup(func() {
 		inv, err := b.Inventory(ctx)
 		if err != nil {
@@ -167,16 +177,47 @@ func TestConformance(t *testing.T) {
 func TestBasinUserConfined(t *testing.T) {
 	b := newBackend(t)
 	ctx := context.Background()
-	for _, argv := range [][]string{
-		{"fs", "volume", "rm", ceph.FSName, "--yes-i-really-mean-it"},
-		{"fs", "subvolume", "create", ceph.FSName, "x", "--group_name", "other"},
-		{"fs", "subvolume", "ls", ceph.FSName},
-		{"auth", "get", "client.admin"},
-		{"auth", "get-or-create", "client." + b.o.Group + ".evil", "mon", "allow *"},
+	for _, c := range []struct {
+		target string
+		cmd    map[string]any
+	}{
+		{"mgr", map[string]any{"prefix": "fs volume rm", "vol_name": ceph.FSName, "yes-i-really-mean-it": true}},
+		{"mgr", map[string]any{"prefix": "fs subvolume create", "vol_name": ceph.FSName, "sub_name": "x", "group_name": "other"}},
+		{"mgr", map[string]any{"prefix": "fs subvolume ls", "vol_name": ceph.FSName}},
+		{"mon", map[string]any{"prefix": "auth get", "entity": "client.admin"}},
+		{"mon", map[string]any{"prefix": "auth get-or-create", "entity": "client." + b.o.Group + ".evil", "caps": []string{"mon", "allow *"}}},
 	} {
-		if out, err := b.ceph(ctx, argv...); err == nil {
-			t.Errorf("Basin's user may run ceph %v:\n%s", argv, out)
+		out, err := b.ch.call(ctx, c.target, c.cmd)
+		if err == nil {
+			t.Errorf("Basin's user may run %v:\n%s", c.cmd, out)
+		} else if errno(err) != syscall.EACCES && errno(err) != syscall.EPERM {
+			t.Errorf("%v: %v, want EACCES", c.cmd, err)
 		}
+	}
+}
+
+// The channel to the cluster outlives its helper: killed, or cut short by a
+// caller's deadline, the next command starts another.
+func TestChannelRestarts(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	if _, err := b.subvolumeNames(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.ch.mu.Lock()
+	b.ch.cmd.Process.Kill() //nolint:errcheck
+	b.ch.mu.Unlock()
+	if _, err := b.subvolumeNames(ctx); err != nil {
+		t.Fatalf("after the helper died: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, time.Microsecond)
+	defer cancel()
+	<-short.Done()
+	if _, err := b.subvolumeNames(short); err == nil {
+		t.Fatal("a command ran past its deadline")
+	}
+	if _, err := b.subvolumeNames(ctx); err != nil {
+		t.Fatalf("after a cut-short command: %v", err)
 	}
 }
 
@@ -201,7 +242,7 @@ func TestVolumeUserConfined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps, err := b.ceph(ctx, "auth", "get", "client."+b.userID("va"))
+	caps, err := b.ch.call(ctx, "mon", map[string]any{"prefix": "auth get", "entity": "client." + b.userID("va"), "format": "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,29 @@ func TestClone(t *testing.T) {
 		"protocols": []string{"NFSV3"}, "restoreParameters": map[string]any{"sourceSnapshot": src + "x"}}, 400, "INVALID_ARGUMENT")
 }
 
+// A clone the backend copies in the background (CephFS) is an operation that
+// waits, its status saying so, until the copy is whole; being in progress is
+// not a failed attempt (more askings than the controller's step attempts).
+func TestCloneCopiedInBackground(t *testing.T) {
+	e := newEnv(t)
+	e.pool("pool1", 100, nil)
+	e.volume("vol1", "pool1", 10, nil)
+	e.run("POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
+	src := "projects/p1/locations/us-east4/volumes/vol1/snapshots/s1"
+	e.be.CloneCalls = 6
+	before := e.be.CallCount("EnsureVolume")
+	c := e.volume("clone1", "pool1", 20, map[string]any{"restoreParameters": map[string]any{"sourceSnapshot": src}})
+	if c["state"] != "READY" {
+		t.Fatalf("clone: %v", c)
+	}
+	if n := e.be.CallCount("EnsureVolume") - before; n < 6 {
+		t.Fatalf("the clone's copy was asked after %d calls, want at least 6", n)
+	}
+	if !e.be.State().Volumes[e.volumeRecord("clone1").Key] {
+		t.Fatal("the clone is not mounted")
+	}
+}
+
 func TestValidationErrors(t *testing.T) {
 	e := newEnv(t)
 	e.pool("pool1", 100, nil)

@@ -251,7 +251,7 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 		var err error
 		start := time.Now()
 		for attempt := range c.opts.StepAttempts {
-			if err = c.step(ctx, op, v, s); err == nil || ctx.Err() != nil {
+			if err = c.waitInProgress(ctx, op, v, s); err == nil || ctx.Err() != nil {
 				break
 			}
 			c.log.Warn("step failed", "volume", v.Name(), "step", s, "attempt", attempt+1, "err", err)
@@ -266,6 +266,37 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 		c.log.Debug("step done", "volume", v.Name(), "step", s.Op, "took", time.Since(start))
 	}
 	return nil
+}
+
+// inProgressWait is the longest wait between two askings of a step in
+// progress (a clone the backend copies in the background).
+const inProgressWait = 5 * time.Second
+
+// waitInProgress applies a step, and while the backend answers that it is in
+// progress (storage.ErrInProgress: a clone copied in the background) asks
+// again, waiting longer each time (up to inProgressWait), under the
+// operation's lease, with the operation's status saying so. Being in progress
+// is not a failed attempt.
+func (c *Controller) waitInProgress(ctx context.Context, op *model.Operation, v *model.Volume, s Step) error {
+	wait := 100 * time.Millisecond
+	for noted := false; ; {
+		err := c.step(ctx, op, v, s)
+		if !errors.Is(err, storage.ErrInProgress) {
+			return err
+		}
+		if !noted && op != nil {
+			if err := c.saveProgress(ctx, op, "copying the snapshot's data"); err != nil {
+				return err
+			}
+			noted = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, inProgressWait)
+	}
 }
 
 // step applies one step. Everything it needs is in the step and the volume; op is

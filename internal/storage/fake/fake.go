@@ -59,6 +59,9 @@ type volume struct {
 	// unfinished: a create cut short left this filesystem (the real backend's
 	// ".new" image); it holds nothing and is not a volume yet.
 	unfinished bool
+	// copying: the EnsureVolume calls a background clone still answers
+	// ErrInProgress (CloneCalls); it is no volume yet.
+	copying int
 }
 
 // emptyFS is what a new, empty volume uses: its filesystem's own metadata.
@@ -75,6 +78,11 @@ type Backend struct {
 	// thick: each takes its capacity from it, and a create or growth past it
 	// fails with storage.ErrStoreFull, as on the real backend.
 	StoreSize int64
+	// CloneCalls, if above 0, makes clones copy in the background as CephFS's
+	// do: a clone's EnsureVolume answers storage.ErrInProgress this many times
+	// before the clone is whole (and observed), and Capabilities says
+	// AsyncClone. Set it before the clones it should see.
+	CloneCalls int
 
 	mu          sync.Mutex
 	vols        map[string]*volume
@@ -245,7 +253,7 @@ func (v *volume) exclusive(snap string) int64 {
 }
 
 func (b *Backend) status(key string, v *volume) storage.VolumeStatus {
-	if v == nil || v.live == nil || v.unfinished {
+	if v == nil || v.live == nil || v.unfinished || v.copying > 0 {
 		return storage.VolumeStatus{}
 	}
 	return storage.VolumeStatus{Exists: true, Mounted: v.mounted, CapacityBytes: v.size, UsedBytes: v.used(), Mode: v.live.mode,
@@ -313,6 +321,10 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from
 	}
 	defer b.end(key)
 	if v, ok := b.vols[key]; ok && !v.unfinished {
+		if v.copying > 0 {
+			v.copying--
+			return storage.ErrInProgress
+		}
 		return v.recover(key)
 	}
 	if b.storeFault.Reason == storage.FaultReadOnly {
@@ -330,6 +342,11 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from
 		v.live = src.snaps[from.Snapshot].data.copy()
 		f := *from
 		v.from = &f
+		if b.CloneCalls > 0 {
+			v.copying = b.CloneCalls - 1
+			b.vols[key] = v
+			return storage.ErrInProgress
+		}
 	}
 	b.vols[key] = v
 	return nil
@@ -876,7 +893,10 @@ func (b *Backend) Block(method string) (release func()) {
 	return func() { once.Do(func() { close(ch) }) }
 }
 
-// Capabilities implements storage.Backend: the model of btrfs's.
+// Capabilities implements storage.Backend: the model of btrfs's, but for
+// clones copied in the background (CloneCalls).
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{ExactUsage: true}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return storage.Capabilities{ExactUsage: true, AsyncClone: b.CloneCalls > 0}
 }

@@ -8,10 +8,11 @@
 //
 // Cluster-scope work (create, resize, snapshot, clone, delete, usage) is
 // commands to the manager's volumes module and the monitors, as Basin's own
-// cephx user, over one RADOS client kept open (channel.go). Node-scope attachment is a ceph-fuse mount of the subvolume
-// as the volume's own user on DataDir/cephfs/fs/<key>, which no sandbox is
-// meant to read directly; MountPath is a nosuid, nodev, noexec bind of it and a
-// snapshot's mount a read-only bind of its .snap entry.
+// cephx user, over one RADOS client kept open (channel.go). Node-scope
+// attachment is a ceph-fuse mount of the subvolume as the volume's own user on
+// DataDir/cephfs/fs/<key>, which no sandbox sees; MountPath (DataDir/mounts/
+// <key>, as btrfs's, where sandboxes see volumes) is a nosuid, nodev, noexec
+// bind of it and a snapshot's mount a read-only bind of its .snap entry.
 //
 // docs/architecture.md ("A real Ceph cluster in tests") lists the Ceph
 // behaviours this builds on, as measured.
@@ -67,8 +68,8 @@ type Backend struct {
 	run    runner.Runner
 	log    *slog.Logger
 	keys   string // DataDir/cephfs/keys: the volumes' keyrings (0700)
-	fsDir  string // DataDir/cephfs/fs: each volume's ceph-fuse mount
-	mounts string // DataDir/cephfs/mounts: what Basin shows (MountPath and the like)
+	fsDir  string // DataDir/cephfs/fs: each volume's ceph-fuse mount (private)
+	mounts string // DataDir/mounts: what sandboxes see (MountPath and the like)
 	ch     *channel
 
 	mu    sync.Mutex
@@ -95,10 +96,12 @@ func New(o Options) *Backend {
 	}
 	base := filepath.Join(o.DataDir, "cephfs")
 	return &Backend{o: o, run: r, log: log, keys: filepath.Join(base, "keys"), fsDir: filepath.Join(base, "fs"),
-		mounts: filepath.Join(base, "mounts"), paths: map[string]string{}, ch: &channel{conf: o.Conf, id: o.ID, keyring: o.Keyring}}
+		mounts: filepath.Join(o.DataDir, "mounts"), paths: map[string]string{}, ch: &channel{conf: o.Conf, id: o.ID, keyring: o.Keyring}}
 }
 
-// Start makes the node's directories and the subvolume group (both idempotent).
+// Start makes the node's directories (the ceph-fuse mounts' a private mount
+// point of its own: they show nowhere else) and the subvolume group; all
+// idempotent.
 func (b *Backend) Start(ctx context.Context) error {
 	for _, d := range []struct {
 		path string
@@ -109,6 +112,13 @@ func (b *Backend) Start(ctx context.Context) error {
 		}
 		if err := os.Chmod(d.path, d.mode); err != nil {
 			return err
+		}
+	}
+	if ok, err := mountinfo.IsMountPoint(b.fsDir); err != nil {
+		return err
+	} else if !ok {
+		if _, err := b.run.Run(ctx, "mount", "--bind", "--make-private", b.fsDir, b.fsDir); err != nil {
+			return fmt.Errorf("cephfs: bind %s: %w", b.fsDir, err)
 		}
 	}
 	if _, err := b.vol(ctx, "fs subvolumegroup create", nil); err != nil {

@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -72,8 +73,9 @@ type Backend struct {
 	mounts string // DataDir/mounts: what sandboxes see (MountPath and the like)
 	ch     *channel
 
-	mu    sync.Mutex
-	paths map[string]string // key -> subvolume path, once read
+	mu      sync.Mutex
+	paths   map[string]string // key -> subvolume path, once read
+	probing map[string]bool   // keys whose statfs probe has not returned
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -96,7 +98,7 @@ func New(o Options) *Backend {
 	}
 	base := filepath.Join(o.DataDir, "cephfs")
 	return &Backend{o: o, run: r, log: log, keys: filepath.Join(base, "keys"), fsDir: filepath.Join(base, "fs"),
-		mounts: filepath.Join(o.DataDir, "mounts"), paths: map[string]string{}, ch: &channel{conf: o.Conf, id: o.ID, keyring: o.Keyring}}
+		mounts: filepath.Join(o.DataDir, "mounts"), paths: map[string]string{}, probing: map[string]bool{}, ch: &channel{conf: o.Conf, id: o.ID, keyring: o.Keyring}}
 }
 
 // Start makes the node's directories (the ceph-fuse mounts' a private mount
@@ -646,30 +648,80 @@ func (b *Backend) StoreSpace(ctx context.Context) (int64, int64, error) {
 	return size, max(free, 0), nil
 }
 
-// ObserveHealth implements storage.Backend: a volume whose ceph-fuse mount no
-// longer answers, or answers read-only, is faulted.
+// ObserveHealth implements storage.Backend. The store is faulted read-only
+// while the cluster says an OSD or a pool is full (CephFS then holds writes,
+// and they are not acknowledged). A volume is faulted when its ceph-fuse mount
+// answers read-only, fails, or does not answer statfs within probeTimeout (a
+// cluster out of reach blocks it: the probe is left to finish in the
+// background, and no second one is started for that volume meanwhile).
 func (b *Backend) ObserveHealth(ctx context.Context) (storage.Health, error) {
 	h := storage.Health{Volumes: map[string]storage.Fault{}}
+	var health struct {
+		Checks map[string]json.RawMessage `json:"checks"`
+	}
+	out, err := b.mon(ctx, "health", nil)
+	if err == nil {
+		err = json.Unmarshal(out, &health)
+	}
+	if err != nil {
+		return h, err
+	}
+	for _, c := range []string{"OSD_FULL", "POOL_FULL"} {
+		if _, ok := health.Checks[c]; ok {
+			h.Store = storage.Fault{Reason: storage.FaultReadOnly, Detail: "the Ceph cluster reports " + c}
+		}
+	}
 	keys, err := b.subvolumeNames(ctx)
 	if err != nil {
 		return h, err
 	}
 	for _, k := range keys {
-		var f storage.Fault
-		if e, ok, err := mountinfo.Lookup(b.fsPath(k)); err == nil && ok {
-			var st unix.Statfs_t
-			if err := unix.Statfs(b.fsPath(k), &st); err != nil {
-				f = storage.Fault{Reason: storage.FaultIOErrors, Detail: "statfs " + b.fsPath(k) + ": " + err.Error()}
-			} else if st.Flags&unix.ST_RDONLY != 0 || strings.HasPrefix(e.Options, "ro") {
-				f = storage.Fault{Reason: storage.FaultReadOnly, Detail: b.fsPath(k) + " is read-only"}
-			}
-		}
-		h.Volumes[k] = f
+		h.Volumes[k] = b.probe(k)
 	}
 	return h, nil
 }
 
-// snapRE is how a subvolume snapshot appears in the subvolume's .snap:
+// probeTimeout bounds how long a volume's mount may take to answer statfs.
+const probeTimeout = 5 * time.Second
+
+// probe statfs's a volume's ceph-fuse mount, if it has one.
+func (b *Backend) probe(key string) storage.Fault {
+	mp := b.fsPath(key)
+	e, ok, err := mountinfo.Lookup(mp)
+	if err != nil || !ok {
+		return storage.Fault{}
+	}
+	b.mu.Lock()
+	if b.probing[key] {
+		b.mu.Unlock()
+		return storage.Fault{Reason: storage.FaultIOErrors, Detail: mp + " has not answered statfs yet"}
+	}
+	b.probing[key] = true
+	b.mu.Unlock()
+	done := make(chan error, 1)
+	var st unix.Statfs_t
+	go func() {
+		err := unix.Statfs(mp, &st)
+		b.mu.Lock()
+		delete(b.probing, key)
+		b.mu.Unlock()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return storage.Fault{Reason: storage.FaultIOErrors, Detail: "statfs " + mp + ": " + err.Error()}
+		}
+		if st.Flags&unix.ST_RDONLY != 0 || strings.HasPrefix(e.Options, "ro") {
+			return storage.Fault{Reason: storage.FaultReadOnly, Detail: mp + " is read-only"}
+		}
+		return storage.Fault{}
+	case <-time.After(probeTimeout):
+		return storage.Fault{Reason: storage.FaultIOErrors, Detail: mp + " did not answer statfs within " + probeTimeout.String()}
+	}
+}
+
+// snapEntry finds a snapshot in the subvolume's .snap, where it appears as
 // _<name>_<inode of the subvolume's directory>.
 func snapEntry(dir, snap string) (string, error) {
 	ents, err := os.ReadDir(filepath.Join(dir, ".snap"))

@@ -196,6 +196,62 @@ func TestBasinUserConfined(t *testing.T) {
 	}
 }
 
+// A full cluster faults the store: CephFS holds writes it cannot place, and
+// acknowledges none of them.
+func TestFullClusterFaultsStore(t *testing.T) {
+	b := newBackend(t)
+	c := cluster(t)
+	ctx := context.Background()
+	if err := b.EnsureVolume(ctx, "va", 64<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Mount(ctx, "va"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := b.ObserveHealth(ctx)
+	if err != nil || !h.Store.OK() || !h.Volumes["va"].OK() {
+		t.Fatalf("a healthy cluster: %+v, %v", h, err)
+	}
+	// Ratios in order (nearfull <= backfillfull <= full), all below what the
+	// OSD holds; Ceph's defaults after.
+	ratios := func(near, backfill, full string) error {
+		for _, r := range [][2]string{{"set-nearfull-ratio", near}, {"set-backfillfull-ratio", backfill}, {"set-full-ratio", full}} {
+			if _, err := c.Ceph(ctx, "osd", r[0], r[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := ratios("0.001", "0.001", "0.001"); err != nil {
+		t.Fatal(err)
+	}
+	defer ratios("0.85", "0.9", "0.95") //nolint:errcheck // put back below too
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		h, err = b.ObserveHealth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Store.Reason == storage.FaultReadOnly {
+			break
+		}
+		if time.Now().After(end) {
+			detail, _ := c.Ceph(ctx, "health", "detail")
+			t.Fatalf("a full cluster is reported %+v; the cluster says:\n%s", h.Store, detail)
+		}
+	}
+	if err := ratios("0.85", "0.9", "0.95"); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if h, err = b.ObserveHealth(ctx); err == nil && h.Store.OK() {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the store stays faulted once the cluster has room: %+v, %v", h.Store, err)
+		}
+	}
+}
+
 // The channel to the cluster outlives its helper: killed, or cut short by a
 // caller's deadline, the next command starts another.
 func TestChannelRestarts(t *testing.T) {

@@ -864,3 +864,34 @@ func (b *Backend) MountSnapshotDir(ctx context.Context, key string) error {
 func (b *Backend) UnmountSnapshotDir(ctx context.Context, key string) error {
 	return b.snapDir(key).Unmount(func(p string) error { return b.unmountPath(ctx, p) })
 }
+
+// Attachment is what an NFS server needs to serve a volume through CephFS's
+// own client (Ganesha's FSAL_CEPH) rather than through this node's mount: the
+// subvolume's path in the filesystem and the volume's own cephx user, whose
+// caps confine it to that path and namespace.
+type Attachment struct {
+	FS, Path string
+	UserID   string // without "client."
+	Secret   string // the user's key
+}
+
+// Attachment returns key's (authorizing its user if it has none yet).
+func (b *Backend) Attachment(ctx context.Context, key string) (Attachment, error) {
+	p, err := b.path(ctx, key)
+	if err != nil {
+		return Attachment{}, err
+	}
+	if err := b.authorize(ctx, key); err != nil {
+		return Attachment{}, err
+	}
+	ring, err := os.ReadFile(b.keyring(key))
+	if err != nil {
+		return Attachment{}, err
+	}
+	for _, line := range strings.Split(string(ring), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.TrimSpace(k) == "key" {
+			return Attachment{FS: b.o.FS, Path: p, UserID: b.userID(key), Secret: strings.TrimSpace(v)}, nil
+		}
+	}
+	return Attachment{}, fmt.Errorf("volume %s: no key in its keyring", key)
+}

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds Basin's patched NFS-Ganesha: Debian bookworm's nfs-ganesha 4.3 source
 # with the patches in patches/ (see each file's header and patches/series), the
-# VFS FSAL only, installed into a private prefix. Debian's installed
+# VFS and CEPH FSALs only, installed into a private prefix. Debian's installed
 # nfs-ganesha is never touched.
 #
 #   scripts/ganesha/build.sh [--prefix DIR] [--destdir DIR] [--force]
 #
 # Installs PREFIX/bin/ganesha.nfsd, PREFIX/lib/libganesha_nfsd.so* (found
-# through the binary's RUNPATH) and PREFIX/lib/ganesha/libfsalvfs.so (the
-# compiled-in FSAL_MODULE_LOC, so no Plugins_Dir is needed), and writes
+# through the binary's RUNPATH), PREFIX/lib/ganesha/libfsalvfs.so and
+# libfsalceph.so (the compiled-in FSAL_MODULE_LOC, so no Plugins_Dir is needed), and writes
 # PREFIX/BASIN-PATCHES with the patch-set id, which Basin checks at start.
 # Idempotent: PREFIX/.basin-stamp holds a hash of this script and the patch
 # set; when it matches, the script does nothing.
@@ -25,7 +25,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 
-PATCHSET=basin-ganesha-4.3-3
+PATCHSET=basin-ganesha-4.3-4
 PREFIX=${BASIN_GANESHA_PREFIX:-/usr/local/lib/basin/ganesha}
 CACHE=${BASIN_GANESHA_CACHE:-/var/cache/basin/ganesha}
 SRC_PACKAGE=nfs-ganesha
@@ -34,7 +34,7 @@ ORIG=nfs-ganesha_4.3.orig.tar.gz
 # From the Checksums-Sha256 of Debian's nfs-ganesha_4.3-2.dsc.
 ORIG_SHA256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
 # Debian packages the build needs (scripts/setup.sh installs them).
-GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev"
+GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev libcephfs-dev"
 
 force=
 DESTDIR=
@@ -147,7 +147,8 @@ for p in "${patches[@]}"; do
   patch -d "$src" -p1 --batch --forward --quiet <"$here/patches/$p" >/dev/null || die "patch $p does not apply"
 done
 
-# Options: the VFS FSAL alone, with Debian's choices where they change what VFS
+# Options: the VFS FSAL and the CEPH FSAL (CephFS volumes, patch 0010), with
+# Debian's choices where they change what VFS
 # exports do (NFSv3 and v4 with NFSACL, DBus, capabilities, blkid fsids,
 # libnfsidmap, libc malloc, release build: the same -v output and log lines).
 # Off: GSS/krb5 and MSPAC (Basin uses sec=sys), NLM and RQUOTA (Basin's
@@ -171,13 +172,15 @@ start=$(date +%s)
   -DUSE_SYSTEM_NTIRPC=ON \
   -DUSE_FSAL_VFS=ON -DUSE_FSAL_XFS=OFF \
   -DUSE_FSAL_PROXY_V4=OFF -DUSE_FSAL_PROXY_V3=OFF -DUSE_FSAL_LUSTRE=OFF -DUSE_FSAL_LIZARDFS=OFF \
-  -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_CEPH=OFF -DUSE_FSAL_GPFS=OFF -DUSE_FSAL_GLUSTER=OFF \
+  -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_CEPH=ON -DUSE_FSAL_GPFS=OFF -DUSE_FSAL_GLUSTER=OFF \
   -DUSE_FSAL_NULL=OFF -DUSE_FSAL_RGW=OFF -DUSE_FSAL_MEM=OFF \
   -DUSE_GSS=OFF -D_MSPAC_SUPPORT=OFF -DUSE_9P=OFF -DUSE_NLM=OFF -DUSE_RQUOTA=OFF -DUSE_NFSACL3=ON \
   -DUSE_DBUS=ON -DUSE_CAPS=ON -DUSE_NFSIDMAP=ON \
   -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=OFF -DRADOS_URLS=OFF -DUSE_LTTNG=OFF \
   >"$work/cmake.log" 2>&1) || { tail -30 "$work/cmake.log" >&2; die "cmake failed"; }
 grep -q "USE_BTRFSUTIL = ON" "$work/cmake.log" && die "cmake found libbtrfsutil; Debian's build has none"
+# Without libcephfs cmake only warns and leaves the CEPH FSAL out.
+grep -q "USE_FSAL_CEPH = ON" "$work/cmake.log" || die "cmake left FSAL_CEPH out (is libcephfs-dev installed?)"
 grep -q "USE_BLKID = ON" "$work/cmake.log" ||
   log "note: built without blkid (Debian's has it)"
 
@@ -192,11 +195,12 @@ rm -rf "$staging"
 make -C "$work/build" install DESTDIR="$work/destdir" >"$work/install.log" 2>&1 || { tail -30 "$work/install.log" >&2; die "make install failed"; }
 mkdir -p "$(dirname "$TARGET")"
 mv "$work/destdir$PREFIX" "$staging"
-# Only what runs: the daemon, its library and the VFS FSAL; no config samples,
+# Only what runs: the daemon, its library and the two FSALs; no config samples,
 # man pages, systemd units or headers.
 find "$staging" -mindepth 1 -maxdepth 1 ! -name bin ! -name lib -exec rm -rf {} +
 find "$staging/bin" -mindepth 1 ! -name ganesha.nfsd -exec rm -rf {} +
-[[ -x $staging/bin/ganesha.nfsd && -e $staging/lib/ganesha/libfsalvfs.so ]] || die "install lacks ganesha.nfsd or libfsalvfs.so"
+[[ -x $staging/bin/ganesha.nfsd && -e $staging/lib/ganesha/libfsalvfs.so && -e $staging/lib/ganesha/libfsalceph.so ]] ||
+  die "install lacks ganesha.nfsd, libfsalvfs.so or libfsalceph.so"
 echo "$PATCHSET" >"$staging/BASIN-PATCHES"
 echo "$stamp" >"$staging/.basin-stamp"
 rm -rf "$TARGET.old"

@@ -186,6 +186,8 @@ type Export struct {
 	Clients []Client
 	// Extra is more of the block, e.g. "Attr_Expiration_Time = 0;".
 	Extra string
+	// FSAL is the export's FSAL block; "" = "FSAL { Name = VFS; }".
+	FSAL string
 }
 
 // Server is a running ganesha.nfsd.
@@ -226,8 +228,12 @@ EXPORT_DEFAULTS { Access_Type = None; Squash = root_squash; SecType = sys; Proto
 LOG { Default_Log_Level = EVENT; Components { FSAL = INFO; NFSPROTO = INFO; } }
 `, nfsPort, mountPort, filepath.Join(dir, "recov"))
 	for _, x := range exports {
+		fsal := x.FSAL
+		if fsal == "" {
+			fsal = "FSAL { Name = VFS; }"
+		}
 		fmt.Fprintf(&b, "EXPORT { Export_Id = %d; Path = %q; Pseudo = %q; Protocols = 3, 4; Access_Type = None; Squash = root_squash;\n"+
-			"  Anonymous_Uid = 65534; Anonymous_Gid = 65534; SecType = sys; FSAL { Name = VFS; } %s\n", x.ID, x.Path, x.Pseudo, x.Extra)
+			"  Anonymous_Uid = 65534; Anonymous_Gid = 65534; SecType = sys; %s %s\n", x.ID, x.Path, x.Pseudo, fsal, x.Extra)
 		for _, c := range x.Clients {
 			sq := c.Squash
 			if sq == "" {

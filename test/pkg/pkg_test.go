@@ -277,7 +277,8 @@ func checkDepends(t *testing.T, debs []string) {
 	dir := t.TempDir()
 	run(t, "dpkg-deb", "-x", debs[1], dir)
 	root := filepath.Join(dir, "usr/lib/basin/ganesha")
-	elves := []string{filepath.Join(root, "bin/ganesha.nfsd"), filepath.Join(root, "lib/ganesha/libfsalvfs.so")}
+	elves := []string{filepath.Join(root, "bin/ganesha.nfsd"), filepath.Join(root, "lib/ganesha/libfsalvfs.so"),
+		filepath.Join(root, "lib/ganesha/libfsalceph.so")}
 	libs, _ := filepath.Glob(filepath.Join(root, "lib/libganesha_nfsd.so.*"))
 	elves = append(elves, libs...)
 	for _, elf := range elves {

@@ -47,17 +47,17 @@ type Options struct {
 	// Conf is the cluster's ceph.conf (monitor addresses, fsid).
 	Conf string
 	// ID is Basin's own cephx user (without "client."), Keyring its keyring.
-	// The caps it needs are Caps's (docs/operations.md).
+	// It needs no more caps than Caps gives (docs/architecture.md).
 	ID, Keyring string
 	// FS is the CephFS filesystem; default "cephfs".
 	FS string
 	// Group is the subvolume group holding Basin's volumes; default "basin".
 	// Volumes' cephx users are named "<Group>.<key>".
 	Group string
-	// DataDir is the node's data directory: mounts and the volumes' keyrings
-	// live under DataDir/cephfs.
+	// DataDir is the node's data directory: volumes show in DataDir/mounts,
+	// as btrfs's; their ceph-fuse mounts and keyrings live under DataDir/cephfs.
 	DataDir string
-	// Runner runs ceph-fuse and umount; nil = runner.Exec.
+	// Runner runs ceph-fuse, mount and umount; nil = runner.Exec.
 	Runner runner.Runner
 	// Logger; nil discards.
 	Logger *slog.Logger

@@ -46,7 +46,12 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Run implements Runner.
 func (Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+	return Output(exec.CommandContext(ctx, name, args...), append([]string{name}, args...))
+}
+
+// Output runs a prepared command (its own stdin, environment, namespaces) and
+// returns its standard output; a failure is an *Error naming argv.
+func Output(cmd *exec.Cmd, argv []string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -55,7 +60,7 @@ func (Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error
 		if errors.As(err, &ee) {
 			code = ee.ExitCode()
 		}
-		return stdout.Bytes(), &Error{Argv: append([]string{name}, args...), ExitCode: code, Stderr: stderr.String(), Err: err}
+		return stdout.Bytes(), &Error{Argv: argv, ExitCode: code, Stderr: stderr.String(), Err: err}
 	}
 	return stdout.Bytes(), nil
 }

@@ -270,17 +270,7 @@ func (c *Cluster) run(ctx context.Context, stdin []byte, argv ...string) ([]byte
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		code := -1
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		}
-		return stdout.Bytes(), &runner.Error{Argv: argv, ExitCode: code, Stderr: stderr.String(), Err: err}
-	}
-	return stdout.Bytes(), nil
+	return runner.Output(cmd, argv)
 }
 
 // Ceph runs the ceph CLI as client.admin (from inside the cluster's namespace,

@@ -826,17 +826,7 @@ func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
 // UnmountSnapshot implements storage.Backend: out of the snapshot directory
 // first.
 func (b *Backend) UnmountSnapshot(ctx context.Context, key, snap string) error {
-	if err := b.snapDir(key).List(snap, false); err != nil {
-		return err
-	}
-	mp := b.SnapshotMountPath(key, snap)
-	if err := b.unmountPath(ctx, mp); err != nil {
-		return err
-	}
-	if err := os.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return b.snapDir(key).UnmountSnapshot(ctx, b.run, snap, b.SnapshotMountPath(key, snap))
 }
 
 // MountSnapshotDir implements storage.Backend.

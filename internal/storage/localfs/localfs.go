@@ -110,6 +110,22 @@ func (d SnapDir) List(snap string, listed bool) error {
 	return nil
 }
 
+// UnmountSnapshot takes snap out of the directory first (so that it never
+// lists a snapshot on its way out), then unmounts the snapshot's mount point mp
+// and removes it.
+func (d SnapDir) UnmountSnapshot(ctx context.Context, run runner.Runner, snap, mp string) error {
+	if err := d.List(snap, false); err != nil {
+		return err
+	}
+	if err := Unmount(ctx, run, mp); err != nil {
+		return err
+	}
+	if err := os.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // Unmount unmounts both paths with unmount and removes them.
 func (d SnapDir) Unmount(unmount func(path string) error) error {
 	for _, p := range []string{d.RO, d.RW} {

@@ -198,6 +198,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	nets = &multiFlag{check: func(v string) error { _, err := config.ParseNetwork(v); return err }}
 	fs.Var(nets, "network", "network as NAME=BRIDGE,CIDR[,FIRST-LAST] (repeatable; default: default=basin0,10.99.0.0/24); volumes' endpoints come from FIRST-LAST, by default the tenth address to the end of the subnet's lower half")
 	fs.StringVar(&cfg.Store, "store", "", "existing directory to keep volume images in, best on btrfs or XFS (default: an image file under --data-dir); a postgres:// URL here is taken as --database")
+	fs.StringVar(&cfg.Storage, "storage", cfg.Storage, "where volumes live: btrfs (the default: --store, or an image file under --data-dir), or an existing CephFS as cephfs://[ID@][FS][/GROUP][?conf=PATH&keyring=PATH] (defaults: basin@cephfs/basin, /etc/ceph/ceph.conf, ceph.client.ID.keyring beside it; docs/operations.md)")
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's name, a DNS label: the owner of the operations it runs (default: the host name's first label)")
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "URL clients reach the API at, e.g. a load balancer's https://basin.example.com/: an audience self-signed JWTs may name, and the owner key file's token_uri (default: http://<listen>/)")
 	fs.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "file of the keys that seal stored secrets and sign access tokens; the same file on every node of a cluster, never made if missing (default: <data-dir>/secrets.key, made at the first start)")

@@ -35,6 +35,10 @@ type Config struct {
 	// Store is an existing directory for volume images (best on btrfs or XFS, for
 	// reflink clones); empty = a btrfs image file under DataDir.
 	Store string
+	// Storage selects the volumes' backend: "" or "btrfs" = btrfs (in Store);
+	// a cephfs:// URL (ParseCephFS) = subvolumes of an existing CephFS.
+	// Normalize accepts the URL as Store too (--store cephfs://…).
+	Storage string
 	// Database is where the metadata lives: "" = the embedded SQLite database
 	// under DataDir; a postgres:// or postgresql:// URL (libpq's form) = a
 	// PostgreSQL database several Basin nodes can share. Keep its password out of
@@ -161,6 +165,7 @@ type HTTPLimits struct {
 // Default returns the embedded defaults.
 func Default() Config {
 	return Config{
+		Storage:         "btrfs",
 		DataDir:         "/var/lib/basin",
 		Listen:          "127.0.0.1:8780",
 		Locations:       []string{"local"},
@@ -219,6 +224,13 @@ func IsDatabaseURL(v string) bool {
 // Normalize moves a database URL given as Store (--store postgres://…) to
 // Database, where it belongs: Store names a directory, which no such URL is.
 func (c *Config) Normalize() error {
+	if IsCephFSURL(c.Store) {
+		if c.Storage != "" && c.Storage != "btrfs" && c.Storage != c.Store {
+			return errors.New("--store names a CephFS and --storage another; give one")
+		}
+		c.Storage, c.Store = c.Store, ""
+		return nil
+	}
 	if !IsDatabaseURL(c.Store) {
 		return nil
 	}
@@ -309,6 +321,9 @@ func (c *Config) Validate() error {
 	if c.Store != "" && !filepath.IsAbs(c.Store) {
 		return fmt.Errorf("--store must be an absolute path, got %q", c.Store)
 	}
+	if err := c.validateStorage(); err != nil {
+		return err
+	}
 	if c.Limits.MinVolumeGib <= 0 || c.Limits.MaxVolumeGib < c.Limits.MinVolumeGib {
 		return fmt.Errorf("volume capacity bounds %d–%d GiB are invalid", c.Limits.MinVolumeGib, c.Limits.MaxVolumeGib)
 	}
@@ -370,6 +385,38 @@ func checkEndpointRange(n Network) error {
 	for _, a := range []netip.Addr{f, l} {
 		if !p.Contains(a) || a == p.Addr() || a == n.HostAddr() || a == broadcast {
 			return fmt.Errorf("%s must be inside %s and not its network, host or broadcast address", a, p)
+		}
+	}
+	return nil
+}
+
+// CephFS returns the CephFS Storage names, if it names one.
+func (c *Config) CephFS() (CephFS, bool) {
+	if !IsCephFSURL(c.Storage) {
+		return CephFS{}, false
+	}
+	cf, err := ParseCephFS(c.Storage)
+	return cf, err == nil
+}
+
+// validateStorage checks --storage and the btrfs flags that mean nothing on CephFS.
+func (c *Config) validateStorage() error {
+	switch {
+	case c.Storage == "" || c.Storage == "btrfs":
+		return nil
+	case !IsCephFSURL(c.Storage):
+		return fmt.Errorf("--storage %q: want btrfs or a cephfs:// URL", c.Storage)
+	}
+	if _, err := ParseCephFS(c.Storage); err != nil {
+		return err
+	}
+	// Quotas on CephFS hold no space back: nothing to size, reserve or thin out.
+	for _, f := range []struct {
+		flag string
+		set  bool
+	}{{"--store", c.Store != ""}, {"--store-size", c.StoreSize != 0}, {"--store-reserve", c.StoreReserve != 0}, {"--thin-initial", c.ThinInitial != 0}} {
+		if f.set {
+			return fmt.Errorf("%s is for btrfs storage; --storage names a CephFS", f.flag)
 		}
 	}
 	return nil

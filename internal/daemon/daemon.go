@@ -28,12 +28,9 @@ import (
 	"github.com/basin-nas/basin/internal/qos"
 	"github.com/basin-nas/basin/internal/runner"
 	"github.com/basin-nas/basin/internal/schedule"
-	"github.com/basin-nas/basin/internal/storage/btrfs"
 	"github.com/basin-nas/basin/internal/store"
 	"github.com/basin-nas/basin/web"
 )
-
-var _ api.Capacity = (*btrfs.Backend)(nil)
 
 // OwnerKeyFile is the owner's key file name under the data directory.
 const OwnerKeyFile = "owner-key.json"
@@ -91,10 +88,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}()
 	}
 
-	// Above an overcommit ratio of 1 pools may promise more than the store holds:
-	// volumes are then thin-provisioned (their filesystems grow as they fill).
-	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, ImageSize: cfg.StoreSize, Thin: cfg.OvercommitRatio > 1,
-		ThinInitial: cfg.ThinInitial, Reserve: cfg.StoreReserve, Logger: log.With("component", "btrfs")})
+	be, err := newStorage(cfg, log)
+	if err != nil {
+		return err
+	}
 	if err := be.Start(ctx); err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
@@ -199,7 +196,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			return srv.RecordSystemCall(ctx, healthAudit(ch))
 		}})
 	registerController(reg, ctrl)
-	reg.MustRegister(newStoreCollector(be))
+	if r, ok := be.(storeReporter); ok {
+		reg.MustRegister(newStoreCollector(r))
+	}
 	// Every volume's metrics, sampled every 10 s; 5-minute rollups in the store;
 	// what a restart takes up (counters' readings, the ring's last hour) in
 	// the data directory.
@@ -376,8 +375,9 @@ func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	// The storage as far as it goes: each step is tried whatever the one before did.
 	var errs []error
-	be := btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, Logger: log.With("component", "btrfs")})
-	if err := be.Teardown(ctx); err != nil {
+	if be, err := newStorage(cfg, log); err != nil {
+		errs = append(errs, err)
+	} else if err := be.Teardown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("storage: %w", err))
 	}
 	run := runner.Exec{}

@@ -1,0 +1,92 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// CephFS is where a cephfs:// storage URL puts volumes: subvolumes of FS's
+// subvolume group Group, made by the cephx user ID (docs/architecture.md lists
+// the caps it needs), through the cluster Conf names.
+type CephFS struct {
+	ID, FS, Group string
+	Conf, Keyring string
+}
+
+// The defaults of a cephfs:// URL's parts.
+const (
+	DefaultCephID    = "basin"
+	DefaultCephFS    = "cephfs"
+	DefaultCephGroup = "basin"
+	DefaultCephConf  = "/etc/ceph/ceph.conf"
+)
+
+// cephNameRE is what Basin accepts as a cephx user, file system or subvolume
+// group name: they are passed as command arguments and written into Ganesha's
+// configuration, so nothing either treats specially; and no leading '_', which
+// marks the volumes module's own groups (_nogroup, _deleting, _index).
+var cephNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// IsCephFSURL reports whether v selects the CephFS backend.
+func IsCephFSURL(v string) bool { return strings.HasPrefix(v, "cephfs://") }
+
+// ParseCephFS parses cephfs://[ID@][FS][/GROUP][?conf=PATH&keyring=PATH].
+// ID defaults to "basin", FS to "cephfs", GROUP to "basin", conf to
+// /etc/ceph/ceph.conf and keyring to the conf's directory's
+// ceph.client.ID.keyring (Ceph's own default). A key in the URL is refused: the
+// keyring file holds it.
+func ParseCephFS(s string) (CephFS, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "cephfs" || u.Opaque != "" {
+		return CephFS{}, fmt.Errorf("--storage %q: want cephfs://[ID@][FS][/GROUP][?conf=PATH&keyring=PATH]", s)
+	}
+	if u.Fragment != "" {
+		return CephFS{}, fmt.Errorf("--storage %q: a cephfs:// URL has no #fragment", s)
+	}
+	c := CephFS{ID: DefaultCephID, FS: DefaultCephFS, Group: DefaultCephGroup, Conf: DefaultCephConf}
+	if u.User != nil {
+		if _, set := u.User.Password(); set {
+			return CephFS{}, fmt.Errorf("--storage %q: no key in the URL (a command line is visible to every user): put it in the keyring file", s)
+		}
+		c.ID = u.User.Username()
+	}
+	if u.Host != "" {
+		c.FS = u.Host
+	}
+	if g := strings.TrimPrefix(u.Path, "/"); g != "" {
+		c.Group = g
+	}
+	for _, p := range []struct{ part, v string }{{"user", c.ID}, {"file system", c.FS}, {"subvolume group", c.Group}} {
+		if !cephNameRE.MatchString(p.v) {
+			return CephFS{}, fmt.Errorf("--storage %q: %s %q: use letters, digits, '.', '_' and '-', at most 63", s, p.part, p.v)
+		}
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return CephFS{}, fmt.Errorf("--storage %q: query: %w", s, err)
+	}
+	for k, vs := range q {
+		if len(vs) != 1 {
+			return CephFS{}, fmt.Errorf("--storage %q: %s given %d times", s, k, len(vs))
+		}
+		v := vs[0]
+		switch k {
+		case "conf":
+			c.Conf = v
+		case "keyring":
+			c.Keyring = v
+		default:
+			return CephFS{}, fmt.Errorf("--storage %q: unknown parameter %q (want conf or keyring)", s, k)
+		}
+		if !filepath.IsAbs(v) || filepath.Clean(v) != v {
+			return CephFS{}, fmt.Errorf("--storage %q: %s must be a clean absolute path, got %q", s, k, v)
+		}
+	}
+	if c.Keyring == "" {
+		c.Keyring = filepath.Join(filepath.Dir(c.Conf), "ceph.client."+c.ID+".keyring")
+	}
+	return c, nil
+}

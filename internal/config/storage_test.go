@@ -1,0 +1,89 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseCephFS(t *testing.T) {
+	good := map[string]CephFS{
+		"cephfs://": {ID: "basin", FS: "cephfs", Group: "basin", Conf: "/etc/ceph/ceph.conf", Keyring: "/etc/ceph/ceph.client.basin.keyring"},
+		"cephfs://nas@tank/tenants?conf=/srv/ceph/c1.conf": {ID: "nas", FS: "tank", Group: "tenants", Conf: "/srv/ceph/c1.conf",
+			Keyring: "/srv/ceph/ceph.client.nas.keyring"},
+		"cephfs://cephfs?keyring=/root/k&conf=/c/ceph.conf": {ID: "basin", FS: "cephfs", Group: "basin", Conf: "/c/ceph.conf", Keyring: "/root/k"},
+		"cephfs://basin.n1@/g-1":                            {ID: "basin.n1", FS: "cephfs", Group: "g-1", Conf: "/etc/ceph/ceph.conf", Keyring: "/etc/ceph/ceph.client.basin.n1.keyring"},
+	}
+	for in, want := range good {
+		got, err := ParseCephFS(in)
+		if err != nil || got != want {
+			t.Errorf("%s: %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	bad := map[string]string{
+		"cephfs://basin:AQBsecret==@cephfs":          "no key in the URL",
+		"cephfs://cephfs?conf=etc/ceph.conf":         "conf must be a clean absolute path",
+		"cephfs://cephfs?keyring=/a/../k":            "keyring must be a clean absolute path",
+		"cephfs://cephfs?mon=10.0.0.1":               `unknown parameter "mon"`,
+		"cephfs://cephfs?conf=/a&conf=/b":            "conf given 2 times",
+		"cephfs://ce;ph":                             "",
+		"cephfs://cephfs/a/b":                        `subvolume group "a/b"`,
+		"cephfs://cephfs/_nogroup":                   "use letters",
+		"cephfs://-x@cephfs":                         `user "-x"`,
+		"cephfs://cephfs#frag":                       "fragment",
+		"cephfs://cephfs/" + strings.Repeat("g", 64): "at most 63",
+		"cephfs:cephfs":                              "want cephfs://",
+	}
+	for in, want := range bad {
+		_, err := ParseCephFS(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", in, err, want)
+		}
+	}
+}
+
+// --storage takes btrfs or a cephfs:// URL; --store cephfs://… is taken as
+// --storage; the btrfs-only flags are refused beside a CephFS.
+func TestStorageConfig(t *testing.T) {
+	c := Default()
+	c.Store = "cephfs://basin@cephfs/basin"
+	if err := c.Normalize(); err != nil || c.Storage != "cephfs://basin@cephfs/basin" || c.Store != "" {
+		t.Fatalf("Normalize: %v; Storage %q, Store %q", err, c.Storage, c.Store)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("CephFS config invalid: %v", err)
+	}
+	if cf, ok := c.CephFS(); !ok || cf.FS != "cephfs" || cf.ID != "basin" {
+		t.Errorf("CephFS(): %+v %v", cf, ok)
+	}
+	c = Default()
+	c.Store, c.Storage = "cephfs://a", "cephfs://b"
+	if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "--storage") {
+		t.Errorf("two CephFS: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"unknown backend", func(c *Config) { c.Storage = "zfs" }, "--storage"},
+		{"bad URL", func(c *Config) { c.Storage = "cephfs://x?conf=rel" }, "conf"},
+		{"store size beside CephFS", func(c *Config) { c.Storage, c.StoreSize = "cephfs://", 2<<30 }, "--store-size"},
+		{"store dir beside CephFS", func(c *Config) { c.Storage, c.Store = "cephfs://", "/srv" }, "--store"},
+		{"reserve beside CephFS", func(c *Config) { c.Storage, c.StoreReserve = "cephfs://", -1 }, "--store-reserve"},
+		{"thin beside CephFS", func(c *Config) { c.Storage, c.ThinInitial = "cephfs://", 1<<30 }, "--thin-initial"},
+	} {
+		c := Default()
+		tc.mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+	c = Default()
+	c.Storage = "btrfs"
+	if err := c.Validate(); err != nil {
+		t.Errorf("--storage btrfs: %v", err)
+	}
+	if _, ok := c.CephFS(); ok {
+		t.Error("btrfs config reports a CephFS")
+	}
+}

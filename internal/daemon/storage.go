@@ -1,0 +1,47 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/basin-nas/basin/internal/api"
+	"github.com/basin-nas/basin/internal/config"
+	"github.com/basin-nas/basin/internal/storage"
+	"github.com/basin-nas/basin/internal/storage/btrfs"
+	"github.com/basin-nas/basin/internal/storage/cephfs"
+)
+
+// nodeStorage is a storage backend as a node runs it: started before the
+// controller, watched while Basin serves (Run), and at the end released (its
+// volumes stay mounted and served) or stopped (unmounted).
+type nodeStorage interface {
+	storage.Backend
+	api.Capacity
+	Start(ctx context.Context) error
+	Run(ctx context.Context) error
+	Release()
+	Stop(ctx context.Context) error
+	Teardown(ctx context.Context) error
+}
+
+var (
+	_ nodeStorage = (*btrfs.Backend)(nil)
+	_ nodeStorage = (*cephfs.Backend)(nil)
+)
+
+// newStorage is the backend cfg.Storage names.
+func newStorage(cfg config.Config, log *slog.Logger) (nodeStorage, error) {
+	if cfg.Storage == "" || cfg.Storage == "btrfs" {
+		// Above an overcommit ratio of 1 pools may promise more than the store
+		// holds: volumes are then thin-provisioned (their filesystems grow as they fill).
+		return btrfs.New(btrfs.Options{DataDir: cfg.DataDir, Store: cfg.Store, ImageSize: cfg.StoreSize, Thin: cfg.OvercommitRatio > 1,
+			ThinInitial: cfg.ThinInitial, Reserve: cfg.StoreReserve, Logger: log.With("component", "btrfs")}), nil
+	}
+	cf, ok := cfg.CephFS()
+	if !ok {
+		return nil, fmt.Errorf("--storage %q: want btrfs or a cephfs:// URL", cfg.Storage)
+	}
+	return cephfs.New(cephfs.Options{Conf: cf.Conf, ID: cf.ID, Keyring: cf.Keyring, FS: cf.FS, Group: cf.Group,
+		DataDir: cfg.DataDir, Logger: log.With("component", "cephfs")}), nil
+}

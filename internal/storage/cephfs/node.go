@@ -1,0 +1,73 @@
+package cephfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/mountinfo"
+)
+
+// What a Basin node does with the backend beside storage.Backend: the same
+// lifecycle as btrfs's (internal/daemon).
+
+// Release lets go of the cluster without unmounting anything: Basin stops with
+// its data plane serving, the ceph-fuse mounts go on (each its own process),
+// and the next Start adopts them.
+func (b *Backend) Release() { b.Close() }
+
+// Run returns when ctx ends: CephFS quotas need no watching (nothing to grow).
+func (b *Backend) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Stop unmounts every volume and snapshot of this node, their ceph-fuse mounts
+// (ending those processes) and the private mount holding them, and closes the
+// connection to the cluster. Nothing on the cluster changes.
+func (b *Backend) Stop(ctx context.Context) error {
+	defer b.Close()
+	return b.unmountNode(ctx)
+}
+
+// Teardown is Stop without a Start: what an earlier Basin left mounted.
+func (b *Backend) Teardown(ctx context.Context) error { return b.Stop(ctx) }
+
+// unmountNode detaches every volume with a mount point under fsDir, then
+// unmounts fsDir itself.
+func (b *Backend) unmountNode(ctx context.Context) error {
+	ents, err := os.ReadDir(b.fsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		// A volume's key: no '@' (snapshots' mount points) and no glob character
+		// (detach globs for them).
+		if e.IsDir() && !strings.ContainsAny(e.Name(), "@*?[\\") {
+			if err := b.detach(ctx, e.Name()); err != nil {
+				errs = append(errs, fmt.Errorf("volume %s: %w", e.Name(), err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if ok, err := mountinfo.IsMountPoint(b.fsDir); err != nil || !ok {
+		return err
+	}
+	return b.unmountPath(ctx, b.fsDir)
+}
+
+// VolumeUsedBytes is what the volume holds now, as the MDS counts it (the
+// API's shrink check).
+func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {
+	u, err := b.Usage(ctx, key)
+	return u.UsedBytes, err
+}

@@ -65,7 +65,7 @@ type Client struct {
 // into the first, and of a name in it into the snapshot of that name).
 type Export struct {
 	ID        uint64
-	Path      string // the volume's mount point
+	Path      string // the volume's mount point; with Ceph, its path in the CephFS
 	Pseudo    string // "/<shareName>"
 	Protocols []int  // 3 and/or 4
 	Clients   []Client
@@ -73,7 +73,23 @@ type Export struct {
 	// what it knew of a directory's entries as soon as they change): for a
 	// directory Basin changes behind it, the snapshot directory.
 	NoAttrCache bool
+	// Ceph, when set, serves Path from a CephFS through FSAL_CEPH as the
+	// volume's own cephx user, instead of a local mount through FSAL_VFS.
+	Ceph *CephFSAL
 }
+
+// CephFSAL is what FSAL_CEPH needs to serve one export: the file system, and
+// the cephx user (without "client.") and key it mounts it as.
+type CephFSAL struct {
+	FS, UserID, Secret string
+}
+
+// cephName and cephKey are what a CephFSAL may hold: names Ceph makes, and a
+// base64 key; nothing Ganesha's parser treats specially.
+var (
+	cephName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	cephKey  = regexp.MustCompile(`^[A-Za-z0-9+/]{16,}={0,2}$`)
+)
 
 // SnapshotDirName is the name of a volume's snapshot directory.
 const SnapshotDirName = ".snapshot"
@@ -99,6 +115,9 @@ func (e Export) Validate() error {
 	}
 	if err := checkVersions(e.Protocols); err != nil {
 		return fmt.Errorf("export %d: %w", e.ID, err)
+	}
+	if c := e.Ceph; c != nil && (!cephName.MatchString(c.FS) || !cephName.MatchString(c.UserID) || !cephKey.MatchString(c.Secret)) {
+		return fmt.Errorf("export %d: CephFS %q, user %q: a name or the key is malformed", e.ID, c.FS, c.UserID)
 	}
 	for _, c := range e.Clients {
 		for _, a := range c.Clients {
@@ -155,7 +174,11 @@ func (e Export) Render() string {
 	if e.NoAttrCache {
 		b.WriteString("\tAttr_Expiration_Time = 0;\n")
 	}
-	b.WriteString("\tFSAL {\n\t\tName = VFS;\n\t}\n")
+	if c := e.Ceph; c != nil {
+		fmt.Fprintf(&b, "\tFSAL {\n\t\tName = CEPH;\n\t\tFilesystem = %q;\n\t\tUser_Id = %q;\n\t\tSecret_Access_Key = %q;\n\t}\n", c.FS, c.UserID, c.Secret)
+	} else {
+		b.WriteString("\tFSAL {\n\t\tName = VFS;\n\t}\n")
+	}
 	for _, c := range e.Clients {
 		anon := int64(AnonID)
 		if c.Squash != NoRootSquash && c.AnonUID != 0 {

@@ -41,6 +41,9 @@ func TestRenderExport(t *testing.T) {
 		Protocols: []int{3, 4}, NoAttrCache: true, Clients: []Client{
 			{Clients: []string{"10.99.0.101"}, Access: AccessRO, Squash: NoRootSquash, Protocols: []int{3, 4}},
 		}}.Render())
+	golden(t, "export_ceph.conf", Export{ID: 10, Path: "/volumes/basin/vabc/5a371ad6-7c48-4795-956a-c2bc9c9581ea", Pseudo: "/vol1",
+		Protocols: []int{3, 4}, Ceph: &CephFSAL{FS: "cephfs", UserID: "basin.vabc", Secret: "AQBmS0ppAAAAABAAv4hXyGQmTf4mWvQkYYGPbA=="},
+		Clients: []Client{{Clients: []string{"10.99.0.0/24"}, Access: AccessRW, Squash: RootSquash, Protocols: []int{3, 4}}}}.Render())
 }
 
 func TestRenderConfig(t *testing.T) {
@@ -148,6 +151,9 @@ func TestValidate(t *testing.T) {
 		"unknown access":          func(e *Export) { e.Clients[0].Access = "MDONLY" },
 		"unknown squash":          func(e *Export) { e.Clients[0].Squash = "Squash_Uid_Only" },
 		"NFS version 2":           func(e *Export) { e.Protocols = []int{2} },
+		"CephFS key with a quote": func(e *Export) { e.Ceph = &CephFSAL{FS: "cephfs", UserID: "basin.v", Secret: `AQBmS0ppAAAAABAA"; }`} },
+		"CephFS user with spaces": func(e *Export) { e.Ceph = &CephFSAL{FS: "cephfs", UserID: "basin v", Secret: "AQBmS0ppAAAAABAAv4hX=="} },
+		"CephFS name empty":       func(e *Export) { e.Ceph = &CephFSAL{UserID: "basin.v", Secret: "AQBmS0ppAAAAABAAv4hX=="} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

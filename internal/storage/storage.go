@@ -54,6 +54,25 @@ type Capabilities struct {
 	RevertCopies bool
 }
 
+// Attachment is what an NFS server needs to serve a volume from the cluster
+// itself instead of a local mount (Ganesha's FSAL_CEPH): the file system, the
+// volume's path in it, and the volume's own cephx user (without "client.")
+// and key, whose caps confine it to that path.
+type Attachment struct {
+	FS, Path string
+	UserID   string
+	Secret   string
+}
+
+// Attacher is a Backend whose volumes NFS serves through Attachment (SMB
+// still serves MountPath, a local mount).
+type Attacher interface {
+	Attachment(ctx context.Context, key string) (Attachment, error)
+	// SnapshotAttachment is a snapshot's, for its read-only export: the
+	// volume's user, the snapshot's path.
+	SnapshotAttachment(ctx context.Context, key, snap string) (Attachment, error)
+}
+
 // SnapshotRef names a snapshot of a volume.
 type SnapshotRef struct {
 	VolumeKey string

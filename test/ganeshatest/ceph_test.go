@@ -1,9 +1,7 @@
 package ganeshatest
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,36 +10,21 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/nfs3"
+	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/storage/cephfs"
 	"github.com/basin-nas/basin/test/ceph"
 	"github.com/basin-nas/basin/test/nfsraw"
 )
 
-// cephNoSnap is CEPH_NOSNAP, the snapid of the live (head) tree.
-const cephNoSnap = 0xfffffffffffffffe
-
-// A FSAL_CEPH handle on the wire: a byte of version (0x43), one of flags, the
-// export id (big-endian u16), the length of what follows (24), then the inode
-// number, the snapid and the filesystem id, each little-endian u64.
-const (
-	cephInoOff  = 5
-	cephSnapOff = 13
-)
-
-// forgeCeph is h with another inode and snapid.
+// forgeCeph is FSAL_CEPH handle h naming another inode and snapid.
 func forgeCeph(t *testing.T, h []byte, ino, snap uint64) []byte {
 	t.Helper()
-	if len(h) < 29 || h[0] != 0x43 || h[4] != 24 {
-		t.Fatalf("not a FSAL_CEPH handle: %x", h)
+	f, err := nfsraw.ForgeCeph(h, ino, snap)
+	if err != nil {
+		t.Fatal(err)
 	}
-	f := bytes.Clone(h)
-	binary.LittleEndian.PutUint64(f[cephInoOff:], ino)
-	binary.LittleEndian.PutUint64(f[cephSnapOff:], snap)
 	return f
 }
-
-// cephIno is the inode number in a FSAL_CEPH handle.
-func cephIno(h []byte) uint64 { return binary.LittleEndian.Uint64(h[cephInoOff:]) }
 
 // Two tenants' CephFS volumes served by FSAL_CEPH, each export with its own
 // path-restricted cephx user of a namespace-isolated subvolume (as Basin's
@@ -80,7 +63,7 @@ func TestCephForgedHandles(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(be.Close)
-	att := map[string]cephfs.Attachment{}
+	att := map[string]storage.Attachment{}
 	for _, k := range []string{"va", "vb"} {
 		if err := be.EnsureVolume(ctx, k, 64<<20, nil); err != nil {
 			t.Fatal(err)
@@ -127,7 +110,7 @@ func TestCephForgedHandles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets := map[string]uint64{"B's file": cephIno(bSecret), "B's root": cephIno(b.Root), "B's dir": cephIno(bDir), "/": 1}
+	targets := map[string]uint64{"B's file": nfsraw.CephIno(bSecret), "B's root": nfsraw.CephIno(b.Root), "B's dir": nfsraw.CephIno(bDir), "/": 1}
 	t.Logf("B's inodes: %v", targets)
 
 	a := mount3(t, ctx, srv, ipA, "/va")
@@ -146,13 +129,13 @@ func TestCephForgedHandles(t *testing.T) {
 	if err := v4.Run(ctx, &nfsraw.PutRootFH{}, &nfsraw.Lookup{Name: "va"}, root4); err != nil {
 		t.Fatalf("v4 root of /va: %v", err)
 	}
-	if err := v4.Run(ctx, &nfsraw.PutFH{FH: forgeCeph(t, root4.FH, cephIno(a.Root), cephNoSnap)}, &nfsraw.GetAttr{}); err != nil {
+	if err := v4.Run(ctx, &nfsraw.PutFH{FH: forgeCeph(t, root4.FH, nfsraw.CephIno(a.Root), nfsraw.CephNoSnap)}, &nfsraw.GetAttr{}); err != nil {
 		t.Fatalf("v4 GETATTR of A's root through a handle made the same way: %v", err)
 	}
 
 	v := newVerdicts(t)
 	for name, ino := range targets {
-		for _, snap := range []uint64{cephNoSnap, 2, 1000, 1<<64 - 16} {
+		for _, snap := range []uint64{nfsraw.CephNoSnap, 2, 1000, 1<<64 - 16} {
 			fh, fh4 := forgeCeph(t, a.Root, ino, snap), forgeCeph(t, root4.FH, ino, snap)
 			what := fmt.Sprintf("%s, snapid %#x", name, snap)
 			_, err := a.GetAttr(ctx, fh)

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -448,7 +449,52 @@ func (b *Backend) detach(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	return nil
+	return waitFuseGone(ctx, b.fsPath(key))
+}
+
+// fuseExitTimeout bounds the wait for a ceph-fuse to end once its mount is
+// gone (it closes its session with the MDS first).
+const fuseExitTimeout = 20 * time.Second
+
+// waitFuseGone waits until no ceph-fuse serves mount point mp (each serves
+// one mount point of Basin's, named on its command line), so that a detached
+// volume has nothing of it left running.
+func waitFuseGone(ctx context.Context, mp string) error {
+	deadline := time.Now().Add(fuseExitTimeout)
+	for {
+		pids := fuseServing(mp)
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ceph-fuse %v of %s still running %s after its unmount", pids, mp, fuseExitTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// fuseServing lists the ceph-fuse processes with mount point mp.
+func fuseServing(mp string) []int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []int
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "ceph-fuse" || !slices.Contains(args, mp) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // DeleteVolume implements storage.Backend: the node's mounts, the snapshots,
@@ -855,33 +901,38 @@ func (b *Backend) UnmountSnapshotDir(ctx context.Context, key string) error {
 	return b.snapDir(key).Unmount(func(p string) error { return b.unmountPath(ctx, p) })
 }
 
-// Attachment is what an NFS server needs to serve a volume through CephFS's
-// own client (Ganesha's FSAL_CEPH) rather than through this node's mount: the
-// subvolume's path in the filesystem and the volume's own cephx user, whose
-// caps confine it to that path and namespace.
-type Attachment struct {
-	FS, Path string
-	UserID   string // without "client."
-	Secret   string // the user's key
-}
-
 // Attachment returns key's (authorizing its user if it has none yet).
-func (b *Backend) Attachment(ctx context.Context, key string) (Attachment, error) {
+func (b *Backend) Attachment(ctx context.Context, key string) (storage.Attachment, error) {
 	p, err := b.path(ctx, key)
 	if err != nil {
-		return Attachment{}, err
+		return storage.Attachment{}, err
 	}
 	if err := b.authorize(ctx, key); err != nil {
-		return Attachment{}, err
+		return storage.Attachment{}, err
 	}
 	ring, err := os.ReadFile(b.keyring(key))
 	if err != nil {
-		return Attachment{}, err
+		return storage.Attachment{}, err
 	}
 	for _, line := range strings.Split(string(ring), "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.TrimSpace(k) == "key" {
-			return Attachment{FS: b.o.FS, Path: p, UserID: b.userID(key), Secret: strings.TrimSpace(v)}, nil
+			return storage.Attachment{FS: b.o.FS, Path: p, UserID: b.userID(key), Secret: strings.TrimSpace(v)}, nil
 		}
 	}
-	return Attachment{}, fmt.Errorf("volume %s: no key in its keyring", key)
+	return storage.Attachment{}, fmt.Errorf("volume %s: no key in its keyring", key)
+}
+
+// SnapshotAttachment implements storage.Attacher: the snapshot as the volume's
+// own user sees it, its entry in the subvolume's .snap (snapEntry).
+func (b *Backend) SnapshotAttachment(ctx context.Context, key, snap string) (storage.Attachment, error) {
+	if err := b.attach(ctx, key); err != nil {
+		return storage.Attachment{}, err
+	}
+	src, err := snapEntry(b.fsPath(key), snap)
+	if err != nil {
+		return storage.Attachment{}, fmt.Errorf("snapshot %s@%s: %w", key, snap, err)
+	}
+	a, err := b.Attachment(ctx, key)
+	a.Path += "/.snap/" + filepath.Base(src)
+	return a, err
 }

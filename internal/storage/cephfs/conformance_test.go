@@ -323,3 +323,65 @@ func TestVolumeUserConfined(t *testing.T) {
 		t.Fatalf("va listed the default namespace's objects:\n%s", out)
 	}
 }
+
+// What a node's NFS server is given: the cluster's monitors (ClientConf), and
+// each volume's and snapshot's path with the volume's own user and key
+// (Attachment, SnapshotAttachment), the snapshot's inside the volume's user's
+// path. Stop then leaves nothing of the node mounted.
+func TestNodeAttachments(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	conf, err := b.ClientConf(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(conf, cluster(t).Addr) || !strings.Contains(conf, cluster(t).FSID) {
+		t.Errorf("client conf names neither the monitor %s nor the fsid %s:\n%s", cluster(t).Addr, cluster(t).FSID, conf)
+	}
+	if err := b.EnsureVolume(ctx, "va", 64<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Mount(ctx, "va"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.Attachment(ctx, "va")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := b.path(ctx, "va")
+	if a.Path != pa || a.FS != ceph.FSName || a.UserID != b.userID("va") || len(a.Secret) < 16 {
+		t.Errorf("attachment %+v (secret elided), want path %s", storage.Attachment{FS: a.FS, Path: a.Path, UserID: a.UserID}, pa)
+	}
+	if err := b.EnsureSnapshot(ctx, "va", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := b.SnapshotAttachment(ctx, "va", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(sa.Path, pa+"/.snap/_s1_") || sa.UserID != a.UserID || sa.Secret != a.Secret {
+		t.Errorf("snapshot attachment path %s user %s, want %s/.snap/_s1_<ino> as %s", sa.Path, sa.UserID, pa, a.UserID)
+	}
+	if _, err := b.SnapshotAttachment(ctx, "va", "nosuch"); err == nil {
+		t.Error("an attachment for a snapshot that does not exist")
+	}
+	if err := b.MountSnapshot(ctx, "va", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), b.o.DataDir) {
+		t.Errorf("mounts left after Stop:\n%s", mi)
+	}
+	// The data stays: a backend started again serves it.
+	b2 := New(b.o)
+	if err := b2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Stop(ctx) }) //nolint:errcheck // the test's own cleanup reports leftovers
+	if err := b2.Mount(ctx, "va"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -71,3 +71,17 @@ func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error
 	u, err := b.Usage(ctx, key)
 	return u.UsedBytes, err
 }
+
+// ClientConf is the least a client of the cluster needs in its ceph.conf: the
+// cluster's fsid and its monitors' addresses (the monitors' own "config
+// generate-minimal-conf"), for an NFS server serving volumes through FSAL_CEPH.
+func (b *Backend) ClientConf(ctx context.Context) (string, error) {
+	out, err := b.ch.call(ctx, "mon", map[string]any{"prefix": "config generate-minimal-conf"})
+	if err != nil {
+		return "", fmt.Errorf("cephfs: client configuration: %w", err)
+	}
+	if !strings.Contains(string(out), "mon_host") {
+		return "", fmt.Errorf("cephfs: client configuration names no monitor: %q", out)
+	}
+	return string(out), nil
+}

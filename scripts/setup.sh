@@ -48,8 +48,10 @@ if [[ $mode != --deb ]]; then
   done
   # CephFS volumes (--storage cephfs://...): the ceph CLI and its Python
   # bindings drive the cluster's volumes module; ceph-fuse mounts a volume for
-  # Samba and for the node's own checks. None of them starts a daemon.
-  for p in ceph-common ceph-fuse python3-rados; do
+  # Samba and for the node's own checks; nft guards each sandbox's link to the
+  # cluster (--ceph-network). None of them starts a daemon (nftables' own
+  # service stays disabled: Basin loads rules into sandboxes only).
+  for p in ceph-common ceph-fuse python3-rados nftables; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
   done
 fi

@@ -224,6 +224,9 @@ func (m *Manager) adoptSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 	if !vethOnBridge(vethName(n), n.Bridge) {
 		return nil, fmt.Errorf("veth %s is not on bridge %s", vethName(n), n.Bridge)
 	}
+	if _, ok := m.cephAddr(n); ok && !vethOnBridge(cephVethName(n), m.opts.Ceph.Bridge) {
+		return nil, fmt.Errorf("veth %s is not on Ceph bridge %s", cephVethName(n), m.opts.Ceph.Bridge)
+	}
 	if err := m.ensureBridge(ctx, n); err != nil {
 		return nil, err
 	}
@@ -299,7 +302,7 @@ func (sb *sandbox) syncLoaded(ctx context.Context) error {
 		if p, ok := in[id]; ok && p == le.ex.Pseudo {
 			continue
 		}
-		if dev, _, err := mountDev(le.ex.Path); err != nil || dev != le.dev {
+		if dev, _, err := exportDev(le.ex); err != nil || dev != le.dev {
 			sb.forgetLoaded(id, true)
 			continue
 		}

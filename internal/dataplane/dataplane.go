@@ -188,6 +188,9 @@ type Options struct {
 	// adopts them (adopt.go). Without it every daemon dies with Basin, as Stop
 	// ends them.
 	Detach bool
+	// Ceph, when set, links the sandboxes to a Ceph cluster, for exports of
+	// CephFS volumes (cephlink.go).
+	Ceph *CephLink
 }
 
 // Manager owns the sandboxes.
@@ -393,7 +396,7 @@ func (m *Manager) removeSandbox(ctx context.Context, n Network) error {
 	if err := deleteLink(ctx, m.run, vethName(n)); err != nil {
 		return fmt.Errorf("delete veth: %w", err)
 	}
-	return nil
+	return m.deleteCephLink(ctx, n)
 }
 
 // deleteLink deletes a host network link if it exists. The kernel tears a deleted

@@ -64,6 +64,8 @@ type sandbox struct {
 	baseMounts []string
 	// watch configures the Ganesha watchdog (watchdog.go).
 	watch watchOptions
+	// ceph is the sandbox's link to a Ceph cluster (nil: none).
+	ceph *CephLink
 }
 
 // watchOptions are the Manager's Options for the Ganesha watchdog.
@@ -82,8 +84,12 @@ type ganeshaBus interface {
 
 var _ ganeshaBus = (*nfs.DBus)(nil)
 
-// mtabLine is the export's path's line in the sandbox's mtab.
+// mtabLine is the export's path's line in the sandbox's mtab; none for an
+// export of a CephFS (its path is not on this host).
 func (le loadedExport) mtabLine() string {
+	if le.ex.Ceph != nil {
+		return ""
+	}
 	return "basin " + mtabEscape(le.ex.Path) + " " + le.fsType + " rw 0 0\n"
 }
 
@@ -126,6 +132,9 @@ func (m *Manager) newSandbox(n Network) *sandbox {
 		watch:    watchOptions{stuckAfter: m.opts.StuckRequestAfter, wedgedAfter: m.opts.WedgedAfter, onStuck: m.opts.OnStuckRequests},
 		detached: m.opts.Detach, starter: m.opts.Starter, onRestart: m.opts.OnRestart}
 	sb.bus = &nfs.DBus{Address: sb.busAddress()}
+	if _, ok := m.cephAddr(n); ok {
+		sb.ceph = m.opts.Ceph
+	}
 	sb.rec.write = sb.saveState
 	sb.rec.log = sb.log.Warn
 	return sb
@@ -191,6 +200,7 @@ func (m *Manager) startSandbox(ctx context.Context, n Network) (_ *sandbox, err 
 		{"ip", "-n", sb.ns, "link", "set", "eth0", "up"},
 		{"ip", "-n", sb.ns, "route", "add", "default", "via", n.HostAddr().String(), "dev", "eth0", "onlink"},
 	}
+	steps = append(steps, m.cephLinkSteps(n, sb.ns)...)
 	for _, argv := range steps {
 		if _, err := m.run.Run(ctx, argv[0], argv[1:]...); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", n.Name, err)
@@ -508,7 +518,7 @@ func (sb *sandbox) services() []Service {
 			Ready: dialReady(filepath.Join(holderRoot, "run", "rpcbind.sock"))},
 		{Name: "ganesha", Argv: []string{sb.ganesha.Binary(), "-F", "-f", filepath.Join(sb.dir, "ganesha.conf"),
 			"-L", "STDERR", "-p", filepath.Join(sb.dir, "ganesha.pid"), "-N", "NIV_EVENT"},
-			Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + sb.busAddress()}, Caps: ganeshaCaps, DependsOn: []string{"dbus", "rpcbind"},
+			Env: sb.ganeshaEnv(), Caps: ganeshaCaps, DependsOn: []string{"dbus", "rpcbind"},
 			BeforeStart: sb.prepareGanesha, Ready: sb.bus.Ping, Reapply: sb.reload, Watch: sb.watchGanesha},
 	}
 }
@@ -600,7 +610,7 @@ func (sb *sandbox) prepareGanesha() error {
 	defer sb.exportMu.Unlock()
 	var keep []loadedExport
 	for id, le := range sb.loaded {
-		dev, _, err := mountDev(le.ex.Path)
+		dev, _, err := exportDev(le.ex)
 		if _, ferr := os.Stat(sb.exportFile(id)); err != nil || ferr != nil || dev != le.dev {
 			sb.log.Warn("not loading an export whose volume is not mounted as it was", "export", id, "path", le.ex.Path, "err", errors.Join(err, ferr))
 			sb.forgetLoaded(id, true)
@@ -618,6 +628,9 @@ func (sb *sandbox) prepareGanesha() error {
 		return err
 	}
 	if err := sb.writeMtab(nil); err != nil {
+		return err
+	}
+	if err := sb.writeCephConf(); err != nil {
 		return err
 	}
 	// The build about to run, for a later Basin to tell an upgrade (upgrade.go).
@@ -719,6 +732,15 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error
 	return nil
 }
 
+// exportDev is mountDev of a local export's path. An export served from a
+// CephFS (FSAL_CEPH) stands on no mount of this host: 0 and no type.
+func exportDev(ex nfs.Export) (uint64, string, error) {
+	if ex.Ceph != nil {
+		return 0, "", nil
+	}
+	return mountDev(ex.Path)
+}
+
 // mountDev returns the device and the type of the filesystem mounted on path,
 // and an error if path is not a mount point: an export is only ever loaded onto a
 // mounted volume, never onto the empty directory beneath it.
@@ -760,7 +782,10 @@ func (sb *sandbox) export(ctx context.Context, ex nfs.Export) error {
 	defer func() {
 		sb.log.Debug("export loaded", "export", ex.ID, "lock", t1.Sub(t0), "ready", t2.Sub(t1), "load", time.Since(t2))
 	}()
-	dev, fsType, err := mountDev(ex.Path)
+	if ex.Ceph != nil && sb.ceph == nil {
+		return fmt.Errorf("refusing to export %s: it is on CephFS, and network %s's sandbox has no link to the cluster (--ceph-network)", ex.Pseudo, sb.net.Name)
+	}
+	dev, fsType, err := exportDev(ex)
 	if err != nil {
 		return fmt.Errorf("refusing to export %s: %w", ex.Pseudo, err)
 	}

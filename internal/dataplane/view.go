@@ -104,12 +104,15 @@ func (sb *sandbox) view(ctx context.Context) (*View, error) {
 	sb.exportMu.Lock()
 	defer sb.exportMu.Unlock()
 	for id, le := range sb.loaded {
-		if p, ok := pseudo[id]; !ok || p != le.ex.Pseudo || !mounts[le.ex.Path] {
+		if p, ok := pseudo[id]; !ok || p != le.ex.Pseudo {
 			continue
 		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(le.ex.Path, &st); err != nil || st.Dev != le.dev {
-			continue
+		// An export of a CephFS stands on no local mount to check.
+		if le.ex.Ceph == nil {
+			var st syscall.Stat_t
+			if !mounts[le.ex.Path] || syscall.Stat(le.ex.Path, &st) != nil || st.Dev != le.dev {
+				continue
+			}
 		}
 		v.exports[id] = le.rendered
 	}

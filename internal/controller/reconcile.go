@@ -181,7 +181,8 @@ func (c *Controller) resyncVolume(ctx context.Context, name string, observed map
 	}
 	obs := Observation{VolumeStatus: observed[v.Key]}
 	var view ExportView
-	if ex, ok := c.exportOf(v); ok {
+	// A volume without its attachment (its storage lost) is not exported.
+	if ex, ok, err := c.servedExport(ctx, v); ok && err == nil {
 		if view, err = views.get(ctx, v.Network); err != nil {
 			return nil, err
 		}

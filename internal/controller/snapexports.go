@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -39,9 +41,19 @@ func (c *Controller) snapshotDirExport(v *model.Volume, volEx nfs.Export) nfs.Ex
 }
 
 // snapshotExport is snapshot s's export in v's snapshot directory.
-func (c *Controller) snapshotExport(v *model.Volume, volEx nfs.Export, s *model.Snapshot) nfs.Export {
-	return nfs.Export{ID: s.ExportID, Path: c.be.SnapshotMountPath(v.Key, s.ID), Pseudo: volEx.Pseudo + "/" + nfs.SnapshotDirName + "/" + s.ID,
+// A backend whose volumes NFS serves from the cluster (storage.Attacher)
+// serves their snapshots from it too.
+func (c *Controller) snapshotExport(ctx context.Context, v *model.Volume, volEx nfs.Export, s *model.Snapshot) (nfs.Export, error) {
+	ex := nfs.Export{ID: s.ExportID, Path: c.be.SnapshotMountPath(v.Key, s.ID), Pseudo: volEx.Pseudo + "/" + nfs.SnapshotDirName + "/" + s.ID,
 		Protocols: volEx.Protocols, Clients: readOnly(volEx.Clients)}
+	if at, ok := c.be.(storage.Attacher); ok {
+		a, err := at.SnapshotAttachment(ctx, v.Key, s.ID)
+		if err != nil {
+			return ex, fmt.Errorf("snapshot %s: attachment: %w", s.ID, err)
+		}
+		ex.Path, ex.Ceph = a.Path, &nfs.CephFSAL{FS: a.FS, UserID: a.UserID, Secret: a.Secret}
+	}
+	return ex, nil
 }
 
 // syncSnapshotExports brings snapshot exports to what they should be: each of snaps
@@ -101,7 +113,7 @@ func (c *Controller) syncSnapshots(ctx context.Context, v *model.Volume, snaps [
 				if err != nil {
 					return err
 				}
-				if view.Exported(addr, c.snapshotExport(v, volEx, s)) {
+				if ex, err := c.snapshotExport(ctx, v, volEx, s); err == nil && view.Exported(addr, ex) {
 					continue // converged: no store write, no command
 				}
 			}
@@ -115,7 +127,12 @@ func (c *Controller) syncSnapshots(ctx context.Context, v *model.Volume, snaps [
 				errs = append(errs, err)
 				continue
 			}
-			errs = append(errs, c.dp.Export(ctx, v.Network, addr, c.snapshotExport(v, volEx, s)))
+			ex, err := c.snapshotExport(ctx, v, volEx, s)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			errs = append(errs, c.dp.Export(ctx, v.Network, addr, ex))
 			continue
 		}
 		// An SMB share showing previous versions needs the snapshot mounted too

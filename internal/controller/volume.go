@@ -146,6 +146,26 @@ func (c *Controller) exportOf(v *model.Volume) (ex nfs.Export, ok bool) {
 	return ex, true
 }
 
+// servedExport is v's export as the data plane loads it: exportOf's, served
+// from the cluster itself (FSAL_CEPH) when the backend says how
+// (storage.Attacher). ok as exportOf's.
+func (c *Controller) servedExport(ctx context.Context, v *model.Volume) (ex nfs.Export, ok bool, err error) {
+	if ex, ok = c.exportOf(v); !ok {
+		return ex, false, nil
+	}
+	at, attaches := c.be.(storage.Attacher)
+	if !attaches {
+		return ex, true, nil
+	}
+	a, err := at.Attachment(ctx, v.Key)
+	if err != nil {
+		return ex, true, fmt.Errorf("volume %s: attachment: %w", v.Name(), err)
+	}
+	ex.Path = a.Path
+	ex.Ceph = &nfs.CephFSAL{FS: a.FS, UserID: a.UserID, Secret: a.Secret}
+	return ex, true, nil
+}
+
 // clientOf renders one export rule; a rule for none of the volume's NFS versions
 // renders nothing.
 func clientOf(r model.ExportRule, volumeVersions []int) []nfs.Client {
@@ -209,7 +229,9 @@ func (c *Controller) observe(ctx context.Context, v *model.Volume) (Observation,
 		return Observation{}, err
 	}
 	o := Observation{VolumeStatus: st}
-	if ex, ok := c.exportOf(v); ok && v.ExportID != 0 {
+	// A volume without its attachment (no storage yet) is not exported.
+	ex, ok, err := c.servedExport(ctx, v)
+	if ok && err == nil && v.ExportID != 0 {
 		addr, err := netip.ParseAddr(v.Endpoint)
 		if err != nil {
 			return o, fmt.Errorf("volume %s endpoint: %w", v.Name(), err)
@@ -332,7 +354,10 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		if err := c.ensureVolumeExportID(ctx, v); err != nil {
 			return err
 		}
-		ex, _ := c.exportOf(v)
+		ex, _, err := c.servedExport(ctx, v)
+		if err != nil {
+			return err
+		}
 		addr, err := netip.ParseAddr(v.Endpoint)
 		if err != nil {
 			return err

@@ -39,6 +39,10 @@ type Config struct {
 	// a cephfs:// URL (ParseCephFS) = subvolumes of an existing CephFS.
 	// Normalize accepts the URL as Store too (--store cephfs://…).
 	Storage string
+	// CephNetwork is how the NFS sandboxes reach the CephFS's cluster
+	// (ParseCephNetwork's BRIDGE,CIDR,FIRST-LAST); "" = they do not, and
+	// CephFS volumes are served over SMB only.
+	CephNetwork string
 	// Database is where the metadata lives: "" = the embedded SQLite database
 	// under DataDir; a postgres:// or postgresql:// URL (libpq's form) = a
 	// PostgreSQL database several Basin nodes can share. Keep its password out of
@@ -403,12 +407,29 @@ func (c *Config) CephFS() (CephFS, bool) {
 func (c *Config) validateStorage() error {
 	switch {
 	case c.Storage == "" || c.Storage == "btrfs":
+		if c.CephNetwork != "" {
+			return errors.New("--ceph-network is for CephFS storage (--storage cephfs://…)")
+		}
 		return nil
 	case !IsCephFSURL(c.Storage):
 		return fmt.Errorf("--storage %q: want btrfs or a cephfs:// URL", c.Storage)
 	}
 	if _, err := ParseCephFS(c.Storage); err != nil {
 		return err
+	}
+	if c.CephNetwork != "" {
+		cn, err := ParseCephNetwork(c.CephNetwork)
+		if err != nil {
+			return err
+		}
+		if _, err := cn.Addrs(c.Networks); err != nil {
+			return err
+		}
+		for _, n := range c.Networks {
+			if n.Bridge == cn.Bridge || n.Prefix.Overlaps(cn.Prefix) {
+				return fmt.Errorf("--ceph-network %s: shares its bridge or subnet with --network %s: tenants would reach the cluster", c.CephNetwork, n.Name)
+			}
+		}
 	}
 	// Quotas on CephFS hold no space back: nothing to size, reserve or thin out.
 	for _, f := range []struct {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -89,4 +90,63 @@ func ParseCephFS(s string) (CephFS, error) {
 		c.Keyring = filepath.Join(filepath.Dir(c.Conf), "ceph.client."+c.ID+".keyring")
 	}
 	return c, nil
+}
+
+// CephNetwork is how the NFS sandboxes reach a Ceph cluster (--ceph-network
+// BRIDGE,CIDR,FIRST-LAST): a link on Bridge, an existing bridge on the
+// cluster's public network, whose subnet is Prefix; the sandbox of the i-th
+// network (in the order they are configured) takes address First+i, which
+// must not pass Last.
+type CephNetwork struct {
+	Bridge      string
+	Prefix      netip.Prefix
+	First, Last netip.Addr
+}
+
+// ParseCephNetwork parses BRIDGE,CIDR,FIRST-LAST.
+func ParseCephNetwork(s string) (CephNetwork, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 || parts[0] == "" {
+		return CephNetwork{}, fmt.Errorf("--ceph-network %q: want BRIDGE,CIDR,FIRST-LAST", s)
+	}
+	if len(parts[0]) > 15 {
+		return CephNetwork{}, fmt.Errorf("--ceph-network %q: bridge name longer than 15 characters", s)
+	}
+	p, err := netip.ParsePrefix(parts[1])
+	if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
+		return CephNetwork{}, fmt.Errorf("--ceph-network %q: %q is not an IPv4 subnet", s, parts[1])
+	}
+	first, last, ok := strings.Cut(parts[2], "-")
+	f, ferr := netip.ParseAddr(first)
+	l, lerr := netip.ParseAddr(last)
+	if !ok || ferr != nil || lerr != nil || l.Less(f) || !p.Contains(f) || !p.Contains(l) ||
+		f == p.Masked().Addr() || l == lastAddr(p) {
+		return CephNetwork{}, fmt.Errorf("--ceph-network %q: %q: want FIRST-LAST, host addresses of %s, FIRST not above LAST", s, parts[2], p.Masked())
+	}
+	return CephNetwork{Bridge: parts[0], Prefix: p.Masked(), First: f, Last: l}, nil
+}
+
+// lastAddr is p's broadcast address.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := (uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// Addrs gives each of networks (by name) its sandbox's address on the Ceph
+// network, with the subnet's prefix length; an error if the range is short.
+func (c CephNetwork) Addrs(networks []Network) (map[string]netip.Prefix, error) {
+	out := make(map[string]netip.Prefix, len(networks))
+	a := c.First
+	for i, n := range networks {
+		if i > 0 {
+			a = a.Next()
+		}
+		if c.Last.Less(a) {
+			return nil, fmt.Errorf("--ceph-network %s-%s has %d addresses for %d networks", c.First, c.Last, i, len(networks))
+		}
+		out[n.Name] = netip.PrefixFrom(a, c.Prefix.Bits())
+	}
+	return out, nil
 }

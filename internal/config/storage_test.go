@@ -87,3 +87,49 @@ func TestStorageConfig(t *testing.T) {
 		t.Error("btrfs config reports a CephFS")
 	}
 }
+
+func TestCephNetwork(t *testing.T) {
+	cn, err := ParseCephNetwork("bceph0,10.99.79.0/24,10.99.79.100-10.99.79.101")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets := []Network{{Name: "a"}, {Name: "b"}}
+	addrs, err := cn.Addrs(nets)
+	if err != nil || addrs["a"].String() != "10.99.79.100/24" || addrs["b"].String() != "10.99.79.101/24" {
+		t.Errorf("Addrs: %v %v", addrs, err)
+	}
+	if _, err := cn.Addrs(append(nets, Network{Name: "c"})); err == nil || !strings.Contains(err.Error(), "2 addresses for 3 networks") {
+		t.Errorf("short range: %v", err)
+	}
+	for in, want := range map[string]string{
+		"bceph0,10.99.79.0/24":                                    "want BRIDGE,CIDR,FIRST-LAST",
+		"bceph0,10.99.79.0/24,10.99.79.0-10.99.79.9":              "host addresses",
+		"bceph0,10.99.79.0/24,10.99.79.9-10.99.79.255":            "host addresses",
+		"bceph0,10.99.79.0/24,10.99.79.9-10.99.80.3":              "host addresses",
+		"bceph0,10.99.79.0/24,10.99.79.9-10.99.79.3":              "FIRST not above LAST",
+		"bceph0,fd00::/64,fd00::2-fd00::3":                        "not an IPv4 subnet",
+		"averyverylongbridge,10.99.79.0/24,10.99.79.2-10.99.79.3": "longer than 15",
+	} {
+		if _, err := ParseCephNetwork(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+	c := Default()
+	c.Storage, c.CephNetwork = "cephfs://", "bceph0,10.99.79.0/24,10.99.79.100-10.99.79.119"
+	if err := c.Validate(); err != nil {
+		t.Errorf("valid --ceph-network: %v", err)
+	}
+	c.CephNetwork = "basin0,10.99.79.0/24,10.99.79.100-10.99.79.119"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tenants would reach the cluster") {
+		t.Errorf("Ceph link on a tenant bridge: %v", err)
+	}
+	c.CephNetwork = "bceph0,10.99.0.0/16,10.99.79.100-10.99.79.119"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tenants would reach the cluster") {
+		t.Errorf("Ceph subnet over a tenant subnet: %v", err)
+	}
+	c = Default()
+	c.CephNetwork = "bceph0,10.99.79.0/24,10.99.79.100-10.99.79.119"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--ceph-network is for CephFS") {
+		t.Errorf("--ceph-network beside btrfs: %v", err)
+	}
+}

@@ -113,13 +113,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	defer func() { stopWatch(); <-watchDone }()
 
 	dpNetworks := dataplaneNetworks(cfg)
+	cephLink, err := cephLinkOf(ctx, cfg, be)
+	if err != nil {
+		return err
+	}
 	// What /metrics serves (--metrics-listen): Basin's health, counted through
 	// hooks of the data plane, the controller and the API, and the volumes.
 	reg, health := metricsRegistry()
 	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, NodeID: clusterNode, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
 		Logger: log.With("component", "dataplane"), OnRestart: health.DaemonRestarted,
 		StuckRequestAfter: cfg.NFSStuckAfter, WedgedAfter: cfg.NFSWedgedAfter, OnStuckRequests: health.NFSStuckRequests,
-		Detach: keep})
+		Detach: keep, Ceph: cephLink})
 	if err := dp.Start(ctx); err != nil {
 		return fmt.Errorf("data plane: %w", err)
 	}

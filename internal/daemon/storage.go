@@ -7,6 +7,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
+	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/storage/btrfs"
 	"github.com/basin-nas/basin/internal/storage/cephfs"
@@ -44,4 +45,26 @@ func newStorage(cfg config.Config, log *slog.Logger) (nodeStorage, error) {
 	}
 	return cephfs.New(cephfs.Options{Conf: cf.Conf, ID: cf.ID, Keyring: cf.Keyring, FS: cf.FS, Group: cf.Group,
 		DataDir: cfg.DataDir, Logger: log.With("component", "cephfs")}), nil
+}
+
+// cephLinkOf is the sandboxes' link to the CephFS's cluster (--ceph-network),
+// nil without one.
+func cephLinkOf(ctx context.Context, cfg config.Config, be nodeStorage) (*dataplane.CephLink, error) {
+	ceph, ok := be.(*cephfs.Backend)
+	if !ok || cfg.CephNetwork == "" {
+		return nil, nil
+	}
+	cn, err := config.ParseCephNetwork(cfg.CephNetwork)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := cn.Addrs(cfg.Networks)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := ceph.ClientConf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &dataplane.CephLink{Bridge: cn.Bridge, Addrs: addrs, Conf: conf}, nil
 }

@@ -544,3 +544,24 @@ func (c *Cluster) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MakeBridge makes a bridge with the host address addr (e.g. "10.99.75.1/24"),
+// deleted at the test's end.
+func MakeBridge(t testing.TB, name, addr string) {
+	t.Helper()
+	exec.Command("ip", "link", "del", name).Run() //nolint:errcheck // a leftover of a killed run
+	for _, argv := range [][]string{
+		{"ip", "link", "add", name, "type", "bridge"},
+		{"ip", "addr", "add", addr, "dev", name},
+		{"ip", "link", "set", name, "up"},
+	} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("delete bridge: %v %s", err, out)
+		}
+	})
+}

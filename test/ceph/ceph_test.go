@@ -30,27 +30,6 @@ func hashHostDirs() [32]byte {
 	return sha256.Sum256([]byte(strings.Join(names, "\n")))
 }
 
-// MakeBridge makes a bridge with the host address addr (e.g. "10.99.75.1/24"),
-// deleted at the test's end.
-func MakeBridge(t testing.TB, name, addr string) {
-	t.Helper()
-	exec.Command("ip", "link", "del", name).Run() //nolint:errcheck // a leftover of a killed run
-	for _, argv := range [][]string{
-		{"ip", "link", "add", name, "type", "bridge"},
-		{"ip", "addr", "add", addr, "dev", name},
-		{"ip", "link", "set", name, "up"},
-	} {
-		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v %s", argv, err, out)
-		}
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("delete bridge: %v %s", err, out)
-		}
-	})
-}
-
 // A start that fails half-way (no such bridge, after the namespace and veth
 // were made) leaves nothing behind.
 func TestStartFailsCleanly(t *testing.T) {

@@ -51,8 +51,15 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 	}
 	code := m.Run()
+	for i := len(atExit) - 1; i >= 0; i-- {
+		atExit[i]()
+	}
 	os.Exit(code)
 }
+
+// atExit runs, last first, when the package's tests end (things tests share,
+// such as sharedCeph's cluster).
+var atExit []func()
 
 type server struct {
 	t       *testing.T
@@ -72,6 +79,9 @@ type server struct {
 	// bin is the basin binary start runs (default basinBin): a test replaces
 	// it to upgrade the server.
 	bin string
+	// storage are the flags that say where volumes live (default: a 12 GiB
+	// btrfs store image).
+	storage []string
 }
 
 func freeAddr(t *testing.T) string {
@@ -105,6 +115,11 @@ func newServer(t *testing.T, env ...string) *server {
 		assertNoNetworkLeft(t, s.bridge)
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.log)
+			logs, _ := filepath.Glob(filepath.Join(s.dataDir, "sandboxes", "*", "logs", "ganesha.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s (tail):\n%s", l, b[max(0, len(b)-8<<10):])
+			}
 		}
 	})
 	return s
@@ -140,7 +155,11 @@ func (s *server) start(extra ...string) {
 
 // args is basin serve's command line for s, with extra flags last.
 func (s *server) args(extra ...string) []string {
-	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--store-size", "12G", "--location", "us-east4",
+	storage := s.storage
+	if storage == nil {
+		storage = []string{"--store-size", "12G"}
+	}
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr, "--location", "us-east4",
 		"--network", "default=" + s.bridge + "," + s.subnet.String(),
 		// Pools of 100 GiB on a 12 GiB store (allocated in full on the host):
 		// volumes are thin-provisioned, those of 1 GiB whole; client hosts live
@@ -150,7 +169,8 @@ func (s *server) args(extra ...string) []string {
 		// hold to a crawl: tests not about service levels give every volume a
 		// ceiling far above what they move (traffic still crosses the tc tree).
 		// The QoS tests pass their own --qos-floor-mibps, which comes later and wins.
-		"--qos-floor-mibps", fmt.Sprint(e2eFloorMibps)}, extra...)
+		"--qos-floor-mibps", fmt.Sprint(e2eFloorMibps)}, storage...)
+	args = append(args, extra...)
 	if !s.keep {
 		args = append(args, "--teardown-on-exit")
 	}

@@ -1,0 +1,354 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/nfs3"
+	"github.com/basin-nas/basin/internal/storage/cephfs"
+	"github.com/basin-nas/basin/test/ceph"
+	"github.com/basin-nas/basin/test/nfsraw"
+)
+
+// cephShared is the package's Ceph cluster (on bridge bce<pid>,
+// 10.99.83.0/24), started by the first test that needs one and stopped when
+// the package's tests end (atExit): each CephFS test keeps its volumes in a
+// subvolume group of its own, as a cephx user of its own.
+var cephShared struct {
+	c      *ceph.Cluster
+	failed bool
+}
+
+const cephSubnet = "10.99.83"
+
+func sharedCeph(t *testing.T) *ceph.Cluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := ceph.Check(); err != nil {
+		t.Skip(err)
+	}
+	if cephShared.c == nil && !cephShared.failed {
+		cephShared.failed = true
+		br := fmt.Sprintf("bce%04d", os.Getpid()%10000)
+		exec.Command("ip", "link", "del", br).Run() //nolint:errcheck // a leftover of a killed run
+		for _, argv := range [][]string{{"link", "add", br, "type", "bridge"}, {"addr", "add", cephSubnet + ".1/24", "dev", br}, {"link", "set", br, "up"}} {
+			if out, err := exec.Command("ip", argv...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v %s", argv, err, out)
+			}
+		}
+		atExit = append(atExit, func() { exec.Command("ip", "link", "del", br).Run() }) //nolint:errcheck // best effort at exit
+		dir, err := os.MkdirTemp("", "basin-e2e-ceph-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		atExit = append(atExit, func() { os.RemoveAll(dir) })
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		c, err := ceph.Start(ctx, ceph.Options{Name: "e2eceph", Dir: dir, Bridge: br, Addr: cephSubnet + ".2/24"})
+		if err != nil {
+			t.Fatalf("ceph: %v", err)
+		}
+		t.Logf("ceph: cluster up in %s", c.Startup.Round(time.Millisecond))
+		atExit = append(atExit, func() {
+			if err := c.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "ceph: close: %v\n", err)
+			}
+		})
+		cephShared.c, cephShared.failed = c, false
+	}
+	if cephShared.c == nil {
+		t.Skip("the Ceph cluster did not start (see the first test that asked)")
+	}
+	return cephShared.c
+}
+
+// cephServer is a server whose volumes live on the package's Ceph cluster, in
+// subvolume group group, as cephx user basin-<group> holding no more than
+// cephfs.Caps; its NFS sandboxes are linked to the cluster (from .100).
+func cephServer(t *testing.T, group string) (*server, *ceph.Cluster) {
+	t.Helper()
+	cl := sharedCeph(t)
+	ctx := context.Background()
+	mon, mgr := cephfs.Caps(ceph.FSName, group)
+	ring, err := cl.Ceph(ctx, "auth", "get-or-create", "client.basin-"+group, "mon", mon, "mgr", mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring := filepath.Join(t.TempDir(), "basin.keyring")
+	if err := os.WriteFile(keyring, ring, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t)
+	s.storage = []string{"--storage", "cephfs://basin-" + group + "@" + ceph.FSName + "/" + group + "?conf=" + cl.Conf + "&keyring=" + keyring,
+		"--ceph-network", "bce" + fmt.Sprintf("%04d", os.Getpid()%10000) + "," + cephSubnet + ".0/24," + cephSubnet + ".100-" + cephSubnet + ".109"}
+	return s, cl
+}
+
+// subvolumeInfo is what the cluster's admin sees of a volume's subvolume.
+func subvolumeInfo(t *testing.T, cl *ceph.Cluster, group, name string) (map[string]any, error) {
+	t.Helper()
+	out, err := cl.Ceph(context.Background(), "fs", "subvolume", "info", ceph.FSName, name, "--group_name", group, "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var info map[string]any
+	return info, json.Unmarshal(out, &info)
+}
+
+// TestCephFSVolumeLifecycle: `basin serve --storage cephfs://…` on a real
+// cluster. A volume made through the API is a namespace-isolated subvolume
+// with its capacity as quota; a client host writes and reads it over NFSv3
+// and NFSv4.1 through FSAL_CEPH (the sandbox's Ganesha, linked to the
+// cluster); a snapshot shows in .snapshot; a resize moves the quota; a revert
+// brings the snapshot's data back; a delete removes the subvolume and its
+// cephx user; a stop leaves nothing mounted or running.
+func TestCephFSVolumeLifecycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, cl := cephServer(t, "life")
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
+		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
+	key := onlyMount(t, s)
+	info, err := subvolumeInfo(t, cl, "life", key)
+	if err != nil {
+		t.Fatalf("the volume has no subvolume %s: %v", key, err)
+	}
+	if q, _ := info["bytes_quota"].(float64); q != 1<<30 {
+		t.Errorf("subvolume quota %v, want 1 GiB", info["bytes_quota"])
+	}
+	if ns, _ := info["pool_namespace"].(string); ns == "" {
+		t.Errorf("subvolume %s is not namespace-isolated: %v", key, info)
+	}
+
+	ep := endpoint(t, c, "vol1")
+	h := s.host(201)
+	sv := &snapView{t: t, ctx: ctx, vol: "vol1", v3: mount3(t, ctx, h, ep, "/vol1"), v4: dial41(t, ctx, h, ep)}
+	if err := writePath(ctx, sv.v3, "f", "before"); err != nil {
+		t.Fatalf("NFSv3 write: %v", err)
+	}
+	// What the client wrote is in the CephFS (seen through the node's ceph-fuse mount).
+	if b, err := os.ReadFile(filepath.Join(s.dataDir, "mounts", key, "f")); err != nil || string(b) != "before" {
+		t.Fatalf("the volume's mount reads %q, %v", b, err)
+	}
+	if _, err := sv.v4.LookupPath(ctx, "vol1", "f"); err != nil {
+		t.Fatalf("NFSv4.1 LOOKUP vol1/f: %v", err)
+	}
+
+	mutate(t, c, "POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
+	if err := writePath(ctx, sv.v3, "f", "after"); err != nil {
+		t.Fatal(err)
+	}
+	sv.wantList("s1")
+	sv.wantRead("s1", "f", "before")
+
+	mutate(t, c, "PATCH", loc+"/volumes/vol1?updateMask=capacityGib", map[string]any{"capacityGib": "2"})
+	if info, err := subvolumeInfo(t, cl, "life", key); err != nil || info["bytes_quota"] != float64(2<<30) {
+		t.Errorf("after a resize to 2 GiB the subvolume says %v, %v", info["bytes_quota"], err)
+	}
+
+	mutate(t, c, "POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
+	if got, err := readPath(ctx, sv.v3, "f"); err != nil || got != "before" {
+		t.Errorf("after the revert NFSv3 reads %q, %v; want the snapshot's", got, err)
+	}
+
+	mutate(t, c, "DELETE", loc+"/volumes/vol1/snapshots/s1", nil)
+	mutate(t, c, "DELETE", loc+"/volumes/vol1", nil)
+	if _, err := subvolumeInfo(t, cl, "life", key); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("subvolume %s after the volume's delete: %v", key, err)
+	}
+	if out, err := cl.Ceph(ctx, "auth", "get", "client.life."+key); err == nil {
+		t.Errorf("the volume's cephx user outlived it:\n%s", out)
+	}
+	s.stop(syscall.SIGTERM)
+}
+
+// TestCephFSTenantIsolation attacks CephFS volumes of two projects through
+// Basin as a hostile tenant would: the client of p1's volume forges FSAL_CEPH
+// handles naming p2's file, directory and root and the file system's root,
+// with the live snapid and with snapids 2, 1000, 2^64-16 and p2's snapshot's,
+// over NFSv3 and NFSv4, for GETATTR, READ, READDIRPLUS, LOOKUP, WRITE and
+// SETATTR, from its volume's export and from its snapshot's; every one is
+// refused and p2's tree does not change. A volume's cephx key, taken from the
+// node, cannot read the other volume's objects.
+func TestCephFSTenantIsolation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, cl := cephServer(t, "iso")
+	s.start()
+	c := s.client()
+	for _, p := range []string{"p1", "p2"} {
+		mutate(t, c, "POST", "/v1/projects/"+p+"/locations/us-east4/storagePools?storagePoolId=pool1",
+			map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "10", "network": "projects/" + p + "/global/networks/default"})
+	}
+	volume := func(project, share string, client int) string {
+		before := inspect(t, s.dataDir).mounts
+		mutate(t, c, "POST", "/v1/projects/"+project+"/locations/us-east4/volumes?volumeId="+share, map[string]any{
+			"shareName": share, "storagePool": "pool1", "capacityGib": "1", "protocols": []string{"NFSV3", "NFSV4"}, "unixPermissions": "0777",
+			"snapshotDirectory": true, "exportPolicy": map[string]any{"rules": []any{rule(s.addrN(client), "READ_WRITE", true, true, "true")}}})
+		for _, k := range inspect(t, s.dataDir).mounts {
+			if !slices.Contains(before, k) {
+				return k
+			}
+		}
+		t.Fatalf("no mount appeared for %s", share)
+		return ""
+	}
+	keyA, keyB := volume("p1", "vola", 201), volume("p2", "volb", 203)
+	mountB := filepath.Join(s.dataDir, "mounts", keyB)
+	writeFile(t, filepath.Join(s.dataDir, "mounts", keyA, "a-data"), "data of a", 0o644)
+	writeFile(t, filepath.Join(mountB, "secret"), "B-SECRET-DATA", 0o600)
+	if err := os.Mkdir(filepath.Join(mountB, "dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"p1/locations/us-east4/volumes/vola", "p2/locations/us-east4/volumes/volb"} {
+		mutate(t, c, "POST", "/v1/projects/"+p+"/snapshots?snapshotId=s1", map[string]any{})
+	}
+	bBefore := nfsraw.Tree(mountB)
+
+	// B's inodes, and its snapshot's id, from B's own client's handles.
+	b := mount3(t, ctx, s.host(203), endpointIn(t, c, "p2", "volb"), "/volb")
+	bSecret, _, err := b.Lookup(ctx, b.Root, "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bDir, _, err := b.Lookup(ctx, b.Root, "dir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bSnap := mount3(t, ctx, s.host(203), endpointIn(t, c, "p2", "volb"), "/volb/.snapshot/s1")
+	if !nfsraw.IsCeph(bSecret) || !nfsraw.IsCeph(bSnap.Root) {
+		t.Fatalf("not FSAL_CEPH handles: %x %x", bSecret, bSnap.Root)
+	}
+	targets := map[string]uint64{"B's file": nfsraw.CephIno(bSecret), "B's root": nfsraw.CephIno(b.Root), "B's dir": nfsraw.CephIno(bDir), "/": 1}
+	snaps := []uint64{nfsraw.CephNoSnap, 2, 1000, 1<<64 - 16, nfsraw.CephSnap(bSnap.Root)}
+
+	x := s.host(201)
+	epA := endpointIn(t, c, "p1", "vola")
+	a := mount3(t, ctx, x, epA, "/vola")
+	aSnap := mount3(t, ctx, x, epA, "/vola/.snapshot/s1")
+	v4 := dial4(t, ctx, x, epA)
+	root4, snap4 := &nfsraw.GetFH{}, &nfsraw.GetFH{}
+	if err := v4.Run(ctx, &nfsraw.PutRootFH{}, &nfsraw.Lookup{Name: "vola"}, root4); err != nil {
+		t.Fatal(err)
+	}
+	if err := v4.Run(ctx, &nfsraw.PutRootFH{}, &nfsraw.Lookup{Name: "vola"}, &nfsraw.Lookup{Name: ".snapshot"}, &nfsraw.Lookup{Name: "s1"}, snap4); err != nil {
+		t.Fatal(err)
+	}
+	forge := func(h []byte, ino, snap uint64) []byte {
+		f, err := nfsraw.ForgeCeph(h, ino, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	// Controls: A's own file through both exports, and its root through a
+	// handle forged the same way, work.
+	buf := make([]byte, 64)
+	for _, m := range []struct {
+		name string
+		c    *nfs3.Client
+	}{{"volume", a}, {"snapshot", aSnap}} {
+		fh, _, err := m.c.Lookup(ctx, m.c.Root, "a-data")
+		if err != nil {
+			t.Fatalf("A's %s: LOOKUP a-data: %v", m.name, err)
+		}
+		if n, _, err := m.c.Read(ctx, fh, buf, 0); err != nil || string(buf[:n]) != "data of a" {
+			t.Fatalf("A's %s: READ a-data: %q %v", m.name, buf[:n], err)
+		}
+		if _, err := m.c.GetAttr(ctx, forge(m.c.Root, nfsraw.CephIno(m.c.Root), nfsraw.CephSnap(m.c.Root))); err != nil {
+			t.Fatalf("A's %s: GETATTR of its root through a handle made the same way: %v", m.name, err)
+		}
+	}
+
+	attacks := 0
+	for _, from := range []struct {
+		name   string
+		c      *nfs3.Client
+		root4  []byte
+		extras map[string]uint64
+	}{{"A's volume", a, root4.FH, nil}, {"A's snapshot", aSnap, snap4.FH, map[string]uint64{"A's live root": nfsraw.CephIno(a.Root)}}} {
+		tg := maps.Clone(targets)
+		maps.Copy(tg, from.extras)
+		for name, ino := range tg {
+			for _, snap := range snaps {
+				if name == "A's live root" && snap == nfsraw.CephSnap(aSnap.Root) {
+					continue // that is the snapshot export's own root
+				}
+				fh, fh4 := forge(from.c.Root, ino, snap), forge(from.root4, ino, snap)
+				what := fmt.Sprintf("from %s: %s, snapid %#x", from.name, name, snap)
+				_, err := from.c.GetAttr(ctx, fh)
+				handleRefused(t, "v3 GETATTR "+what, err)
+				n, _, err := from.c.Read(ctx, fh, buf, 0)
+				if err == nil && n > 0 {
+					t.Errorf("v3 READ %s read %q", what, buf[:n])
+				}
+				handleRefused(t, "v3 READ "+what, err)
+				_, err = from.c.ReadDirPlus(ctx, fh)
+				handleRefused(t, "v3 READDIRPLUS "+what, err)
+				_, _, err = from.c.Lookup(ctx, fh, "secret")
+				handleRefused(t, "v3 LOOKUP "+what, err)
+				// A snapshot's export is read-only: NFSv3 refuses a change
+				// there before it looks at the handle.
+				changeRefused := handleRefused
+				if from.c == aSnap {
+					changeRefused = rofsOrHandleRefused
+				}
+				_, err = from.c.Write(ctx, fh, []byte("OVERWRITTEN"), 0, nfs3.FileSync)
+				changeRefused(t, "v3 WRITE "+what, err)
+				changeRefused(t, "v3 SETATTR "+what, from.c.SetAttr(ctx, fh, nfs3.SetAttrs{Mode: nfs3.Mode(0o777)}))
+				handleRefused(t, "v4 GETATTR "+what, v4.Run(ctx, &nfsraw.PutFH{FH: fh4}, &nfsraw.GetAttr{}))
+				rd := &nfsraw.Read{Count: 64}
+				err = v4.Run(ctx, &nfsraw.PutFH{FH: fh4}, rd)
+				if err == nil && len(rd.Data) > 0 {
+					t.Errorf("v4 READ %s read %q", what, rd.Data)
+				}
+				handleRefused(t, "v4 READ "+what, err)
+				handleRefused(t, "v4 LOOKUP "+what, v4.Run(ctx, &nfsraw.PutFH{FH: fh4}, &nfsraw.Lookup{Name: "secret"}))
+				handleRefused(t, "v4 WRITE "+what, v4.Run(ctx, &nfsraw.PutFH{FH: fh4}, &nfsraw.Write{Data: []byte("OVERWRITTEN")}))
+				attacks += 10
+			}
+		}
+	}
+	t.Logf("%d forged-handle attacks", attacks)
+	if after := nfsraw.Tree(mountB); after != bBefore {
+		t.Errorf("B's volume changed:\nbefore:\n%s\nafter:\n%s", bBefore, after)
+	}
+
+	// A's cephx key, as the node keeps it, reads A's objects and not B's.
+	rados := func(ns string) (string, error) {
+		out, err := exec.CommandContext(ctx, "rados", "--conf", cl.Conf, "--id", "iso."+keyA,
+			"--keyring", filepath.Join(s.dataDir, "cephfs", "keys", keyA+".keyring"), "-p", "cephfs.cephfs.data", "-N", ns, "ls").CombinedOutput()
+		return string(out), err
+	}
+	if out, err := rados("fsvolumens_" + keyA); err != nil || strings.TrimSpace(out) == "" {
+		t.Errorf("A's key cannot list A's objects: %v %s", err, out)
+	}
+	if out, err := rados("fsvolumens_" + keyB); err == nil {
+		t.Errorf("A's key listed B's objects:\n%s", out)
+	}
+}
+
+// rofsOrHandleRefused is handleRefused, or NFS3ERR_ROFS.
+func rofsOrHandleRefused(t *testing.T, what string, err error) {
+	t.Helper()
+	if st, ok := nfs3.StatusOf(err); ok && st == nfs3.ErrROFS {
+		return
+	}
+	handleRefused(t, what, err)
+}

@@ -111,7 +111,9 @@ func subvolumeInfo(t *testing.T, cl *ceph.Cluster, group, name string) (map[stri
 // cluster. A volume made through the API is a namespace-isolated subvolume
 // with its capacity as quota; a client host writes and reads it over NFSv3
 // and NFSv4.1 through FSAL_CEPH (the sandbox's Ganesha, linked to the
-// cluster); a snapshot shows in .snapshot; a resize moves the quota; a revert
+// cluster) as its export policy allows, and df shows its capacity; a snapshot
+// shows in .snapshot; a resize moves the quota; a clone of the snapshot reads
+// its data and writes its own; a revert
 // brings the snapshot's data back; a delete removes the subvolume and its
 // cephx user; a stop leaves nothing mounted or running.
 func TestCephFSVolumeLifecycle(t *testing.T) {
@@ -121,9 +123,9 @@ func TestCephFSVolumeLifecycle(t *testing.T) {
 	s.start()
 	c := s.client()
 	nfsPool(t, c)
+	policy := map[string]any{"rules": []any{rule(s.addrN(201), "READ_WRITE", true, true, "true")}}
 	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
-		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777",
-		"exportPolicy": map[string]any{"rules": []any{rule(s.subnet.String(), "READ_WRITE", true, true, "true")}}})
+		"protocols": []string{"NFSV3", "NFSV4"}, "snapshotDirectory": true, "unixPermissions": "0777", "exportPolicy": policy})
 	key := onlyMount(t, s)
 	info, err := subvolumeInfo(t, cl, "life", key)
 	if err != nil {
@@ -149,6 +151,25 @@ func TestCephFSVolumeLifecycle(t *testing.T) {
 	if _, err := sv.v4.LookupPath(ctx, "vol1", "f"); err != nil {
 		t.Fatalf("NFSv4.1 LOOKUP vol1/f: %v", err)
 	}
+	// The export policy holds: a host no rule names cannot mount the volume.
+	if err := s.host(202).Within(func() error {
+		c, err := nfs3.Mount(ctx, ep.String(), "/vol1", nfs3.Options{})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err == nil {
+		t.Error("a host outside the export policy mounted the volume")
+	}
+	// df shows the volume's capacity (the subvolume's quota).
+	wantSize := func(gib uint64) {
+		t.Helper()
+		st, err := sv.v3.FSStat(ctx, sv.v3.Root)
+		if err != nil || st.TotalBytes != gib<<30 {
+			t.Errorf("FSSTAT: total %d bytes, %v; want %d GiB", st.TotalBytes, err, gib)
+		}
+	}
+	wantSize(1)
 
 	mutate(t, c, "POST", loc+"/volumes/vol1/snapshots?snapshotId=s1", map[string]any{})
 	if err := writePath(ctx, sv.v3, "f", "after"); err != nil {
@@ -161,6 +182,24 @@ func TestCephFSVolumeLifecycle(t *testing.T) {
 	if info, err := subvolumeInfo(t, cl, "life", key); err != nil || info["bytes_quota"] != float64(2<<30) {
 		t.Errorf("after a resize to 2 GiB the subvolume says %v, %v", info["bytes_quota"], err)
 	}
+	wantSize(2)
+
+	// A clone of the snapshot: the manager's background copy, then a volume
+	// of its own that reads the snapshot's data over NFS.
+	mutate(t, c, "POST", loc+"/volumes?volumeId=clone1", map[string]any{"shareName": "clone1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": policy,
+		"restoreParameters": map[string]any{"sourceSnapshot": "projects/p1/locations/us-east4/volumes/vol1/snapshots/s1"}})
+	clone := mount3(t, ctx, h, endpoint(t, c, "clone1"), "/clone1")
+	if got, err := readPath(ctx, clone, "f"); err != nil || got != "before" {
+		t.Errorf("the clone reads %q, %v; want the snapshot's", got, err)
+	}
+	if err := writePath(ctx, clone, "f", "clone's own"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readPath(ctx, sv.v3, "f"); got != "after" {
+		t.Errorf("a write to the clone changed its source: %q", got)
+	}
+	mutate(t, c, "DELETE", loc+"/volumes/clone1", nil)
 
 	mutate(t, c, "POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
 	if got, err := readPath(ctx, sv.v3, "f"); err != nil || got != "before" {
@@ -184,8 +223,9 @@ func TestCephFSVolumeLifecycle(t *testing.T) {
 // with the live snapid and with snapids 2, 1000, 2^64-16 and p2's snapshot's,
 // over NFSv3 and NFSv4, for GETATTR, READ, READDIRPLUS, LOOKUP, WRITE and
 // SETATTR, from its volume's export and from its snapshot's; every one is
-// refused and p2's tree does not change. A volume's cephx key, taken from the
-// node, cannot read the other volume's objects.
+// refused and p2's tree does not change. The Ceph network cannot reach the
+// sandbox's NFS server. A volume's cephx key, taken from the node, cannot read
+// the other volume's objects.
 func TestCephFSTenantIsolation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -325,9 +365,25 @@ func TestCephFSTenantIsolation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d forged-handle attacks", attacks)
+	t.Logf("%d forged-handle attacks (snapids: A's snapshot %#x, B's %#x)", attacks, nfsraw.CephSnap(aSnap.Root), nfsraw.CephSnap(bSnap.Root))
 	if after := nfsraw.Tree(mountB); after != bBefore {
 		t.Errorf("B's volume changed:\nbefore:\n%s\nafter:\n%s", bBefore, after)
+	}
+
+	// Nothing on the Ceph network reaches the sandbox: from the cluster's own
+	// namespace, its NFS and rpcbind ports on the sandbox's Ceph address do
+	// not answer (the control: the monitor's port does).
+	connect := func(addr string) error {
+		return exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+cl.Netns, "timeout", "3",
+			"bash", "-c", "exec 3<>/dev/tcp/"+strings.Replace(addr, ":", "/", 1)).Run()
+	}
+	if err := connect(cl.Addr + ":3300"); err != nil {
+		t.Fatalf("control: the monitor's port from its namespace: %v", err)
+	}
+	for _, port := range []string{"2049", "111"} {
+		if err := connect(cephSubnet + ".100:" + port); err == nil {
+			t.Errorf("the Ceph network reached the sandbox's port %s", port)
+		}
 	}
 
 	// A's cephx key, as the node keeps it, reads A's objects and not B's.

@@ -933,6 +933,9 @@ func (b *Backend) SnapshotAttachment(ctx context.Context, key, snap string) (sto
 		return storage.Attachment{}, fmt.Errorf("snapshot %s@%s: %w", key, snap, err)
 	}
 	a, err := b.Attachment(ctx, key)
+	if err != nil {
+		return storage.Attachment{}, err
+	}
 	a.Path += "/.snap/" + filepath.Base(src)
-	return a, err
+	return a, nil
 }

@@ -7,11 +7,13 @@
 //     under Basin for reference.
 //
 // Its other sections (flags -nfs, -smb, -calibrate, -qos, -metrics, -scale,
-// -space) measure the data path: NFS and SMB volumes against bare servers sharing
+// -space, -cephfs) measure the data path: NFS and SMB volumes against bare servers sharing
 // the same directories (the SMB section with a real AD DC, at three protection
 // levels), basin bench against fio, service levels, what sampling metrics costs,
 // scale, and what reserving space costs (the storage layout before and after
-// issue 25, built side by side). -only runs some sections alone.
+// issue 25, built side by side), and CephFS volumes against a bare FSAL_CEPH
+// Ganesha and btrfs volumes, with clone and revert costs. -only runs some
+// sections alone.
 //
 // Each figure is the median of several rounds, each round the median of many
 // operations. Results go to a JSON file and replace the generated sections of
@@ -61,6 +63,7 @@ type result struct {
 	Metrics      *metricsResult       `json:"metrics,omitempty"`
 	Space        *spaceResult         `json:"space,omitempty"`
 	Store        *storeResult         `json:"store,omitempty"`
+	CephFS       *cephfsResult        `json:"cephfs,omitempty"`
 }
 
 func main() {
@@ -98,12 +101,17 @@ func main() {
 	withStore := flag.Bool("store", true, "also compare the metadata stores: create→READY and GET latency on a server with SQLite beside one with PostgreSQL")
 	storeCreates := flag.Int("store-creates", 10, "volume creates per round and store in the store section")
 	storeGets := flag.Int("store-gets", 300, "GETs per round and store in the store section")
+	withCephFS := flag.Bool("cephfs", true, "also measure CephFS: NFS sequential throughput of a Basin CephFS volume against a bare patched Ganesha's FSAL_CEPH export of the same (private) cluster and a Basin btrfs volume, and clone and revert per GiB")
+	cephfsRounds := flag.Int("cephfs-rounds", 3, "interleaved rounds of the cephfs section")
+	cephfsMiB := flag.Int("cephfs-mib", 256, "MiB each write of the cephfs section writes (and its reads read)")
+	cephfsSecs := flag.Float64("cephfs-read-seconds", 3, "seconds per read of the cephfs section")
+	cephfsGiB := flag.Int("cephfs-clone-gib", 1, "GiB the cephfs section's clone and revert copy")
 	only := flag.String("only", "", "comma-separated sections to run alone, the others off whatever their flags say: "+strings.Join(sectionNames, ", "))
 	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement); with -only, those sections' alone")
 	flag.Parse()
 	if *only != "" {
 		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "calibrate": withCal,
-			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore}
+			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore, "cephfs": withCephFS}
 		names := strings.Split(*only, ",")
 		for _, n := range names {
 			if sections[n] == nil {
@@ -150,6 +158,9 @@ func main() {
 		}
 		if !*withStore {
 			rep.Store = nil
+		}
+		if !*withCephFS {
+			rep.CephFS = nil
 		}
 		if err := updateDoc(*doc, rep); err != nil {
 			fatalf("%v", err)
@@ -231,6 +242,12 @@ func main() {
 		st := runStore(ctx, *basin, *rounds, *storeCreates, *storeGets)
 		rep.Store = &st
 	}
+	if *withCephFS {
+		// A cluster and servers of its own, with the others gone.
+		runCleanups()
+		rep.CephFS = runCephFS(*basin, *cephfsRounds, *cephfsMiB, *cephfsSecs, *cephfsGiB)
+		runCleanups()
+	}
 	data, _ := json.MarshalIndent(keepUnmeasured(*out, rep), "", "  ")
 	os.MkdirAll(filepath.Dir(*out), 0o755)
 	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
@@ -246,7 +263,7 @@ func main() {
 }
 
 // sectionNames are the sections -only may name.
-var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space", "store"}
+var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space", "store", "cephfs"}
 
 // gibList parses a comma-separated list of GiB.
 func gibList(flagName, s string) []int {
@@ -267,7 +284,7 @@ func gibList(flagName, s string) []int {
 // keepUnmeasured returns rep with the sections this run did not measure taken
 // from the results file at path, if there is one: a run of some sections
 // (-only) replaces theirs and keeps the others. The date, machine and rounds
-// belong to the sections that do not record their own (all but space and store), and are
+// belong to the sections that do not record their own (all but space, store and cephfs), and are
 // kept with them when none of those ran.
 func keepUnmeasured(path string, rep result) result {
 	data, err := os.ReadFile(path)
@@ -309,6 +326,9 @@ func keepUnmeasured(path string, rep result) result {
 	}
 	if rep.Store == nil {
 		rep.Store = old.Store
+	}
+	if rep.CephFS == nil {
+		rep.CephFS = old.CephFS
 	}
 	return rep
 }
@@ -584,6 +604,11 @@ func updateDoc(path string, r result) error {
 	}
 	if r.Store != nil {
 		if doc, err = replaceSection(doc, "storebench", r.Store.markdown()); err != nil {
+			return err
+		}
+	}
+	if r.CephFS != nil {
+		if doc, err = replaceSection(doc, "cephfsbench", r.CephFS.markdown()); err != nil {
 			return err
 		}
 	}

@@ -221,10 +221,10 @@ func TestCephFSVolumeLifecycle(t *testing.T) {
 // Basin as a hostile tenant would: the client of p1's volume forges FSAL_CEPH
 // handles naming p2's file, directory and root and the file system's root,
 // with the live snapid and with snapids 2, 1000, 2^64-16 and p2's snapshot's,
-// over NFSv3 and NFSv4, for GETATTR, READ, READDIRPLUS, LOOKUP, WRITE and
-// SETATTR, from its volume's export and from its snapshot's; every one is
-// refused and p2's tree does not change. The Ceph network cannot reach the
-// sandbox's NFS server. A volume's cephx key, taken from the node, cannot read
+// for GETATTR, READ, READDIRPLUS (READDIR over NFSv4), LOOKUP, WRITE and
+// SETATTR over NFSv3 and NFSv4, from its volume's export and from its
+// snapshot's; every one is refused and p2's tree does not change. The Ceph
+// network cannot reach the sandbox's NFS server. A volume's cephx key, taken from the node, cannot read
 // the other volume's objects.
 func TestCephFSTenantIsolation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -359,9 +359,15 @@ func TestCephFSTenantIsolation(t *testing.T) {
 					t.Errorf("v4 READ %s read %q", what, rd.Data)
 				}
 				handleRefused(t, "v4 READ "+what, err)
+				rdd := &nfsraw.ReadDir{}
+				err = v4.Run(ctx, &nfsraw.PutFH{FH: fh4}, rdd)
+				if err == nil && len(rdd.Entries) > 0 {
+					t.Errorf("v4 READDIR %s listed %d entries", what, len(rdd.Entries))
+				}
+				handleRefused(t, "v4 READDIR "+what, err)
 				handleRefused(t, "v4 LOOKUP "+what, v4.Run(ctx, &nfsraw.PutFH{FH: fh4}, &nfsraw.Lookup{Name: "secret"}))
 				handleRefused(t, "v4 WRITE "+what, v4.Run(ctx, &nfsraw.PutFH{FH: fh4}, &nfsraw.Write{Data: []byte("OVERWRITTEN")}))
-				attacks += 10
+				attacks += 11
 			}
 		}
 	}

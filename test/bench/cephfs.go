@@ -78,13 +78,11 @@ func runCephFS(basin string, rounds, mib int, readSecs float64, gib int) *cephfs
 	atExit(func() { removeUnmounted(dir) })
 
 	// The cluster's bridge, and the cluster.
-	exec.Command("ip", "link", "del", cbBridge).Run() // a previous run's, killed
-	for _, argv := range [][]string{{"link", "add", cbBridge, "type", "bridge"}, {"addr", "add", cbSubnet + ".1/24", "dev", cbBridge}, {"link", "set", cbBridge, "up"}} {
-		if out, err := exec.Command("ip", argv...).CombinedOutput(); err != nil {
-			fatalf("ip %v: %v %s", argv, err, out)
-		}
+	removeBridge, err := ceph.NewBridge(cbBridge, cbSubnet+".1/24")
+	if err != nil {
+		fatalf("%v", err)
 	}
-	atExit(func() { exec.Command("ip", "link", "del", cbBridge).Run() })
+	atExit(func() { removeBridge() })
 	cctx, ccancel := context.WithTimeout(ctx, 4*time.Minute)
 	cl, err := ceph.Start(cctx, ceph.Options{Name: "cbench", Dir: filepath.Join(dir, "ceph"), Bridge: cbBridge, Addr: cbSubnet + ".2/24", OSDSize: 16 << 30})
 	ccancel()
@@ -233,22 +231,7 @@ func runNFSBench(bin, url, rw string, bs, qd int, secs float64, size int64) nfsB
 // as a user would by hand: no access rules, its own /run and rpcbind, no DBus,
 // in a namespace of its own on the cluster's bridge.
 func startBareCeph(dir, conf, path, fsal, cephLogs string) (stop func()) {
-	exec.Command("ip", "netns", "del", cbBareNetns).Run() // a previous run's, killed
-	exec.Command("ip", "link", "del", cbBareVeth).Run()
-	for _, argv := range [][]string{
-		{"ip", "netns", "add", cbBareNetns},
-		{"ip", "link", "add", cbBareVeth, "type", "veth", "peer", "name", "eth0", "netns", cbBareNetns},
-		{"ip", "link", "set", cbBareVeth, "master", cbBridge, "up"},
-		{"ip", "-n", cbBareNetns, "link", "set", "lo", "up"},
-		{"ip", "-n", cbBareNetns, "addr", "add", cbBareAddr + "/24", "dev", "eth0"},
-		{"ip", "-n", cbBareNetns, "link", "set", "eth0", "up"},
-	} {
-		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			exec.Command("ip", "netns", "del", cbBareNetns).Run()
-			fatalf("%v: %v %s", argv, err, out)
-		}
-	}
-	atExit(func() { exec.Command("ip", "netns", "del", cbBareNetns).Run() })
+	nsLink(cbBareNetns, cbBareVeth, cbBridge, cbBareAddr)
 	os.MkdirAll(filepath.Join(dir, "recov"), 0o700)
 	// An export id of its own: FSAL_CEPH names its CephFS session
 	// "ganesha-<hostname>-<export id>", and the MDS refuses a second session of

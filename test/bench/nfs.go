@@ -323,23 +323,7 @@ const (
 )
 
 // bareNetwork makes the bare Ganesha's namespace; it goes at exit.
-func bareNetwork() {
-	exec.Command("ip", "netns", "del", bareNetns).Run() // a previous run's, killed
-	for _, argv := range [][]string{
-		{"ip", "netns", "add", bareNetns},
-		{"ip", "link", "add", bareVeth, "type", "veth", "peer", "name", "eth0", "netns", bareNetns},
-		{"ip", "link", "set", bareVeth, "master", benchBridge, "up"},
-		{"ip", "-n", bareNetns, "link", "set", "lo", "up"},
-		{"ip", "-n", bareNetns, "addr", "add", bareAddr + "/24", "dev", "eth0"},
-		{"ip", "-n", bareNetns, "link", "set", "eth0", "up"},
-	} {
-		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			exec.Command("ip", "netns", "del", bareNetns).Run()
-			fatalf("%v: %v %s", argv, err, out)
-		}
-	}
-	atExit(func() { exec.Command("ip", "netns", "del", bareNetns).Run() })
-}
+func bareNetwork() { nsLink(bareNetns, bareVeth, benchBridge, bareAddr) }
 
 // startBareGanesha runs a second, stock (Debian's) Ganesha, as a user would by hand:
 // exports without access rules of the Basin volume's directory (/bare) and of the

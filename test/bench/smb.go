@@ -75,8 +75,8 @@ func runSMB(ctx context.Context, c *client.Client, dataDir string, runs int, sec
 	log.Printf("smb: DC up in %v; join and two SMB volumes in %v (endpoints %s, %s)", dc.Startup.Round(time.Millisecond),
 		time.Since(start).Round(time.Millisecond), plainEP, encEP)
 
-	nsLink(smbCliNS, smbCliVeth, smbCliAddr)
-	nsLink(smbBareNS, smbBareVeth, smbBareAddr)
+	nsLink(smbCliNS, smbCliVeth, benchBridge, smbCliAddr)
+	nsLink(smbBareNS, smbBareVeth, benchBridge, smbBareAddr)
 	const barePassword = "bench-Pa55"
 	srv, err := sambatest.StartOpts(sambatest.Options{StateDir: filepath.Join(dataDir, "bare-samba"), ShareDir: mountOf(dataDir, "smbplain"),
 		EncShareDir: mountOf(dataDir, "smbenc"), Password: barePassword, Port: 445, Addr: smbBareAddr, Netns: smbBareNS,
@@ -206,14 +206,14 @@ func smbRun(ctx context.Context, t smbTarget, p pattern, secs float64) (mibps, i
 	return fioRate("basin bench", []byte(buf.String()))
 }
 
-// nsLink makes a network namespace with a veth on the first server's bridge and
-// addr on its eth0; it goes at exit.
-func nsLink(ns, veth, addr string) {
+// nsLink makes a network namespace with a veth on bridge and addr (a /24) on
+// its eth0; it goes at exit.
+func nsLink(ns, veth, bridge, addr string) {
 	exec.Command("ip", "netns", "del", ns).Run() // a previous run's, killed
 	for _, argv := range [][]string{
 		{"ip", "netns", "add", ns},
 		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"ip", "link", "set", veth, "master", benchBridge, "up"},
+		{"ip", "link", "set", veth, "master", bridge, "up"},
 		{"ip", "-n", ns, "link", "set", "lo", "up"},
 		{"ip", "-n", ns, "addr", "add", addr + "/24", "dev", "eth0"},
 		{"ip", "-n", ns, "link", "set", "eth0", "up"},

@@ -545,10 +545,9 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// MakeBridge makes a bridge with the host address addr (e.g. "10.99.75.1/24"),
-// deleted at the test's end.
-func MakeBridge(t testing.TB, name, addr string) {
-	t.Helper()
+// NewBridge makes a bridge with the host address addr (e.g. "10.99.75.1/24"),
+// first deleting one of that name a killed run left; remove deletes it.
+func NewBridge(name, addr string) (remove func() error, err error) {
 	exec.Command("ip", "link", "del", name).Run() //nolint:errcheck // a leftover of a killed run
 	for _, argv := range [][]string{
 		{"ip", "link", "add", name, "type", "bridge"},
@@ -556,12 +555,28 @@ func MakeBridge(t testing.TB, name, addr string) {
 		{"ip", "link", "set", name, "up"},
 	} {
 		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v %s", argv, err, out)
+			exec.Command("ip", "link", "del", name).Run() //nolint:errcheck // best effort after a failure
+			return nil, fmt.Errorf("%v: %v %s", argv, err, out)
 		}
 	}
-	t.Cleanup(func() {
+	return func() error {
 		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("delete bridge: %v %s", err, out)
+			return fmt.Errorf("delete bridge %s: %v %s", name, err, out)
+		}
+		return nil
+	}, nil
+}
+
+// MakeBridge is NewBridge for a test: deleted at the test's end.
+func MakeBridge(t testing.TB, name, addr string) {
+	t.Helper()
+	remove, err := NewBridge(name, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := remove(); err != nil {
+			t.Errorf("%v", err)
 		}
 	})
 }

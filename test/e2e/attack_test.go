@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/test/clienthost"
 	"github.com/basin-nas/basin/test/nfsraw"
@@ -54,21 +55,8 @@ func newIsolationLab(t *testing.T) *isolationLab {
 		mutate(t, c, "POST", "/v1/projects/"+p+"/locations/us-east4/storagePools?storagePoolId=pool1",
 			map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "10", "network": "projects/" + p + "/global/networks/default"})
 	}
-	volume := func(project, share string, rules ...any) string {
-		before := inspect(t, s.dataDir).mounts
-		mutate(t, c, "POST", "/v1/projects/"+project+"/locations/us-east4/volumes?volumeId="+share, map[string]any{
-			"shareName": share, "storagePool": "pool1", "capacityGib": "1", "protocols": []string{"NFSV3", "NFSV4"},
-			"unixPermissions": "0777", "snapshotDirectory": true, "exportPolicy": map[string]any{"rules": rules}})
-		for _, k := range inspect(t, s.dataDir).mounts {
-			if !slices.Contains(before, k) {
-				return k
-			}
-		}
-		t.Fatalf("no mount appeared for %s", share)
-		return ""
-	}
-	l.keyA = volume("p1", "vola", rule(s.addrN(201), "READ_WRITE", true, true, "true"), rule(s.addrN(202), "READ_ONLY", true, true, "true"))
-	l.keyB = volume("p2", "volb", rule(s.addrN(203), "READ_WRITE", true, true, "true"))
+	l.keyA = s.tenantVolume(c, "p1", "vola", rule(s.addrN(201), "READ_WRITE", true, true, "true"), rule(s.addrN(202), "READ_ONLY", true, true, "true"))
+	l.keyB = s.tenantVolume(c, "p2", "volb", rule(s.addrN(203), "READ_WRITE", true, true, "true"))
 	l.mountA, l.mountB = l.mounts(l.keyA), l.mounts(l.keyB)
 	l.x, l.r, l.y, l.nobody = s.host(201), s.host(202), s.host(203), s.host(204) // on the bridge the first volume made
 	l.topLevel = filepath.Join(s.dataDir, "fs", l.keyA)
@@ -111,6 +99,25 @@ func newIsolationLab(t *testing.T) *isolationLab {
 	l.epA, l.epB = endpointIn(t, c, "p1", "vola"), endpointIn(t, c, "p2", "volb")
 	l.watched = []string{l.hostDir, l.mountB, l.mntBSnap, l.mountASnap, l.mounts(l.keyA + "@.snapshot"), l.mounts(l.keyB + "@.snapshot")}
 	return l
+}
+
+// tenantVolume makes a 1 GiB NFSv3 and NFSv4 volume, mode 0777, with a
+// snapshot directory and export rules rules, in project's pool1, and returns
+// its key (the mount that appeared).
+func (s *server) tenantVolume(c *client.Client, project, share string, rules ...any) string {
+	t := s.t
+	t.Helper()
+	before := inspect(t, s.dataDir).mounts
+	mutate(t, c, "POST", "/v1/projects/"+project+"/locations/us-east4/volumes?volumeId="+share, map[string]any{
+		"shareName": share, "storagePool": "pool1", "capacityGib": "1", "protocols": []string{"NFSV3", "NFSV4"},
+		"unixPermissions": "0777", "snapshotDirectory": true, "exportPolicy": map[string]any{"rules": rules}})
+	for _, k := range inspect(t, s.dataDir).mounts {
+		if !slices.Contains(before, k) {
+			return k
+		}
+	}
+	t.Fatalf("no mount appeared for %s", share)
+	return ""
 }
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,13 +41,11 @@ func sharedCeph(t *testing.T) *ceph.Cluster {
 	if cephShared.c == nil && !cephShared.failed {
 		cephShared.failed = true
 		br := fmt.Sprintf("bce%04d", os.Getpid()%10000)
-		exec.Command("ip", "link", "del", br).Run() //nolint:errcheck // a leftover of a killed run
-		for _, argv := range [][]string{{"link", "add", br, "type", "bridge"}, {"addr", "add", cephSubnet + ".1/24", "dev", br}, {"link", "set", br, "up"}} {
-			if out, err := exec.Command("ip", argv...).CombinedOutput(); err != nil {
-				t.Fatalf("ip %v: %v %s", argv, err, out)
-			}
+		removeBridge, err := ceph.NewBridge(br, cephSubnet+".1/24")
+		if err != nil {
+			t.Fatal(err)
 		}
-		atExit = append(atExit, func() { exec.Command("ip", "link", "del", br).Run() }) //nolint:errcheck // best effort at exit
+		atExit = append(atExit, func() { removeBridge() }) //nolint:errcheck // best effort at exit
 		dir, err := os.MkdirTemp("", "basin-e2e-ceph-")
 		if err != nil {
 			t.Fatal(err)
@@ -236,20 +233,8 @@ func TestCephFSTenantIsolation(t *testing.T) {
 		mutate(t, c, "POST", "/v1/projects/"+p+"/locations/us-east4/storagePools?storagePoolId=pool1",
 			map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "10", "network": "projects/" + p + "/global/networks/default"})
 	}
-	volume := func(project, share string, client int) string {
-		before := inspect(t, s.dataDir).mounts
-		mutate(t, c, "POST", "/v1/projects/"+project+"/locations/us-east4/volumes?volumeId="+share, map[string]any{
-			"shareName": share, "storagePool": "pool1", "capacityGib": "1", "protocols": []string{"NFSV3", "NFSV4"}, "unixPermissions": "0777",
-			"snapshotDirectory": true, "exportPolicy": map[string]any{"rules": []any{rule(s.addrN(client), "READ_WRITE", true, true, "true")}}})
-		for _, k := range inspect(t, s.dataDir).mounts {
-			if !slices.Contains(before, k) {
-				return k
-			}
-		}
-		t.Fatalf("no mount appeared for %s", share)
-		return ""
-	}
-	keyA, keyB := volume("p1", "vola", 201), volume("p2", "volb", 203)
+	keyA := s.tenantVolume(c, "p1", "vola", rule(s.addrN(201), "READ_WRITE", true, true, "true"))
+	keyB := s.tenantVolume(c, "p2", "volb", rule(s.addrN(203), "READ_WRITE", true, true, "true"))
 	mountB := filepath.Join(s.dataDir, "mounts", keyB)
 	writeFile(t, filepath.Join(s.dataDir, "mounts", keyA, "a-data"), "data of a", 0o644)
 	writeFile(t, filepath.Join(mountB, "secret"), "B-SECRET-DATA", 0o600)

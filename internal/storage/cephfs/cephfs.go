@@ -76,6 +76,7 @@ type Backend struct {
 
 	mu      sync.Mutex
 	paths   map[string]string // key -> subvolume path, once read
+	snaps   map[string]string // key@snap -> its entry in .snap, once found
 	probing map[string]bool   // keys whose statfs probe has not returned
 }
 
@@ -99,7 +100,7 @@ func New(o Options) *Backend {
 	}
 	base := filepath.Join(o.DataDir, "cephfs")
 	return &Backend{o: o, run: r, log: log, keys: filepath.Join(base, "keys"), fsDir: filepath.Join(base, "fs"),
-		mounts: filepath.Join(o.DataDir, "mounts"), paths: map[string]string{}, probing: map[string]bool{}, ch: &channel{conf: o.Conf, id: o.ID, keyring: o.Keyring}}
+		mounts: filepath.Join(o.DataDir, "mounts"), paths: map[string]string{}, snaps: map[string]string{}, probing: map[string]bool{}, ch: &channel{conf: o.Conf, id: o.ID, keyring: o.Keyring}}
 }
 
 // Start makes the node's directories (the ceph-fuse mounts' a private mount
@@ -522,6 +523,7 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 	b.mu.Lock()
 	delete(b.paths, key)
 	b.mu.Unlock()
+	b.forgetSnapEntries(key, "")
 	if err := os.Remove(b.keyring(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -767,20 +769,46 @@ func (b *Backend) probe(key string) storage.Fault {
 	}
 }
 
-// snapEntry finds a snapshot in the subvolume's .snap, where it appears as
-// _<name>_<inode of the subvolume's directory>.
-func snapEntry(dir, snap string) (string, error) {
-	ents, err := os.ReadDir(filepath.Join(dir, ".snap"))
+// snapEntry is the path of a snapshot in the volume's own mount: its entry in
+// the subvolume's .snap, _<name>_<inode of the subvolume's directory>. The
+// entry's name, the same for the snapshot's whole life, is remembered: a
+// .snap listing goes to the MDS, and the controller asks for every snapshot of
+// every volume at each pass.
+func (b *Backend) snapEntry(key, snap string) (string, error) {
+	dir := filepath.Join(b.fsPath(key), ".snap")
+	id := key + "@" + snap
+	b.mu.Lock()
+	name, ok := b.snaps[id]
+	b.mu.Unlock()
+	if ok {
+		return filepath.Join(dir, name), nil
+	}
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
 	}
 	re := regexp.MustCompile("^_" + regexp.QuoteMeta(snap) + "_[0-9]+$")
 	for _, e := range ents {
 		if re.MatchString(e.Name()) {
-			return filepath.Join(dir, ".snap", e.Name()), nil
+			b.mu.Lock()
+			b.snaps[id] = e.Name()
+			b.mu.Unlock()
+			return filepath.Join(dir, e.Name()), nil
 		}
 	}
 	return "", fmt.Errorf("snapshot %s not found in %s", snap, dir)
+}
+
+// forgetSnapEntries forgets the .snap entries of key's snapshots (snap "":
+// all of them).
+func (b *Backend) forgetSnapEntries(key, snap string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id := range b.snaps {
+		if id == key+"@"+snap || (snap == "" && strings.HasPrefix(id, key+"@")) {
+			delete(b.snaps, id)
+		}
+	}
 }
 
 func (b *Backend) snapshotNames(ctx context.Context, key string) ([]string, error) {
@@ -811,7 +839,7 @@ func (b *Backend) ObserveSnapshots(ctx context.Context, key string) (map[string]
 	for _, n := range names {
 		st := storage.SnapshotStatus{Exists: true}
 		if m, err := mountinfo.IsMountPoint(b.SnapshotMountPath(key, n)); err == nil && m {
-			if src, err := snapEntry(b.fsPath(key), n); err == nil {
+			if src, err := b.snapEntry(key, n); err == nil {
 				st.Mounted, _ = shows(b.SnapshotMountPath(key, n), src)
 			}
 		}
@@ -840,6 +868,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, key, snap string) error {
 	if err != nil && errno(err) != syscall.ENOENT {
 		return fmt.Errorf("delete snapshot %s@%s: %w", key, snap, err)
 	}
+	b.forgetSnapEntries(key, snap)
 	return nil
 }
 
@@ -849,7 +878,7 @@ func (b *Backend) MountSnapshot(ctx context.Context, key, snap string) error {
 	if err := b.attach(ctx, key); err != nil {
 		return err
 	}
-	src, err := snapEntry(b.fsPath(key), snap)
+	src, err := b.snapEntry(key, snap)
 	if err != nil {
 		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
 	}
@@ -928,7 +957,7 @@ func (b *Backend) SnapshotAttachment(ctx context.Context, key, snap string) (sto
 	if err := b.attach(ctx, key); err != nil {
 		return storage.Attachment{}, err
 	}
-	src, err := snapEntry(b.fsPath(key), snap)
+	src, err := b.snapEntry(key, snap)
 	if err != nil {
 		return storage.Attachment{}, fmt.Errorf("snapshot %s@%s: %w", key, snap, err)
 	}

@@ -84,17 +84,7 @@ func TestMain(m *testing.M) {
 // makeBridge makes the package's bridge with the host address 10.99.79.1/24;
 // it goes when the package's tests end.
 func makeBridge(t *testing.T) {
-	exec.Command("ip", "link", "del", bridge).Run() //nolint:errcheck // a leftover of a killed run
-	for _, argv := range [][]string{
-		{"ip", "link", "add", bridge, "type", "bridge"},
-		{"ip", "addr", "add", "10.99.79.1/24", "dev", bridge},
-		{"ip", "link", "set", bridge, "up"},
-	} {
-		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v %s", argv, err, out)
-		}
-	}
-	cleanups = append(cleanups, func() { exec.Command("ip", "link", "del", bridge).Run() }) //nolint:errcheck
+	ceph.MakeBridge(&keepAlive{T: t}, bridge, "10.99.79.1/24")
 }
 
 // newBackend is a started backend over the package's cluster, as client.admin,

@@ -24,7 +24,7 @@ func (b *Backend) Revert(ctx context.Context, key, snap string) error {
 	if err := b.attach(ctx, key); err != nil {
 		return err
 	}
-	src, err := snapEntry(b.fsPath(key), snap)
+	src, err := b.snapEntry(key, snap)
 	if err != nil {
 		return fmt.Errorf("snapshot %s@%s does not exist", key, snap)
 	}

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -116,12 +117,12 @@ func latencyTail(j Job, dir string, d *Direction) Finding {
 		f.Status, f.Message = "info", "no latency reported"
 		return f
 	}
-	tail, label := d.Lat.Percentiles["99.900000"], "p99.9"
+	tail, label := d.Lat.Percentiles["99.900000"], strings.TrimSpace(d.Lat.PercentilesOf+" p99.9")
 	if tail == 0 {
-		tail, label = d.Lat.Max, "max"
+		tail, label = d.Lat.Max, strings.TrimSpace(d.Lat.Of+" max")
 	}
 	factor := tail / d.Lat.Mean
-	f.Message = fmt.Sprintf("%s %.3f ms is %.1f× the mean %.3f ms", label, tail/1e6, factor, d.Lat.Mean/1e6)
+	f.Message = fmt.Sprintf("%s %.3f ms is %.1f× the %s %.3f ms", label, tail/1e6, factor, strings.TrimSpace(d.Lat.Of+" mean"), d.Lat.Mean/1e6)
 	f.Status = "ok"
 	if factor > tailFactor {
 		f.Status = "warn"
@@ -135,8 +136,9 @@ func WriteText(w io.Writer, a Analysis) {
 	for _, j := range a.Jobs {
 		fmt.Fprintf(w, "%s: rw=%s, bs=%d, iodepth=%d, jobs=%d\n", j.Name, j.RW, j.BS, j.IODepth, j.NumJobs)
 		for _, d := range j.Directions() {
-			fmt.Fprintf(w, "  %5s: IOPS=%.0f, BW=%.1fMiB/s, io=%.1fMiB, lat mean=%.3fms min=%.3fms max=%.3fms stdev=%.3fms\n", d.Name,
-				d.IOPS, d.BwBytes/(1<<20), float64(d.IOBytes)/(1<<20), d.Lat.Mean/1e6, d.Lat.Min/1e6, d.Lat.Max/1e6, d.Lat.Stddev/1e6)
+			// Each figure under the name of the latency it is (lat or clat), never one under the other's.
+			fmt.Fprintf(w, "  %5s: IOPS=%.0f, BW=%.1fMiB/s, io=%.1fMiB, %s mean=%.3fms min=%.3fms max=%.3fms stdev=%.3fms\n", d.Name,
+				d.IOPS, d.BwBytes/(1<<20), float64(d.IOBytes)/(1<<20), cmp.Or(d.Lat.Of, "lat"), d.Lat.Mean/1e6, d.Lat.Min/1e6, d.Lat.Max/1e6, d.Lat.Stddev/1e6)
 			if len(d.Lat.Percentiles) > 0 {
 				var parts []string
 				for _, k := range sortedKeys(d.Lat.Percentiles) {
@@ -145,7 +147,7 @@ func WriteText(w io.Writer, a Analysis) {
 						parts = append(parts, fmt.Sprintf("p%s=%.3fms", strings.TrimRight(strings.TrimRight(k, "0"), "."), d.Lat.Percentiles[k]/1e6))
 					}
 				}
-				fmt.Fprintf(w, "         %s\n", strings.Join(parts, " "))
+				fmt.Fprintf(w, "         %s: %s\n", strings.TrimSpace(d.Lat.PercentilesOf+" percentiles"), strings.Join(parts, " "))
 			}
 		}
 	}

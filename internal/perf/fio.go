@@ -62,13 +62,18 @@ type Direction struct {
 	Lat       Latency `json:"lat_ns"`
 }
 
-// Latency is total latency in nanoseconds; Percentiles are keyed like fio ("99.900000").
+// Latency is in nanoseconds; Percentiles are keyed like fio ("99.900000"). Of and
+// PercentilesOf say which latency each is: "lat" (total: submission and
+// completion) or "clat" (completion only). fio gives lat percentiles only with
+// lat_percentiles=1, so the percentiles are often clat's while the mean is lat's.
 type Latency struct {
-	Min         float64            `json:"min"`
-	Max         float64            `json:"max"`
-	Mean        float64            `json:"mean"`
-	Stddev      float64            `json:"stddev"`
-	Percentiles map[string]float64 `json:"percentiles,omitempty"`
+	Of            string             `json:"of,omitempty"`
+	Min           float64            `json:"min"`
+	Max           float64            `json:"max"`
+	Mean          float64            `json:"mean"`
+	Stddev        float64            `json:"stddev"`
+	PercentilesOf string             `json:"percentilesOf,omitempty"`
+	Percentiles   map[string]float64 `json:"percentiles,omitempty"`
 }
 
 // Parse reads fio output in JSON (--output-format=json) or normal text form.
@@ -152,12 +157,14 @@ func dirOf(d *fioDir) *Direction {
 		return nil
 	}
 	lat := d.LatNs
-	pct := lat.Percentile
-	if len(pct) == 0 {
-		pct = d.ClatNs.Percentile // fio reports clat percentiles unless lat_percentiles=1
+	l := Latency{Of: "lat", Min: lat.Min, Max: lat.Max, Mean: lat.Mean, Stddev: lat.Stddev}
+	switch {
+	case len(lat.Percentile) > 0:
+		l.PercentilesOf, l.Percentiles = "lat", lat.Percentile
+	case len(d.ClatNs.Percentile) > 0: // fio reports clat percentiles unless lat_percentiles=1
+		l.PercentilesOf, l.Percentiles = "clat", d.ClatNs.Percentile
 	}
-	return &Direction{IOPS: d.IOPS, BwBytes: d.BwBytes, IOBytes: d.IOBytes, RuntimeMs: d.Runtime,
-		Lat: Latency{Min: lat.Min, Max: lat.Max, Mean: lat.Mean, Stddev: lat.Stddev, Percentiles: pct}}
+	return &Direction{IOPS: d.IOPS, BwBytes: d.BwBytes, IOBytes: d.IOBytes, RuntimeMs: d.Runtime, Lat: l}
 }
 
 func atoiOr(s string, def int) int {

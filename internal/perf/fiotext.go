@@ -141,23 +141,25 @@ func parseDirections(job *Job, sec string) {
 // else completion latency's, as the JSON parser does), in nanoseconds.
 func parseLatency(s string) Latency {
 	var l Latency
-	m := findAt(s, textLat, 160, "lat")
+	m, of := findAt(s, textLat, 160, "lat"), "lat"
 	if m == nil {
-		m = findAt(s, textClat, 160, "clat")
+		m, of = findAt(s, textClat, 160, "clat"), "clat"
 	}
 	if m != nil {
+		l.Of = of
 		g := func(i int) string { return s[m[0][2*i]:m[0][2*i+1]] }
 		u := unitNs(g(1))
 		l.Min, l.Max = scaled(g(2), g(3))*u, scaled(g(4), g(5))*u
 		l.Mean, l.Stddev = scaled(g(6), g(7))*u, scaled(g(8), g(9))*u
 	}
 	var pct map[string]float64
+	pctOf := ""
 	for _, h := range findAt(s, textPctHeader, 40, "lat", "clat") {
 		kind, u := s[h[2]:h[3]], unitNs(s[h[4]:h[5]])
 		if pct != nil && kind == "clat" {
 			continue // lat percentiles came first; they win
 		}
-		pct = map[string]float64{}
+		pct, pctOf = map[string]float64{}, kind
 		// The entries run as long as only their characters follow.
 		rest := s[h[1]:]
 		n := 0
@@ -173,7 +175,7 @@ func parseLatency(s string) Latency {
 		}
 	}
 	if len(pct) > 0 {
-		l.Percentiles = pct
+		l.PercentilesOf, l.Percentiles = pctOf, pct
 	}
 	return l
 }

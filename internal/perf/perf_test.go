@@ -33,7 +33,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 // The fio outputs in testdata/fio were made by running fio (generate.sh).
 func TestParseRealFioOutputs(t *testing.T) {
-	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting"} {
+	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting", "latency_lat_pct"} {
 		t.Run(name, func(t *testing.T) {
 			js, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".json"))
 			txt, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".txt"))
@@ -73,7 +73,7 @@ func TestParsedShape(t *testing.T) {
 
 // The JSON and text forms (two runs of the same jobs) describe the same jobs.
 func TestJSONAndTextAgree(t *testing.T) {
-	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting"} {
+	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting", "latency_lat_pct"} {
 		js, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".json"))
 		txt, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".txt"))
 		a, _ := Parse(js)
@@ -288,7 +288,7 @@ func TestAdvice(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting"} {
+	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting", "latency_lat_pct"} {
 		b, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".json"))
 		f.Add(b)
 	}
@@ -305,4 +305,57 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("analysis does not encode: %v", err)
 		}
 	})
+}
+
+// Percentiles are printed under the name of what they are: fio gives total
+// latency's (lat) only with lat_percentiles=1, else completion latency's (clat),
+// and a clat p50 under a lat heading can read below the lat minimum.
+func TestPercentilesLabelled(t *testing.T) {
+	for _, tc := range []struct {
+		name, want, tail string
+	}{
+		{"randread_qd16", "clat percentiles: p50=", "clat p99.9 "},
+		{"latency_lat_pct", "lat percentiles: p50=", "lat p99.9 "},
+	} {
+		for _, ext := range []string{".json", ".txt"} {
+			data, err := os.ReadFile(filepath.Join("testdata", "fio", tc.name+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			WriteText(&out, Analyze(rep, AnalyzeOptions{}))
+			var pctLines []string
+			for _, line := range strings.Split(out.String(), "\n") {
+				if strings.Contains(line, "p50=") {
+					pctLines = append(pctLines, strings.TrimSpace(line))
+				}
+			}
+			if len(pctLines) != 1 || !strings.HasPrefix(pctLines[0], tc.want) {
+				t.Errorf("%s%s: percentile lines %q, want one starting %q\n%s", tc.name, ext, pctLines, tc.want, out.String())
+			}
+			if !strings.Contains(out.String(), "latency-tail ["+rep.Jobs[0].Name+" ") || !strings.Contains(out.String(), ": "+tc.tail) {
+				t.Errorf("%s%s: the latency-tail finding does not say %q:\n%s", tc.name, ext, tc.tail, out.String())
+			}
+		}
+	}
+	// lat_percentiles=1: the p50 is the total latency's, not below its minimum.
+	data, _ := os.ReadFile("testdata/fio/latency_lat_pct.json")
+	rep, _ := Parse(data)
+	if l := rep.Jobs[0].Write.Lat; l.Percentiles["50.000000"] < l.Min {
+		t.Errorf("p50 %v below the minimum %v", l.Percentiles["50.000000"], l.Min)
+	}
+}
+
+// The latency recipe asks fio for what it says to read: lat percentiles.
+func TestLatencyRecipeAsksForLatPercentiles(t *testing.T) {
+	for _, os := range []string{"linux", "windows"} {
+		r, err := Recipe("latency", RecipeOptions{OS: os})
+		if err != nil || !strings.Contains(r, " --lat_percentiles=1 ") || !strings.Contains(r, "lat (not clat)") {
+			t.Errorf("%s latency recipe: %v\n%s", os, err, r)
+		}
+	}
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the fio outputs the parser tests read, by running fio (3.x) for real:
 # one job, two jobs with mixed reads and writes, and numjobs with group_reporting,
-# each in JSON and in fio's normal text form. Run from this directory.
+# one job with lat_percentiles=1, each in JSON and in fio's normal text form.
+# Run from this directory.
 set -euo pipefail
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -10,3 +11,4 @@ run() { local name=$1; shift; fio "$@" --output-format=json >"$name.json"; fio "
 run randread_qd16 --name=randread "${common[@]}" --rw=randread --bs=4k --iodepth=16
 run two_jobs_mixed "${common[@]}" --name=mixed --rw=randrw --rwmixread=70 --bs=4k --iodepth=8 --name=seqwrite --rw=write --bs=64k --iodepth=4
 run group_reporting --name=grouped "${common[@]}" --rw=randread --bs=8k --iodepth=4 --numjobs=2 --group_reporting
+run latency_lat_pct --name=latency "${common[@]}" --rw=randwrite --bs=4k --iodepth=1 --lat_percentiles=1

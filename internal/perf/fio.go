@@ -24,7 +24,8 @@ type Report struct {
 	Jobs       []Job  `json:"jobs"`
 }
 
-// Job is one job (or one group, with group_reporting).
+// Job is one job (or one group, with group_reporting). Jobs that share a name are
+// named name#1, name#2, … in fio's order.
 type Job struct {
 	Name    string     `json:"name"`
 	RW      string     `json:"rw,omitempty"`
@@ -149,7 +150,37 @@ func ParseJSON(data []byte) (*Report, error) {
 	if len(rep.Jobs) == 0 {
 		return nil, errors.New("fio output has no job that did any I/O")
 	}
+	rep.nameJobs()
 	return rep, nil
+}
+
+// nameJobs tells apart jobs that share a name (fio allows it): they become
+// name#1, name#2, … in fio's order, skipping a label another job already has.
+func (rep *Report) nameJobs() {
+	count := map[string]int{}
+	for _, j := range rep.Jobs {
+		count[j.Name]++
+	}
+	taken := map[string]bool{}
+	for _, j := range rep.Jobs {
+		if count[j.Name] == 1 {
+			taken[j.Name] = true
+		}
+	}
+	next := map[string]int{}
+	for i, j := range rep.Jobs {
+		if count[j.Name] == 1 {
+			continue
+		}
+		for {
+			next[j.Name]++
+			label := fmt.Sprintf("%s#%d", j.Name, next[j.Name])
+			if !taken[label] {
+				taken[label], rep.Jobs[i].Name = true, label
+				break
+			}
+		}
+	}
 }
 
 func dirOf(d *fioDir) *Direction {

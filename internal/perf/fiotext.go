@@ -54,7 +54,7 @@ func ParseText(data []byte) (*Report, error) {
 	if m := findAt(text, textVersion, 40, "fio-"); m != nil {
 		rep.FioVersion = text[m[0][2]:m[0][3]]
 	}
-	headers := map[string]Job{}
+	headers := map[string][]Job{} // by name, in fio's order: jobs may share a name
 	for _, m := range findNamed(text, textJobHeader, 200) {
 		g := func(i int) string { return text[m[2*i]:m[2*i+1]] }
 		j := Job{Name: g(1), RW: g(2), IODepth: 1}
@@ -64,7 +64,7 @@ func ParseText(data []byte) (*Report, error) {
 		if d := textIODepth.FindStringSubmatch(text[m[1]:min(len(text), m[1]+400)]); d != nil {
 			j.IODepth = atoiOr(d[1], 1)
 		}
-		headers[j.Name] = j
+		headers[j.Name] = append(headers[j.Name], j)
 	}
 	starts := findNamed(text, textJobStart, 200)
 	for i, m := range starts {
@@ -73,7 +73,10 @@ func ParseText(data []byte) (*Report, error) {
 			end = starts[i+1][0]
 		}
 		name := text[m[2]:m[3]]
-		job := headers[name]
+		var job Job
+		if h := headers[name]; len(h) > 0 {
+			job, headers[name] = h[0], h[1:]
+		}
 		job.Name, job.NumJobs = name, atoiOr(text[m[4]:m[5]], 1)
 		if job.BS == 0 {
 			job.BS = 4096 // fio's default
@@ -89,6 +92,7 @@ func ParseText(data []byte) (*Report, error) {
 	if len(rep.Jobs) == 0 {
 		return nil, errors.New("no fio job results found: expected fio JSON or fio's normal output")
 	}
+	rep.nameJobs()
 	return rep, nil
 }
 

@@ -17,7 +17,7 @@ import (
 // indented as the page shows it, with the two spaces after "write:" a copy of it
 // carries), and in fio 2.x's format (fio2_randrw.txt: fio-2.2.10's layout, `read :
 // io=…, bw=…, iops=…, runt=…`, KB meaning KiB, scaled latencies like 1877.7K).
-var textSamples = []string{"randread_qd16", "two_jobs_mixed", "group_reporting", "latency_lat_pct", "gcnv_faq", "fio2_randrw"}
+var textSamples = []string{"randread_qd16", "two_jobs_mixed", "group_reporting", "latency_lat_pct", "same_name_jobs", "gcnv_faq", "fio2_randrw"}
 
 // addTextSamples seeds a fuzz target with the text samples.
 func addTextSamples(f *testing.F) {

@@ -73,7 +73,7 @@ func TestParsedShape(t *testing.T) {
 
 // The JSON and text forms (two runs of the same jobs) describe the same jobs.
 func TestJSONAndTextAgree(t *testing.T) {
-	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting", "latency_lat_pct"} {
+	for _, name := range []string{"randread_qd16", "two_jobs_mixed", "group_reporting", "latency_lat_pct", "same_name_jobs"} {
 		js, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".json"))
 		txt, _ := os.ReadFile(filepath.Join("testdata", "fio", name+".txt"))
 		a, _ := Parse(js)
@@ -357,5 +357,42 @@ func TestLatencyRecipeAsksForLatPercentiles(t *testing.T) {
 		if err != nil || !strings.Contains(r, " --lat_percentiles=1 ") || !strings.Contains(r, "lat (not clat)") {
 			t.Errorf("%s latency recipe: %v\n%s", os, err, r)
 		}
+	}
+}
+
+// Two jobs fio ran under one name are told apart (name#1, name#2, in fio's
+// order), each with its own options, in the JSON and the text form alike.
+func TestSameNameJobs(t *testing.T) {
+	for _, ext := range []string{".json", ".txt"} {
+		data, _ := os.ReadFile(filepath.Join("testdata", "fio", "same_name_jobs"+ext))
+		rep, err := Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Jobs) != 2 {
+			t.Fatalf("%s: %d jobs", ext, len(rep.Jobs))
+		}
+		a, b := rep.Jobs[0], rep.Jobs[1]
+		if a.Name != "twin#1" || b.Name != "twin#2" || a.RW != "randread" || a.BS != 4096 || a.IODepth != 4 || a.Read == nil ||
+			b.RW != "randwrite" || b.BS != 8192 || b.IODepth != 2 || b.Write == nil {
+			t.Errorf("%s: jobs %+v, %+v", ext, a, b)
+		}
+		seen := map[string]bool{}
+		for _, f := range Analyze(rep, AnalyzeOptions{}).Findings {
+			if seen[f.ID+" "+f.Job] {
+				t.Errorf("%s: two %s findings labelled %q", ext, f.ID, f.Job)
+			}
+			seen[f.ID+" "+f.Job] = true
+		}
+	}
+	// A name used once keeps it, beside a repeated one.
+	rep := &Report{Jobs: []Job{{Name: "a"}, {Name: "b"}, {Name: "a"}, {Name: "a#2"}}}
+	rep.nameJobs()
+	var names []string
+	for _, j := range rep.Jobs {
+		names = append(names, j.Name)
+	}
+	if got := strings.Join(names, " "); got != "a#1 b a#3 a#2" {
+		t.Errorf("names %s", got)
 	}
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the fio outputs the parser tests read, by running fio (3.x) for real:
 # one job, two jobs with mixed reads and writes, and numjobs with group_reporting,
-# one job with lat_percentiles=1, each in JSON and in fio's normal text form.
+# one job with lat_percentiles=1, and two jobs of one name, each in JSON and in fio's
+# normal text form.
 # Run from this directory.
 set -euo pipefail
 dir=$(mktemp -d)
@@ -12,3 +13,4 @@ run randread_qd16 --name=randread "${common[@]}" --rw=randread --bs=4k --iodepth
 run two_jobs_mixed "${common[@]}" --name=mixed --rw=randrw --rwmixread=70 --bs=4k --iodepth=8 --name=seqwrite --rw=write --bs=64k --iodepth=4
 run group_reporting --name=grouped "${common[@]}" --rw=randread --bs=8k --iodepth=4 --numjobs=2 --group_reporting
 run latency_lat_pct --name=latency "${common[@]}" --rw=randwrite --bs=4k --iodepth=1 --lat_percentiles=1
+run same_name_jobs "${common[@]}" --name=twin --rw=randread --bs=4k --iodepth=4 --name=twin --rw=randwrite --bs=8k --iodepth=2

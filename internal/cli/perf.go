@@ -24,9 +24,9 @@ func perfCommands() []*command {
 		{name: "jobfile", bool: true, usage: "print the SMB multi-file job file instead"},
 		{name: "numjobs", usage: "jobs in the job file (default 4)"},
 		{name: "rwmixread", usage: "read share in the job file (default 70)"},
-		{name: "iodepth", usage: "iodepth in the job file (default 16)"},
-		{name: "latency-ms", usage: "with --target-iops: derive iodepth by Little's law"},
-		{name: "target-iops", usage: "with --latency-ms: derive iodepth by Little's law"},
+		{name: "iodepth", usage: "outstanding I/Os per job (iops and throughput recipes: 32; job file: 16)"},
+		{name: "target-iops", usage: "with --latency-ms: derive --iodepth by Little's law (IOPS × latency, ÷ jobs)"},
+		{name: "latency-ms", usage: "with --target-iops: the expected latency for that derivation"},
 	}
 	return []*command{
 		{group: "fio", verb: "recipe", args: "latency|iops|throughput", flags: recipeFlags, offline: true,
@@ -74,6 +74,15 @@ func fioRecipe(_ context.Context, c *session, p *parsed) error {
 	if o.Runtime, err = flagInt(p, "runtime"); err != nil {
 		return err
 	}
+	if o.IODepth, err = flagInt(p, "iodepth"); err != nil {
+		return err
+	}
+	if o.LatencyMs, err = flagFloat(p, "latency-ms"); err != nil {
+		return err
+	}
+	if o.TargetIOPS, err = flagFloat(p, "target-iops"); err != nil {
+		return err
+	}
 	if p.has("jobfile") {
 		if o.NumJobs, err = flagInt(p, "numjobs"); err != nil {
 			return err
@@ -81,17 +90,17 @@ func fioRecipe(_ context.Context, c *session, p *parsed) error {
 		if o.RWMixRead, err = flagInt(p, "rwmixread"); err != nil {
 			return err
 		}
-		if o.IODepth, err = flagInt(p, "iodepth"); err != nil {
-			return err
+		j, err := perf.SMBJobFile(o)
+		if err != nil {
+			return usagef("%v", err)
 		}
-		if o.LatencyMs, err = flagFloat(p, "latency-ms"); err != nil {
-			return err
-		}
-		if o.TargetIOPS, err = flagFloat(p, "target-iops"); err != nil {
-			return err
-		}
-		_, err = io.WriteString(c.env.Stdout, perf.SMBJobFile(o))
+		_, err = io.WriteString(c.env.Stdout, j)
 		return err
+	}
+	for _, f := range []string{"numjobs", "rwmixread"} {
+		if p.has(f) {
+			return usagef("--%s shapes the job file: add --jobfile (a recipe runs one job, reads or writes only)", f)
+		}
 	}
 	if err := needArgs(p, "latency|iops|throughput"); err != nil {
 		return err

@@ -206,8 +206,18 @@ func TestRecipes(t *testing.T) {
 			all.WriteString(r)
 		}
 	}
-	all.WriteString(SMBJobFile(RecipeOptions{}))
-	all.WriteString(SMBJobFile(RecipeOptions{NumJobs: 8, RWMixRead: 50, LatencyMs: 2, TargetIOPS: 40000}))
+	for _, o := range []RecipeOptions{{}, {NumJobs: 8, RWMixRead: 50, LatencyMs: 2, TargetIOPS: 40000}} {
+		j, err := SMBJobFile(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.WriteString(j)
+	}
+	for _, bad := range []RecipeOptions{{TargetIOPS: 40000}, {LatencyMs: 2}, {IODepth: 8, TargetIOPS: 40000, LatencyMs: 2}} {
+		if j, err := SMBJobFile(bad); err == nil {
+			t.Errorf("job file of %+v: %s", bad, j)
+		}
+	}
 	golden(t, "recipes.txt", []byte(all.String()))
 	if _, err := Recipe("speed", RecipeOptions{}); err == nil {
 		t.Error("unknown recipe accepted")
@@ -394,5 +404,34 @@ func TestSameNameJobs(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); got != "a#1 b a#3 a#2" {
 		t.Errorf("names %s", got)
+	}
+}
+
+// --target-iops with --latency-ms size a recipe's iodepth by Little's law, as
+// they size the job file's; one without the other is refused, naming the
+// missing one, never ignored.
+func TestRecipeDepthFromTarget(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		o    RecipeOptions
+		want string // in the recipe, or in the error
+	}{
+		{"iops", RecipeOptions{TargetIOPS: 200000, LatencyMs: 0.5}, "--iodepth=100 "},
+		{"iops", RecipeOptions{TargetIOPS: 200000, LatencyMs: 0.5}, "0.50 ms × 200000 IOPS = 100.0 outstanding I/Os"},
+		{"throughput", RecipeOptions{TargetIOPS: 3000, LatencyMs: 2}, "--iodepth=6 "},
+		{"throughput", RecipeOptions{IODepth: 8}, "--iodepth=8 "},
+		{"iops", RecipeOptions{TargetIOPS: 1000}, "error: --target-iops needs --latency-ms"},
+		{"iops", RecipeOptions{LatencyMs: 1}, "error: --latency-ms needs --target-iops"},
+		{"iops", RecipeOptions{IODepth: 4, TargetIOPS: 1000, LatencyMs: 1}, "error: give --iodepth or --target-iops with --latency-ms, not both"},
+		{"latency", RecipeOptions{TargetIOPS: 1000, LatencyMs: 1}, "error: the latency recipe keeps one I/O outstanding"},
+		{"latency", RecipeOptions{IODepth: 4}, "error: the latency recipe keeps one I/O outstanding"},
+	} {
+		got, err := Recipe(tc.kind, tc.o)
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%s %+v: %q, want %q", tc.kind, tc.o, got, tc.want)
+		}
 	}
 }

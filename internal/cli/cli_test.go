@@ -175,7 +175,8 @@ func TestPerfCommandsOffline(t *testing.T) {
 		{[]string{"fio", "analyze", "--json", "../perf/testdata/fio/two_jobs_mixed.json"}, 0, `"id": "littles-law"`},
 		{[]string{"fio", "analyze", "../perf/testdata/fio/group_reporting.txt", "--limit-mibps=100"}, 0, "qos-ceiling"},
 		{[]string{"fio", "analyze", "cli_test.go"}, 2, "no fio job results"},
-		{[]string{"advise", "--protocol=nfsv4.1", "--target-iops=400000", "--latency-ms=1"}, 0, "3 TCP connection(s)"},
+		{[]string{"advise", "--protocol=nfsv4.1", "--target-iops=400000", "--latency-ms=1"}, 0, "4 TCP connections per client"},
+		{[]string{"advise", "--protocol=nfsv3", "--target-iops=400000", "--latency-ms=1", "--clients=4"}, 0, "100 outstanding I/Os per client"},
 		{[]string{"advise", "--protocol=smb", "--os=windows", "--target-mibps=1000", "--json"}, 0, `"smb-multichannel"`},
 		{[]string{"advise", "--protocol=afs"}, 2, "--protocol must be"},
 	} {

@@ -38,9 +38,9 @@ func perfCommands() []*command {
 			help: "read fio output (JSON, or fio 2.x/3.x normal output however spaced) and explain it", run: fioAnalyze},
 		{group: "advise", verb: "", offline: true, flags: []flagSpec{
 			{name: "json", bool: true, usage: "print advice as JSON"},
-			{name: "protocol", usage: "nfsv3, nfsv4.1 or smb"}, {name: "clients", usage: "clients sharing the volume"},
-			{name: "kernel", usage: "client Linux kernel X.Y"}, {name: "target-iops", usage: "target IOPS"},
-			{name: "target-mibps", usage: "or target MiB/s"}, {name: "latency-ms", usage: "expected latency (default 1)"},
+			{name: "protocol", usage: "nfsv3, nfsv4.1 or smb"}, {name: "clients", usage: "clients sharing the volume and its target, evenly (default 1)"},
+			{name: "kernel", usage: "client Linux kernel X.Y"}, {name: "target-iops", usage: "the volume's target IOPS, all clients together"},
+			{name: "target-mibps", usage: "or its target MiB/s"}, {name: "latency-ms", usage: "expected latency (default 1)"},
 			{name: "bs", usage: "block size, e.g. 4k or 1M"}, {name: "os", usage: "linux or windows"}},
 			help: "client tuning: concurrency, connections, nconnect, slot tables, SMB multichannel", run: advise},
 	}

@@ -10,9 +10,9 @@ import (
 // AdviseOptions describe a client workload.
 type AdviseOptions struct {
 	Protocol   string  // nfsv3, nfsv4.1 or smb
-	Clients    int     // how many clients share the volume; default 1
+	Clients    int     // how many clients share the volume and its target, evenly; default 1
 	Kernel     string  // Linux kernel X.Y of the clients ("" = unknown)
-	TargetIOPS float64 // or TargetMiBps
+	TargetIOPS float64 // the volume's, all clients together; or TargetMiB
 	TargetMiB  float64
 	LatencyMs  float64 // expected service latency; default 1 ms
 	BS         int64   // block size in bytes; default 4 KiB (IOPS) or 1 MiB (MiB/s)
@@ -66,33 +66,28 @@ func Advise(o AdviseOptions) ([]Advice, error) {
 			o.BS = 1 << 20
 		}
 	}
+	// The targets are the volume's; each of the clients carries its share.
 	iops := o.TargetIOPS
 	if o.TargetMiB > 0 {
 		iops = o.TargetMiB * (1 << 20) / float64(o.BS)
 	}
-	mibps := iops * float64(o.BS) / (1 << 20)
+	clientIOPS := iops / float64(o.Clients)
+	mibps := clientIOPS * float64(o.BS) / (1 << 20)
 	var out []Advice
-	concurrency := 0.0
+	concurrency := 0.0 // per client
 	if iops > 0 {
-		concurrency = iops * o.LatencyMs / 1000
+		concurrency = clientIOPS * o.LatencyMs / 1000
+		why := fmt.Sprintf("Little's law: %.0f IOPS × %.2f ms latency = %.1f I/Os must be in flight", iops, o.LatencyMs, iops*o.LatencyMs/1000)
+		if o.Clients > 1 {
+			why += fmt.Sprintf(", %.1f on each of %d clients", concurrency, o.Clients)
+		}
 		out = append(out, Advice{ID: "concurrency", Setting: fmt.Sprintf("%.0f outstanding I/Os per client", math.Ceil(concurrency)),
 			Command: fmt.Sprintf("fio --iodepth=%d --numjobs=1 (or iodepth × numjobs = %.0f)", int(math.Ceil(concurrency)), math.Ceil(concurrency)),
-			Why: fmt.Sprintf("Little's law: %.0f IOPS × %.2f ms latency = %.1f I/Os must be in flight; fewer cannot reach the target, more only add queueing latency",
-				iops, o.LatencyMs, concurrency)})
+			Why:     why + "; fewer cannot reach the target, more only add queueing latency"})
 	}
 	switch o.Protocol {
 	case "nfsv3", "nfsv4.1":
-		slots := nfsv3SlotsPerConnection
-		if o.Protocol == "nfsv4.1" {
-			slots = nfsv41SessionSlots
-		}
-		conns := max(1, int(math.Ceil(concurrency/float64(slots))))
-		if concurrency > 0 {
-			out = append(out, Advice{ID: "connections", Setting: fmt.Sprintf("%d TCP connection(s)", conns),
-				Why: fmt.Sprintf("one %s connection carries at most %d requests at once (%s); %.0f in flight needs %d",
-					o.Protocol, slots, map[bool]string{true: "sunrpc slot table", false: "session slots"}[o.Protocol == "nfsv3"], concurrency, conns)})
-		}
-		out = append(out, nconnectAdvice(o, conns, mibps)...)
+		out = append(out, nfsConnections(o, concurrency, mibps)...)
 		slotTable := nfsv3SlotsPerConnection
 		why := "128 slots per connection let one client keep the volume busy"
 		if o.Clients > manyClients {
@@ -126,7 +121,7 @@ func smbAdvice(o AdviseOptions, mibps, concurrency float64) []Advice {
 			if o.Kernel != "" && !kernelAtLeast(o.Kernel, 5, 8) {
 				a.Setting = "upgrade the client kernel for SMB multichannel, or use several mounts"
 				a.Command = ""
-				a.Why = fmt.Sprintf("the Linux SMB client's multichannel (mount options multichannel, max_channels) works from 5.8 on; %s lacks it: mount the share %d times (different mount points) to get %d connections",
+				a.Why = fmt.Sprintf("the Linux SMB client's multichannel (mount options multichannel, max_channels) works from 5.8 on; %s lacks it: mount the share %d times (different mount points, each with nosharesock, or they share one connection) to get %d connections",
 					o.Kernel, smbChannels, smbChannels)
 			}
 		}
@@ -143,33 +138,63 @@ func smbAdvice(o AdviseOptions, mibps, concurrency float64) []Advice {
 	return append(out, a)
 }
 
-func nconnectAdvice(o AdviseOptions, conns int, mibps float64) []Advice {
-	if o.OS != "linux" {
-		return nil
+// nfsConnections sizes each client's NFS connections from its share of the load
+// (concurrency in flight, MiB/s): enough for the requests in flight (slots per
+// connection), and several for bandwidth; on Linux nconnect opens them. The
+// connections and nconnect advice give the one number. Without a target there is
+// nothing to size: no count, only the rule.
+func nfsConnections(o AdviseOptions, concurrency, mibps float64) []Advice {
+	slots, slotName := nfsv3SlotsPerConnection, "sunrpc slot table"
+	if o.Protocol == "nfsv4.1" {
+		slots, slotName = nfsv41SessionSlots, "session slots"
 	}
-	if conns <= 1 && mibps < highBandwidthMiBps {
-		return []Advice{{ID: "nconnect", Setting: "no nconnect needed",
-			Why: "one connection carries this load; nconnect helps high-bandwidth clients, and many clients with it can overload the server"}}
-	}
-	n := 4
-	for _, c := range []int{4, 6, 8} {
-		if conns <= c {
-			n = c
-			break
+	if concurrency == 0 {
+		if o.OS != "linux" {
+			return nil
 		}
-		n = c
+		return []Advice{{ID: "nconnect", Setting: "sized by a target: give --target-iops or --target-mibps",
+			Why: fmt.Sprintf("without a target there is no load to size connections for; a client that keeps more than %d requests in flight (%s) or moves %d MiB/s or more wants nconnect=4 (Linux 5.3 or newer), and many clients with it can overload the server",
+				slots, slotName, highBandwidthMiBps)}}
 	}
-	n = min(max(n, conns), nconnectMax)
+	forSlots := max(1, int(math.Ceil(concurrency/float64(slots))))
+	why := fmt.Sprintf("one %s connection carries at most %d requests at once (%s); %.1f in flight per client needs %d", o.Protocol, slots, slotName, concurrency, forSlots)
+	n := forSlots
+	if o.OS == "linux" && (forSlots > 1 || mibps >= highBandwidthMiBps) {
+		// nconnect: 4, 6 or 8 usually suffice; at most 16.
+		n = 8
+		for _, c := range []int{4, 6, 8} {
+			if forSlots <= c {
+				n = c
+				break
+			}
+		}
+		n = min(max(n, forSlots), nconnectMax)
+		if mibps >= highBandwidthMiBps {
+			why += fmt.Sprintf("; %.0f MiB/s per client wants its requests spread over several TCP streams and server threads", mibps)
+		}
+	}
+	conns := Advice{ID: "connections", Setting: fmt.Sprintf("%d TCP connection per client", n), Why: why}
+	if n > 1 {
+		conns.Setting = fmt.Sprintf("%d TCP connections per client", n)
+	}
+	if o.OS != "linux" {
+		return []Advice{conns}
+	}
+	if n == 1 {
+		return []Advice{conns, {ID: "nconnect", Setting: "no nconnect needed",
+			Why: fmt.Sprintf("one connection carries each client's share (%.1f requests in flight, %.0f MiB/s); nconnect helps high-bandwidth clients, and many clients with it can overload the server", concurrency, mibps)}}
+	}
+	conns.Why += fmt.Sprintf(": nconnect=%d", n)
 	a := Advice{ID: "nconnect", Setting: fmt.Sprintf("nconnect=%d", n),
 		Command: fmt.Sprintf("mount -t nfs -o vers=%s,nconnect=%d,rsize=1048576,wsize=1048576,hard SERVER:/share /mnt/share",
 			map[string]string{"nfsv3": "3", "nfsv4.1": "4.1"}[o.Protocol], n),
-		Why: fmt.Sprintf("%d connections spread requests over more TCP streams and server threads (4, 6 or 8 usually suffice; at most 16)", n)}
+		Why: fmt.Sprintf("one mount opens the %d connections (4, 6 or 8 usually suffice; at most 16)", n)}
 	if o.Kernel != "" && !kernelAtLeast(o.Kernel, 5, 3) {
-		a.Setting = "upgrade the client kernel for nconnect, or use several mounts"
+		a.Setting = fmt.Sprintf("upgrade the client kernel for nconnect=%d", n)
 		a.Command = ""
-		a.Why = fmt.Sprintf("nconnect needs Linux 5.3 or newer; %s lacks it: mount the volume %d times (different mount points) to get %d connections", o.Kernel, n, n)
+		a.Why = fmt.Sprintf("nconnect needs Linux 5.3 or newer; on %s every mount of one server address shares one TCP connection, so a client gets 1 of the %d", o.Kernel, n)
 	}
-	return []Advice{a}
+	return []Advice{conns, a}
 }
 
 func kernelAtLeast(v string, major, minor int) bool {

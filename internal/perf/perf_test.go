@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -248,8 +249,10 @@ func TestAdvice(t *testing.T) {
 	}{
 		{"little's law", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 100000, LatencyMs: 0.5}, "concurrency", "50 outstanding"},
 		{"one v3 connection", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 100000, LatencyMs: 1}, "connections", "1 TCP"},
-		{"v3 needs more connections", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 300000, LatencyMs: 1}, "connections", "3 TCP"},
-		{"v4.1 session slots", AdviseOptions{Protocol: "nfsv4.1", TargetIOPS: 300000, LatencyMs: 1}, "connections", "2 TCP"},
+		{"v3 needs more connections", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 300000, LatencyMs: 1}, "connections", "4 TCP connections per client"},
+		{"v3 slots", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 300000, LatencyMs: 1}, "connections", "128 requests at once (sunrpc slot table); 300.0 in flight per client needs 3"},
+		{"windows v3 slots", AdviseOptions{Protocol: "nfsv3", OS: "windows", TargetIOPS: 300000, LatencyMs: 1}, "connections", "3 TCP connections per client"},
+		{"v4.1 session slots", AdviseOptions{Protocol: "nfsv4.1", TargetIOPS: 300000, LatencyMs: 1}, "connections", "180 requests at once (session slots); 300.0 in flight per client needs 2"},
 		{"nconnect for bandwidth", AdviseOptions{Protocol: "nfsv3", TargetMiB: 2000, LatencyMs: 2}, "nconnect", "nconnect=4"},
 		{"nconnect 6", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 700000, LatencyMs: 1}, "nconnect", "nconnect=6"},
 		{"nconnect capped at 16", AdviseOptions{Protocol: "nfsv3", TargetIOPS: 5000000, LatencyMs: 1}, "nconnect", "nconnect=16"},
@@ -261,6 +264,7 @@ func TestAdvice(t *testing.T) {
 		{"smb multichannel", AdviseOptions{Protocol: "smb", OS: "windows", TargetMiB: 1000}, "smb-multichannel", "4 connections"},
 		{"smb multichannel linux", AdviseOptions{Protocol: "smb", TargetMiB: 1000, Kernel: "6.1"}, "smb-multichannel", "4 connections"},
 		{"smb multichannel old kernel", AdviseOptions{Protocol: "smb", TargetMiB: 1000, Kernel: "5.4"}, "smb-multichannel", "upgrade"},
+		{"smb mounts of their own", AdviseOptions{Protocol: "smb", TargetMiB: 1000, Kernel: "5.4"}, "smb-multichannel", "each with nosharesock"},
 		{"smb signing cost", AdviseOptions{Protocol: "smb"}, "smb-signing-encryption", "signing"},
 		{"placement", AdviseOptions{Protocol: "smb"}, "placement", "near"},
 	}
@@ -432,6 +436,90 @@ func TestRecipeDepthFromTarget(t *testing.T) {
 		}
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("%s %+v: %q, want %q", tc.kind, tc.o, got, tc.want)
+		}
+	}
+}
+
+// The targets are the volume's, shared by --clients: each client's figures are
+// its share.
+func TestAdvicePerClient(t *testing.T) {
+	for _, tc := range []struct {
+		clients            int
+		outstanding, conns string
+	}{
+		{1, "400 outstanding I/Os per client", "4 TCP connections per client"},
+		{4, "100 outstanding I/Os per client", "1 TCP connection per client"},
+		{16, "25 outstanding I/Os per client", "1 TCP connection per client"},
+	} {
+		as, err := Advise(AdviseOptions{Protocol: "nfsv3", TargetIOPS: 400000, LatencyMs: 1, Clients: tc.clients})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, a := range as {
+			got[a.ID] = a.Setting
+		}
+		if got["concurrency"] != tc.outstanding || got["connections"] != tc.conns {
+			t.Errorf("%d clients: concurrency %q, connections %q; want %q, %q", tc.clients, got["concurrency"], got["connections"], tc.outstanding, tc.conns)
+		}
+	}
+	// SMB multichannel is for a client that needs it: 1,000 MiB/s over 4 clients is 250 each.
+	as, _ := Advise(AdviseOptions{Protocol: "smb", TargetMiB: 1000, Clients: 4})
+	for _, a := range as {
+		if a.ID == "smb-multichannel" {
+			t.Errorf("250 MiB/s per client got %+v", a)
+		}
+	}
+}
+
+// The connections advice and the nconnect advice give one number of
+// connections, whatever the load, kernel or protocol; an old kernel is not told
+// that several mounts of one server make several connections (they share one);
+// and without a target nothing is concluded about the load.
+func TestAdviceConnectionsAgree(t *testing.T) {
+	num := regexp.MustCompile(`(\d+) TCP connections? per client`)
+	nconnect := regexp.MustCompile(`nconnect=(\d+)`)
+	for _, proto := range []string{"nfsv3", "nfsv4.1"} {
+		for _, kernel := range []string{"", "4.18", "6.1"} {
+			for _, target := range []AdviseOptions{{}, {TargetIOPS: 1000}, {TargetIOPS: 100000}, {TargetIOPS: 700000}, {TargetMiB: 200}, {TargetMiB: 2000}} {
+				for _, clients := range []int{1, 4} {
+					o := target
+					o.Protocol, o.Kernel, o.Clients = proto, kernel, clients
+					as, err := Advise(o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var conns, nc string
+					for _, a := range as {
+						text := a.Setting + " " + a.Why + " " + a.Command
+						switch a.ID {
+						case "connections":
+							if m := num.FindStringSubmatch(a.Setting); m != nil {
+								conns = m[1]
+							} else {
+								t.Errorf("%+v: connections %q", o, a.Setting)
+							}
+						case "nconnect":
+							nc = "1"
+							if m := nconnect.FindStringSubmatch(text); m != nil {
+								nc = m[1]
+							}
+						}
+						if strings.Contains(text, "mount the volume") || (target == AdviseOptions{} && strings.Contains(text, "this load")) {
+							t.Errorf("%+v: %s: %s", o, a.ID, text)
+						}
+					}
+					if target == (AdviseOptions{}) {
+						if conns != "" {
+							t.Errorf("%+v: no target, yet %s connections", o, conns)
+						}
+						continue
+					}
+					if conns == "" || nc != conns {
+						t.Errorf("%+v: connections %q, nconnect %q", o, conns, nc)
+					}
+				}
+			}
 		}
 	}
 }

@@ -16,12 +16,25 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// Report is one fio run.
+// Report is one fio run. End is when it ended, if the output says (fio's JSON).
 type Report struct {
-	FioVersion string `json:"fioVersion,omitempty"`
-	Jobs       []Job  `json:"jobs"`
+	FioVersion string    `json:"fioVersion,omitempty"`
+	End        time.Time `json:"end,omitzero"`
+	Jobs       []Job     `json:"jobs"`
+}
+
+// Runtime is how long the run measured: its longest direction's runtime.
+func (rep *Report) Runtime() time.Duration {
+	var ms int64
+	for _, j := range rep.Jobs {
+		for _, d := range j.Directions() {
+			ms = max(ms, d.RuntimeMs)
+		}
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // Job is one job (or one group, with group_reporting). Jobs that share a name are
@@ -110,9 +123,11 @@ type fioLat struct {
 // ParseJSON reads fio's JSON output (fio 3.x).
 func ParseJSON(data []byte) (*Report, error) {
 	var raw struct {
-		Version string            `json:"fio version"`
-		Global  map[string]string `json:"global options"`
-		Jobs    []struct {
+		Version     string            `json:"fio version"`
+		Timestamp   int64             `json:"timestamp"`    // when fio reported: the run's end, seconds
+		TimestampMs int64             `json:"timestamp_ms"` // the same in milliseconds (fio 3.x)
+		Global      map[string]string `json:"global options"`
+		Jobs        []struct {
 			Name    string            `json:"jobname"`
 			Options map[string]string `json:"job options"`
 			Read    *fioDir           `json:"read"`
@@ -127,6 +142,12 @@ func ParseJSON(data []byte) (*Report, error) {
 		return nil, errors.New(`not fio JSON output: no "fio version" or no jobs`)
 	}
 	rep := &Report{FioVersion: raw.Version}
+	switch {
+	case raw.TimestampMs > 0:
+		rep.End = time.UnixMilli(raw.TimestampMs).UTC()
+	case raw.Timestamp > 0:
+		rep.End = time.Unix(raw.Timestamp, 0).UTC()
+	}
 	for _, j := range raw.Jobs {
 		opt := func(k string) string {
 			if v, ok := j.Options[k]; ok {

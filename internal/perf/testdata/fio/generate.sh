@@ -2,7 +2,7 @@
 # Regenerates the fio outputs the parser tests read, by running fio (3.x) for real:
 # one job, two jobs with mixed reads and writes, and numjobs with group_reporting,
 # one job with lat_percentiles=1, and two jobs of one name, each in JSON and in fio's
-# normal text form.
+# normal text form; 4 KiB random writes paced at 3.5 MiB/s.
 # Run from this directory.
 set -euo pipefail
 dir=$(mktemp -d)
@@ -14,3 +14,5 @@ run two_jobs_mixed "${common[@]}" --name=mixed --rw=randrw --rwmixread=70 --bs=4
 run group_reporting --name=grouped "${common[@]}" --rw=randread --bs=8k --iodepth=4 --numjobs=2 --group_reporting
 run latency_lat_pct --name=latency "${common[@]}" --rw=randwrite --bs=4k --iodepth=1 --lat_percentiles=1
 run same_name_jobs "${common[@]}" --name=twin --rw=randread --bs=4k --iodepth=4 --name=twin --rw=randwrite --bs=8k --iodepth=2
+# 4 KiB random writes paced at 3.5 MiB/s, as a 4 MiB/s volume's ceiling paces them (JSON only).
+fio --name=ceiling "${common[@]}" --rw=randwrite --bs=4k --iodepth=16 --rate=3584k --output-format=json >rate_4k_randwrite.json

@@ -48,15 +48,16 @@ var nan = math.NaN()
 // metrics with 404, as for a volume deleted after it was listed.
 type volumeFixture struct {
 	pool   string
+	limit  float64 // throughputMibps
 	series map[string][]float64
 	gone   bool
 }
 
-// metricsServer fakes the volume list and the volume metrics API of project
-// default, location local: it answers the metrics asked for (in the order
-// asked), one point per value, 10 s apart from startTime. A metric it has no
-// fixture for is 400 naming the parameter, like the real server. It records
-// each metrics query.
+// metricsServer fakes the volume list, the volume reads and the volume metrics
+// API of project default, location local: it answers the metrics asked for (in
+// the order asked), one point per value, 10 s apart from startTime. A metric it
+// has no fixture for is 400 naming the parameter, like the real server. It
+// records each metrics query.
 type metricsServer struct {
 	vols map[string]volumeFixture
 	// badStep, if set, is the 400 message for every metrics query.
@@ -88,6 +89,10 @@ func (s *metricsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			items = append(items, map[string]any{"name": strings.TrimPrefix(parent, "/v1/") + "/" + id, "storagePool": s.vols[id].pool})
 		}
 		json.NewEncoder(w).Encode(map[string]any{"volumes": items, "nextPageToken": next})
+		return
+	}
+	if v, ok := s.vols[strings.TrimPrefix(r.URL.Path, parent+"/")]; ok && !v.gone {
+		json.NewEncoder(w).Encode(map[string]any{"name": strings.TrimPrefix(r.URL.Path, "/v1/"), "storagePool": v.pool, "throughputMibps": v.limit})
 		return
 	}
 	id, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, parent+"/"), "/metrics")

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/perf"
 )
 
 // perfCommands are `basin fio …` and `basin advise`: they work offline, except
-// `fio analyze --volume`, which looks the volume's limit up through the API.
+// `fio analyze --volume`, which looks the volume's limit, and its metrics over
+// the run, up through the API.
 func perfCommands() []*command {
 	recipeFlags := []flagSpec{
 		{name: "os", usage: "linux (libaio) or windows (windowsaio, threads)"},
@@ -33,8 +37,8 @@ func perfCommands() []*command {
 			help: "print the services' fio measurement recipe (or, with --jobfile, the SMB job file)", run: fioRecipe},
 		{group: "fio", verb: "analyze", args: "FILE|-", offline: true, lookup: true, flags: []flagSpec{
 			{name: "json", bool: true, usage: "print the analysis as JSON"},
-			{name: "limit-mibps", usage: "the volume's throughput limit, for the qos-ceiling finding"},
-			{name: "volume", usage: "or: the volume (ID or full name), whose limit is read through the API"}},
+			{name: "limit-mibps", usage: "the volume's throughput limit, for the qos-ceiling finding (wire bytes estimated)"},
+			{name: "volume", usage: "or: the volume (ID or full name): its limit, and its time at the limit and wire bytes over the run, read through the API"}},
 			help: "read fio output (JSON, or fio 2.x/3.x normal output however spaced) and explain it", run: fioAnalyze},
 		{group: "advise", verb: "", offline: true, flags: []flagSpec{
 			{name: "json", bool: true, usage: "print advice as JSON"},
@@ -154,6 +158,20 @@ func fioAnalyze(ctx context.Context, c *session, p *parsed) error {
 			return fmt.Errorf("--volume: %w", err)
 		}
 		o.LimitMiBps, _ = v["throughputMibps"].(float64)
+		if o.LimitMiBps > 0 {
+			end := rep.End
+			if end.IsZero() {
+				end = c.env.Now() // read from stdin as fio ends
+				if p.args[0] != "-" {
+					if st, err := os.Stat(p.args[0]); err == nil {
+						end = st.ModTime() // written as fio ended
+					}
+				}
+			}
+			if o.Volume, err = volumeRun(ctx, c, volume, end.Add(-rep.Runtime()), end); err != nil {
+				fmt.Fprintf(c.env.Stderr, "basin: --volume: the volume's metrics over the run: %v; the wire bytes are estimated\n", err)
+			}
+		}
 	}
 	a := perf.Analyze(rep, o)
 	if p.has("json") {
@@ -166,6 +184,50 @@ func fioAnalyze(ctx context.Context, c *session, p *parsed) error {
 	}
 	perf.WriteText(c.env.Stdout, a)
 	return nil
+}
+
+// runMetrics are the volume metrics fio analyze reads over a run.
+var runMetrics = []string{"readMibps", "writeMibps", "wireReadMibps", "wireWriteMibps", "atLimitShare"}
+
+// volumeRun reads what Basin measured of the volume (its API path) from start
+// to end: the mean of each metric's points, which are 10 s intervals for a run
+// of up to 3 hours. nil when no payload was measured then; atLimitShare and the
+// wire bytes are absent without traffic control (basin serve --qos).
+func volumeRun(ctx context.Context, c *session, volume string, start, end time.Time) (*perf.VolumeRun, error) {
+	if !end.After(start) {
+		return nil, nil
+	}
+	q := url.Values{"startTime": {start.UTC().Truncate(time.Second).Format(time.RFC3339)},
+		"endTime": {end.UTC().Add(time.Second - 1).Truncate(time.Second).Format(time.RFC3339)}, "metric": {strings.Join(runMetrics, ",")}}
+	var ans metricsAnswer
+	if err := c.cl.Do(ctx, http.MethodGet, volume+"/metrics", q, nil, &ans); err != nil {
+		return nil, err
+	}
+	mean := map[string]*float64{}
+	for _, s := range ans.Series {
+		var sum float64
+		n := 0
+		for _, pt := range s.Points {
+			if pt.Value != nil {
+				sum, n = sum+*pt.Value, n+1
+			}
+		}
+		if n > 0 {
+			m := sum / float64(n)
+			mean[s.Metric] = &m
+		}
+	}
+	if mean["readMibps"] == nil && mean["writeMibps"] == nil {
+		return nil, nil
+	}
+	val := func(m string) float64 {
+		if v := mean[m]; v != nil {
+			return *v
+		}
+		return 0
+	}
+	return &perf.VolumeRun{ReadMiBps: val("readMibps"), WriteMiBps: val("writeMibps"), WireReadMiBps: val("wireReadMibps"),
+		WireWriteMiBps: val("wireWriteMibps"), AtLimitShare: mean["atLimitShare"]}, nil
 }
 
 func advise(_ context.Context, c *session, p *parsed) error {

@@ -34,6 +34,7 @@ func (s *Server) audit(rq *request) {
 	if e.Resource == "" {
 		e.Resource = strings.TrimPrefix(rq.r.URL.Path, "/v1/")
 	}
+	e.Principal = rq.refusedAs
 	if rq.principal != nil {
 		e.Principal = rq.principal.Email
 	}
@@ -42,9 +43,15 @@ func (s *Server) audit(rq *request) {
 		_, e.Outcome, _ = statusOf(rq.err)
 	}
 	if rq.aggregate {
+		// Per address; an authenticated caller's 429s per principal; a 401 that
+		// names its account per address and account, so that no entry counts
+		// another's refusals under its principal.
 		key := "addr:" + clientKey(rq.r.RemoteAddr)
-		if e.Principal != "" {
+		switch {
+		case rq.principal != nil:
 			key = e.Principal
+		case rq.refusedAs != "":
+			key += " " + rq.refusedAs
 		}
 		s.refusals.add(key, e, rq.reason)
 		return

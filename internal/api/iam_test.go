@@ -546,6 +546,49 @@ func TestUnauthenticatedReasons(t *testing.T) {
 	}
 }
 
+// A refused call whose token verified with its key (a disabled account's) is
+// audited under the account its 401 names; one that names nobody verifiably
+// stays anonymous.
+func TestRefusedCallAuditedUnderItsAccount(t *testing.T) {
+	ie := newIAMEnv(t)
+	holder, email := ie.account("holder")
+	ie.call(ie.owner, "POST", "/v1/projects/p1/serviceAccounts/"+email+":disable", map[string]any{})
+	if _, err := ie.call(holder, "GET", loc+"/volumes", nil); status(err) != 401 || !strings.Contains(err.Error(), email) {
+		t.Fatalf("disabled: %v", err)
+	}
+	req, _ := http.NewRequest("GET", ie.srv.URL+loc+"/volumes", nil)
+	req.Header.Set("Authorization", "Bearer abc.def.ghi")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 401 {
+		t.Fatalf("garbage token: %v %v", res, err)
+	}
+	ie.api.Close() // writes what is still being aggregated
+	var entries []*model.AuditEntry
+	ie.st.View(context.Background(), func(tx store.Tx) (err error) {
+		entries, err = store.List[model.AuditEntry](tx, store.KindAudit, "")
+		return err
+	})
+	var named, anonymous int
+	for _, e := range entries {
+		if e.Status != 401 {
+			continue
+		}
+		switch e.Principal {
+		case email:
+			named++
+		case "":
+			anonymous++
+		default:
+			t.Errorf("401 audited under %q", e.Principal)
+		}
+	}
+	if named != 1 || anonymous != 1 {
+		t.Errorf("401s audited: %d under %s, %d anonymous; want 1 and 1: %+v", named, email, anonymous, entries)
+	}
+	if !strings.Contains(ie.audit.String(), `"principal":"`+email+`"`) {
+		t.Errorf("audit.log has no entry under %s:\n%s", email, ie.audit.String())
+	}
+}
+
 // Service-account IDs follow upstream's rule: 6 to 30 lowercase letters, digits
 // and hyphens, starting with a letter, not ending with a hyphen.
 func TestServiceAccountIDRule(t *testing.T) {

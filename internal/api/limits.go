@@ -80,6 +80,12 @@ func (s *Server) rateLimited(rq *request) bool {
 func (s *Server) authFailed(rq *request, reason error) {
 	rq.aggregate = true
 	rq.reason = reason.Error()
+	// A token that verified with its key names its account (the 401 below
+	// says so): the refusal is audited under it.
+	var named interface{ Principal() string }
+	if errors.As(reason, &named) {
+		rq.refusedAs = named.Principal()
+	}
 	if ok, wait := s.authFailures.allow(clientKey(rq.r.RemoteAddr)); !ok {
 		s.tooMany(rq, wait, fmt.Sprintf("Too many requests with invalid credentials from %s; retry after %s",
 			hostOf(rq.r.RemoteAddr), wait.Round(time.Second)))

@@ -230,6 +230,10 @@ type request struct {
 	ctx       context.Context
 	q         url.Values
 	principal *iam.Principal
+	// refusedAs is the account a refused credential names verifiably (signed
+	// with its key: a disabled account's token), for the audit log and the log;
+	// principal stays nil.
+	refusedAs string
 	id        string
 	status    int
 	err       error // the error answered, for the audit log
@@ -274,7 +278,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, level slog.Level,
 			s.log.Error("panic serving request", "panic", p, "path", r.URL.Path, "request_id", rq.id)
 			s.writeError(rq, fmt.Errorf("internal error (request %s)", rq.id))
 		}
-		principal := ""
+		principal := rq.refusedAs
 		if rq.principal != nil {
 			principal = rq.principal.Email
 		}

@@ -105,6 +105,9 @@ type claims struct {
 type unauthenticated struct {
 	reason string
 	holder bool
+	// principal is the account whose key signed the token, where known (a
+	// holder's token only).
+	principal string
 }
 
 func (e *unauthenticated) Error() string {
@@ -123,25 +126,40 @@ func (e *unauthenticated) Public() string {
 	return ""
 }
 
+// Principal is the account whose key the refused token verified with, or ""
+// (not a holder's token, or its key since deleted): the caller it names, for
+// the audit log.
+func (e *unauthenticated) Principal() string {
+	if e.holder {
+		return e.principal
+	}
+	return ""
+}
+
 func deny(format string, args ...any) error {
 	return &unauthenticated{reason: fmt.Sprintf(format, args...)}
 }
 
-// denyHolder is deny for a token whose signature verified (see Public).
-func denyHolder(format string, args ...any) error {
-	return &unauthenticated{reason: fmt.Sprintf(format, args...), holder: true}
+// denyHolder is deny for a token whose signature verified with a key of
+// principal ("" = unknown) (see Public).
+func denyHolder(principal, format string, args ...any) error {
+	return &unauthenticated{reason: fmt.Sprintf(format, args...), holder: true, principal: principal}
 }
 
 // verifiedError is a JWT's fault found after its signature verified: its
-// holder may be told (denyHolder).
-type verifiedError struct{ error }
+// holder may be told (denyHolder). email is the account of the key it verified
+// with.
+type verifiedError struct {
+	error
+	email string
+}
 
 func (e verifiedError) Unwrap() error { return e.error }
 
 // denyJWT turns verifyJWT's error into the caller's answer.
 func denyJWT(err error) error {
-	if errors.As(err, new(verifiedError)) {
-		return denyHolder("%v", err)
+	if ve := new(verifiedError); errors.As(err, ve) {
+		return denyHolder(ve.email, "%v", err)
 	}
 	return deny("%v", err)
 }
@@ -163,13 +181,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	}
 	// The signature verified: what is wrong from here on may be said.
 	if cl.Subject != key.Email {
-		return nil, denyHolder("iss and sub must both be %s", key.Email)
+		return nil, denyHolder(key.Email, "iss and sub must both be %s", key.Email)
 	}
 	if !a.audienceOK(*cl) {
-		return nil, denyHolder("audience %v is not accepted", []string(cl.Audience))
+		return nil, denyHolder(key.Email, "audience %v is not accepted", []string(cl.Audience))
 	}
 	if err := a.live(key, sa); err != nil {
-		return nil, denyHolder("%v", err)
+		return nil, denyHolder(sa.Email, "%v", err)
 	}
 	return &Principal{Email: sa.Email, Owner: sa.Owner, KeyID: key.ID}, nil
 }
@@ -182,16 +200,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 func (a *Authenticator) Recheck(ctx context.Context, keyID string, issued time.Time) (*Principal, error) {
 	key, sa, err := a.lookup(ctx, keyID)
 	if errors.Is(err, model.ErrNotFound) {
-		return nil, denyHolder("the key it was made with has been deleted")
+		return nil, denyHolder("", "the key it was made with has been deleted")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := a.live(key, sa); err != nil {
-		return nil, denyHolder("%v", err)
+		return nil, denyHolder(sa.Email, "%v", err)
 	}
 	if !sa.DisableTime.IsZero() && !issued.After(sa.DisableTime) {
-		return nil, denyHolder("it was made before service account %s was last disabled", sa.Email)
+		return nil, denyHolder(sa.Email, "it was made before service account %s was last disabled", sa.Email)
 	}
 	return &Principal{Email: sa.Email, Owner: sa.Owner, KeyID: key.ID}, nil
 }
@@ -260,13 +278,13 @@ func (a *Authenticator) verifyWith(ctx context.Context, tok, kid string) (*claim
 	}
 	// The signature verified: the errors below are the holder's (verifiedError).
 	if cl.Issuer != key.Email {
-		return nil, nil, nil, verifiedError{fmt.Errorf("iss must be %s", key.Email)}
+		return nil, nil, nil, verifiedError{fmt.Errorf("iss must be %s", key.Email), key.Email}
 	}
 	if cl.IssuedAt == nil {
-		return nil, nil, nil, verifiedError{errors.New("token has no iat")}
+		return nil, nil, nil, verifiedError{errors.New("token has no iat"), key.Email}
 	}
 	if life := cl.ExpiresAt.Sub(cl.IssuedAt.Time); life > a.opts.MaxLifetime+a.opts.Skew || life <= 0 {
-		return nil, nil, nil, verifiedError{fmt.Errorf("token lifetime %s exceeds %s", life, a.opts.MaxLifetime)}
+		return nil, nil, nil, verifiedError{fmt.Errorf("token lifetime %s exceeds %s", life, a.opts.MaxLifetime), key.Email}
 	}
 	return &cl, key, sa, nil
 }

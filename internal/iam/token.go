@@ -208,12 +208,16 @@ func (a *Authenticator) authenticateAccessToken(ctx context.Context, tok string)
 	// Basin issued it to its holder: what is wrong from here on may be said.
 	now := a.opts.Now()
 	if now.Unix() >= p.Expires {
-		return nil, denyHolder("access token has expired")
+		principal := ""
+		if key, _, err := a.lookup(ctx, p.Key); err == nil {
+			principal = key.Email
+		}
+		return nil, denyHolder(principal, "access token has expired")
 	}
 	pr, err := a.Recheck(ctx, p.Key, time.Unix(0, p.Issued))
 	var ue *unauthenticated
 	if errors.As(err, &ue) {
-		return nil, denyHolder("access token refused: %s", ue.reason)
+		return nil, denyHolder(ue.principal, "access token refused: %s", ue.reason)
 	}
 	return pr, err
 }

@@ -235,7 +235,13 @@ func Main(args []string, env Env) int {
 		env.Now = time.Now
 	}
 	if err := run(args, env); err != nil {
-		fmt.Fprintln(env.Stderr, "basin:", err)
+		// A command's errors read "basin COMMAND: …", as basin serve's do.
+		var ce *commandError
+		if errors.As(err, &ce) {
+			fmt.Fprintln(env.Stderr, "basin "+err.Error())
+		} else {
+			fmt.Fprintln(env.Stderr, "basin:", err)
+		}
 		var ae *client.Error
 		if errors.As(err, &ae) {
 			return 1
@@ -321,12 +327,26 @@ func run(args []string, env Env) error {
 		return usagef("unknown command %q %q", group, rest[verbIdx])
 	}
 	err := runCommand(cmd, rest, env)
+	if err == nil {
+		return nil
+	}
+	name := strings.TrimSpace(cmd.group + " " + cmd.verb)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		return fmt.Errorf("%s: %w (basin %[1]s --help)", strings.TrimSpace(cmd.group+" "+cmd.verb), err)
+		err = fmt.Errorf("%w (basin %s --help)", err, name)
 	}
-	return err
+	return &commandError{name, err}
 }
+
+// commandError is an error of the command name ("volumes metrics"), which Main
+// writes as "basin volumes metrics: …".
+type commandError struct {
+	name string
+	err  error
+}
+
+func (e *commandError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *commandError) Unwrap() error { return e.err }
 
 // firstArg is the index of the first positional argument of args, skipping flags
 // and the values of the value-taking flags in specs; -1 if there is none.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -233,6 +235,32 @@ func TestDispatchEveryVerb(t *testing.T) {
 			if code != 0 && !strings.Contains(errb.String(), "key file") && !strings.Contains(errb.String(), " --help)") && !strings.Contains(errb.String(), "needs") && !strings.Contains(errb.String(), "must") {
 				t.Errorf("%v: exit %d: %s", args, code, errb.String())
 			}
+		}
+	}
+}
+
+// Every command's errors start "basin COMMAND: ", as basin serve's do: usage
+// errors, errors of its own and the server's.
+func TestErrorPrefix(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(404)
+		w.Write([]byte(`{"error":{"code":404,"status":"NOT_FOUND","message":"no such volume"}}`))
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"volumes", "get", "nope"}, "basin volumes get: 404 NOT_FOUND: no such volume\n"},
+		{[]string{"volumes", "metrics", "vol1", "--since", "0s"}, "basin volumes metrics: --since must be a positive duration"},
+		{[]string{"volumes", "get"}, "basin volumes get: expected VOLUME"},
+		{[]string{"top", "--sort", "name"}, "basin top: --sort must be"},
+		{[]string{"iam", "service-accounts", "get", "x", "--bogus"}, "basin iam service-accounts get: unknown flag --bogus"},
+		{[]string{"widgets"}, "basin: unknown command"},
+	} {
+		out, code := runAt(srv.URL, false, tc.args...)
+		if code == 0 || !strings.HasPrefix(out, tc.want) {
+			t.Errorf("%v: exit %d: %q, want it to start %q", tc.args, code, out, tc.want)
 		}
 	}
 }

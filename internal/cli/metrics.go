@@ -115,11 +115,21 @@ func (c *session) getMetrics(ctx context.Context, volume string, q url.Values, o
 	var ae *client.Error
 	if errors.As(err, &ae) && ae.HTTPStatus == http.StatusBadRequest {
 		if param, msg, ok := strings.Cut(ae.Message, ": "); ok && flagOfParam[param] != "" {
-			return fmt.Errorf("%s: %s: %w", flagOfParam[param], msg, err)
+			return &flagError{flag: flagOfParam[param], msg: msg, err: err}
 		}
 	}
 	return err
 }
+
+// flagError is the server's refusal of a parameter, said once under the flag
+// that set it; it unwraps to the API's error (exit status 1).
+type flagError struct {
+	flag, msg string
+	err       error
+}
+
+func (e *flagError) Error() string { return e.flag + ": " + e.msg }
+func (e *flagError) Unwrap() error { return e.err }
 
 func volumeMetrics(ctx context.Context, c *session, p *parsed) error {
 	if err := needArgs(p, "VOLUME"); err != nil {

@@ -267,7 +267,8 @@ func TestVolumeMetricsBadFlags(t *testing.T) {
 		t.Errorf("unknown metric: exit %d: %s", code, errs)
 	}
 	fake.badStep = "below 5m0s it must be a multiple of 10s"
-	if _, errs, code := runAgainst(srv, "volumes", "metrics", "vol1", "--step", "15s"); code != 1 || !strings.Contains(errs, "--step: below 5m0s it must be a multiple of 10s") {
-		t.Errorf("bad step: exit %d: %s", code, errs)
+	if _, errs, code := runAgainst(srv, "volumes", "metrics", "vol1", "--step", "15s"); code != 1 ||
+		errs != "basin volumes metrics: --step: below 5m0s it must be a multiple of 10s\n" {
+		t.Errorf("bad step: exit %d: %q, want it said once", code, errs)
 	}
 }

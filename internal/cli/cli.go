@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -158,9 +159,9 @@ func parseArgs(args []string, specs []flagSpec) (*parsed, error) {
 }
 
 var globalFlags = []flagSpec{
-	{name: "endpoint", usage: "Basin API URL (env BASIN_ENDPOINT; default http://127.0.0.1:8780)"},
+	{name: "endpoint", usage: "Basin API URL (env BASIN_ENDPOINT; default: the server of the key file's token_uri, else http://127.0.0.1:8780)"},
 	{name: "key-file", usage: "service-account key file (env BASIN_KEY_FILE; default <data-dir>/owner-key.json)"},
-	{name: "data-dir", usage: "where to find owner-key.json (default /var/lib/basin)"},
+	{name: "data-dir", usage: "where to find owner-key.json (env BASIN_DATA_DIR; default /var/lib/basin)"},
 	{name: "project", usage: "project ID (env BASIN_PROJECT; default \"default\")"},
 	{name: "location", usage: "location ID (env BASIN_LOCATION; default \"local\")"},
 	{name: "output", short: "o", value: "FORMAT", usage: "table, json or yaml (env BASIN_OUTPUT; default table)"},
@@ -432,22 +433,65 @@ func (u unreachable) Wait(_ context.Context, op client.Object) (client.Object, e
 	return op, u.err
 }
 
-// dial makes the session's API client.
+// defaultEndpoint is the API's URL when neither --endpoint, BASIN_ENDPOINT
+// nor the key file names one: basin serve's default --listen.
+const defaultEndpoint = "http://127.0.0.1:8780"
+
+// dial makes the session's API client. The endpoint is --endpoint's, else
+// BASIN_ENDPOINT's, else the server of the key file's token_uri (the owner's
+// names --listen; one made through the API, the address it was made through).
 func (c *session) dial(env Env, p *parsed, pick func(flag, envName, def string) string) error {
-	keyFile := ""
+	keyFile, tokenURI := "", ""
 	if !p.has("insecure-no-auth") {
 		keyFile = pick("key-file", "BASIN_KEY_FILE", "")
 		if keyFile == "" {
 			keyFile = pick("data-dir", "BASIN_DATA_DIR", "/var/lib/basin") + "/owner-key.json"
 		}
+		data, err := os.ReadFile(keyFile)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("no key file at %s: name one with --key-file or BASIN_KEY_FILE, or the server's data directory "+
+				"(where basin serve writes owner-key.json) with --data-dir or BASIN_DATA_DIR", keyFile)
+		}
+		if err != nil {
+			return fmt.Errorf("key file: %w", err)
+		}
+		var kf struct {
+			TokenURI string `json:"token_uri"`
+		}
+		if json.Unmarshal(data, &kf) == nil {
+			tokenURI = kf.TokenURI
+		}
 	}
-	c.endpoint = pick("endpoint", "BASIN_ENDPOINT", "http://127.0.0.1:8780")
+	c.endpoint = pick("endpoint", "BASIN_ENDPOINT", endpointOf(tokenURI))
 	cl, err := client.New(c.endpoint, keyFile)
 	if err != nil {
 		return err
 	}
 	c.cl = cl
 	return nil
+}
+
+// endpointOf is the API URL of the server a key file's token_uri names (its
+// scheme and host; an unspecified address, from --listen 0.0.0.0:PORT, as
+// loopback), or defaultEndpoint if it names none or Google's.
+func endpointOf(tokenURI string) string {
+	u, err := url.Parse(tokenURI)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" && u.Hostname() == "" || u.Host == "oauth2.googleapis.com" {
+		return defaultEndpoint
+	}
+	host := u.Hostname()
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	if u.Port() != "" {
+		host = net.JoinHostPort(host, u.Port())
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return u.Scheme + "://" + host
 }
 
 func usage(w io.Writer, cmds []*command) {

@@ -2,7 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -234,6 +238,80 @@ func TestDispatchEveryVerb(t *testing.T) {
 			// Either a usage error naming the command's help, or the missing key file.
 			if code != 0 && !strings.Contains(errb.String(), "key file") && !strings.Contains(errb.String(), " --help)") && !strings.Contains(errb.String(), "needs") && !strings.Contains(errb.String(), "must") {
 				t.Errorf("%v: exit %d: %s", args, code, errb.String())
+			}
+		}
+	}
+}
+
+// writeKeyFile writes a service-account key file whose token_uri is tokenURI.
+func writeKeyFile(t *testing.T, tokenURI string) string {
+	t.Helper()
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]string{"type": "service_account", "private_key_id": "k1", "client_email": "a@default.iam.basin.internal",
+		"private_key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), "token_uri": tokenURI})
+	path := filepath.Join(t.TempDir(), "key.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Without --endpoint or BASIN_ENDPOINT, the CLI talks to the server the key
+// file's token_uri names; the flag and the variable still win.
+func TestEndpointFromKeyFile(t *testing.T) {
+	var rec, other recorder
+	srv, otherSrv := httptest.NewServer(&rec), httptest.NewServer(&other)
+	t.Cleanup(srv.Close)
+	t.Cleanup(otherSrv.Close)
+	key := writeKeyFile(t, srv.URL+"/token")
+	run := func(env map[string]string, args ...string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Main(args, Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+	}
+	run(nil, "volumes", "get", "vol1", "--key-file", key)
+	run(map[string]string{"BASIN_KEY_FILE": key}, "volumes", "get", "vol2")
+	if len(rec.calls) != 2 || len(other.calls) != 0 {
+		t.Fatalf("the key file's server got %v, the other %v", rec.calls, other.calls)
+	}
+	run(map[string]string{"BASIN_ENDPOINT": otherSrv.URL}, "volumes", "get", "vol3", "--key-file", key)
+	run(nil, "volumes", "get", "vol4", "--key-file", key, "--endpoint", otherSrv.URL)
+	if len(rec.calls) != 2 || len(other.calls) != 2 {
+		t.Fatalf("BASIN_ENDPOINT and --endpoint: the key file's server got %v, theirs %v", rec.calls, other.calls)
+	}
+	for uri, want := range map[string]string{
+		"http://127.0.0.1:8781/token":         "http://127.0.0.1:8781",
+		"https://basin.example.com/token":     "https://basin.example.com",
+		"http://0.0.0.0:8780/token":           "http://127.0.0.1:8780", // --listen 0.0.0.0:8780
+		"http://:8780/token":                  "http://127.0.0.1:8780",
+		"http://[::]:8780/token":              "http://[::1]:8780",
+		"https://oauth2.googleapis.com/token": "http://127.0.0.1:8780", // not Basin's: the default
+		"":                                    "http://127.0.0.1:8780",
+	} {
+		if got := endpointOf(uri); got != want {
+			t.Errorf("endpointOf(%q) = %q, want %q", uri, got, want)
+		}
+	}
+}
+
+// A missing key file is reported naming the ways to point at one.
+func TestMissingKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"volumes", "list", "--data-dir", dir}, {"volumes", "list", "--key-file", dir + "/k.json"}} {
+		var out, errb bytes.Buffer
+		code := Main(args, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+		for _, want := range []string{"basin volumes list: ", dir, "--key-file", "--data-dir", "BASIN_KEY_FILE"} {
+			if code != 2 || !strings.Contains(errb.String(), want) {
+				t.Errorf("%v: exit %d, want 2 naming %q: %s", args, code, want, errb.String())
 			}
 		}
 	}

@@ -24,7 +24,7 @@ func metricsCommands() []*command {
 	return []*command{
 		{group: "volumes", verb: "metrics", args: "VOLUME", flags: []flagSpec{
 			{name: "since", usage: "how far back, e.g. 15m, 6h or 7d (default 1h)"},
-			{name: "step", usage: "one point per step: a multiple of 10s below 5m, of 5m from 5m up (default: the server's)"},
+			{name: "step", usage: "one point per step, the mean over it: a multiple of 10s below 5m, of 5m from 5m up (default: from --since, at most 360 points)"},
 			{name: "metric", multi: true, usage: "metric names, comma-separated or repeated (default: " + strings.Join(mainMetrics, ",") + ")"}},
 			help: "a volume's metrics as sparklines with last, min, mean, max (-o json: the API's answer)", run: volumeMetrics},
 		{group: "top", verb: "", live: true, flags: []flagSpec{
@@ -72,6 +72,33 @@ func parseSince(flag, s string) (time.Duration, error) {
 	return d, nil
 }
 
+// metricsSteps are the steps `volumes metrics` picks from without --step, all
+// of them steps the API takes: multiples of the 10-second sampling interval
+// below 5 minutes (read from the server's in-memory ring, which keeps a day),
+// of the 5-minute rollups from there.
+var metricsSteps = []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute,
+	5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour,
+	6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+
+// maxStepPoints is the most points a default step gives a window: enough to
+// show a run of a few minutes in six hours (1-minute points), few enough to
+// read (the sparkline squeezes them into 60 characters).
+const maxStepPoints = 360
+
+// defaultStep is the finest of metricsSteps that divides window into at most
+// maxStepPoints points (whole days past the last). The server's own default
+// (5 minutes past 3 hours) gives a run of a few minutes one point, its mean
+// diluted over the step.
+func defaultStep(window time.Duration) time.Duration {
+	for _, s := range metricsSteps {
+		if window <= s*maxStepPoints {
+			return s
+		}
+	}
+	day := 24 * time.Hour
+	return (window + day*maxStepPoints - 1) / (day * maxStepPoints) * day
+}
+
 // metricsQuery builds the query of `volumes metrics` from its flags.
 func metricsQuery(p *parsed, now time.Time) (url.Values, error) {
 	since := time.Hour
@@ -81,14 +108,15 @@ func metricsQuery(p *parsed, now time.Time) (url.Values, error) {
 			return nil, err
 		}
 	}
-	q := url.Values{"startTime": {now.Add(-since).UTC().Format(time.RFC3339)}, "endTime": {now.UTC().Format(time.RFC3339)}}
+	step := defaultStep(since)
 	if p.has("step") {
-		d, err := parseSince("step", p.str("step"))
-		if err != nil {
+		var err error
+		if step, err = parseSince("step", p.str("step")); err != nil {
 			return nil, err
 		}
-		q.Set("step", d.String())
 	}
+	q := url.Values{"startTime": {now.Add(-since).UTC().Format(time.RFC3339)}, "endTime": {now.UTC().Format(time.RFC3339)},
+		"step": {step.String()}}
 	names := mainMetrics
 	if p.has("metric") {
 		names = nil
@@ -175,15 +203,15 @@ func volumeMetrics(ctx context.Context, c *session, p *parsed) error {
 const sparkWidth = 60
 
 // writeMetricsTable prints one row per series: its sparkline and its last,
-// minimum, mean and maximum. The mean is over the points (not weighted by
-// requests); minimum and maximum are over the points' own extremes where the
-// API gives them.
+// minimum, mean and maximum. Each point is the mean over its step, as the
+// header says; the mean is over the points (not weighted by requests); minimum
+// and maximum are over the points' own extremes where the API gives them.
 func writeMetricsTable(w io.Writer, ans *metricsAnswer) {
 	n := 0
 	if len(ans.Series) > 0 {
 		n = len(ans.Series[0].Points)
 	}
-	fmt.Fprintf(w, "%s  %s – %s  step %s  %d points\n\n", ans.Volume, ans.StartTime, ans.EndTime, ans.Step, n)
+	fmt.Fprintf(w, "%s  %s – %s  step %s  %d points, each the mean over its step\n\n", ans.Volume, ans.StartTime, ans.EndTime, fmtStep(ans.Step), n)
 	table := [][]string{{"METRIC", "UNIT", "HISTORY", "LAST", "MIN", "MEAN", "MAX"}}
 	for _, s := range ans.Series {
 		vals := make([]float64, len(s.Points))
@@ -210,8 +238,8 @@ func writeMetricsTable(w io.Writer, ans *metricsAnswer) {
 		} else {
 			lo, hi = math.NaN(), math.NaN()
 		}
-		table = append(table, []string{s.Metric, s.Unit, sparkline(vals, sparkWidth),
-			fmtValue(last, s.Unit), fmtValue(lo, s.Unit), fmtValue(mean, s.Unit), fmtValue(hi, s.Unit)})
+		unit, format := seriesFormat(s.Metric, s.Unit)
+		table = append(table, []string{s.Metric, unit, sparkline(vals, sparkWidth), format(last), format(lo), format(mean), format(hi)})
 	}
 	writeAligned(w, table, 3)
 }
@@ -288,8 +316,40 @@ func sparkline(vals []float64, width int) string {
 	return b.String()
 }
 
+// seriesFormat is how a metrics table shows a series of unit unit: the unit
+// it writes and how it writes a value. Shares (unit 1, "…Share") are
+// percentages; clients are a count (a mean over a step may be fractional);
+// other unit-1 values (concurrency) are plain numbers without a unit.
+func seriesFormat(metric, unit string) (string, func(float64) string) {
+	switch {
+	case unit == "1" && strings.HasSuffix(metric, "Share"):
+		return "%", func(v float64) string { return fmtValue(v*100, "") }
+	case metric == "clients":
+		return "", fmtCount
+	case unit == "1":
+		return "", func(v float64) string { return fmtValue(v, "") }
+	}
+	return unit, func(v float64) string { return fmtValue(v, unit) }
+}
+
+// fmtStep writes a step the API answered ("1m0s") as a person would ("1m").
+func fmtStep(step string) string {
+	d, err := time.ParseDuration(step)
+	if err != nil {
+		return step
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // fmtValue formats v for a table: "-" if unknown, bytes in binary units, other
-// values with three significant digits or as whole numbers from 100 up.
+// values by fmtNum.
 func fmtValue(v float64, unit string) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
@@ -300,6 +360,9 @@ func fmtValue(v float64, unit string) string {
 	return fmtNum(v)
 }
 
+// fmtNum writes v with fixed decimals, never an exponent: whole numbers from
+// 100 up, one decimal from 10, two from 0.01, three from 0.001; what is
+// smaller but not zero is "<0.001".
 func fmtNum(v float64) string {
 	switch a := math.Abs(v); {
 	case a >= 100 || a == 0:
@@ -308,8 +371,12 @@ func fmtNum(v float64) string {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	case a >= 0.01:
 		return strconv.FormatFloat(v, 'f', 2, 64)
+	case a >= 0.001:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	case v < 0:
+		return ">-0.001"
 	default:
-		return strconv.FormatFloat(v, 'g', 2, 64)
+		return "<0.001"
 	}
 }
 

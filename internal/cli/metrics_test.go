@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -114,7 +115,8 @@ func (s *metricsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(400, "INVALID_ARGUMENT", "startTime: bad")
 		return
 	}
-	units := map[string]string{"usedBytes": "By", "readMibps": "MiB/s", "writeMibps": "MiB/s", "readLatencyMs": "ms", "writeLatencyMs": "ms"}
+	units := map[string]string{"usedBytes": "By", "readMibps": "MiB/s", "writeMibps": "MiB/s", "readLatencyMs": "ms", "writeLatencyMs": "ms",
+		"atLimitShare": "1", "concurrency": "1", "clients": "1"}
 	var series []map[string]any
 	for _, m := range strings.Split(q.Get("metric"), ",") {
 		vals, ok := v.series[m]
@@ -206,7 +208,7 @@ func TestVolumeMetrics(t *testing.T) {
 	}
 	golden(t, "volume_metrics.txt", out)
 	q := fake.lastQuery()
-	if q.Get("startTime") != "2026-11-23T12:45:00Z" || q.Get("endTime") != "2026-11-23T13:00:00Z" || q.Has("step") ||
+	if q.Get("startTime") != "2026-11-23T12:45:00Z" || q.Get("endTime") != "2026-11-23T13:00:00Z" || q.Get("step") != "10s" ||
 		q.Get("metric") != "readIops,readLatencyMs,usedBytes,writeIops" {
 		t.Errorf("query %v", q)
 	}
@@ -270,5 +272,55 @@ func TestVolumeMetricsBadFlags(t *testing.T) {
 	if _, errs, code := runAgainst(srv, "volumes", "metrics", "vol1", "--step", "15s"); code != 1 ||
 		errs != "basin volumes metrics: --step: below 5m0s it must be a multiple of 10s\n" {
 		t.Errorf("bad step: exit %d: %q, want it said once", code, errs)
+	}
+}
+
+// Without --step the step follows --since: the finest of the API's steps that
+// keeps to about 360 points, so that a short run stands out in a long window.
+func TestVolumeMetricsDefaultStep(t *testing.T) {
+	fake := &metricsServer{vols: map[string]volumeFixture{"vol1": {series: map[string][]float64{"readIops": {1}}}}}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	for since, want := range map[string]string{"2m": "10s", "15m": "10s", "1h": "10s", "90m": "20s", "3h": "30s", "6h": "1m0s",
+		"12h": "2m0s", "13h": "5m0s", "24h": "5m0s", "2d": "10m0s", "7d": "30m0s", "30d": "2h0m0s", "400d": "48h0m0s"} {
+		if _, errs, code := runAgainst(srv, "volumes", "metrics", "vol1", "--metric", "readIops", "--since", since); code != 0 {
+			t.Fatalf("--since %s: exit %d: %s", since, code, errs)
+		}
+		if got := fake.lastQuery().Get("step"); got != want {
+			t.Errorf("--since %s: step %q, want %s", since, got, want)
+		}
+	}
+	runAgainst(srv, "volumes", "metrics", "vol1", "--metric", "readIops", "--since", "6h", "--step", "10s")
+	if got := fake.lastQuery().Get("step"); got != "10s" {
+		t.Errorf("--step 10s: step %q", got)
+	}
+}
+
+// Small values are written with fixed decimals, shares as percentages, counts
+// (clients) as counts; the header says what a point is.
+func TestVolumeMetricsUnits(t *testing.T) {
+	fake := &metricsServer{vols: map[string]volumeFixture{"vol1": {series: map[string][]float64{
+		"atLimitShare": {0, 0.5, 2.1e-06},
+		"clients":      {1, 0.5, 2},
+		"concurrency":  {2.1e-06, 0.004, 1.5},
+		"readMibps":    {0.0005, 0.02, 0},
+	}}}}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	out, errs, code := runAgainst(srv, "volumes", "metrics", "vol1", "--metric", "atLimitShare,clients,concurrency,readMibps", "--since", "6h")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden(t, "volume_metrics_units.txt", out)
+	if regexp.MustCompile(`\de-?\d`).MatchString(out) {
+		t.Errorf("a number with an exponent:\n%s", out)
+	}
+	for _, row := range strings.Split(out, "\n")[3:] {
+		if f := strings.Fields(row); len(f) > 1 && f[1] == "1" {
+			t.Errorf("unit 1: %s", row)
+		}
+	}
+	if !strings.Contains(out, "mean over its step") {
+		t.Errorf("the header does not say what a point is:\n%s", out)
 	}
 }

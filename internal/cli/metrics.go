@@ -28,7 +28,7 @@ func metricsCommands() []*command {
 			{name: "metric", multi: true, usage: "metric names, comma-separated or repeated (default: " + strings.Join(mainMetrics, ",") + ")"}},
 			help: "a volume's metrics as sparklines with last, min, mean, max (-o json: the API's answer)", run: volumeMetrics},
 		{group: "top", verb: "", live: true, flags: []flagSpec{
-			{name: "once", bool: true, usage: "print one frame and exit"},
+			{name: "once", bool: true, usage: "print one frame and exit (-o json or yaml: its rows as data, unknown values null)"},
 			{name: "sort", usage: "iops, mibps, latency or throttled (default iops)"},
 			{name: "interval", usage: "time between frames (default 10s, the sampling interval)"},
 			{name: "n", usage: "show the N busiest volumes (default 20; 0 = all)"}},

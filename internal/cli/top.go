@@ -198,13 +198,18 @@ func sortRows(rows []topRow, key func(*topRow) float64) {
 	})
 }
 
+// busiest sorts rows by o.sort and returns the first o.n (0: all).
+func busiest(rows []topRow, o topOptions) []topRow {
+	sortRows(rows, topSorts[o.sort])
+	if o.n > 0 && len(rows) > o.n {
+		return rows[:o.n]
+	}
+	return rows
+}
+
 // renderTop writes one frame: a header line and the n busiest volumes (0: all).
 func (c *session) renderTop(w io.Writer, rows []topRow, o topOptions, now time.Time) {
-	sortRows(rows, topSorts[o.sort])
-	shown := rows
-	if o.n > 0 && len(rows) > o.n {
-		shown = rows[:o.n]
-	}
+	shown := busiest(rows, o)
 	fmt.Fprintf(w, "basin top  %s/%s  %s  %d of %d volumes by %s\n\n", c.project, c.location,
 		now.UTC().Format("2006-01-02 15:04:05 UTC"), len(shown), len(rows), o.sort)
 	table := [][]string{{"VOLUME", "POOL", "READ/s", "WRITE/s", "META/s", "READ MiB/s", "WRITE MiB/s", "LAT ms", "BLOCK KiB", "IN FLIGHT", "AT LIMIT 1m", "CLIENTS"}}
@@ -232,6 +237,55 @@ func fmtCount(v float64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
+// topData is a frame of `basin top --once -o json|yaml`: the busiest volumes'
+// rows, the table's columns by the API's metric names, unknown values null.
+type topData struct {
+	Project     string      `json:"project"`
+	Location    string      `json:"location"`
+	Time        string      `json:"time"`
+	Sort        string      `json:"sort"`
+	VolumeCount int         `json:"volumeCount"`
+	Volumes     []topVolume `json:"volumes"`
+}
+
+type topVolume struct {
+	Volume       string   `json:"volume"`
+	StoragePool  string   `json:"storagePool"`
+	ReadIops     *float64 `json:"readIops"`
+	WriteIops    *float64 `json:"writeIops"`
+	MetadataIops *float64 `json:"metadataIops"`
+	ReadMibps    *float64 `json:"readMibps"`
+	WriteMibps   *float64 `json:"writeMibps"`
+	// LatencyMs and BlockKib are over reads and writes together.
+	LatencyMs   *float64 `json:"latencyMs"`
+	BlockKib    *float64 `json:"blockKib"`
+	Concurrency *float64 `json:"concurrency"`
+	// AtLimitShare is the mean over the last minute, a fraction.
+	AtLimitShare *float64 `json:"atLimitShare"`
+	Clients      *float64 `json:"clients"`
+}
+
+// known is v, or nil (JSON null) if unknown.
+func known(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+// topDataOf is a frame's data: the n busiest rows, as renderTop shows them.
+func (c *session) topDataOf(rows []topRow, o topOptions, now time.Time) topData {
+	d := topData{Project: c.project, Location: c.location, Time: now.UTC().Format(time.RFC3339), Sort: o.sort,
+		VolumeCount: len(rows), Volumes: []topVolume{}}
+	for _, r := range busiest(rows, o) {
+		d.Volumes = append(d.Volumes, topVolume{Volume: r.volume, StoragePool: r.pool, ReadIops: known(r.readIops),
+			WriteIops: known(r.writeIops), MetadataIops: known(r.metaIops), ReadMibps: known(r.readMibps),
+			WriteMibps: known(r.writeMibps), LatencyMs: known(r.latencyMs), BlockKib: known(r.blockKib),
+			Concurrency: known(r.inFlight), AtLimitShare: known(r.atLimit), Clients: known(r.clients)})
+	}
+	return d
+}
+
 // topFrame reads the volumes' metrics now and renders them.
 func (c *session) topFrame(ctx context.Context, o topOptions) (string, error) {
 	now := c.env.Now()
@@ -252,8 +306,19 @@ func top(ctx context.Context, c *session, p *parsed) error {
 	if err != nil {
 		return err
 	}
+	if c.output != "table" && !o.once {
+		return usagef("-o %s needs --once: the live view is a screen", c.output)
+	}
 	if u, ok := c.cl.(unreachable); ok {
 		return u.err // no client (no key file): no frame would ever show more
+	}
+	if o.once && c.output != "table" {
+		now := c.env.Now()
+		rows, err := c.topRows(ctx, now)
+		if err != nil {
+			return err
+		}
+		return c.print(c.topDataOf(rows, o, now), nil)
 	}
 	if o.once {
 		s, err := c.topFrame(ctx, o)

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -165,4 +167,46 @@ func TestTopLoop(t *testing.T) {
 			t.Errorf("%d frames, want 2 (the start and the tick; the end of stdin draws none)", *n)
 		}
 	})
+}
+
+// -o json and -o yaml print the frame's rows as data: every volume, in the
+// order asked, unknown values null, the at-limit share as a fraction.
+func TestTopOnceJSON(t *testing.T) {
+	srv := httptest.NewServer(topFixture())
+	t.Cleanup(srv.Close)
+	out, errs, code := runAgainst(srv, "top", "--once", "--sort", "mibps", "-n", "2", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		Project, Location, Time, Sort string
+		VolumeCount                   int
+		Volumes                       []map[string]any
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("-o json does not parse: %v\n%s", err, out)
+	}
+	if got.Project != "default" || got.Location != "local" || got.Time != "2026-11-23T13:00:00Z" || got.Sort != "mibps" ||
+		got.VolumeCount != 5 || len(got.Volumes) != 2 {
+		t.Fatalf("-o json: %+v", got)
+	}
+	logs, db := got.Volumes[0], got.Volumes[1]
+	if logs["volume"] != "logs" || logs["storagePool"] != "std" || logs["writeMibps"] != 100.0 || logs["clients"] != 1.0 ||
+		math.Abs(logs["atLimitShare"].(float64)-5.0/6) > 1e-9 || db["volume"] != "db" || db["readIops"] != 5000.0 {
+		t.Errorf("-o json rows: %v", got.Volumes)
+	}
+	out, errs, code = runAgainst(srv, "top", "--once", "-o", "json", "-n", "0")
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Volumes) != 5 {
+		t.Fatalf("-n 0: exit %d: %s%s", code, out, errs)
+	}
+	if nv := got.Volumes[4]; nv["volume"] != "new" || nv["readIops"] != nil || nv["latencyMs"] != nil {
+		t.Errorf("a volume without points: %v", nv)
+	}
+	if out, errs, code = runAgainst(srv, "top", "--once", "-o", "yaml"); code != 0 || !strings.Contains(out, "volumes:\n- ") || !strings.Contains(out, "volume: db") {
+		t.Errorf("-o yaml: exit %d: %s%s", code, out, errs)
+	}
+	// The live view is a screen: data needs --once.
+	if _, errs, code = runAgainst(srv, "top", "-o", "json"); code != 2 || !strings.Contains(errs, "-o json needs --once") {
+		t.Errorf("live -o json: exit %d: %s", code, errs)
+	}
 }

@@ -183,9 +183,9 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 	}
 	switch e := engine.(type) {
 	case *bench.NFS:
-		fmt.Fprintf(c.env.Stderr, "nfs: at most %d calls in flight on one connection\n", e.MaxInFlight())
+		io.WriteString(c.env.Stderr, connectionNote("nfs", e.MaxInFlight()))
 	case *bench.SMB:
-		fmt.Fprintf(c.env.Stderr, "smb: at most %d requests in flight on one connection\n", e.MaxInFlight())
+		io.WriteString(c.env.Stderr, connectionNote("smb", e.MaxInFlight()))
 		if j.Direct {
 			fmt.Fprintln(c.env.Stderr, "smb: --direct has no meaning over SMB here; writes are whatever the share does")
 		}
@@ -198,6 +198,18 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 	}
 	res.WriteText(c.env.Stdout)
 	return nil
+}
+
+// connectionNote reports the most calls (NFS) or requests (SMB) that were on
+// the wire at once on any one connection: the queue depth the server saw, as
+// --iodepth, --numjobs and --nconnect (--channels) made it. It is measured, not
+// a limit; test/e2e reads the number after "at most".
+func connectionNote(proto string, n int64) string {
+	what := map[string]string{"nfs": "call", "smb": "request"}[proto]
+	if n != 1 {
+		what += "s"
+	}
+	return fmt.Sprintf("%s: at most %d %s in flight on any one connection during the run (measured: the queue depth the server saw)\n", proto, n, what)
 }
 
 func runSweep(ctx context.Context, c *session, p *parsed) error {

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -339,6 +340,28 @@ func TestErrorPrefix(t *testing.T) {
 		out, code := runAt(srv.URL, false, tc.args...)
 		if code == 0 || !strings.HasPrefix(out, tc.want) {
 			t.Errorf("%v: exit %d: %q, want it to start %q", tc.args, code, out, tc.want)
+		}
+	}
+}
+
+// What bench learns of the connection reads as a measurement, not as a
+// warning of a limit, in the words test/e2e parses.
+func TestBenchConnectionNote(t *testing.T) {
+	for _, tc := range []struct {
+		proto string
+		n     int64
+		want  string
+	}{
+		{"nfs", 8, "nfs: at most 8 calls in flight on any one connection during the run (measured: the queue depth the server saw)\n"},
+		{"smb", 1, "smb: at most 1 request in flight on any one connection during the run (measured: the queue depth the server saw)\n"},
+	} {
+		got := connectionNote(tc.proto, tc.n)
+		if got != tc.want {
+			t.Errorf("connectionNote(%s, %d) = %q, want %q", tc.proto, tc.n, got, tc.want)
+		}
+		var n int64
+		if _, err := fmt.Sscanf(got, tc.proto+": at most %d", &n); err != nil || n != tc.n {
+			t.Errorf("%q: the number is not where test/e2e reads it", got)
 		}
 	}
 }

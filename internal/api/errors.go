@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
@@ -10,7 +11,7 @@ import (
 
 // statusOf maps an error to its HTTP status, canonical code name and gRPC code
 // (google.rpc.Code's HTTP mapping; docs/api.md, "Statuses"). This is the only
-// place that decides statuses.
+// place that decides statuses, but for UNIMPLEMENTED to gcloud (writeError).
 func statusOf(err error) (httpStatus int, name string, code int32) {
 	switch {
 	case errors.Is(err, model.ErrInvalid):
@@ -51,6 +52,12 @@ var reasons = map[string]string{
 func (s *Server) writeError(rq *request, err error) {
 	rq.err = err
 	status, name, _ := statusOf(err)
+	reason, hasReason := reasons[name]
+	if name == "UNIMPLEMENTED" && fromGcloud(rq.r) {
+		// gcloud's HTTP layer (apitools) retries every 5xx for about 30 s, then
+		// reports a network problem; a 400 it shows at once (docs/api.md, "Statuses").
+		status, name = http.StatusBadRequest, "FAILED_PRECONDITION"
+	}
 	msg := err.Error()
 	if status == http.StatusInternalServerError {
 		s.log.Error("internal error", "err", err, "request_id", rq.id, "path", rq.r.URL.Path)
@@ -61,8 +68,23 @@ func (s *Server) writeError(rq *request, err error) {
 	if errors.As(err, &fe) {
 		body.Error.Details = append(body.Error.Details, apiv1.BadRequest{Type: apiv1.TypeBadRequest,
 			FieldViolations: []apiv1.FieldViolation{{Field: fe.Field, Description: fe.Msg}}})
-	} else if reason, ok := reasons[name]; ok {
+	} else if hasReason {
 		body.Error.Details = append(body.Error.Details, apiv1.ErrorInfo{Type: apiv1.TypeErrorInfo, Reason: reason, Domain: "netapp.googleapis.com"})
 	}
 	s.writeJSON(rq, status, body)
+}
+
+// fromGcloud reports whether r comes from the Google Cloud CLI. Its transport
+// appends to every request's User-Agent "gcloud/VERSION command/COMMAND …"
+// (googlecloudsdk/core/transport.py, MakeUserAgentString): a "gcloud/" product
+// followed by a "command/" one. Google's client libraries send other products
+// (python-requests/…, google-api-nodejs-client/…, google-api-go-client/…).
+func fromGcloud(r *http.Request) bool {
+	f := strings.Fields(r.UserAgent())
+	for i := 0; i+1 < len(f); i++ {
+		if len(f[i]) > len("gcloud/") && strings.HasPrefix(f[i], "gcloud/") && strings.HasPrefix(f[i+1], "command/") {
+			return true
+		}
+	}
+	return false
 }

@@ -32,6 +32,7 @@ type env struct {
 	db    string // the database file
 	auth  Authenticator
 	token string
+	ua    string // the User-Agent do sends ("" = Go's)
 }
 
 type envOpt func(*Options)
@@ -91,6 +92,9 @@ func (e *env) do(method, path string, body any) resp {
 	req.Header.Set("Content-Type", "application/json")
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	if e.ua != "" {
+		req.Header.Set("User-Agent", e.ua)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -153,7 +153,8 @@ func (s *Server) aggregateMetrics(rq *request, name string, members func(tx stor
 	s.writeJSON(rq, http.StatusOK, aggregateToWire(name, len(keys), q, series))
 }
 
-// haveMetrics reports whether metrics are collected, answering 501 if not.
+// haveMetrics reports whether metrics are collected, answering UNIMPLEMENTED
+// if not (501, or 400 to gcloud: writeError).
 func (s *Server) haveMetrics(rq *request) bool {
 	if s.opts.Metrics == nil {
 		s.writeError(rq, model.Errorf(model.ErrUnimplemented, "metrics are not collected by this server"))

@@ -205,6 +205,54 @@ func (g *gcloud) fails(args ...string) string {
 
 type obj = map[string]any
 
+// gcloudUnserved are gcloud commands whose methods Basin does not implement, one
+// per collection the issue named and a create and a describe.
+var gcloudUnserved = [][]string{
+	{"netapp", "kms-configs", "list"},
+	{"netapp", "kms-configs", "describe", "k1"},
+	{"netapp", "backup-vaults", "list"},
+	{"netapp", "backup-vaults", "create", "bv1"},
+	{"netapp", "backup-policies", "list"},
+	{"netapp", "volumes", "replications", "list", "--volume=vol1"},
+	{"netapp", "volumes", "quota-rules", "list", "--volume=vol1"},
+}
+
+// Every gcloud command whose method Basin does not implement fails at once with
+// Basin's message. Other clients get 501; gcloud, known by its User-Agent, gets
+// 400 FAILED_PRECONDITION, because its HTTP layer (apitools) tries a 5xx or 429
+// five times, 2 to 16 s apart, and after some 30 s prints the raw answer as a
+// network problem (docs/api.md, "Statuses"). On a quiet machine each command
+// takes what gcloud takes to start and make one call (under 3 s, as `locations
+// list`, timed first for comparison); the bound leaves room for a loaded machine
+// and is still far below gcloud's first two retries.
+func TestGcloudUnservedFailsAtOnce(t *testing.T) {
+	w := newOutboundWatch(t)
+	g := newGcloud(t, w)
+	s := newServer(t)
+	s.start()
+	g.run("config", "set", "project", "p1")
+	g.run("config", "set", "api_endpoint_overrides/netapp", "http://"+s.addr+"/")
+	g.run("auth", "activate-service-account", "--key-file="+s.ownerKey())
+	const bound = 10 * time.Second
+	start := time.Now()
+	g.run("netapp", "locations", "list")
+	t.Logf("gcloud netapp locations list (served): %v", time.Since(start).Round(10*time.Millisecond))
+	for _, args := range gcloudUnserved {
+		args = slices.Concat(args, []string{"--location=us-east4"})
+		start := time.Now()
+		out := g.fails(args...)
+		took := time.Since(start)
+		t.Logf("gcloud %s: %v", strings.Join(args, " "), took.Round(10*time.Millisecond))
+		if !strings.Contains(out, "is not implemented by Basin") || !strings.Contains(out, "FAILED_PRECONDITION") ||
+			strings.Contains(out, "network connectivity") {
+			t.Errorf("gcloud %s: want Basin's message, FAILED_PRECONDITION, in:\n%s", strings.Join(args, " "), out)
+		}
+		if took > bound {
+			t.Errorf("gcloud %s took %v (more than %v): it retried", strings.Join(args, " "), took, bound)
+		}
+	}
+}
+
 // gcloud netapp as its users type it, after `gcloud auth activate-service-account
 // --key-file` with a Basin key file (which exchanges a signed assertion at the
 // key's token_uri) and the endpoint override: every command whose method Basin

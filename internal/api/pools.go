@@ -219,6 +219,22 @@ func (s *Server) deletePool(rq *request, p parent, id string) {
 	s.answerOperation(rq, op, err)
 }
 
+// switchPool swaps the pool's zone and replicaZone, upstream's switch of the
+// active and replica zones, as an update of the pool. In Basin both are the
+// names a client gave the pool (a volume's zone is the node it lives on), so
+// nothing moves: the operation answers the pool with the two swapped.
+func (s *Server) switchPool(rq *request, p parent, id string) {
+	op, err := s.intents().UpdatePool(rq.ctx, s.st, intent.PoolUpdate{Project: p.project, Location: p.location, ID: id,
+		Patch: func(_ store.Tx, pl *model.Pool) error {
+			if pl.ReplicaZone == "" {
+				return model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no replica zone to switch to", id)
+			}
+			pl.Zone, pl.ReplicaZone = pl.ReplicaZone, pl.Zone
+			return nil
+		}})
+	s.answerOperation(rq, op, err)
+}
+
 // validateDirectoryService checks the pool's Active Directory policy against its
 // domain (an operation that completes with Empty or the domain's reason).
 // directoryServiceType may be left out; Active Directory is the only kind.

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/basin-nas/basin/internal/iam"
-	"github.com/basin-nas/basin/internal/model"
 )
 
 // The route table: every method of the REST API, with the permission it needs (or
@@ -109,9 +108,7 @@ var apiRoutes = []Route{
 	{Method: http.MethodDelete, Pattern: patPool, Perm: np("storagePools", "delete"),
 		Handle: func(s *Server, rq *request, v pathVars) { s.deletePool(rq, v.parent(), v["storagePool"]) }},
 	{Method: http.MethodPost, Pattern: patPool + ":switch", Perm: np("storagePools", "switch"),
-		Handle: func(s *Server, rq *request, v pathVars) {
-			s.writeError(rq, model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no replica zone to switch to", v["storagePool"]))
-		}},
+		Handle: func(s *Server, rq *request, v pathVars) { s.switchPool(rq, v.parent(), v["storagePool"]) }},
 	// Basin-only: the pool's volumes' metrics combined (internal/metrics).
 	{Method: http.MethodGet, Pattern: patPool + "/metrics", Perm: iam.PermMetricsGet,
 		Handle: func(s *Server, rq *request, v pathVars) { s.getPoolMetrics(rq, v.parent(), v["storagePool"]) }},

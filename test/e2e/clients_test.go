@@ -315,6 +315,15 @@ func TestGcloud(t *testing.T) {
 	if len(list) != 2 {
 		t.Fatalf("storage-pools list: %v", list)
 	}
+	// A pool with a replica zone switches: zone and replicaZone swap.
+	g.run("netapp", "storage-pools", "create", "zpool", at, "--service-level=standard", "--capacity=1024",
+		"--network=name=default", "--zone=us-east4-a", "--replica-zone=us-east4-b")
+	g.run("netapp", "storage-pools", "switch", "zpool", at)
+	g.json(&o, "netapp", "storage-pools", "describe", "zpool", at)
+	if o["zone"] != "us-east4-b" || o["replicaZone"] != "us-east4-a" {
+		t.Fatalf("storage-pools switch: %v", o)
+	}
+	g.run("netapp", "storage-pools", "delete", "zpool", at)
 
 	// Volumes with an export policy.
 	g.run("netapp", "volumes", "create", "vol1", at, "--storage-pool=pool1", "--capacity=1", "--protocols=nfsv3",

@@ -52,6 +52,11 @@ var apiRoutes = []Route{
 	{Method: http.MethodPost, Pattern: "/v1/consoleSignInLinks", Public: "signs the web console in as the caller itself, with the caller's own permissions and no more",
 		Handle: func(s *Server, rq *request, _ pathVars) { s.createSignInLink(rq) }},
 
+	// The project, in Resource Manager v1's shape: gcloud reads it when a project
+	// is set (projects.go).
+	{Method: http.MethodGet, Pattern: patProject, Perm: iam.PermProjectGet,
+		Handle: func(s *Server, rq *request, v pathVars) { s.getProject(rq, v["project"]) }},
+
 	// Project IAM policy and audit log.
 	{Method: http.MethodPost, Pattern: patProject + ":getIamPolicy", Perm: iam.PermGetIamPolicy,
 		Handle: func(s *Server, rq *request, v pathVars) { s.getIamPolicy(rq, v["project"]) }},

@@ -29,6 +29,7 @@ var netappResources = map[string][]string{
 
 // Permissions Basin checks outside the netapp.* family.
 const (
+	PermProjectGet      = "resourcemanager.projects.get"
 	PermGetIamPolicy    = "resourcemanager.projects.getIamPolicy"
 	PermSetIamPolicy    = "resourcemanager.projects.setIamPolicy"
 	PermAuditList       = "basin.auditLogs.list"
@@ -51,7 +52,7 @@ const (
 
 // Permissions returns every permission Basin knows, sorted.
 func Permissions() []string {
-	out := []string{PermGetIamPolicy, PermSetIamPolicy, PermAuditList, PermSACreate, PermSAGet, PermSAList, PermSADelete,
+	out := []string{PermProjectGet, PermGetIamPolicy, PermSetIamPolicy, PermAuditList, PermSACreate, PermSAGet, PermSAList, PermSADelete,
 		PermSADisable, PermSAEnable, PermKeyCreate, PermKeyGet, PermKeyList, PermKeyDelete, PermSettingsGet, PermSettingsUpdate, PermMetricsGet}
 	for res, verbs := range netappResources {
 		for _, v := range verbs {
@@ -73,17 +74,20 @@ func NetappPermission(collection, verb string) string {
 // RoleGrants reports whether role includes perm. The project settings (a
 // Basin-only resource, the project's throughput cap) go with the netapp.* family:
 // roles/netapp.admin may read and change them, roles/netapp.viewer read them.
-// Volume metrics (Basin-only) are read by both. The audit log and IAM stay
+// Volume metrics (Basin-only) are read by both, and so is the project itself
+// (resourcemanager.projects.get, which gcloud asks for when a project is set),
+// so that every role on a project can name it. The audit log and IAM stay
 // roles/owner's.
 func RoleGrants(role, perm string) bool {
 	switch role {
 	case RoleOwner:
 		return true
 	case RoleNetappAdmin:
-		return strings.HasPrefix(perm, netappPrefix) || perm == PermSettingsGet || perm == PermSettingsUpdate || perm == PermMetricsGet
+		return strings.HasPrefix(perm, netappPrefix) || perm == PermSettingsGet || perm == PermSettingsUpdate || perm == PermMetricsGet ||
+			perm == PermProjectGet
 	case RoleNetappViewer:
 		return strings.HasPrefix(perm, netappPrefix) && (strings.HasSuffix(perm, netappGet) || strings.HasSuffix(perm, netappLs)) ||
-			perm == PermSettingsGet || perm == PermMetricsGet
+			perm == PermSettingsGet || perm == PermMetricsGet || perm == PermProjectGet
 	}
 	return false
 }

@@ -264,11 +264,19 @@ func TestGcloud(t *testing.T) {
 	g := newGcloud(t, w)
 	s := newServer(t)
 	s.start("--overcommit-ratio", "10000") // pools of a few TiB on a 4 GiB store
-	// The project first: once an account is active, gcloud checks a project it is
-	// given with Google's Resource Manager, which Basin does not serve.
-	g.run("config", "set", "project", "p1")
+	// Once an account is active, gcloud checks a project it is given with Resource
+	// Manager (GET /v1/projects/p1), which Basin serves at the override: the
+	// project may come after the key, and is found at once, without a warning.
 	g.run("config", "set", "api_endpoint_overrides/netapp", "http://"+s.addr+"/")
+	g.run("config", "set", "api_endpoint_overrides/cloudresourcemanager", "http://"+s.addr+"/")
 	g.run("auth", "activate-service-account", "--key-file="+s.ownerKey())
+	start := time.Now()
+	if out, errOut, err := g.exec("config", "set", "project", "p1"); err != nil || strings.Contains(errOut, "WARNING") {
+		t.Fatalf("gcloud config set project p1: %v\n%s%s", err, out, errOut)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("gcloud config set project took %v: it did not find the project at once", took)
+	}
 	const at = "--location=us-east4"
 	const parent = "projects/p1/locations/us-east4"
 

@@ -97,6 +97,7 @@ type Client struct {
 	addr   string   // host:port
 	auth   Auth
 	opts41 Options41
+	owner  ServerOwner // NFSv4.1: what the last EXCHANGE_ID answered
 }
 
 // errNotConnected is a call on a Client without a connection.

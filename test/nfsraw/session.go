@@ -119,6 +119,7 @@ func (c *Client) establish(ctx context.Context) (Reestablished, error) {
 		return Reestablished{}, fmt.Errorf("CREATE_SESSION: %w", err)
 	}
 	c.sess = &session{clientID: ex.clientID, id: cs.id, seq: 1}
+	c.owner = ex.server
 	return Reestablished{ClientID: ex.clientID, Confirmed: ex.flags&exchgidConfirmedR != 0}, nil
 }
 
@@ -150,6 +151,20 @@ func (c *Client) SequenceStatus() uint32 {
 	}
 	return c.sess.status
 }
+
+// ServerOwner is who an NFSv4.1 server says it is in EXCHANGE_ID
+// (eir_server_owner, eir_server_scope): two addresses answering with the same
+// major ID and scope are one server to a client, which may then use them as
+// trunks of one client ID (RFC 8881 §2.10.5).
+type ServerOwner struct {
+	Minor uint64
+	Major string
+	Scope string
+}
+
+// ServerOwner returns what the server answered to the client's EXCHANGE_ID;
+// zero for NFSv4.0.
+func (c *Client) ServerOwner() ServerOwner { return c.owner }
 
 // Owner is an NFSv4.1 client's owner (co_ownerid); "" for NFSv4.0.
 func (c *Client) Owner() string { return c.opts41.Owner }
@@ -218,6 +233,7 @@ type exchangeID struct {
 	clientID uint64
 	seq      uint32
 	flags    uint32
+	server   ServerOwner
 }
 
 // exchgidConfirmedR is EXCHGID4_FLAG_CONFIRMED_R: the server holds the client
@@ -240,9 +256,9 @@ func (o *exchangeID) decode(d *xdrDec) {
 		d.Fail(fmt.Errorf("exchange_id: state protection %d", how))
 		return
 	}
-	d.U64()    // server owner: minor id
-	d.Opaque() // major id
-	d.Opaque() // scope
+	o.server.Minor = d.U64()
+	o.server.Major = string(d.Opaque())
+	o.server.Scope = string(d.Opaque())
 	if n := d.U32(); n > 1 {
 		d.Fail(errors.New("exchange_id: more than one implementation id"))
 	} else if n == 1 {

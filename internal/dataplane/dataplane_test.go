@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/basin-nas/basin/internal/runner"
@@ -100,5 +101,35 @@ func TestTeardownKeepsRecordWhenRemovalFails(t *testing.T) {
 	}
 	if _, err := os.Stat(state); err != nil {
 		t.Fatalf("the sandbox's record is gone after a failed teardown: %v", err)
+	}
+}
+
+// TestSandboxHost: a sandbox's host name is one DNS label, its bridge's (and
+// node's) own: the NFSv4.1 server owner and FSAL_CEPH's session names come
+// from it.
+func TestSandboxHost(t *testing.T) {
+	long := strings.Repeat("n", 80)
+	cases := []struct {
+		bridge, node, want string
+	}{
+		{"br0", "", "basin-br0"},
+		{"br0", "node-1", "basin-br0-node-1"},
+		{"bte1234_x", "Node.A", "basin-bte1234-x-node-a"},
+	}
+	for _, c := range cases {
+		if got := sandboxHost(Network{Bridge: c.bridge}, c.node); got != c.want {
+			t.Errorf("sandboxHost(%q, %q) = %q, want %q", c.bridge, c.node, got, c.want)
+		}
+	}
+	seen := map[string]string{}
+	for _, n := range []string{"", "a", "b", long, long + "x"} {
+		h := sandboxHost(Network{Bridge: "br0"}, n)
+		if len(h) > 63 || strings.Trim(h, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			t.Errorf("node %q: host name %q is not one DNS label", n, h)
+		}
+		if other, ok := seen[h]; ok {
+			t.Errorf("nodes %q and %q share the host name %q", other, n, h)
+		}
+		seen[h] = n
 	}
 }

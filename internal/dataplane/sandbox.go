@@ -33,6 +33,7 @@ type sandbox struct {
 	dataDir string
 	dir     string
 	ns      string
+	host    string // host name in the sandbox's UTS namespace (sandboxHost)
 	run     runner.Runner
 	log     *slog.Logger
 	bus     ganeshaBus
@@ -126,7 +127,7 @@ const (
 // newSandbox is a sandbox of n with nothing running yet.
 func (m *Manager) newSandbox(n Network) *sandbox {
 	dir := m.sandboxDir(n.Name)
-	sb := &sandbox{net: n, dataDir: m.opts.DataDir, dir: dir, ns: nsName(n), run: m.run, log: m.log.With("network", n.Name),
+	sb := &sandbox{net: n, dataDir: m.opts.DataDir, dir: dir, ns: nsName(n), host: sandboxHost(n, m.opts.NodeID), run: m.run, log: m.log.With("network", n.Name),
 		timeout: m.opts.ReadyTimeout, dead: make(chan struct{}), ganesha: m.opts.Ganesha,
 		loaded: map[uint64]loadedExport{}, smb: map[string]*smbInstance{},
 		watch:    watchOptions{stuckAfter: m.opts.StuckRequestAfter, wedgedAfter: m.opts.WedgedAfter, onStuck: m.opts.OnStuckRequests},
@@ -430,6 +431,37 @@ func sandboxMAC(n Network, node string) string {
 	return fmt.Sprintf("02:%02x:%02x:%02x:%02x:%02x", h[0], h[1], h[2], h[3], h[4])
 }
 
+// sandboxHost is the host name of n's sandbox (its own UTS namespace): one
+// label, unique to the bridge and, in a cluster, the node. Ganesha takes its
+// host name as the NFSv4.1 server owner and scope, and FSAL_CEPH names each
+// export's CephFS session "ganesha-<host name>-<export ID>": with the host's
+// name every sandbox on a node answered EXCHANGE_ID as one server (so a client
+// of two networks could take them for trunks of one), and a Ganesha of another
+// network, or of another Basin on the same cluster, opened its export's session
+// under a name another one held, which the MDS refused ("duplicated session
+// uuid"). A restarted sandbox keeps its name, so its Ganesha reclaims (resets)
+// its own earlier sessions.
+func sandboxHost(n Network, node string) string {
+	name := "basin-" + n.Bridge
+	if node != "" {
+		name += "-" + node
+	}
+	name = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, name)
+	if len(name) > 63 {
+		h := sha1.Sum([]byte(name))
+		name = fmt.Sprintf("%s-%x", name[:54], h[:4])
+	}
+	return name
+}
+
 func (sb *sandbox) busSocket() string  { return filepath.Join(sb.dir, "bus.sock") }
 func (sb *sandbox) busAddress() string { return "unix:path=" + sb.busSocket() }
 func (sb *sandbox) exportFile(id uint64) string {
@@ -446,7 +478,8 @@ func (sb *sandbox) exportFile(id uint64) string {
 // pivot_roots into it and detaches the old root: a path that escaped an export
 // would find nothing of the host.
 const holderScript = `set -eu
-data="$1"; box="$2"; rpcuid="$3"; root="$box/root"
+data="$1"; box="$2"; rpcuid="$3"; host="$4"; root="$box/root"
+hostname "$host"
 mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$root"
 cd "$root"
 mkdir -p usr etc proc dev run tmp var oldroot
@@ -475,14 +508,15 @@ umount -l /oldroot
 rmdir /oldroot
 ` + holderTail
 
-// startHolder starts the process that owns the sandbox's mount namespace: it enters
-// the network namespace, unshares a mount namespace that still receives the host's
-// new mounts (slave propagation), builds the sandbox's root and sleeps. Every daemon
-// then enters its namespaces.
+// startHolder starts the process that owns the sandbox's mount and UTS namespaces:
+// it enters the network namespace, unshares a mount namespace that still receives
+// the host's new mounts (slave propagation) and a UTS namespace with the
+// sandbox's host name (sandboxHost), builds the sandbox's root and sleeps. Every
+// daemon then enters its namespaces.
 func (sb *sandbox) startHolder() error {
 	rpcUID, _ := rpcUser()
-	cmd := exec.Command("ip", "netns", "exec", sb.ns, "unshare", "--mount", "--propagation", "slave", "--",
-		"sh", "-c", holderScript, "holder", sb.dataDir, sb.dir, rpcUID)
+	cmd := exec.Command("ip", "netns", "exec", sb.ns, "unshare", "--mount", "--uts", "--propagation", "slave", "--",
+		"sh", "-c", holderScript, "holder", sb.dataDir, sb.dir, rpcUID, sb.host)
 	p, err := startHolderProcess(cmd, "sandbox holder", sb.detached)
 	if err != nil {
 		return err
@@ -535,8 +569,9 @@ func dialReady(path string) func(context.Context) error {
 	}
 }
 
-// command runs a service inside the sandbox: nsenter joins the holder's mount and
-// network namespaces, the service's Wrap runs (with every capability), then setpriv
+// command runs a service inside the sandbox: nsenter joins the holder's mount,
+// network and UTS namespaces (a holder adopted from a Basin before the UTS one
+// is in the host's, which nsenter -u then joins), the service's Wrap runs (with every capability), then setpriv
 // leaves only the service's capability bounding set, no inheritable capabilities
 // and no new privileges, and execs the daemon.
 func (sb *sandbox) command(s Service) runner.Command {
@@ -544,7 +579,7 @@ func (sb *sandbox) command(s Service) runner.Command {
 	if caps == "" {
 		caps = "-all"
 	}
-	args := append([]string{"-t", pidString(sb.holder), "-m", "-n", "--"}, s.Wrap...)
+	args := append([]string{"-t", pidString(sb.holder), "-m", "-n", "-u", "--"}, s.Wrap...)
 	args = append(args, "setpriv", "--bounding-set", caps, "--inh-caps", "-all", "--no-new-privs", "--")
 	args = append(args, s.Argv...)
 	return runner.Command{Name: "nsenter", Args: args, Env: s.Env}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/runner"
+	"github.com/basin-nas/basin/test/clienthost"
+	"github.com/basin-nas/basin/test/nfsraw"
 )
 
 // TestTwoBasinsOnOneHost: a Basin's cleanup touches only what it started. Two
@@ -35,7 +38,8 @@ func TestTwoBasinsOnOneHost(t *testing.T) {
 	nfsPool(t, ca)
 	a.openVolume(ca, "avol")
 	ep := endpoint(t, ca, "avol")
-	nfs := a.host(201).NFS(3, 0, 0)
+	ha := a.host(201)
+	nfs := ha.NFS(3, 0, 0)
 	data := bytes.Repeat([]byte("survivor "), 4096)
 	if err := nfs.Write(ep, "/avol/f", data); err != nil {
 		t.Fatal(err)
@@ -70,6 +74,13 @@ func TestTwoBasinsOnOneHost(t *testing.T) {
 	cb := b.client()
 	nfsPool(t, cb)
 	b.openVolume(cb, "bvol")
+	// Each Basin's sandbox is a server of its own to an NFSv4.1 client, with an
+	// owner of its own (its host name), not one server reached at two addresses
+	// (which a client may trunk: one client ID for both).
+	oa, ob := serverOwner(t, ha, ep), serverOwner(t, b.host(201), endpoint(t, cb, "bvol"))
+	if oa.Major == ob.Major || !strings.Contains(oa.Major, a.bridge) || !strings.Contains(ob.Major, b.bridge) {
+		t.Errorf("NFSv4.1 server owners %+v and %+v: want one per sandbox, named by its bridge", oa, ob)
+	}
 	b.stop(syscall.SIGTERM)
 	b.start()
 	b.stop(syscall.SIGKILL)
@@ -116,6 +127,20 @@ func TestTwoBasinsOnOneHost(t *testing.T) {
 		t.Errorf("%d of %d reads of A's volume failed: %v", len(failures), reads, failures)
 	}
 	before.diff(t, after)
+}
+
+// serverOwner returns what the NFSv4.1 server at ep answers host h's
+// EXCHANGE_ID with.
+func serverOwner(t *testing.T, h *clienthost.Host, ep netip.Addr) nfsraw.ServerOwner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var c *nfsraw.Client
+	if err := h.Within(func() (err error) { c, err = nfsraw.Dial41(ctx, ep.String(), 2049, nfsraw.Auth{}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.ServerOwner()
 }
 
 // footprint is what of a server the host holds: its processes (by pid, with

@@ -212,7 +212,7 @@ func (c *session) renderTop(w io.Writer, rows []topRow, o topOptions, now time.T
 	shown := busiest(rows, o)
 	fmt.Fprintf(w, "basin top  %s/%s  %s  %d of %d volumes by %s\n\n", c.project, c.location,
 		now.UTC().Format("2006-01-02 15:04:05 UTC"), len(shown), len(rows), o.sort)
-	table := [][]string{{"VOLUME", "POOL", "READ/s", "WRITE/s", "META/s", "READ MiB/s", "WRITE MiB/s", "LAT ms", "BLOCK KiB", "IN FLIGHT", "AT LIMIT 1m", "CLIENTS"}}
+	table := [][]string{{"VOLUME", "POOL", "READ/s", "WRITE/s", "META/s", "READ MiB/s", "WRITE MiB/s", "SRV LAT ms", "BLOCK KiB", "SRV IN FLIGHT", "AT LIMIT 1m", "CLIENTS"}}
 	for _, r := range shown {
 		pct := "-"
 		if !math.IsNaN(r.atLimit) {
@@ -223,7 +223,17 @@ func (c *session) renderTop(w io.Writer, rows []topRow, o topOptions, now time.T
 			fmtValue(r.inFlight, ""), pct, fmtCount(r.clients)})
 	}
 	writeAligned(w, table, 2)
+	fmt.Fprint(w, "\n"+topFootnote)
 }
+
+// topFootnote says what the server-side columns leave out: Ganesha and smbd time
+// a request from when a worker takes it to its reply, so clients see more, most
+// of all at the QoS ceiling, where the shaper holds replies after the server sent
+// them (docs/metrics.md, "What Ganesha's latency is").
+const topFootnote = `SRV: as the NFS and SMB servers time requests, from a worker taking one to its reply. Left out:
+the network, the clients' own queues, and the QoS shaper, which holds replies at the limit: a volume
+AT LIMIT shows a low SRV LAT while its clients wait far longer.
+`
 
 // fmtCount formats requests per second or clients: whole numbers, one decimal
 // below 10, "-" if unknown.
@@ -256,7 +266,9 @@ type topVolume struct {
 	MetadataIops *float64 `json:"metadataIops"`
 	ReadMibps    *float64 `json:"readMibps"`
 	WriteMibps   *float64 `json:"writeMibps"`
-	// LatencyMs and BlockKib are over reads and writes together.
+	// LatencyMs and BlockKib are over reads and writes together. LatencyMs
+	// and Concurrency are the server's (SRV in the table): what clients see
+	// adds the network, their queues and the QoS shaper's hold.
 	LatencyMs   *float64 `json:"latencyMs"`
 	BlockKib    *float64 `json:"blockKib"`
 	Concurrency *float64 `json:"concurrency"`

@@ -50,6 +50,13 @@ func TestTopOnce(t *testing.T) {
 			t.Fatalf("%s: exit %d: %s", tc.name, code, errs)
 		}
 		golden(t, tc.file, out)
+		// Latency and in flight are the server's: labelled so, with what they
+		// leave out (docs/metrics.md).
+		for _, want := range []string{"SRV LAT ms", "SRV IN FLIGHT", "the network, the clients' own queues, and the QoS shaper"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: no %q in\n%s", tc.name, want, out)
+			}
+		}
 	}
 	q := fake.lastQuery()
 	if q.Get("step") != "10s" || q.Get("startTime") != "2026-11-23T12:59:00Z" || q.Get("endTime") != "2026-11-23T13:00:00Z" {
@@ -62,6 +69,9 @@ func rowIDs(frame string) []string {
 	lines := strings.Split(strings.TrimSpace(frame), "\n")
 	var ids []string
 	for _, l := range lines[3:] { // header, blank line, column names
+		if l == "" { // the blank line before the footnote
+			break
+		}
 		ids = append(ids, strings.Fields(l)[0])
 	}
 	return ids

@@ -420,7 +420,9 @@ async function operationsPage(ctx, view) {
         } else {
           progress = h("span", { class: "badge ready" }, `Done in ${secs < 1 ? Math.round(secs * 1000) + " ms" : secs.toFixed(1) + " s"}`);
         }
-        return [id(o.name).replace(/^operation-/, "").slice(0, 22), m.verb, id(m.target), when(m.createTime), progress];
+        // The full name, which basin operations get and gcloud take as is.
+        return [h("div", { class: "op-name" }, h("code", {}, o.name), copyButton(o.name, `Copy the name of operation ${id(o.name)}`)),
+          m.verb, id(m.target), when(m.createTime), progress];
       }), "No operations yet."));
     if (ops.some((o) => !o.done)) timer = setTimeout(draw, 3000);
   };

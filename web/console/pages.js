@@ -1,7 +1,7 @@
 // The console's pages. Each renders into view with what the caller may see, and
 // offers only the actions the caller may take (ctx.can, from testIamPermissions).
 import { call, listAll, wait } from "./api.js";
-import { h, field, checks, checked, submitting, confirmDialog, toast, table, copyButton, id, gib, when, stateBadge } from "./ui.js";
+import { h, field, fieldError, checks, checked, submitting, confirmDialog, toast, table, copyButton, id, gib, when, stateBadge } from "./ui.js";
 import { volumeCharts } from "./charts.js";
 
 const LEVELS = [["PREMIUM", "Premium (64 MiB/s per TiB)"], ["EXTREME", "Extreme (128 MiB/s per TiB)"], ["STANDARD", "Standard (16 MiB/s per TiB)"], ["FLEX", "Flex (16 MiB/s per TiB)"]];
@@ -147,14 +147,32 @@ function exportRuleRow(i) {
     h("label", { class: "check" }, h("input", { type: "checkbox", name: n("nfsv4"), checked: true }), " NFSv4.1"));
 }
 
+// poolFree is the GiB a pool has not given to volumes yet.
+const poolFree = (p) => Number(p.capacityGib) - Number(p.volumeCapacityGib || 0);
+
 async function volumeNewPage(ctx, view, _parts, params) {
   const pools = await listAll(ctx.parent + "/storagePools", "storagePools");
   const from = params.get("from") || "";
   const rules = h("div", { class: "rules" }, exportRuleRow(0));
+  // The pool's free space, under Capacity, and an error there as soon as the
+  // capacity asked for is more (the API would refuse it).
+  const capacity = field("Capacity (GiB)", { name: "capacityGib", type: "number", min: 1, value: 100, required: true, oninput: () => checkCapacity() }, " ");
+  const capacityHint = capacity.querySelector(".hint");
+  const checkCapacity = (quiet = false) => {
+    const pid = form.elements.storagePool.value;
+    const pool = pools.find((p) => id(p.name) === pid);
+    capacityHint.textContent = pool ? `Pool ${pid} has ${poolFree(pool).toLocaleString("en")} GiB free.` : "";
+    const want = Number(form.elements.capacityGib.value);
+    const over = pool && want > poolFree(pool) ? `Storage pool ${pid} has ${poolFree(pool).toLocaleString("en")} GiB free; this volume asks for ${want.toLocaleString("en")} GiB.` : null;
+    if (!quiet || !over) fieldError(form, "capacityGib", over);
+    return over;
+  };
   const form = h("form", { class: "card", onsubmit: (e) => {
     e.preventDefault();
     const f = form.elements;
     submitting(form, async () => {
+      const over = checkCapacity();
+      if (over) throw Object.assign(new Error(over), { fields: { capacityGib: over } });
       const protocols = checked(form, "protocols");
       const body = { storagePool: f.storagePool.value, capacityGib: f.capacityGib.value, shareName: f.shareName.value.trim() || f.volumeId.value.trim(), protocols };
       if (protocols.some((p) => p.startsWith("NFS"))) {
@@ -177,8 +195,8 @@ async function volumeNewPage(ctx, view, _parts, params) {
   } },
   from && h("p", { class: "note" }, "A clone of snapshot ", h("strong", {}, from.split("/volumes/")[1] || from), ": it starts with the snapshot's data."),
   field("Volume ID", { name: "volumeId", required: true, autocomplete: "off", spellcheck: "false" }, "Letters, digits and hyphens, starting with a letter."),
-  field("Storage pool", { name: "storagePool", options: pools.map((p) => [id(p.name), `${id(p.name)} (${p.serviceLevel}, ${Number(p.capacityGib) - Number(p.volumeCapacityGib || 0)} GiB free)`]), value: params.get("pool") || "" }),
-  field("Capacity (GiB)", { name: "capacityGib", type: "number", min: 1, value: 100, required: true }),
+  field("Storage pool", { name: "storagePool", options: pools.map((p) => [id(p.name), `${id(p.name)} (${p.serviceLevel}, ${poolFree(p).toLocaleString("en")} GiB free)`]), value: params.get("pool") || "" }),
+  capacity,
   field("Share name", { name: "shareName", placeholder: "the volume ID", autocomplete: "off" }, "The NFS export path and SMB share name."),
   checks("Protocols", "protocols", PROTOCOLS, ["NFSV3"]),
   h("h2", {}, "NFS export rules"),
@@ -194,7 +212,9 @@ async function volumeNewPage(ctx, view, _parts, params) {
   field("Description", { name: "description" }),
   h("p", { id: "op-status", class: "op-status", role: "status" }),
   h("div", { class: "actions" }, link("#/volumes", "Cancel", { class: "button secondary" }), h("button", { class: "primary", type: "submit" }, from ? "Create clone" : "Create volume")));
+  form.elements.storagePool.addEventListener("change", () => checkCapacity());
   view.append(heading(from ? "Clone a snapshot" : "Create a volume"), form);
+  checkCapacity(true); // the pool's free space; an error only once the user acts
 }
 
 // mountCommands are copy-ready commands for one of a volume's mount options; the

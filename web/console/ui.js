@@ -61,27 +61,56 @@ export function clearErrors(form) {
 
 const sentence = (s) => (s ? s[0].toUpperCase() + s.slice(1) : s);
 
+// placeError puts desc under the field named name (a control's name or a
+// data-field) and marks its control invalid; it returns the control, or null if
+// the form has no such field.
+function placeError(form, name, desc) {
+  const target = form.querySelector(`[data-field="${CSS.escape(name)}"]`) || form.elements.namedItem(name);
+  const el = target instanceof RadioNodeList ? target[0] : target;
+  if (!el) return null;
+  const id = "err-" + uid();
+  const msg = h("p", { class: "field-error", id, role: "alert" }, sentence(desc));
+  const box = el.closest(".field") || el;
+  box.append(msg);
+  const control = el.matches("input, select, textarea") ? el : el.querySelector("input, select, textarea");
+  if (control) {
+    control.setAttribute("aria-invalid", "true");
+    control.setAttribute("aria-describedby", ((control.getAttribute("aria-describedby") || "") + " " + id).trim());
+  }
+  return control || el;
+}
+
+// fieldError shows (text) or takes away (null) the error under one field while
+// the user types, without moving the focus.
+export function fieldError(form, name, text) {
+  const control = form.elements.namedItem(name);
+  const box = control?.closest?.(".field");
+  if (!box) return;
+  const shown = box.querySelector(".field-error");
+  if (shown && text && shown.textContent === sentence(text)) return; // said once is enough (role=alert)
+  shown?.remove();
+  control.removeAttribute("aria-invalid");
+  const ids = (control.getAttribute("aria-describedby") || "").split(" ").filter((x) => x && !x.startsWith("err-"));
+  if (ids.length) control.setAttribute("aria-describedby", ids.join(" "));
+  else control.removeAttribute("aria-describedby");
+  if (text) placeError(form, name, text);
+}
+
 // showError puts an API error next to the fields it names (a BadRequest's field
-// violations), and the rest at the top of the form; the first is focused.
+// violations, or a message that starts with a field's name, "capacityGib: …", as
+// Basin's failed preconditions do), and the rest at the top of the form; the
+// first is focused.
 export function showError(form, err, aliases = {}) {
   clearErrors(form);
   let first = null;
   let placed = false;
-  for (const [path, desc] of Object.entries(err.fields || {})) {
-    const name = aliases[path] || path;
-    const target = form.querySelector(`[data-field="${CSS.escape(name)}"]`) || form.elements.namedItem(name);
-    const el = target instanceof RadioNodeList ? target[0] : target;
-    if (!el) continue;
-    const id = "err-" + uid();
-    const msg = h("p", { class: "field-error", id, role: "alert" }, sentence(desc));
-    const box = el.closest(".field") || el;
-    box.append(msg);
-    const control = el.matches("input, select, textarea") ? el : el.querySelector("input, select, textarea");
-    if (control) {
-      control.setAttribute("aria-invalid", "true");
-      control.setAttribute("aria-describedby", ((control.getAttribute("aria-describedby") || "") + " " + id).trim());
-      first = first || control;
-    }
+  let fields = err.fields || {};
+  const named = /^([A-Za-z][\w.[\]]*): (.+)$/s.exec(err.message || "");
+  if (!Object.keys(fields).length && named && form.elements.namedItem(aliases[named[1]] || named[1])) fields = { [named[1]]: named[2] };
+  for (const [path, desc] of Object.entries(fields)) {
+    const control = placeError(form, aliases[path] || path, desc);
+    if (!control) continue;
+    if (control.matches("input, select, textarea")) first = first || control;
     placed = true;
   }
   if (!placed) {

@@ -1,7 +1,7 @@
 // The console's pages. Each renders into view with what the caller may see, and
 // offers only the actions the caller may take (ctx.can, from testIamPermissions).
 import { call, listAll, wait } from "./api.js";
-import { h, field, fieldError, checks, checked, submitting, confirmDialog, toast, table, copyButton, id, gib, when, stateBadge } from "./ui.js";
+import { h, field, fieldError, checks, checked, submitting, confirmDialog, toast, flash, opStatus, table, copyButton, id, gib, usedGib, bytes, when, stateBadge } from "./ui.js";
 import { volumeCharts } from "./charts.js";
 
 const LEVELS = [["PREMIUM", "Premium (64 MiB/s per TiB)"], ["EXTREME", "Extreme (128 MiB/s per TiB)"], ["STANDARD", "Standard (16 MiB/s per TiB)"], ["FLEX", "Flex (16 MiB/s per TiB)"]];
@@ -26,10 +26,13 @@ async function run(method, path, opts, what) {
   const op = await call(method, path, opts);
   const status = document.getElementById("op-status");
   const res = await wait(op, (o) => {
-    if (status) status.textContent = `${what}: ${o.done ? "done" : o.metadata?.statusMessage || "running"}…`;
+    if (status) {
+      status.classList.remove("ok");
+      status.textContent = `${what}: ${o.done ? "done" : o.metadata?.statusMessage || "running"}…`;
+    }
   });
   if (status) status.textContent = "";
-  toast(`${what}: done.`, "ok");
+  flash(`${what}: done.`);
   return res;
 }
 
@@ -39,11 +42,12 @@ function budget(pool) {
 }
 const mibps = (n) => (n === undefined || n === null || Number.isNaN(n) ? "–" : `${Number(n).toLocaleString("en", { maximumFractionDigits: 1 })} MiB/s`);
 
-function meter(used, total, label) {
+// meter shows used of total GiB; text, if given, says used in words.
+function meter(used, total, label, text) {
   const u = Number(used || 0), t = Number(total || 0);
   return h("div", { class: "meter-wrap" },
     h("meter", { min: 0, max: t || 1, value: u, "aria-label": label }),
-    h("span", {}, `${u.toLocaleString("en")} of ${t.toLocaleString("en")} GiB`));
+    h("span", {}, `${text || u.toLocaleString("en") + " GiB"} of ${t.toLocaleString("en")} GiB`));
 }
 
 // ---- storage pools -------------------------------------------------------------
@@ -54,7 +58,7 @@ async function poolsPage(ctx, view) {
     ctx.can("netapp.volumes.list") ? listAll(ctx.parent + "/volumes", "volumes") : Promise.resolve(null),
   ]);
   view.append(heading("Storage pools", ctx.can("netapp.storagePools.create") && link("#/pools/new", "Create pool", { class: "button primary" })),
-    h("p", { id: "op-status", class: "op-status", role: "status" }));
+    opStatus());
   if (!pools.length) view.append(h("p", { class: "empty" }, "No storage pools in this location yet."));
   for (const p of pools) {
     const pid = id(p.name);
@@ -121,7 +125,7 @@ async function poolNewPage(ctx, view) {
   field("QoS", { name: "qosType", options: [["AUTO", "Automatic: throughput follows each volume's size"], ["MANUAL", "Manual: set each volume's throughput"]], value: "AUTO" }),
   field("Active Directory (for SMB)", { name: "activeDirectory", options: [["", "None"], ...ads.map((a) => [id(a.name), `${id(a.name)} (${a.domain})`])] }),
   field("Description", { name: "description" }),
-  h("p", { id: "op-status", class: "op-status", role: "status" }),
+  opStatus(),
   h("div", { class: "actions" }, link("#/pools", "Cancel", { class: "button secondary" }), h("button", { class: "primary", type: "submit" }, "Create pool")));
   view.append(heading("Create a storage pool"), form);
 }
@@ -130,9 +134,9 @@ async function poolNewPage(ctx, view) {
 
 async function volumesPage(ctx, view) {
   const vols = await listAll(ctx.parent + "/volumes", "volumes");
-  view.append(heading("Volumes", ctx.can("netapp.volumes.create") && link("#/volumes/new", "Create volume", { class: "button primary" })),
+  view.append(heading("Volumes", ctx.can("netapp.volumes.create") && link("#/volumes/new", "Create volume", { class: "button primary" })), opStatus(),
     table("Volumes", ["Volume", "Share", "Pool", "Capacity", "Used", "Service level", "Throughput", "Protocols", "State"],
-      vols.map((v) => [link("#/volumes/" + id(v.name), id(v.name)), v.shareName, v.storagePool, gib(v.capacityGib), gib(v.usedGib),
+      vols.map((v) => [link("#/volumes/" + id(v.name), id(v.name)), v.shareName, v.storagePool, gib(v.capacityGib), usedGib(v.usedGib),
         v.serviceLevel, mibps(v.throughputMibps), (v.protocols || []).join(", "), stateBadge(v.state)]),
       "No volumes in this location yet."));
 }
@@ -210,7 +214,7 @@ async function volumeNewPage(ctx, view, _parts, params) {
   h("label", { class: "check" }, h("input", { type: "checkbox", name: "snapshotDirectory", dataset: { field: "snapshotDirectory" } }), " Show snapshots in .snapshot"),
   field("Throughput (MiB/s, manual QoS pools only)", { name: "throughputMibps", type: "number", min: 0, step: "any" }),
   field("Description", { name: "description" }),
-  h("p", { id: "op-status", class: "op-status", role: "status" }),
+  opStatus(),
   h("div", { class: "actions" }, link("#/volumes", "Cancel", { class: "button secondary" }), h("button", { class: "primary", type: "submit" }, from ? "Create clone" : "Create volume")));
   form.elements.storagePool.addEventListener("change", () => checkCapacity());
   view.append(heading(from ? "Clone a snapshot" : "Create a volume"), form);
@@ -312,13 +316,19 @@ function manageSection(ctx, v, vid, pools) {
       e.preventDefault();
       patch(resize, "capacityGib", resize.elements.capacityGib.value, `Resize ${vid}`);
     } }, field("Capacity (GiB)", { name: "capacityGib", type: "number", min: 1, value: v.capacityGib, required: true }), h("button", { class: "secondary", type: "submit" }, "Resize"));
+    sec.append(resize);
+    // Moving needs another pool: with none, say so rather than offer an empty list.
     const others = pools.filter((p) => id(p.name) !== v.storagePool);
-    const move = h("form", { class: "inline-form", onsubmit: (e) => {
-      e.preventDefault();
-      patch(move, "storagePool", move.elements.storagePool.value, `Move ${vid}`);
-    } }, field("Move to pool", { name: "storagePool", options: others.map((p) => [id(p.name), `${id(p.name)} (${p.serviceLevel})`]) }),
-    h("button", { class: "secondary", type: "submit", disabled: !others.length }, "Move"));
-    sec.append(resize, move);
+    if (others.length) {
+      const move = h("form", { class: "inline-form", onsubmit: (e) => {
+        e.preventDefault();
+        patch(move, "storagePool", move.elements.storagePool.value, `Move ${vid}`);
+      } }, field("Move to pool", { name: "storagePool", options: others.map((p) => [id(p.name), `${id(p.name)} (${p.serviceLevel}, ${poolFree(p).toLocaleString("en")} GiB free)`]) }),
+      h("button", { class: "secondary", type: "submit" }, "Move"));
+      sec.append(move);
+    } else {
+      sec.append(h("p", { class: "hint", id: "move-none" }, `Moving to another pool: ${v.storagePool} is the only pool in this location.`));
+    }
   }
   if (ctx.can("netapp.volumes.delete")) {
     const del = h("form", { class: "inline-form", onsubmit: async (e) => {
@@ -335,16 +345,32 @@ function manageSection(ctx, v, vid, pools) {
   return sec.childElementCount > 1 ? sec : null;
 }
 
+// usedBytes is a volume's latest usedBytes from the metrics API, or null: finer
+// than the volume's usedGib, which the API rounds up to whole GiB.
+async function usedBytes(ctx, vid) {
+  if (!ctx.can("basin.metrics.get")) return null;
+  const end = new Date();
+  try {
+    const res = await call("GET", `${ctx.parent}/volumes/${encodeURIComponent(vid)}/metrics`, {
+      query: { metric: "usedBytes", startTime: new Date(end - 5 * 60_000).toISOString(), endTime: end.toISOString(), step: "10s" },
+    });
+    const last = [...(res.series?.[0]?.points || [])].reverse().find((p) => p.value !== null && p.value !== undefined);
+    return last ? last.value : null;
+  } catch {
+    return null;
+  }
+}
+
 async function volumePage(ctx, view, parts) {
   const vid = parts[1];
-  const v = await call("GET", `${ctx.parent}/volumes/${encodeURIComponent(vid)}`);
+  const [v, used] = await Promise.all([call("GET", `${ctx.parent}/volumes/${encodeURIComponent(vid)}`), usedBytes(ctx, vid)]);
   const pools = ctx.can("netapp.volumes.update") ? await listAll(ctx.parent + "/storagePools", "storagePools") : [];
   const rules = v.exportPolicy?.rules || [];
-  view.append(heading(`Volume ${vid}`), h("p", { id: "op-status", class: "op-status", role: "status" }),
+  view.append(heading(`Volume ${vid}`), opStatus(),
     h("section", { class: "card", "aria-label": "Details" }, h("dl", { class: "facts" },
       h("dt", {}, "State"), h("dd", {}, stateBadge(v.state), v.stateDetails ? " " + v.stateDetails : ""),
       h("dt", {}, "Pool"), h("dd", {}, v.storagePool, ` (${v.serviceLevel})`),
-      h("dt", {}, "Capacity"), h("dd", {}, meter(v.usedGib, v.capacityGib, `Space used in ${vid}`)),
+      h("dt", {}, "Capacity"), h("dd", {}, meter(used === null ? v.usedGib : used / 2 ** 30, v.capacityGib, `Space used in ${vid}`, used === null ? usedGib(v.usedGib) : bytes(used))),
       h("dt", {}, "Throughput ceiling"), h("dd", {}, mibps(v.throughputMibps)),
       h("dt", {}, "Protocols"), h("dd", {}, (v.protocols || []).join(", ")),
       h("dt", {}, "Share name"), h("dd", {}, v.shareName),
@@ -364,7 +390,7 @@ async function volumePage(ctx, view, parts) {
 async function adsPage(ctx, view) {
   const ads = await listAll(ctx.parent + "/activeDirectories", "activeDirectories");
   view.append(heading("Active Directory", ctx.can("netapp.activeDirectories.create") && link("#/activeDirectories/new", "Add connection", { class: "button primary" })),
-    h("p", { id: "op-status", class: "op-status", role: "status" }),
+    opStatus(),
     table("Active Directory connections", ["Connection", "Domain", "DNS", "NetBIOS prefix", "Site", "Join account", "State", ""],
       ads.map((a) => {
         const aid = id(a.name);
@@ -409,7 +435,7 @@ function adNewPage(ctx, view) {
   h("label", { class: "check" }, h("input", { type: "checkbox", name: "aesEncryption", checked: true }), " AES Kerberos encryption"),
   h("label", { class: "check" }, h("input", { type: "checkbox", name: "encryptDcConnections", dataset: { field: "encryptDcConnections" } }), " Encrypt connections to the domain controllers"),
   field("Description", { name: "description" }),
-  h("p", { id: "op-status", class: "op-status", role: "status" }),
+  opStatus(),
   h("div", { class: "actions" }, link("#/activeDirectories", "Cancel", { class: "button secondary" }), h("button", { class: "primary", type: "submit" }, "Add connection")));
   view.append(heading("Add an Active Directory connection"), form);
 }

@@ -152,6 +152,40 @@ export function confirmDialog(title, text, yes = "Delete") {
   });
 }
 
+// A finished change's message goes in the page's status line (opStatus) for a
+// few seconds, in the page's flow rather than over it (a toast covered the
+// charts); the page drawn again after the change shows it too.
+const FLASH = 8000; // ms
+let flashed = null; // {text, until}
+
+export function opStatus() {
+  const el = h("p", { id: "op-status", class: "op-status", role: "status" });
+  if (flashed && Date.now() < flashed.until) {
+    const { text } = flashed;
+    // After a frame, so that screen readers hear it in the new page.
+    requestAnimationFrame(() => {
+      el.textContent = text;
+      el.classList.add("ok");
+    });
+  }
+  return el;
+}
+
+export function flash(text) {
+  flashed = { text, until: Date.now() + FLASH };
+  const el = document.getElementById("op-status");
+  if (!el) return toast(text, "ok");
+  el.textContent = text;
+  el.classList.add("ok");
+  setTimeout(() => {
+    const now = document.getElementById("op-status");
+    if (now?.classList.contains("ok") && now.textContent === text) {
+      now.textContent = "";
+      now.classList.remove("ok");
+    }
+  }, FLASH);
+}
+
 // toast announces a message (role=status) for a few seconds.
 export function toast(text, kind = "info") {
   const box = document.getElementById("toast");
@@ -185,6 +219,20 @@ export const id = (name) => (name || "").split("/").pop();
 
 export function gib(n) {
   return n === undefined || n === null || n === "" ? "–" : `${Number(n).toLocaleString("en")} GiB`;
+}
+
+// usedGib is a volume's usedGib in words: the API rounds it up to whole GiB
+// (docs/api.md), so 1 is anything from a byte to 1 GiB.
+export function usedGib(n) {
+  return String(n) === "1" ? "≤ 1 GiB" : gib(n);
+}
+
+// bytes in binary units, e.g. "12.3 MiB".
+export function bytes(n) {
+  const units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  for (n = Number(n); n >= 1024 && i < units.length - 1; i++) n /= 1024;
+  return `${n.toLocaleString("en", { maximumFractionDigits: i && n < 100 ? 1 : 0 })} ${units[i]}`;
 }
 
 export function when(t) {

@@ -281,6 +281,41 @@ func TestConsole(t *testing.T) {
 	}
 	owner.shot("volume-create-bad-input")
 
+	// More than the pool has free: said under Capacity with the pool's free
+	// space as the user types, and again at submit (focused there, nothing at
+	// the top of the form, no request made).
+	owner.waitText("input[name=capacityGib] ~ .hint", "Pool pool1 has 100 GiB free.", 5*time.Second)
+	owner.fill("capacityGib", "500")
+	typed := `document.querySelector("input[name=capacityGib]").dispatchEvent(new Event("input", {bubbles: true}))`
+	owner.eval(typed, nil)
+	var capErr struct {
+		Text    string `json:"text"`
+		Invalid string `json:"invalid"`
+		Focused bool   `json:"focused"`
+		Top     int    `json:"top"`
+	}
+	capProbe := `(() => { const i = document.querySelector("input[name=capacityGib]");
+		return {text: i.closest(".field").querySelector(".field-error")?.innerText || "", invalid: i.getAttribute("aria-invalid") || "",
+			focused: document.activeElement === i, top: document.querySelectorAll("main .form-error").length}; })()`
+	owner.eval(capProbe, &capErr)
+	const capWant = "Storage pool pool1 has 100 GiB free; this volume asks for 500 GiB."
+	if capErr.Text != capWant || capErr.Invalid != "true" || capErr.Top != 0 {
+		t.Errorf("typing 500 GiB into a pool with 100 free: %+v, want %q under Capacity", capErr, capWant)
+	}
+	owner.click(`//button[normalize-space()="Create volume"]`)
+	owner.waitGone(`main form button:disabled`)
+	owner.eval(capProbe, &capErr)
+	if capErr.Text != capWant || capErr.Invalid != "true" || !capErr.Focused || capErr.Top != 0 {
+		t.Errorf("submitting 500 GiB into a pool with 100 free: %+v, want %q under Capacity, focused", capErr, capWant)
+	}
+	owner.shot("volume-create-over-capacity")
+	owner.fill("capacityGib", "1")
+	owner.eval(typed, nil)
+	owner.eval(capProbe, &capErr)
+	if capErr.Text != "" || capErr.Invalid != "" {
+		t.Errorf("the capacity error stays after 1 GiB was typed: %+v", capErr)
+	}
+
 	// The volume, then its page and mount commands.
 	owner.fill("volumeId", "vol1")
 	owner.fill("exportPolicy.rules[0].allowedClients", s.subnet.String())
@@ -292,6 +327,11 @@ func TestConsole(t *testing.T) {
 	owner.waitText("#mount-nfsv3-linux", fmt.Sprintf("sudo mount -t nfs -o rw,hard,vers=3,proto=tcp,rsize=1048576,wsize=1048576,nconnect=4 %s:/vol1 /mnt/vol1", ep), 10*time.Second)
 	owner.waitText("#mount-nfsv3-windows", fmt.Sprintf(`mount -o anon,nolock,mtype=hard \\%s\vol1 Z:`, ep), 5*time.Second)
 	owner.checkLabels()
+	// One pool: no empty "Move to pool" list, a sentence instead.
+	owner.waitText("#move-none", "pool1 is the only pool in this location", 5*time.Second)
+	if n := owner.count(`main select[name=storagePool]`); n != 0 {
+		t.Errorf("the volume page offers %d pool lists to move to with one pool", n)
+	}
 
 	// Snapshots: take two, revert to the first (which deletes the newer one).
 	for _, snap := range []string{"s1", "s2"} {
@@ -299,6 +339,11 @@ func TestConsole(t *testing.T) {
 		owner.click(`//button[normalize-space()="Take snapshot"]`)
 		owner.waitText("#snap-title + * table, section[aria-labelledby=snap-title] table", snap, 30*time.Second)
 		owner.waitGone(`main .page[aria-busy]`)
+		// Done is said in the page's status line, not in a toast over the page.
+		owner.waitText("#op-status", "Snapshot "+snap+": done.", 5*time.Second)
+		if n := owner.count(".toast"); n != 0 {
+			t.Errorf("%d toasts over the page after snapshot %s", n, snap)
+		}
 	}
 	owner.shot("volume-snapshots")
 	owner.click(`//tr[th[normalize-space()="s1"]]//button[normalize-space()="Revert"]`)
@@ -374,6 +419,36 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the IOPS chart drew no canvas")
 	}
 	t.Logf("charts under load: %s | %s | %s", owner.text("#chart-iops .chart-now"), owner.text("#chart-mibps .chart-now"), owner.text("#chart-latency .chart-now"))
+	// The throughput chart draws the total of read and write, the figure the
+	// ceiling applies to, and says so.
+	var legend []string
+	owner.eval(`[...document.querySelectorAll("#chart-mibps .u-legend .u-label")].map((l) => l.textContent)`, &legend)
+	if strings.Join(legend, ",") != "Read,Write,Total,Ceiling" {
+		t.Errorf("the throughput chart's series: %q, want Read, Write, Total, Ceiling", legend)
+	}
+	mibNow := regexp.MustCompile(`Read ([0-9.,]+) MiB/s · Write ([0-9.,]+) MiB/s · Total ([0-9.,]+) MiB/s`).FindStringSubmatch(owner.text("#chart-mibps .chart-now"))
+	if mibNow == nil {
+		t.Errorf("the throughput chart's latest values have no total: %q", owner.text("#chart-mibps .chart-now"))
+	} else {
+		num := func(s string) float64 {
+			var f float64
+			fmt.Sscan(strings.ReplaceAll(s, ",", ""), &f)
+			return f
+		}
+		// Each shown to at most 2 decimals (1 from 10 up).
+		if r, w, tot := num(mibNow[1]), num(mibNow[2]), num(mibNow[3]); tot < r+w-0.11 || tot > r+w+0.11 || tot <= 0 {
+			t.Errorf("total %v MiB/s, read %v + write %v", tot, r, w)
+		}
+	}
+	owner.waitText("#chart-mibps .chart-note", "applies to read and write together", time.Second)
+	// Latency is the server's, labelled so, with what it leaves out.
+	owner.waitText("#chart-latency figcaption", "Latency, server-side (ms)", time.Second)
+	owner.waitText("#chart-latency .chart-note", "the network, their own queues, and at the QoS ceiling the shaper holding replies", time.Second)
+	// Space used from the metrics' usedBytes, not the API's usedGib rounded up
+	// to 1 GiB.
+	if used := owner.text(`section[aria-label=Details] .meter-wrap span`); !regexp.MustCompile(`^(≤ 1 GiB|[0-9.,]+ (bytes|KiB|MiB)) of 1 GiB$`).MatchString(used) {
+		t.Errorf("space used in vol1: %q", used)
+	}
 	owner.shot("volume-charts-under-load")
 	// The picture for docs/ (BASIN_CONSOLE_DOCS=docs/console-volume.png): the
 	// volume page from its heading to the charts.
@@ -403,6 +478,29 @@ func TestConsole(t *testing.T) {
 	// Operations, Active Directory.
 	owner.page("operations", "Operations")
 	owner.waitText("main table", "Done in", 10*time.Second)
+	// Full names, each with a copy button, which `basin operations get` takes.
+	var opRows struct {
+		Names   []string `json:"names"`
+		Buttons int      `json:"buttons"`
+	}
+	owner.eval(`({names: [...document.querySelectorAll("main tbody th code")].map((c) => c.textContent),
+		buttons: document.querySelectorAll("main tbody th button[aria-label^='Copy the name of operation ']").length})`, &opRows)
+	if len(opRows.Names) == 0 || opRows.Buttons != len(opRows.Names) {
+		t.Errorf("operations page: %d names, %d copy buttons", len(opRows.Names), opRows.Buttons)
+	}
+	for _, name := range opRows.Names {
+		if !strings.HasPrefix(name, "projects/p1/locations/us-east4/operations/operation-") {
+			t.Errorf("operation name %q is not a full name", name)
+		}
+	}
+	if len(opRows.Names) > 0 {
+		out, err := exec.Command(basinBin, "operations", "get", opRows.Names[0], "--endpoint", "http://"+s.addr, "--key-file", s.ownerKey(),
+			"--project", "p1", "--location", "us-east4", "-o", "json").CombinedOutput()
+		var got client.Object
+		if err != nil || json.Unmarshal(out, &got) != nil || got["name"] != opRows.Names[0] {
+			t.Errorf("basin operations get %s (pasted from the page): %v\n%s", opRows.Names[0], err, out)
+		}
+	}
 	owner.shot("operations")
 	owner.page("activeDirectories", "Active Directory")
 	owner.shot("active-directory")

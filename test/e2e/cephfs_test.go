@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/internal/storage/cephfs"
 	"github.com/basin-nas/basin/test/ceph"
+	"github.com/basin-nas/basin/test/clienthost"
 	"github.com/basin-nas/basin/test/nfsraw"
 )
 
@@ -398,4 +400,183 @@ func rofsOrHandleRefused(t *testing.T, what string, err error) {
 		return
 	}
 	handleRefused(t, what, err)
+}
+
+// TestCephFSRestart: Basin on CephFS stops and starts (SIGTERM, then SIGKILL)
+// with its data plane serving, as on btrfs: the NFS client reads and writes
+// through the stop, the next Basin adopts the same Ganesha (its Ceph link and
+// ceph.conf with it) and exports a new volume; a second Basin on the same
+// cluster serves beside it; basin teardown leaves no ceph-fuse, mount or
+// process behind.
+func TestCephFSRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, _ := cephServer(t, "rst")
+	s.keep = true
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	policy := map[string]any{"rules": []any{rule(s.addrN(201), "READ_WRITE", true, true, "true")}}
+	var h *clienthost.Host // one client host: a second at its address would take its replies
+	volume := func(id string) *nfs3.Client {
+		mutate(t, c, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
+			"protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": policy})
+		if h == nil {
+			h = s.host(201) // once the network's bridge is up, with the first volume
+		}
+		return mount3(t, ctx, h, endpoint(t, c, id), "/"+id)
+	}
+	v := volume("vol1")
+	if err := writePath(ctx, v, "f", "first"); err != nil {
+		t.Fatal(err)
+	}
+	_, ganesha := daemonPIDs(s.dataDir, "ganesha.nfsd")
+	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Logf("stopping Basin (%v)", sig)
+		s.stop(sig)
+		want := fmt.Sprintf("written while Basin was down (%v)", sig)
+		if err := writePath(ctx, v, "f", want); err != nil {
+			t.Fatalf("NFS write with Basin stopped (%v): %v", sig, err)
+		}
+		s.start()
+		c = s.client()
+		if got, err := readPath(ctx, v, "f"); err != nil || got != want {
+			t.Fatalf("after the restart (%v): %q, %v", sig, got, err)
+		}
+		if _, now := daemonPIDs(s.dataDir, "ganesha.nfsd"); !slices.Equal(now, ganesha) {
+			t.Errorf("Ganesha %v after the restart (%v), was %v: not adopted", now, sig, ganesha)
+		}
+		t.Logf("restarted after %v; a new volume", sig)
+		nv := volume(fmt.Sprintf("new%d", i))
+		t.Logf("new volume mounted")
+		if err := writePath(ctx, nv, "g", "new"); err != nil {
+			t.Fatalf("a volume made after the restart (%v): %v", sig, err)
+		}
+	}
+
+	// A second Basin on the same cluster (its own bridge, group and cephx
+	// users) exports its first volume under the ID of this one's first: each
+	// sandbox's host name keeps their CephFS sessions apart (with the host's
+	// name for both, FSAL_CEPH named them alike and the MDS refused the
+	// second: "duplicated session uuid"), and both serve on.
+	s2, _ := cephServer(t, "rst2")
+	s2.start()
+	c2 := s2.client()
+	nfsPool(t, c2)
+	mutate(t, c2, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV3"}, "unixPermissions": "0777",
+		"exportPolicy": map[string]any{"rules": []any{rule(s2.addrN(201), "READ_WRITE", true, true, "true")}}})
+	v2 := mount3(t, ctx, s2.host(201), endpoint(t, c2, "vol1"), "/vol1")
+	if err := writePath(ctx, v2, "f", "the second Basin's"); err != nil {
+		t.Fatalf("the second Basin's volume: %v", err)
+	}
+	if got, err := readPath(ctx, v, "f"); err != nil || got != "written while Basin was down (killed)" {
+		t.Errorf("the first Basin's volume beside the second's: %q, %v", got, err)
+	}
+	s2.stop(syscall.SIGTERM)
+	s.stop(syscall.SIGTERM)
+}
+
+// TestCephFSServiceLevelAndMetrics: a CephFS volume's service level and
+// metrics hold as a btrfs volume's do. A volume limited to 16 MiB/s reads
+// and writes at 95–100 % of its limit (median of 3, as TestQoSLimits);
+// the metrics API counts the requests and bytes a write load made, saw it at
+// the limit, and reports the space the subvolume uses.
+func TestCephFSServiceLevelAndMetrics(t *testing.T) {
+	s, _ := cephServer(t, "qos")
+	s.start(qosFlags...)
+	c := s.client()
+	// A 4 GiB volume assigned 16 MiB/s in a manual-QoS pool: the test
+	// cluster has a few GiB, and a volume's quota counts whole against it.
+	qpool(t, c, "p1", "manual", "PREMIUM", 1024, map[string]any{"qosType": "MANUAL"})
+	v := s.qvolume(c, "p1", "std", "manual", 4, 16, map[string]any{"throughputMibps": 16})
+	v.layOut(t) // through the volume's ceph-fuse mount on the server
+	h := s.host(201)
+	for _, rw := range []string{"read", "write"} {
+		ramp := map[string]float64{"read": 1, "write": 3}[rw]
+		got := medianOf3(t, h, load{v: v, rw: rw, secs: 4, ramp: ramp})[0]
+		within(t, fmt.Sprintf("CephFS %s (median of 3)", rw), got, v.limit, 0.95, 1.00)
+	}
+
+	time.Sleep(12 * time.Second) // an idle interval between the loads and the phase
+	t0 := time.Now()
+	res, _ := benchNFS(t, h, v.ep, "std", "--name", "m", "--rw", "write", "--bs", "1m", "--iodepth", "4", "--size", "64m")
+	t1 := time.Now()
+	ios, bytes, _, _, _ := benchJob(res, "write")
+	time.Sleep(12 * time.Second)
+	ph := measurePhase(t, c, "std", t0, t1, "writeIops", "writeMibps", "atLimitShare", "usedBytes")
+	t.Logf("CephFS write: bench %.0f writes, %.0f bytes in %s; metrics %.0f writes, %.0f bytes, at the limit up to %.2f of the time, %.0f bytes used",
+		ios, bytes, t1.Sub(t0).Round(time.Millisecond), ph.total["writeIops"], ph.total["writeMibps"]*(1<<20), ph.max["atLimitShare"], ph.max["usedBytes"])
+	checkCounted(t, ph, "write", ios, bytes)
+	// 64 MiB at 16 MiB/s: four seconds against the limit.
+	if ph.max["atLimitShare"] < 0.2 {
+		t.Errorf("atLimitShare at most %.2f while a write ran at the limit", ph.max["atLimitShare"])
+	}
+	// The subvolume holds the files laid out, this load's file and the write
+	// loads' eight files of at most 32 MiB (CephFS's recursive byte count,
+	// which lags writes by seconds).
+	least := float64(readJobs*readSize) + bytes
+	if used := ph.max["usedBytes"]; used < least || used > least+8*32<<20 {
+		t.Errorf("usedBytes %.0f; the volume holds %.0f to %.0f", used, least, least+8*32<<20)
+	}
+	s.stop(syscall.SIGTERM)
+}
+
+// TestCephFSSMB: a CephFS volume shared over SMB to an Active Directory user,
+// as a btrfs volume is (Samba in the network's instance serves the volume's
+// ceph-fuse mount): alice writes and reads back, the share's size is the
+// volume's capacity (the subvolume's quota), and a snapshot is a Previous
+// Version holding the data of its time, read-only.
+func TestCephFSSMB(t *testing.T) {
+	s, _ := cephServer(t, "smb")
+	l := startSMBLab(t, s, nil, "--overcommit-ratio", "100000")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sh := l.volume("csmb", map[string]any{"capacityGib": 5, "smbSettings": []string{"SHOW_PREVIOUS_VERSIONS", "BROWSABLE"}})
+	alice := l.user("alice")
+	fs := l.mount(ctx, sh, alice, sh.Share)
+	if err := fs.WriteFile("hello.txt", []byte("before"), 0o644); err != nil {
+		t.Fatalf("SMB write: %v", err)
+	}
+	if got, err := fs.ReadFile("hello.txt"); err != nil || string(got) != "before" {
+		t.Fatalf("SMB read: %q, %v", got, err)
+	}
+	st, err := fs.Statfs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := st.BlockSize() * st.TotalBlockCount(); size != 5<<30 {
+		t.Errorf("the share's size is %d bytes, want the volume's 5 GiB", size)
+	}
+
+	mutate(t, l.c, "POST", loc+"/volumes/csmb/snapshots?snapshotId=s1", map[string]any{})
+	var snap map[string]any
+	if err := l.c.Do(ctx, "GET", loc+"/volumes/csmb/snapshots/s1", nil, nil, &snap); err != nil {
+		t.Fatal(err)
+	}
+	created, err := time.Parse(time.RFC3339Nano, fmt.Sprint(snap["createTime"]))
+	if err != nil {
+		t.Fatalf("createTime %v: %v", snap["createTime"], err)
+	}
+	gmt := created.UTC().Format("@GMT-2006.01.02-15.04.05")
+	if err := fs.WriteFile("hello.txt", []byte("after"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if o, err := l.smbclient(ctx, sh, alice, "-m", "SMB3", "-c", "allinfo hello.txt"); err != nil || !strings.Contains(o, gmt) {
+		t.Fatalf("allinfo does not list %s (%v):\n%s", gmt, err, o)
+	}
+	if o, err := l.smbclient(ctx, sh, alice, "-m", "SMB3", "-c", `get "`+gmt+`\hello.txt" `+out); err != nil {
+		t.Fatalf("get the previous version: %v\n%s", err, o)
+	}
+	if got, _ := os.ReadFile(out); string(got) != "before" {
+		t.Errorf("the previous version holds %q, want %q", got, "before")
+	}
+	if o, err := l.smbclient(ctx, sh, alice, "-m", "SMB3", "-c", `put `+out+` "`+gmt+`\new.txt"`); err == nil && !strings.Contains(o, "NT_STATUS_") {
+		t.Errorf("wrote into a previous version:\n%s", o)
+	}
+	if got, err := fs.ReadFile("hello.txt"); err != nil || string(got) != "after" {
+		t.Errorf("SMB read after the snapshot: %q, %v", got, err)
+	}
 }

@@ -571,9 +571,10 @@ func dialReady(path string) func(context.Context) error {
 
 // command runs a service inside the sandbox: nsenter joins the holder's mount,
 // network and UTS namespaces (a holder adopted from a Basin before the UTS one
-// is in the host's, which nsenter -u then joins), the service's Wrap runs (with every capability), then setpriv
-// leaves only the service's capability bounding set, no inheritable capabilities
-// and no new privileges, and execs the daemon.
+// is in the host's, which nsenter -u then joins), the service's Wrap runs (with
+// every capability), then setpriv leaves only the service's capability
+// bounding set, no inheritable capabilities and no new privileges, and execs
+// the daemon.
 func (sb *sandbox) command(s Service) runner.Command {
 	caps := s.Caps
 	if caps == "" {

@@ -324,11 +324,11 @@ func TestServiceCommands(t *testing.T) {
 	sb := &sandbox{dir: "/data/sandboxes/bsx", holder: pidProc(4242), bus: &fakeBus{},
 		ganesha: Ganesha{Prefix: "/opt/ganesha"}}
 	want := map[string]string{
-		"dbus": "nsenter -t 4242 -m -n -- setpriv --bounding-set -all --inh-caps -all --no-new-privs -- " +
+		"dbus": "nsenter -t 4242 -m -n -u -- setpriv --bounding-set -all --inh-caps -all --no-new-privs -- " +
 			"dbus-daemon --config-file=/data/sandboxes/bsx/bus.conf --nofork --nopidfile",
-		"rpcbind": "nsenter -t 4242 -m -n -- " + strings.Join(rpcbindArgv, " ") + " setpriv --bounding-set " + rpcbindCaps +
+		"rpcbind": "nsenter -t 4242 -m -n -u -- " + strings.Join(rpcbindArgv, " ") + " setpriv --bounding-set " + rpcbindCaps +
 			" --inh-caps -all --no-new-privs -- rpcbind -f -w",
-		"ganesha": "nsenter -t 4242 -m -n -- setpriv --bounding-set " + ganeshaCaps + " --inh-caps -all --no-new-privs -- " +
+		"ganesha": "nsenter -t 4242 -m -n -u -- setpriv --bounding-set " + ganeshaCaps + " --inh-caps -all --no-new-privs -- " +
 			"/opt/ganesha/bin/ganesha.nfsd -F -f /data/sandboxes/bsx/ganesha.conf -L STDERR " +
 			"-p /data/sandboxes/bsx/ganesha.pid -N NIV_EVENT",
 	}

@@ -93,7 +93,15 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-var netSeq = 20
+// netSeq numbers the test networks (bridge and 10.99.<netSeq>.0/24).
+// BASIN_E2E_NETSEQ moves the first one, so that a developer can run one e2e
+// test beside another run of the suite without their subnets colliding.
+var netSeq = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BASIN_E2E_NETSEQ")); err == nil && n >= 1 && n <= 200 {
+		return n
+	}
+	return 20
+}()
 
 // e2eFloorMibps is the throughput floor the e2e servers run with.
 const e2eFloorMibps = 1000

@@ -148,12 +148,16 @@ type Controller struct {
 	mu       sync.Mutex
 	subs     map[string][]chan struct{}
 	running  map[string]bool // operations on a worker, by name
-	smbMu    sync.Mutex      // joins and leaves, one at a time
-	smb      smbState
-	ready    chan struct{}
-	wg       sync.WaitGroup
-	qos      qosState
-	qosApply sync.Mutex // one ApplyQoS at a time
+	// parkedOps wait between two runs for storage work in progress, holding
+	// their locks; parkWait is each one's last wait (park.go).
+	parkedOps map[string]parked
+	parkWait  map[string]time.Duration
+	smbMu     sync.Mutex // joins and leaves, one at a time
+	smb       smbState
+	ready     chan struct{}
+	wg        sync.WaitGroup
+	qos       qosState
+	qosApply  sync.Mutex // one ApplyQoS at a time
 	// queued is how many unfinished operations the last schedule left waiting.
 	queued atomic.Int64
 	health healthState // health.go
@@ -197,7 +201,7 @@ func New(opts Options) *Controller {
 	}
 	c := &Controller{opts: opts, st: fencedStore{opts.Store}, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
 		locks: newLockTable(), wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
-		running: map[string]bool{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}, joinedAs: map[string]string{}}}
+		running: map[string]bool{}, parkedOps: map[string]parked{}, parkWait: map[string]time.Duration{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}, joinedAs: map[string]string{}}}
 	c.handlers = map[model.OpKind]handler{}
 	for _, h := range []handler{poolHandler{c}, validateHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
 		for _, k := range h.kinds() {
@@ -402,9 +406,10 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 // never the finished ones kept for their callers.
 func (c *Controller) schedule(ctx context.Context) {
 	type cand struct {
-		op    *model.Operation
-		h     handler
-		locks lockSet
+		op     *model.Operation
+		h      handler
+		locks  lockSet
+		parked bool // its locks are held already
 	}
 	var cands []cand
 	var unknown []*model.Operation
@@ -415,14 +420,30 @@ func (c *Controller) schedule(ctx context.Context) {
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		now := time.Now() // parking waits in real time (park.go)
+		unfinished := make(map[string]bool, len(pending))
 		for _, op := range pending {
-			if c.running[op.Name()] || c.ownedElsewhere(op) {
+			unfinished[op.Name()] = true
+			p, isParked := c.parkedOps[op.Name()]
+			if c.running[op.Name()] {
+				continue
+			}
+			if c.ownedElsewhere(op) {
+				c.unparkLocked(op.Name())
 				continue
 			}
 			if here, err := c.runsHere(tx, op); err != nil {
 				return err
 			} else if !here {
+				c.unparkLocked(op.Name())
 				continue // the volume's node runs it
+			}
+			if isParked {
+				if now.Before(p.until) {
+					continue
+				}
+				cands = append(cands, cand{op, c.handlers[op.Kind], p.locks, true})
+				continue
 			}
 			h, ok := c.handlers[op.Kind]
 			if !ok {
@@ -433,7 +454,12 @@ func (c *Controller) schedule(ctx context.Context) {
 			if err != nil {
 				return err
 			}
-			cands = append(cands, cand{op, h, ls})
+			cands = append(cands, cand{op, h, ls, false})
+		}
+		for name := range c.parkedOps {
+			if !unfinished[name] { // finished meanwhile (by another node)
+				c.unparkLocked(name)
+			}
 		}
 		return nil
 	})
@@ -461,18 +487,23 @@ func (c *Controller) schedule(ctx context.Context) {
 		if full || ctx.Err() != nil {
 			return
 		}
-		if waiting.conflicts(cd.locks) || !c.locks.tryAcquire(cd.locks) {
+		if !cd.parked && (waiting.conflicts(cd.locks) || !c.locks.tryAcquire(cd.locks)) {
 			waiting.add(cd.locks)
 			continue
 		}
 		c.mu.Lock()
+		delete(c.parkedOps, cd.op.Name())
 		c.running[cd.op.Name()] = true
 		c.mu.Unlock()
 		started++
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			finished := c.execute(ctx, cd.h, cd.op)
+			finished, wait := c.execute(ctx, cd.h, cd.op)
+			if wait > 0 {
+				c.park(cd.op.Name(), cd.locks, wait)
+				return
+			}
 			c.locks.release(cd.locks)
 			if !finished && ctx.Err() == nil {
 				// Not even its failure could be recorded: try again later, never
@@ -484,20 +515,24 @@ func (c *Controller) schedule(ctx context.Context) {
 			}
 			c.mu.Lock()
 			delete(c.running, cd.op.Name())
+			delete(c.parkWait, cd.op.Name())
 			c.mu.Unlock()
 			c.Wake()
 		}()
 	}
 }
 
-func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation) (finished bool) {
+// execute claims and runs op. finished is false if not even its failure could
+// be recorded; park above 0 if it waits that long for storage work in
+// progress (park.go).
+func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation) (finished bool, park time.Duration) {
 	log := c.log.With("operation", op.ID, "kind", op.Kind, "target", op.Target)
 	claimed, err := c.claim(ctx, op)
 	if err != nil || !claimed {
 		if err != nil && ctx.Err() == nil {
 			log.Error("claim operation", "err", err)
 		}
-		return err == nil // not ours (another node runs it, or it is done)
+		return err == nil, 0 // not ours (another node runs it, or it is done)
 	}
 	runCtx, lost := c.holdLease(ctx, op)
 	defer lost()
@@ -508,12 +543,16 @@ func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation
 	if ctx.Err() != nil {
 		// Shutting down: leave the operation unfinished; the next start resumes it.
 		log.Info("operation interrupted; will resume", "err", err)
-		return false
+		return false, 0
 	}
 	if err != nil && (errors.Is(err, errFenced) || runCtx.Err() != nil) {
 		// Another node took it over: it finishes it; nothing here is undone.
 		log.Warn("lost the operation's lease to another node; stopped", "err", err)
-		return true
+		return true, 0
+	}
+	if pe := (*parkError)(nil); errors.As(err, &pe) {
+		log.Debug("operation parked", "wait", pe.wait, "status", op.StatusMessage)
+		return true, pe.wait
 	}
 	outcome := "done"
 	if err != nil {
@@ -522,10 +561,10 @@ func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation
 		if ferr := c.fail(runCtx, h, op, err); ferr != nil {
 			if errors.Is(ferr, errFenced) {
 				log.Warn("lost the operation's lease to another node; its failure not recorded, nothing undone")
-				return true
+				return true, 0
 			}
 			log.Error("record failure", "err", ferr)
-			return false
+			return false, 0
 		}
 		outcome = "failed"
 		if errors.Is(err, errCancelled) {
@@ -535,7 +574,7 @@ func (c *Controller) execute(ctx context.Context, h handler, op *model.Operation
 	c.operationDone(op.Kind, outcome)
 	c.notify(op.Name())
 	c.KickQoS() // what it changed may change a network's tree
-	return true
+	return true, 0
 }
 
 // operationDone reports a finished operation to Options.OperationDone.

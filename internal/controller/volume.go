@@ -273,7 +273,7 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 		var err error
 		start := time.Now()
 		for attempt := range c.opts.StepAttempts {
-			if err = c.waitInProgress(ctx, op, v, s); err == nil || ctx.Err() != nil {
+			if err = c.waitInProgress(ctx, op, v, s); err == nil || ctx.Err() != nil || errors.As(err, new(*parkError)) {
 				break
 			}
 			c.log.Warn("step failed", "volume", v.Name(), "step", s, "attempt", attempt+1, "err", err)
@@ -294,23 +294,30 @@ func (c *Controller) runSteps(ctx context.Context, op *model.Operation, v *model
 // progress (a clone the backend copies in the background).
 const inProgressWait = 5 * time.Second
 
-// waitInProgress applies a step, and while the backend answers that it is in
-// progress (storage.ErrInProgress: a clone copied in the background) asks
-// again, waiting longer each time (up to inProgressWait), under the
-// operation's lease, with the operation's status saying so. Being in progress
-// is not a failed attempt.
+// firstInProgressWait is the first: a small clone is whole at once.
+const firstInProgressWait = 200 * time.Millisecond
+
+// waitInProgress applies a step. While the backend answers that it is in
+// progress (storage.ErrInProgress: a clone copied in the background), an
+// operation's step records how far it is in the operation's status and parks
+// the operation (a *parkError): its worker is free for other work, its locks
+// stay held, and the scheduler runs it again after a wait that grows with
+// each asking, up to inProgressWait; the steps before are idempotent, so the
+// operation starts over. Without an operation (a resync, an undo) it waits
+// in place. Being in progress is not a failed attempt.
 func (c *Controller) waitInProgress(ctx context.Context, op *model.Operation, v *model.Volume, s Step) error {
-	wait := 100 * time.Millisecond
-	for noted := false; ; {
+	wait := firstInProgressWait
+	for {
 		err := c.step(ctx, op, v, s)
 		if !errors.Is(err, storage.ErrInProgress) {
 			return err
 		}
-		if !noted && op != nil {
-			if err := c.saveProgress(ctx, op, "copying the snapshot's data"); err != nil {
+		if op != nil {
+			// Saved each time: it renews the operation's lease past the wait.
+			if err := c.saveProgress(ctx, op, progressMessage(err)); err != nil {
 				return err
 			}
-			noted = true
+			return &parkError{wait: c.nextParkWait(op.Name())}
 		}
 		select {
 		case <-ctx.Done():
@@ -319,6 +326,28 @@ func (c *Controller) waitInProgress(ctx context.Context, op *model.Operation, v 
 		}
 		wait = min(2*wait, inProgressWait)
 	}
+}
+
+// progressMessage is an operation's status while its clone is copied: how
+// much of the snapshot's data is copied, as far as the backend can tell.
+func progressMessage(err error) string {
+	const msg = "copying the snapshot's data"
+	var p *storage.Progress
+	if !errors.As(err, &p) || p.Total <= 0 {
+		return msg
+	}
+	if p.Done <= 0 {
+		return fmt.Sprintf("%s (%s)", msg, gib(p.Total))
+	}
+	return fmt.Sprintf("%s: %s of %s (%d%%)", msg, gib(min(p.Done, p.Total)), gib(p.Total), min(p.Done, p.Total)*100/p.Total)
+}
+
+// gib formats bytes as GiB with two decimals (MiB below 1 GiB).
+func gib(n int64) string {
+	if n < 1<<30 {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 }
 
 // step applies one step. Everything it needs is in the step and the volume; op is

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -282,5 +283,123 @@ func TestResyncObservesOncePerPass(t *testing.T) {
 	}
 	if d := after["views"] - before["views"]; d > 2 {
 		t.Errorf("%d views to repair one volume", d)
+	}
+}
+
+// A clone the backend copies in the background does not hold a worker while
+// the copy goes on: with one worker, another volume's create finishes
+// meanwhile. The clone's own volume stays locked (an update of it waits), its
+// status says what is copied, and a cancellation is honoured while it copies.
+func TestCloneInProgressFreesItsWorker(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	src := newVolume("src")
+	if err := h.be.EnsureVolume(ctx, src.Key, 2<<30, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.be.Mount(ctx, src.Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.be.WriteFile(src.Key, "data", make([]byte, 3<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.be.EnsureSnapshot(ctx, src.Key, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	h.be.CloneCalls = 1 << 30 // never whole while the test looks
+	c := h.startWith(t, Options{Workers: 1})
+
+	clone := newVolume("clone")
+	cop := newOp(model.OpVolumeCreate, clone.Name(), t0)
+	cop.ID = "op-clone"
+	cop.Params.SourceKey, cop.Params.SourceSnapshot = src.Key, "s1"
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutVolume(tx, clone); err != nil {
+			return err
+		}
+		return store.PutOperation(tx, cop)
+	})
+	c.Wake()
+	const copying = "copying the snapshot's data (3.0 MiB)"
+	deadline := time.Now().Add(10 * time.Second)
+	for h.opDone(t, cop.Name()).StatusMessage != copying {
+		if time.Now().After(deadline) {
+			t.Fatalf("the clone's status is %q, want %q", h.opDone(t, cop.Name()).StatusMessage, copying)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	other := newVolume("other")
+	oop := newOp(model.OpVolumeCreate, other.Name(), t0.Add(time.Second))
+	oop.ID = "op-other"
+	upd := newOp(model.OpVolumeUpdate, clone.Name(), t0.Add(2*time.Second))
+	upd.ID = "op-update"
+	h.seed(t, func(tx store.Tx) error {
+		if err := store.PutVolume(tx, other); err != nil {
+			return err
+		}
+		if err := store.PutOperation(tx, oop); err != nil {
+			return err
+		}
+		return store.PutOperation(tx, upd)
+	})
+	c.Wake()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if !c.WaitDone(wctx, oop.Name()) {
+		t.Fatal("another volume's create waited for the clone's copy: the clone holds the only worker")
+	}
+	if op := h.opDone(t, oop.Name()); op.Error != nil {
+		t.Fatalf("the other create failed: %+v", op.Error)
+	}
+	if h.opDone(t, cop.Name()).Done {
+		t.Fatal("the clone finished: the test proves nothing")
+	}
+	time.Sleep(300 * time.Millisecond) // a parked clone's volume stays locked
+	if h.opDone(t, upd.Name()).Done {
+		t.Fatal("the clone's update ran while its clone was being copied")
+	}
+	if n := h.be.CallCount("EnsureVolume"); n < 3 {
+		t.Fatalf("the clone was asked %d times", n)
+	}
+
+	h.seed(t, func(tx store.Tx) error {
+		var op model.Operation
+		if err := tx.Get(store.KindOperation, cop.Name(), &op); err != nil {
+			return err
+		}
+		op.RequestedCancellation = true
+		return store.PutOperation(tx, &op)
+	})
+	wctx, cancel = context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if !c.WaitDone(wctx, cop.Name()) {
+		t.Fatal("a cancelled clone went on copying")
+	}
+	if op := h.opDone(t, cop.Name()); op.Error == nil || op.Error.Code != 1 {
+		t.Fatalf("cancelled clone: error %+v, want CANCELLED", op.Error)
+	}
+	if _, ok := h.be.State().Sizes[clone.Key]; ok {
+		t.Fatal("the cancelled clone's storage is left")
+	}
+	if !c.WaitDone(wctx, upd.Name()) {
+		t.Fatal("the clone's update never ran after the clone ended")
+	}
+}
+
+func TestProgressMessage(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{storage.ErrInProgress, "copying the snapshot's data"},
+		{&storage.Progress{Total: 3 << 30}, "copying the snapshot's data (3.00 GiB)"},
+		{&storage.Progress{Done: 1 << 30, Total: 4 << 30}, "copying the snapshot's data: 1.00 GiB of 4.00 GiB (25%)"},
+		{&storage.Progress{Done: 5 << 20, Total: 4 << 20}, "copying the snapshot's data: 4.0 MiB of 4.0 MiB (100%)"},
+		{fmt.Errorf("step: %w", &storage.Progress{Done: 1, Total: 3}), "copying the snapshot's data: 0.0 MiB of 0.0 MiB (33%)"},
+	} {
+		if got := progressMessage(tc.err); got != tc.want {
+			t.Errorf("progressMessage(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

@@ -20,6 +20,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 )
 
@@ -35,6 +36,26 @@ var ErrNoSpace = errors.New("the volume is full")
 // being copied (Capabilities.AsyncClone): ask again later; the copy goes on
 // without the caller.
 var ErrInProgress = errors.New("in progress: ask again later")
+
+// Progress is an ErrInProgress that says how far the work has come: Done of
+// Total bytes copied, each 0 when the backend cannot tell (CephFS knows a
+// clone's source size but not how much of it is copied).
+type Progress struct {
+	Done, Total int64
+}
+
+func (p *Progress) Error() string {
+	switch {
+	case p.Total > 0 && p.Done > 0:
+		return fmt.Sprintf("in progress: %d of %d bytes", p.Done, p.Total)
+	case p.Total > 0:
+		return fmt.Sprintf("in progress: %d bytes to copy", p.Total)
+	}
+	return ErrInProgress.Error()
+}
+
+// Is makes errors.Is(p, ErrInProgress) true.
+func (p *Progress) Is(target error) bool { return target == ErrInProgress }
 
 // Capabilities says where a backend differs from the O(1), exactly accounted
 // model btrfs gives.

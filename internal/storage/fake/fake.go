@@ -62,6 +62,23 @@ type volume struct {
 	// copying: the EnsureVolume calls a background clone still answers
 	// ErrInProgress (CloneCalls); it is no volume yet.
 	copying int
+	// copyTotal is the bytes a background clone copies (its Progress.Total).
+	copyTotal int64
+}
+
+// size is the bytes of t's files.
+func (t *tree) size() int64 {
+	var n int64
+	for _, e := range t.files {
+		n += int64(len(e.data))
+	}
+	return n
+}
+
+// progress is what a background clone with copying calls left answers: as
+// far as the calls made of CloneCalls.
+func (b *Backend) progress(v *volume) error {
+	return &storage.Progress{Done: v.copyTotal * int64(b.CloneCalls-1-v.copying) / int64(b.CloneCalls), Total: v.copyTotal}
 }
 
 // emptyFS is what a new, empty volume uses: its filesystem's own metadata.
@@ -323,7 +340,7 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from
 	if v, ok := b.vols[key]; ok && !v.unfinished {
 		if v.copying > 0 {
 			v.copying--
-			return storage.ErrInProgress
+			return b.progress(v)
 		}
 		return v.recover(key)
 	}
@@ -343,9 +360,9 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, size int64, from
 		f := *from
 		v.from = &f
 		if b.CloneCalls > 0 {
-			v.copying = b.CloneCalls - 1
+			v.copying, v.copyTotal = b.CloneCalls-1, v.live.size()
 			b.vols[key] = v
-			return storage.ErrInProgress
+			return b.progress(v)
 		}
 	}
 	b.vols[key] = v

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/internal/storage/cephfs"
 	"github.com/basin-nas/basin/test/ceph"
@@ -199,6 +201,7 @@ func TestCephFSVolumeLifecycle(t *testing.T) {
 		t.Errorf("a write to the clone changed its source: %q", got)
 	}
 	mutate(t, c, "DELETE", loc+"/volumes/clone1", nil)
+	cancelCloneWhileCopied(t, s, cl, c, key)
 
 	mutate(t, c, "POST", loc+"/volumes/vol1:revert", map[string]any{"snapshotId": "s1"})
 	if got, err := readPath(ctx, sv.v3, "f"); err != nil || got != "before" {
@@ -214,6 +217,91 @@ func TestCephFSVolumeLifecycle(t *testing.T) {
 		t.Errorf("the volume's cephx user outlived it:\n%s", out)
 	}
 	s.stop(syscall.SIGTERM)
+}
+
+// cancelCloneWhileCopied clones a snapshot of 384 MiB (seconds of copying on
+// the test cluster): the operation says it is copying, a cancel ends it
+// CANCELLED at once, and neither the volume nor its subvolume is left.
+func cancelCloneWhileCopied(t *testing.T, s *server, cl *ceph.Cluster, c *client.Client, srcKey string) {
+	t.Helper()
+	ctx := context.Background()
+	big := filepath.Join(s.dataDir, "mounts", srcKey, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range 384 {
+		chunk[0], chunk[1] = byte(i), byte(i>>8) // no two chunks alike
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	mutate(t, c, "POST", loc+"/volumes/vol1/snapshots?snapshotId=s2", map[string]any{})
+	var op client.Object
+	if err := c.Do(ctx, "POST", loc+"/volumes?volumeId=clone2", nil, map[string]any{"shareName": "clone2", "storagePool": "pool1",
+		"capacityGib": "1", "protocols": []string{"NFSV3"},
+		"restoreParameters": map[string]any{"sourceSnapshot": "projects/p1/locations/us-east4/volumes/vol1/snapshots/s2"}}, &op); err != nil {
+		t.Fatal(err)
+	}
+	name, _ := op["name"].(string)
+	status := func() (bool, string) {
+		var cur client.Object
+		if err := c.Do(ctx, "GET", "/v1/"+name, nil, nil, &cur); err != nil {
+			t.Fatal(err)
+		}
+		md, _ := cur["metadata"].(map[string]any)
+		msg, _ := md["statusMessage"].(string)
+		return cur["done"] == true, msg
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		done, msg := status()
+		if done {
+			t.Fatal("the clone of 384 MiB was whole before it could be cancelled: the test proves nothing")
+		}
+		if msg == "copying the snapshot's data" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the clone's operation says %q, not that it copies", msg)
+		}
+	}
+	start := time.Now()
+	if err := c.Do(ctx, "POST", "/v1/"+name+":cancel", nil, map[string]any{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for !func() bool { done, _ := status(); return done }() {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("a cancelled clone's operation did not end")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var cur client.Object
+	if err := c.Do(ctx, "GET", "/v1/"+name, nil, nil, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := cur["error"].(map[string]any); e == nil || e["code"] != float64(1) {
+		t.Fatalf("the cancelled clone's operation: %v, want error code 1 (CANCELLED)", cur)
+	}
+	t.Logf("a clone cancelled while copying ended %v after the cancel", time.Since(start).Round(time.Millisecond))
+	if err := c.Do(ctx, "GET", loc+"/volumes/clone2", nil, nil, nil); err == nil {
+		t.Error("the cancelled clone's volume is still there")
+	}
+	out, err := cl.Ceph(ctx, "fs", "subvolume", "ls", ceph.FSName, "--group_name", "life", "--format", "json")
+	var subs []struct{ Name string }
+	if err == nil {
+		err = json.Unmarshal(out, &subs)
+	}
+	if err != nil || len(subs) != 1 || subs[0].Name != srcKey {
+		t.Errorf("subvolumes after the cancelled clone: %s, %v; want only %s", out, err, srcKey)
+	}
+	mutate(t, c, "DELETE", loc+"/volumes/vol1/snapshots/s2", nil)
+	if err := os.Remove(big); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestCephFSTenantIsolation attacks CephFS volumes of two projects through

@@ -18,6 +18,7 @@ var mgrCommands = []struct{ cmd, with string }{
 	{"fs subvolume snapshot ls", "group_name"},
 	{"fs subvolume snapshot clone", "group_name target_group_name"},
 	{"fs clone status", "group_name"},
+	{"fs clone cancel", "group_name"},
 }
 
 // Caps are the least a cephx user needs to be Basin's on filesystem fs and

@@ -295,30 +295,44 @@ func (b *Backend) EnsureVolume(ctx context.Context, key string, sizeBytes int64,
 // cloneDone reports whether key's clone is whole: ErrInProgress while it is
 // copied, an error (and the clone gone) if it failed.
 func (b *Backend) cloneDone(ctx context.Context, key string) (bool, error) {
-	var st struct {
-		Status struct {
-			State string `json:"state"`
-		} `json:"status"`
-	}
-	err := b.volJSON(ctx, &st, "fs clone status", map[string]any{"clone_name": key})
-	if errno(err) == syscall.ENOTSUP || errno(err) == syscall.EINVAL {
-		return true, nil // not a clone (any more): nothing to wait for
-	}
+	st, err := b.cloneStatus(ctx, key)
 	if err != nil {
 		return false, err
 	}
-	switch st.Status.State {
-	case "complete":
+	switch st.State {
+	case "", "complete":
 		return true, nil
 	case "pending", "in-progress":
+		// Ceph 16 does not say how much is copied (its successors' clone
+		// status does), and Basin's user cannot read the clone's own
+		// statistics: no storage.Progress.
 		return false, storage.ErrInProgress
 	default:
-		b.log.Warn("clone failed; removing it", "volume", key, "state", st.Status.State)
+		b.log.Warn("clone failed; removing it", "volume", key, "state", st.State)
 		if _, err := b.vol(ctx, "fs subvolume rm", map[string]any{"sub_name": key, "force": true}); err != nil {
 			return false, err
 		}
-		return false, fmt.Errorf("clone %s: %s", key, st.Status.State)
+		return false, fmt.Errorf("clone %s: %s", key, st.State)
 	}
+}
+
+// cloneState is what "fs clone status" says of a clone: its state (pending,
+// in-progress, complete, failed, canceled).
+type cloneState struct {
+	State string `json:"state"`
+}
+
+// cloneStatus reads key's clone status; State "" if key is not a clone (any
+// more: a finished clone's status may be gone).
+func (b *Backend) cloneStatus(ctx context.Context, key string) (cloneState, error) {
+	var st struct {
+		Status cloneState `json:"status"`
+	}
+	err := b.volJSON(ctx, &st, "fs clone status", map[string]any{"clone_name": key})
+	if errno(err) == syscall.ENOTSUP || errno(err) == syscall.EINVAL || errno(err) == syscall.ENOENT {
+		return cloneState{}, nil
+	}
+	return st.Status, err
 }
 
 // authorize gives the volume its cephx user (path and namespace caps, made by
@@ -505,6 +519,25 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 	if err := b.detach(ctx, key); err != nil {
 		return err
 	}
+	// A clone not copied to the end (being copied, cancelled or failed) has
+	// no snapshots nor user yet, and is removed only by force, once its copy
+	// is cancelled.
+	st, err := b.cloneStatus(ctx, key)
+	if err != nil {
+		return err
+	}
+	switch st.State {
+	case "pending", "in-progress":
+		if _, err := b.vol(ctx, "fs clone cancel", map[string]any{"clone_name": key}); err != nil && errno(err) != syscall.EINVAL {
+			return fmt.Errorf("cancel the clone %s: %w", key, err)
+		}
+		fallthrough
+	case "failed", "canceled":
+		if _, err := b.vol(ctx, "fs subvolume rm", map[string]any{"sub_name": key, "force": true}); err != nil && errno(err) != syscall.ENOENT {
+			return fmt.Errorf("delete the unfinished clone %s: %w", key, err)
+		}
+		return b.forget(key)
+	}
 	snaps, err := b.snapshotNames(ctx, key)
 	if err != nil {
 		return err
@@ -520,6 +553,12 @@ func (b *Backend) DeleteVolume(ctx context.Context, key string) error {
 	if _, err := b.vol(ctx, "fs subvolume rm", map[string]any{"sub_name": key}); err != nil && errno(err) != syscall.ENOENT {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
+	return b.forget(key)
+}
+
+// forget drops what the node keeps of a deleted volume: its path, its
+// snapshot directory's entries and its keyring.
+func (b *Backend) forget(key string) error {
 	b.mu.Lock()
 	delete(b.paths, key)
 	b.mu.Unlock()
@@ -600,6 +639,9 @@ func (b *Backend) Inventory(ctx context.Context) (storage.Inventory, error) {
 		}
 		inv.Volumes = append(inv.Volumes, k)
 		inv.Complete[k] = in.State == "complete"
+		if in.State == "in-progress" {
+			continue // a clone being copied: no snapshots, and none to list
+		}
 		snaps, err := b.snapshotNames(ctx, k)
 		if err != nil {
 			return inv, err

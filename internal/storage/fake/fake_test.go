@@ -14,6 +14,15 @@ func TestConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Backend { return New() })
 }
 
+// The same suite with clones copied in the background, as CephFS's are.
+func TestConformanceAsyncClone(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Backend {
+		b := New()
+		b.CloneCalls = 3
+		return b
+	})
+}
+
 // Gate holds a mutating call inside the backend, and MaxConcurrent sees a second
 // call on the same volume overlap it.
 func TestGateAndConcurrency(t *testing.T) {

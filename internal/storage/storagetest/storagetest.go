@@ -464,10 +464,48 @@ func testClone(t *testing.T, h *harness) {
 	if st := h.observe("cl2"); st.Exists {
 		t.Fatalf("a failed clone left a volume: %+v", st)
 	}
+	testCloneDeletedWhileCopied(t, h)
 	// The clone outlives its source.
 	h.ok("DeleteVolume", h.b.DeleteVolume(h.ctx, "src"))
 	h.wantFile("cl", "f", []byte("snapshot data"))
 	h.ok("EnsureSnapshot of a clone", h.b.EnsureSnapshot(h.ctx, "cl", "s1"))
+}
+
+// A clone being copied in the background can be deleted at once (a cancelled
+// clone operation removes it), leaving nothing; while it is copied, its
+// progress names no more than the snapshot holds.
+func testCloneDeletedWhileCopied(t *testing.T, h *harness) {
+	if !h.b.Capabilities().AsyncClone {
+		return
+	}
+	data := make([]byte, 64*mib)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12) // not a run of zeros a copy could skip
+	}
+	h.write("src", "big", data)
+	h.ok("EnsureSnapshot", h.b.EnsureSnapshot(h.ctx, "src", "big"))
+	from := &storage.SnapshotRef{VolumeKey: "src", Snapshot: "big"}
+	err := h.b.EnsureVolume(h.ctx, "cl3", 256*mib, from)
+	if !errors.Is(err, storage.ErrInProgress) {
+		t.Fatalf("a clone of %d MiB: %v, want it in progress", len(data)>>20, err)
+	}
+	var p *storage.Progress
+	if errors.As(err, &p) {
+		t.Logf("a clone's progress at once: %d of %d bytes", p.Done, p.Total)
+		if p.Done < 0 || p.Total < 0 || p.Done > p.Total || p.Total > 2*int64(len(data)) {
+			t.Errorf("a clone of a %d-byte snapshot reports %d of %d bytes copied", len(data), p.Done, p.Total)
+		}
+	}
+	h.ok("DeleteVolume of a clone being copied", h.b.DeleteVolume(h.ctx, "cl3"))
+	if st := h.observe("cl3"); st.Exists {
+		t.Fatalf("a clone deleted while copied is left: %+v", st)
+	}
+	inv, err := h.b.Inventory(h.ctx)
+	h.ok("Inventory", err)
+	if slices.Contains(inv.Volumes, "cl3") {
+		t.Fatalf("a clone deleted while copied is in the inventory: %v", inv.Volumes)
+	}
+	h.ok("DeleteSnapshot", h.b.DeleteSnapshot(h.ctx, "src", "big"))
 }
 
 // clone is EnsureVolume from a snapshot, asked again while a backend that copies

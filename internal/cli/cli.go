@@ -565,7 +565,7 @@ func (c *session) print(obj any, columns []string) error {
 		for _, row := range t {
 			vals := make([]string, len(columns))
 			for i, col := range columns {
-				vals[i] = cell(row, col)
+				vals[i] = shown(col, cell(row, col))
 			}
 			fmt.Fprintln(tw, strings.Join(vals, "\t"))
 		}
@@ -573,7 +573,7 @@ func (c *session) print(obj any, columns []string) error {
 		var rows [][2]string
 		flatten("", t, &rows)
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+			fmt.Fprintf(tw, "%s:\t%s\n", r[0], shown(r[0], r[1]))
 		}
 	}
 	return nil
@@ -614,6 +614,18 @@ func isNested(v any) bool {
 		return true
 	}
 	return false
+}
+
+// shown is how a table shows the value of field (a dotted path): as cell
+// formats it, except a volume's usedGib of 1. The API rounds usedGib up to
+// whole GiB (docs/api.md), so 1 is anything from a byte to a GiB, an empty
+// volume too; a table says "≤1" rather than a figure it does not know. JSON
+// and YAML keep the API's value.
+func shown(field, val string) string {
+	if (field == "usedGib" || strings.HasSuffix(field, ".usedGib")) && val == "1" {
+		return "≤1"
+	}
+	return val
 }
 
 // cell formats field (a dotted path; "id" = last segment of name) for a table.

@@ -95,6 +95,41 @@ func TestTableOutput(t *testing.T) {
 	}
 }
 
+// A volume's usedGib of 1 is any use up to a GiB (the API rounds up), an empty
+// volume's too: tables say "≤1", not 1; larger figures, JSON and YAML as the API
+// sends them.
+func TestUsedGibShown(t *testing.T) {
+	vols := []client.Object{
+		{"name": "projects/p/locations/l/volumes/empty", "usedGib": "1", "capacityGib": "1"},
+		{"name": "projects/p/locations/l/volumes/full", "usedGib": "4", "capacityGib": "4"},
+		{"name": "projects/p/locations/l/volumes/new"},
+	}
+	var out strings.Builder
+	s := &session{env: Env{Stdout: &out}, output: "table"}
+	if err := s.print(vols, []string{"id", "capacityGib", "usedGib"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "ID     CAPACITYGIB  USEDGIB\nempty  1            ≤1\nfull   4            4\nnew                 \n"
+	if out.String() != want {
+		t.Errorf("volumes list:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	if err := s.print(client.Object{"response": map[string]any{"usedGib": "1"}, "usedGib": "1", "capacityGib": "1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "capacityGib:       1\nresponse.usedGib:  ≤1\nusedGib:           ≤1\n" {
+		t.Errorf("volumes get:\n%s", got)
+	}
+	out.Reset()
+	s.output = "json"
+	if err := s.print(vols[:1], nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"usedGib": "1"`) {
+		t.Errorf("JSON changed the API's usedGib:\n%s", out.String())
+	}
+}
+
 // Help, golden: basin help and every command's --help. No flag is written with
 // two dashes unless its name is longer than a letter, and a verb lists only the
 // flags it uses.

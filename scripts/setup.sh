@@ -5,7 +5,8 @@
 #                             patched NFS-Ganesha (scripts/ganesha/build.sh)
 #   scripts/setup.sh --test   plus the Python venv, the Node client (npm ci in
 #                             test/clients/node) and the Go client module's
-#                             dependencies for the end-to-end tests, and what
+#                             dependencies for the end-to-end tests, fio with
+#                             its NFS engine (scripts/fio/build.sh), and what
 #                             the package test (test/pkg) needs
 #   scripts/setup.sh --deb    only what `make deb` needs: dpkg-dev and Ganesha's
 #                             build dependencies (scripts/deb.sh)
@@ -65,6 +66,10 @@ if [[ $mode == --test ]]; then
   [[ -e /usr/include/nfsc/libnfs.h ]] || need_pkgs+=(libnfs-dev)
   command -v gcc >/dev/null || need_pkgs+=(gcc)
   command -v fio >/dev/null || need_pkgs+=(fio)
+  # fio with its NFS engine, built from Debian's source (scripts/fio/build.sh).
+  for p in $(scripts/fio/build.sh --print-deps); do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+  done
   # A real Prometheus scrapes Basin's /metrics in the end-to-end metrics test.
   command -v prometheus >/dev/null || need_pkgs+=(prometheus)
   # Headless Chromium drives the web console in the end-to-end console test
@@ -130,6 +135,13 @@ modprobe btrfs 2>/dev/null || true
 grep -qw btrfs /proc/filesystems || { echo "setup: this kernel has no btrfs support" >&2; exit 1; }
 
 if [[ $mode == --test ]]; then
+  # fio with the NFS engine, in /usr/local/lib/basin/fio (Debian's /usr/bin/fio
+  # has none); the end-to-end tests run it on client hosts. A no-op when built.
+  if [[ $(id -u) -eq 0 ]]; then
+    scripts/fio/build.sh
+  else
+    echo "setup: not root, skipping scripts/fio/build.sh" >&2
+  fi
   req=test/e2e/python/requirements.txt
   stamp=.venv/.installed-$(sha256sum "$req" | cut -c1-16)
   if [[ ! -f $stamp ]]; then

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -60,6 +61,7 @@ func TestReadme(t *testing.T) {
 	}
 	env := append(os.Environ(), "BASIN_ENDPOINT=http://"+s.addr, "BASIN_KEY_FILE="+filepath.Join(s.dataDir, "owner-key.json"))
 	var vars []string // NAME=value lines so far, for the commands after them
+	pending := maps.Clone(readmeVerdicts)
 	checked := false
 	for _, b := range blocks {
 		if b.Skip != "" {
@@ -83,7 +85,17 @@ func TestReadme(t *testing.T) {
 				vars = append(vars, c.Text)
 				continue
 			}
-			runReadmeCommand(t, clone, env, vars, c)
+			out := runReadmeCommand(t, clone, env, vars, c)
+			for cmd, wants := range readmeVerdicts {
+				if strings.Contains(c.Text, cmd) {
+					delete(pending, cmd)
+					for _, want := range wants {
+						if !strings.Contains(out, want) {
+							t.Errorf("README line %d: %s\nsays nothing of %q:\n%s", c.Line, c.Text, want, out)
+						}
+					}
+				}
+			}
 		}
 		if !checked && strings.Contains(b.Text, "volumes create vol1 ") {
 			checkReadmeWrites(t, s)
@@ -93,7 +105,20 @@ func TestReadme(t *testing.T) {
 	if !checked {
 		t.Error("the README creates no vol1: the client writes it explains were not checked")
 	}
+	for cmd := range pending {
+		t.Errorf("the README no longer runs %q: its verdict was not checked", cmd)
+	}
 	s.stop(syscall.SIGTERM)
+}
+
+// readmeVerdicts are what commands of the README (a part of their text) must
+// print, beyond succeeding: the walkthrough's `basin fio analyze` of its `basin
+// bench` run (4 KiB random writes at iodepth 16 on vol1, 4 MiB/s) says that
+// the ceiling set the pace. Run at once after the bench, before Basin has
+// sampled the run's end, it judges from the wire bytes estimated for 4 KiB
+// requests (TestFioAnalyzeCeiling checks the verdict from atLimitShare).
+var readmeVerdicts = map[string][]string{
+	"fio analyze run.json --volume vol1": {"INFO qos-ceiling", "the volume's QoS ceiling was the bottleneck"},
 }
 
 // addressOwner names the interface holding an address of prefix, or "".
@@ -111,8 +136,9 @@ func addressOwner(prefix netip.Prefix) string {
 }
 
 // runReadmeCommand runs one command with bash in the clone, after the variables
-// set so far; a command marked refused must fail, printing its status.
-func runReadmeCommand(t *testing.T, dir string, env, vars []string, c readme.Command) {
+// set so far, and returns its output; a command marked refused must fail,
+// printing its status.
+func runReadmeCommand(t *testing.T, dir string, env, vars []string, c readme.Command) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -130,6 +156,7 @@ func runReadmeCommand(t *testing.T, dir string, env, vars []string, c readme.Com
 	default:
 		t.Logf("README line %d: %s\n%s", c.Line, c.Text, firstLines(out.String(), 6))
 	}
+	return out.String()
 }
 
 func firstLines(s string, n int) string {

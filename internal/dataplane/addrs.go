@@ -28,6 +28,7 @@ type addrTable interface {
 type netlinkAddrs struct {
 	h    *netlink.Handle
 	link netlink.Link
+	ns   string // the namespace's name, to announce addresses from (announce.go)
 }
 
 func openNetlinkAddrs(nsName, dev string) (*netlinkAddrs, error) {
@@ -45,17 +46,28 @@ func openNetlinkAddrs(nsName, dev string) (*netlinkAddrs, error) {
 		h.Close()
 		return nil, fmt.Errorf("%s in %s: %w", dev, nsName, err)
 	}
-	return &netlinkAddrs{h: h, link: link}, nil
+	return &netlinkAddrs{h: h, link: link, ns: nsName}, nil
 }
 
 func nlAddr(p netip.Prefix) *netlink.Addr {
 	return &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
 }
 
+// Add puts p on the interface and, if it was not there, announces it with
+// gratuitous ARP (announce.go).
 func (a *netlinkAddrs) Add(p netip.Prefix) error {
-	if err := a.h.AddrAdd(a.link, nlAddr(p)); err != nil && !errors.Is(err, unix.EEXIST) {
+	err := a.h.AddrAdd(a.link, nlAddr(p))
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("add %s: %w", p, err)
 	}
+	link := a.link
+	if l, err := a.h.LinkByIndex(link.Attrs().Index); err == nil {
+		link = l // its MAC as it is now
+	}
+	announce(a.ns, link.Attrs().Index, link.Attrs().HardwareAddr, p.Addr())
 	return nil
 }
 

@@ -25,7 +25,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 
-PATCHSET=basin-ganesha-4.3-5
+PATCHSET=basin-ganesha-4.3-6
 PREFIX=${BASIN_GANESHA_PREFIX:-/usr/local/lib/basin/ganesha}
 CACHE=${BASIN_GANESHA_CACHE:-/var/cache/basin/ganesha}
 SRC_PACKAGE=nfs-ganesha
@@ -34,7 +34,7 @@ ORIG=nfs-ganesha_4.3.orig.tar.gz
 # From the Checksums-Sha256 of Debian's nfs-ganesha_4.3-2.dsc.
 ORIG_SHA256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
 # Debian packages the build needs (scripts/setup.sh installs them).
-GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev libcephfs-dev"
+GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev libcephfs-dev libkrb5-dev librados-dev"
 
 force=
 DESTDIR=
@@ -111,13 +111,18 @@ start=$(date +%s)
   -DUSE_FSAL_PROXY_V4=OFF -DUSE_FSAL_PROXY_V3=OFF -DUSE_FSAL_LUSTRE=OFF -DUSE_FSAL_LIZARDFS=OFF \
   -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_CEPH=ON -DUSE_FSAL_GPFS=OFF -DUSE_FSAL_GLUSTER=OFF \
   -DUSE_FSAL_NULL=OFF -DUSE_FSAL_RGW=OFF -DUSE_FSAL_MEM=OFF \
-  -DUSE_GSS=OFF -D_MSPAC_SUPPORT=OFF -DUSE_9P=OFF -DUSE_NLM=OFF -DUSE_RQUOTA=OFF -DUSE_NFSACL3=ON \
+  -DUSE_GSS=ON -D_MSPAC_SUPPORT=OFF -DUSE_9P=OFF -DUSE_NLM=OFF -DUSE_RQUOTA=OFF -DUSE_NFSACL3=ON \
   -DUSE_DBUS=ON -DUSE_CAPS=ON -DUSE_NFSIDMAP=ON \
-  -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=OFF -DRADOS_URLS=OFF -DUSE_LTTNG=OFF \
+  -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=ON -DRADOS_URLS=OFF -DUSE_LTTNG=OFF \
   >"$work/cmake.log" 2>&1) || { tail -30 "$work/cmake.log" >&2; die "cmake failed"; }
 grep -q "USE_BTRFSUTIL = ON" "$work/cmake.log" && die "cmake found libbtrfsutil; Debian's build has none"
 # Without libcephfs cmake only warns and leaves the CEPH FSAL out.
 grep -q "USE_FSAL_CEPH = ON" "$work/cmake.log" || die "cmake left FSAL_CEPH out (is libcephfs-dev installed?)"
+# RPCSEC_GSS: CREATE_SESSION with GSS callback credentials decodes only with it
+# (pynfs CSESS16), and Kerberos volumes need it. Clustered NFSv4 recovery on
+# RADOS (the rados_ng and rados_cluster backends, ganesha-rados-grace).
+grep -q "USE_GSS = ON" "$work/cmake.log" || die "cmake left GSS out (is libkrb5-dev installed?)"
+grep -q "USE_RADOS_RECOV = ON" "$work/cmake.log" || die "cmake left RADOS recovery out (is librados-dev installed?)"
 grep -q "USE_BLKID = ON" "$work/cmake.log" ||
   log "note: built without blkid (Debian's has it)"
 
@@ -135,9 +140,9 @@ mv "$work/destdir$PREFIX" "$staging"
 # Only what runs: the daemon, its library and the two FSALs; no config samples,
 # man pages, systemd units or headers.
 find "$staging" -mindepth 1 -maxdepth 1 ! -name bin ! -name lib -exec rm -rf {} +
-find "$staging/bin" -mindepth 1 ! -name ganesha.nfsd -exec rm -rf {} +
-[[ -x $staging/bin/ganesha.nfsd && -e $staging/lib/ganesha/libfsalvfs.so && -e $staging/lib/ganesha/libfsalceph.so ]] ||
-  die "install lacks ganesha.nfsd, libfsalvfs.so or libfsalceph.so"
+find "$staging/bin" -mindepth 1 ! -name ganesha.nfsd ! -name ganesha-rados-grace -exec rm -rf {} +
+[[ -x $staging/bin/ganesha.nfsd && -x $staging/bin/ganesha-rados-grace && -e $staging/lib/ganesha/libfsalvfs.so && -e $staging/lib/ganesha/libfsalceph.so ]] ||
+  die "install lacks ganesha.nfsd, ganesha-rados-grace, libfsalvfs.so or libfsalceph.so"
 echo "$PATCHSET" >"$staging/BASIN-PATCHES"
 echo "$stamp" >"$staging/.basin-stamp"
 rm -rf "$TARGET.old"

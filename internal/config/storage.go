@@ -15,6 +15,11 @@ import (
 type CephFS struct {
 	ID, FS, Group string
 	Conf, Keyring string
+	// NFSRecoveryPool, if set, is the RADOS pool where the NFS sandboxes'
+	// Ganeshas keep their NFSv4 client records (namespace Group), as the
+	// cephx user NFSRecoveryID (default "basin-ganesha") whose keyring is
+	// NFSRecoveryKeyring (default ceph.client.ID.keyring beside conf).
+	NFSRecoveryPool, NFSRecoveryID, NFSRecoveryKeyring string
 }
 
 // The defaults of a cephfs:// URL's parts.
@@ -23,6 +28,9 @@ const (
 	DefaultCephFS    = "cephfs"
 	DefaultCephGroup = "basin"
 	DefaultCephConf  = "/etc/ceph/ceph.conf"
+	// DefaultNFSRecoveryID is the cephx user of the NFS sandboxes' recovery
+	// records (nfs_recovery_id).
+	DefaultNFSRecoveryID = "basin-ganesha"
 )
 
 // cephNameRE is what Basin accepts as a cephx user, file system or subvolume
@@ -34,7 +42,8 @@ var cephNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 // IsCephFSURL reports whether v selects the CephFS backend.
 func IsCephFSURL(v string) bool { return strings.HasPrefix(v, "cephfs://") }
 
-// ParseCephFS parses cephfs://[ID@][FS][/GROUP][?conf=PATH&keyring=PATH].
+// ParseCephFS parses cephfs://[ID@][FS][/GROUP][?conf=PATH&keyring=PATH]
+// [&nfs_recovery_pool=POOL[&nfs_recovery_id=ID][&nfs_recovery_keyring=PATH]].
 // ID defaults to "basin", FS to "cephfs", GROUP to "basin", conf to
 // /etc/ceph/ceph.conf and keyring to the conf's directory's
 // ceph.client.ID.keyring (Ceph's own default). A key in the URL is refused: the
@@ -79,8 +88,20 @@ func ParseCephFS(s string) (CephFS, error) {
 			c.Conf = v
 		case "keyring":
 			c.Keyring = v
+		case "nfs_recovery_keyring":
+			c.NFSRecoveryKeyring = v
+		case "nfs_recovery_pool", "nfs_recovery_id":
+			if !cephNameRE.MatchString(v) {
+				return CephFS{}, fmt.Errorf("--storage %q: %s %q: use letters, digits, '.', '_' and '-', at most 63", s, k, v)
+			}
+			if k == "nfs_recovery_pool" {
+				c.NFSRecoveryPool = v
+			} else {
+				c.NFSRecoveryID = v
+			}
+			continue
 		default:
-			return CephFS{}, fmt.Errorf("--storage %q: unknown parameter %q (want conf or keyring)", s, k)
+			return CephFS{}, fmt.Errorf("--storage %q: unknown parameter %q (want conf, keyring, nfs_recovery_pool, nfs_recovery_id or nfs_recovery_keyring)", s, k)
 		}
 		if !filepath.IsAbs(v) || filepath.Clean(v) != v {
 			return CephFS{}, fmt.Errorf("--storage %q: %s must be a clean absolute path, got %q", s, k, v)
@@ -88,6 +109,21 @@ func ParseCephFS(s string) (CephFS, error) {
 	}
 	if c.Keyring == "" {
 		c.Keyring = filepath.Join(filepath.Dir(c.Conf), "ceph.client."+c.ID+".keyring")
+	}
+	if c.NFSRecoveryPool == "" {
+		if c.NFSRecoveryID != "" || c.NFSRecoveryKeyring != "" {
+			return CephFS{}, fmt.Errorf("--storage %q: nfs_recovery_id and nfs_recovery_keyring need nfs_recovery_pool", s)
+		}
+		return c, nil
+	}
+	if c.NFSRecoveryID == "" {
+		c.NFSRecoveryID = DefaultNFSRecoveryID
+	}
+	if c.NFSRecoveryID == c.ID {
+		return CephFS{}, fmt.Errorf("--storage %q: nfs_recovery_id must be a user of its own, not %q: its key is in every NFS sandbox", s, c.ID)
+	}
+	if c.NFSRecoveryKeyring == "" {
+		c.NFSRecoveryKeyring = filepath.Join(filepath.Dir(c.Conf), "ceph.client."+c.NFSRecoveryID+".keyring")
 	}
 	return c, nil
 }

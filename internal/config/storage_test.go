@@ -12,6 +12,10 @@ func TestParseCephFS(t *testing.T) {
 			Keyring: "/srv/ceph/ceph.client.nas.keyring"},
 		"cephfs://cephfs?keyring=/root/k&conf=/c/ceph.conf": {ID: "basin", FS: "cephfs", Group: "basin", Conf: "/c/ceph.conf", Keyring: "/root/k"},
 		"cephfs://basin.n1@/g-1":                            {ID: "basin.n1", FS: "cephfs", Group: "g-1", Conf: "/etc/ceph/ceph.conf", Keyring: "/etc/ceph/ceph.client.basin.n1.keyring"},
+		"cephfs://?nfs_recovery_pool=basin-nfs": {ID: "basin", FS: "cephfs", Group: "basin", Conf: "/etc/ceph/ceph.conf", Keyring: "/etc/ceph/ceph.client.basin.keyring",
+			NFSRecoveryPool: "basin-nfs", NFSRecoveryID: "basin-ganesha", NFSRecoveryKeyring: "/etc/ceph/ceph.client.basin-ganesha.keyring"},
+		"cephfs://?nfs_recovery_pool=p&nfs_recovery_id=g1&nfs_recovery_keyring=/k/g1": {ID: "basin", FS: "cephfs", Group: "basin", Conf: "/etc/ceph/ceph.conf",
+			Keyring: "/etc/ceph/ceph.client.basin.keyring", NFSRecoveryPool: "p", NFSRecoveryID: "g1", NFSRecoveryKeyring: "/k/g1"},
 	}
 	for in, want := range good {
 		got, err := ParseCephFS(in)
@@ -20,18 +24,22 @@ func TestParseCephFS(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		"cephfs://basin:AQBsecret==@cephfs":          "no key in the URL",
-		"cephfs://cephfs?conf=etc/ceph.conf":         "conf must be a clean absolute path",
-		"cephfs://cephfs?keyring=/a/../k":            "keyring must be a clean absolute path",
-		"cephfs://cephfs?mon=10.0.0.1":               `unknown parameter "mon"`,
-		"cephfs://cephfs?conf=/a&conf=/b":            "conf given 2 times",
-		"cephfs://ce;ph":                             "",
-		"cephfs://cephfs/a/b":                        `subvolume group "a/b"`,
-		"cephfs://cephfs/_nogroup":                   "use letters",
-		"cephfs://-x@cephfs":                         `user "-x"`,
-		"cephfs://cephfs#frag":                       "fragment",
-		"cephfs://cephfs/" + strings.Repeat("g", 64): "at most 63",
-		"cephfs:cephfs":                              "want cephfs://",
+		"cephfs://basin:AQBsecret==@cephfs":                    "no key in the URL",
+		"cephfs://cephfs?conf=etc/ceph.conf":                   "conf must be a clean absolute path",
+		"cephfs://cephfs?keyring=/a/../k":                      "keyring must be a clean absolute path",
+		"cephfs://cephfs?mon=10.0.0.1":                         `unknown parameter "mon"`,
+		"cephfs://cephfs?conf=/a&conf=/b":                      "conf given 2 times",
+		"cephfs://ce;ph":                                       "",
+		"cephfs://cephfs/a/b":                                  `subvolume group "a/b"`,
+		"cephfs://cephfs/_nogroup":                             "use letters",
+		"cephfs://-x@cephfs":                                   `user "-x"`,
+		"cephfs://cephfs#frag":                                 "fragment",
+		"cephfs://cephfs/" + strings.Repeat("g", 64):           "at most 63",
+		"cephfs:cephfs":                                        "want cephfs://",
+		"cephfs://?nfs_recovery_id=g1":                         "need nfs_recovery_pool",
+		"cephfs://?nfs_recovery_pool=p&nfs_recovery_id=basin":  "a user of its own",
+		"cephfs://?nfs_recovery_pool=a%20b":                    `nfs_recovery_pool "a b"`,
+		"cephfs://?nfs_recovery_pool=p&nfs_recovery_keyring=k": "nfs_recovery_keyring must be a clean absolute path",
 	}
 	for in, want := range bad {
 		_, err := ParseCephFS(in)

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
@@ -51,7 +53,13 @@ func newStorage(cfg config.Config, log *slog.Logger) (nodeStorage, error) {
 // nil without one.
 func cephLinkOf(ctx context.Context, cfg config.Config, be nodeStorage) (*dataplane.CephLink, error) {
 	ceph, ok := be.(*cephfs.Backend)
-	if !ok || cfg.CephNetwork == "" {
+	if !ok {
+		return nil, nil
+	}
+	if cfg.CephNetwork == "" {
+		if cf, err := config.ParseCephFS(cfg.Storage); err == nil && cf.NFSRecoveryPool != "" {
+			return nil, errors.New("--storage nfs_recovery_pool needs --ceph-network: without it no NFS sandbox reaches the cluster")
+		}
 		return nil, nil
 	}
 	cn, err := config.ParseCephNetwork(cfg.CephNetwork)
@@ -66,5 +74,17 @@ func cephLinkOf(ctx context.Context, cfg config.Config, be nodeStorage) (*datapl
 	if err != nil {
 		return nil, err
 	}
-	return &dataplane.CephLink{Bridge: cn.Bridge, Addrs: addrs, Conf: conf}, nil
+	link := &dataplane.CephLink{Bridge: cn.Bridge, Addrs: addrs, Conf: conf}
+	cf, err := config.ParseCephFS(cfg.Storage)
+	if err != nil {
+		return nil, err
+	}
+	if cf.NFSRecoveryPool != "" {
+		ring, err := os.ReadFile(cf.NFSRecoveryKeyring)
+		if err != nil {
+			return nil, fmt.Errorf("--storage nfs_recovery_keyring: %w", err)
+		}
+		link.Recovery = &dataplane.CephRecovery{Pool: cf.NFSRecoveryPool, Namespace: cf.Group, ID: cf.NFSRecoveryID, Keyring: ring}
+	}
+	return link, nil
 }

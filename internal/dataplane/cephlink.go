@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"time"
+
+	"github.com/basin-nas/basin/internal/nfs"
 )
 
 // CephLink joins every sandbox to a Ceph cluster's public network, for the
@@ -26,6 +29,50 @@ type CephLink struct {
 	// Conf is the ceph.conf the sandbox's Ganesha reads: the monitors and the
 	// cluster's fsid (cephfs.Backend.ClientConf).
 	Conf string
+	// Recovery, if set, is where Ganesha keeps its NFSv4 client records in
+	// the cluster (nfs.RADOSRecovery), so that they outlive the node.
+	Recovery *CephRecovery
+}
+
+// CephRecovery is a RADOS pool and namespace for Ganesha's NFSv4 recovery
+// records and grace databases (one per sandbox: its node id is the sandbox's
+// host name), and the cephx user ID, with Keyring its keyring file's
+// contents, that may read and write there and nothing else.
+type CephRecovery struct {
+	Pool, Namespace, ID string
+	Keyring             []byte
+}
+
+// radosRecovery is the RADOS_KV configuration of the sandbox's Ganesha; nil
+// without RADOS recovery.
+func (sb *sandbox) radosRecovery() *nfs.RADOSRecovery {
+	if sb.ceph == nil || sb.ceph.Recovery == nil {
+		return nil
+	}
+	r := sb.ceph.Recovery
+	return &nfs.RADOSRecovery{CephConf: sb.cephConfPath(), UserID: r.ID, Pool: r.Pool, Namespace: r.Namespace, NodeID: sb.host}
+}
+
+// recoveryKeyring is where the sandbox keeps the recovery user's keyring.
+func (sb *sandbox) recoveryKeyring() string { return filepath.Join(sb.dir, "recovery.keyring") }
+
+// joinGraceDB makes the sandbox's node id a member of its grace database
+// (made if need be) with the Ganesha build's ganesha-rados-grace, run in the
+// sandbox's network namespace (its Ceph link): rados_cluster refuses to
+// start otherwise. Adding a member that is there already changes nothing.
+func (sb *sandbox) joinGraceDB() error {
+	r := sb.radosRecovery()
+	if r == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := []string{"-t", pidString(sb.holder), "-m", "-n", "--", filepath.Join(sb.ganesha.prefix(), "bin", "ganesha-rados-grace"),
+		"--cephconf", r.CephConf, "--userid", r.UserID, "--pool", r.Pool, "--ns", r.Namespace, "--oid", r.GraceOID(), "add", r.NodeID}
+	if _, err := sb.run.Run(ctx, "nsenter", args...); err != nil {
+		return fmt.Errorf("add %s to its grace database %s/%s/%s: %w", r.NodeID, r.Pool, r.Namespace, r.GraceOID(), err)
+	}
+	return nil
 }
 
 // cephDev is the link's name inside the sandbox.
@@ -108,6 +155,12 @@ func (sb *sandbox) writeCephConf() error {
 		return nil
 	}
 	conf := sb.ceph.Conf + "\n[client]\n\tlog_to_file = false\n\tlog_to_stderr = false\n\terr_to_stderr = true\n\tadmin_socket = \n\tclient_oc_size = 16777216\n\tclient_oc_max_dirty = 8388608\n\tclient_oc_target_dirty = 4194304\n\tclient_readahead_max_bytes = 4194304\n\tclient_mount_timeout = 15\n"
+	if r := sb.ceph.Recovery; r != nil {
+		if err := writeFileAtomic(sb.recoveryKeyring(), r.Keyring, 0o600); err != nil {
+			return err
+		}
+		conf += fmt.Sprintf("[client.%s]\n\tkeyring = %s\n", r.ID, sb.recoveryKeyring())
+	}
 	return writeFileAtomic(sb.cephConfPath(), []byte(conf), 0o600)
 }
 

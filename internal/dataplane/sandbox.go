@@ -629,6 +629,9 @@ func (nopCloser) Close() error { return nil }
 // relative to the sandbox's directory, parents first).
 func (sb *sandbox) ganeshaConfig(includes []string) (string, error) {
 	o := nfs.ConfigOptions{StateDir: sb.dir, PluginsDir: sb.ganesha.PluginsDir(), Grace: true, Includes: includes}
+	if r := sb.radosRecovery(); r != nil {
+		o.RADOS, o.Identity = r, sb.host
+	}
 	if err := o.Validate(); err != nil {
 		return "", err
 	}
@@ -667,6 +670,9 @@ func (sb *sandbox) prepareGanesha() error {
 		return err
 	}
 	if err := sb.writeCephConf(); err != nil {
+		return err
+	}
+	if err := sb.joinGraceDB(); err != nil {
 		return err
 	}
 	// The build about to run, for a later Basin to tell an upgrade (upgrade.go).

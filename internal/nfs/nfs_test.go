@@ -79,6 +79,32 @@ func TestRenderConfig(t *testing.T) {
 	}
 }
 
+// A sandbox serving CephFS keeps its NFSv4 client records in RADOS under its
+// own node id and grace database, and names itself by that identity.
+func TestRenderConfigRADOS(t *testing.T) {
+	o := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", Grace: true, Identity: "basin-br0-n1",
+		RADOS:    &RADOSRecovery{CephConf: "/var/lib/basin/sandboxes/default/ceph.conf", UserID: "basin-ganesha", Pool: "basin-nfs", Namespace: "basin", NodeID: "basin-br0-n1"},
+		Includes: []string{"exports/7.conf"}}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "ganesha_rados.conf", RenderConfig(o))
+	for name, mutate := range map[string]func(o *ConfigOptions){
+		"no grace":          func(o *ConfigOptions) { o.Grace = false },
+		"quote in identity": func(o *ConfigOptions) { o.Identity = `a"b` },
+		"space in pool":     func(o *ConfigOptions) { r := *o.RADOS; r.Pool = "a b"; o.RADOS = &r },
+		"empty node id":     func(o *ConfigOptions) { r := *o.RADOS; r.NodeID = ""; o.RADOS = &r },
+		"relative conf":     func(o *ConfigOptions) { r := *o.RADOS; r.CephConf = "ceph.conf"; o.RADOS = &r },
+		"brace in user":     func(o *ConfigOptions) { r := *o.RADOS; r.UserID = "x}"; o.RADOS = &r },
+	} {
+		bad := o
+		mutate(&bad)
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
 // What RenderConfig writes is checked first: include paths Ganesha's lexer
 // takes, each once; lease and grace in Ganesha's bounds, grace no shorter than
 // the lease; directories its parser reads back as given.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,19 +84,47 @@ func cephServer(t *testing.T, group string) (*server, *ceph.Cluster) {
 	cl := sharedCeph(t)
 	ctx := context.Background()
 	mon, mgr := cephfs.Caps(ceph.FSName, group)
-	ring, err := cl.Ceph(ctx, "auth", "get-or-create", "client.basin-"+group, "mon", mon, "mgr", mgr)
-	if err != nil {
-		t.Fatal(err)
+	keyring := cephUser(t, cl, "basin-"+group, "mon", mon, "mgr", mgr)
+	// The NFS sandboxes keep their NFSv4 client records in RADOS, as the
+	// user docs/operations.md describes: pool basin-nfs, the group's
+	// namespace alone.
+	for _, args := range [][]string{{"osd", "pool", "create", nfsRecoveryPool, "8"}, {"osd", "pool", "application", "enable", nfsRecoveryPool, "nfs"}} {
+		if out, err := cl.Ceph(ctx, args...); err != nil {
+			t.Fatalf("ceph %v: %v: %s", args, err, out)
+		}
 	}
-	keyring := filepath.Join(t.TempDir(), "basin.keyring")
-	if err := os.WriteFile(keyring, ring, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rmon, rosd := cephfs.NFSRecoveryCaps(nfsRecoveryPool, group)
+	rkeyring := cephUser(t, cl, "basin-ganesha-"+group, "mon", rmon, "osd", rosd)
 	s := newServer(t)
-	s.storage = []string{"--storage", "cephfs://basin-" + group + "@" + ceph.FSName + "/" + group + "?conf=" + cl.Conf + "&keyring=" + keyring,
+	s.storage = []string{"--storage", "cephfs://basin-" + group + "@" + ceph.FSName + "/" + group + "?conf=" + cl.Conf + "&keyring=" + keyring +
+		"&nfs_recovery_pool=" + nfsRecoveryPool + "&nfs_recovery_id=basin-ganesha-" + group + "&nfs_recovery_keyring=" + rkeyring,
 		"--ceph-network", "bce" + fmt.Sprintf("%04d", os.Getpid()%10000) + "," + cephSubnet + ".0/24," + cephSubnet + ".100-" + cephSubnet + ".109"}
 	return s, cl
 }
+
+// cephUser makes (or gets) cephx user id with caps and returns the path of a
+// keyring file holding its key.
+func cephUser(t *testing.T, cl *ceph.Cluster, id string, caps ...string) string {
+	t.Helper()
+	ring, err := cl.Ceph(context.Background(), append([]string{"auth", "get-or-create", "client." + id}, caps...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), id+".keyring")
+	if err := os.WriteFile(path, ring, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// isNFS4Status reports whether err is NFSv4 status want.
+func isNFS4Status(err error, want nfsraw.Status) bool {
+	st, ok := nfsraw.StatusOf(err)
+	return ok && st == want
+}
+
+// nfsRecoveryPool is the RADOS pool of the e2e servers' NFSv4 recovery records.
+const nfsRecoveryPool = "basin-nfs"
 
 // subvolumeInfo is what the cluster's admin sees of a volume's subvolume.
 func subvolumeInfo(t *testing.T, cl *ceph.Cluster, group, name string) (map[string]any, error) {
@@ -666,5 +695,146 @@ func TestCephFSSMB(t *testing.T) {
 	}
 	if got, err := fs.ReadFile("hello.txt"); err != nil || string(got) != "after" {
 		t.Errorf("SMB read after the snapshot: %q, %v", got, err)
+	}
+}
+
+// TestCephFSNFSv4StateInRADOS: a CephFS network's sandbox keeps its NFSv4
+// client records in RADOS (nfs_recovery_pool: pool basin-nfs, the group's
+// namespace) under its own node id and grace database, not under its recov/
+// directory, and names itself to clients (EXCHANGE_ID's server owner and
+// scope) by that node id. An NFSv4.1 client holding an open (deny write) and
+// a write lock reclaims both after its Ganesha is killed and Basin starts it
+// again, and reads back what it wrote; another client meanwhile is held off
+// by grace.
+func TestCephFSNFSv4StateInRADOS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, cl := cephServer(t, "rec")
+	s.start()
+	c := s.client()
+	nfsPool(t, c)
+	mutate(t, c, "POST", loc+"/volumes?volumeId=vol1", map[string]any{"shareName": "vol1", "storagePool": "pool1", "capacityGib": "1",
+		"protocols": []string{"NFSV4"}, "unixPermissions": "0777",
+		"exportPolicy": map[string]any{"rules": []any{rule(s.addrN(201), "READ_WRITE", true, true, "true"), rule(s.addrN(202), "READ_WRITE", true, true, "true")}}})
+	ep := endpoint(t, c, "vol1")
+	h := s.host(201)
+	within := func(fn func() error) {
+		t.Helper()
+		if err := h.Within(fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cli *nfsraw.Client
+	within(func() (err error) {
+		cli, err = nfsraw.Dial41With(ctx, ep.String(), 2049, nfsraw.Auth{Machine: "rec-a"}, nfsraw.Options41{Owner: "rec-a", Verifier: [8]byte{'r', 'e', 'c'}})
+		return err
+	})
+	defer func() { cli.Close() }()
+	node := "basin-" + s.bridge
+	// (Ganesha 4.3 sends the scope with its C string's terminating NUL.)
+	if o := cli.ServerOwner(); o.Major != node || o.Scope != node+"\x00" {
+		t.Errorf("server owner %q, scope %q: want both %q (the node id of its records)", o.Major, o.Scope, node)
+	}
+	root, err := cli.LookupPath(ctx, "vol1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	openOwner, lkOwner := []byte("rec-a/open"), []byte("rec-a/lock")
+	fh, open, err := cli.OpenFile(ctx, root, "data", nfsraw.ShareAccessBoth, nfsraw.ShareDenyWrite, openOwner, true)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	lk := &nfsraw.Lock{Type: nfsraw.WriteLock, Length: 4096, NewOwner: true, OpenStateID: open, Owner: nfsraw.LockOwner{ClientID: cli.ClientID(), Owner: lkOwner}}
+	if err := cli.Run(ctx, &nfsraw.PutFH{FH: fh}, lk); err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	data := bytes.Repeat([]byte("kept in RADOS. "), 274)[:4096]
+	if w := (&nfsraw.Write{StateID: lk.StateID, Data: data}); cli.Run(ctx, &nfsraw.PutFH{FH: fh}, w) != nil || w.Count != 4096 {
+		t.Fatalf("write under the lock: %d bytes", w.Count)
+	}
+
+	// The records are RADOS objects in the group's namespace: the grace
+	// database and the node's client records; none in recov/.
+	objects := func() []string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, "rados", "-c", cl.Conf, "-p", nfsRecoveryPool, "-N", "rec", "ls").Output()
+		if err != nil {
+			t.Fatalf("rados ls: %v", err)
+		}
+		return strings.Fields(string(out))
+	}
+	if objs := objects(); !slices.Contains(objs, "grace-"+node) || !slices.ContainsFunc(objs, func(o string) bool {
+		return strings.HasPrefix(o, "rec-") && strings.HasSuffix(o, ":"+node)
+	}) {
+		t.Fatalf("RADOS objects of namespace rec: %v; want grace-%s and rec-…:%s", objs, node, node)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(s.dataDir, "sandboxes", "*", "recov", "*", "*")); len(recs) != 0 {
+		t.Errorf("client records under recov/ too: %v", recs)
+	}
+
+	pids := s.ganeshaPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("Ganesha processes %v", pids)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The client notices, sets up a new session (same owner and verifier),
+	// and reclaims what it held.
+	for {
+		err := cli.Run(ctx, &nfsraw.PutFH{FH: fh}, &nfsraw.Read{StateID: lk.StateID, Count: 16})
+		if nfsraw.NeedsReestablish(err) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the killed Ganesha's session answered %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		var err error
+		within(func() error { _, err = cli.Reestablish(ctx); return nil })
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("reestablish: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("new session %v after the kill", time.Since(killed).Round(time.Millisecond))
+	// Another client, new, is held off while the first may reclaim.
+	var other *nfsraw.Client
+	if err := s.host(202).Within(func() (err error) {
+		other, err = nfsraw.Dial41(ctx, ep.String(), 2049, nfsraw.Auth{Machine: "rec-b"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	oroot, err := other.LookupPath(ctx, "vol1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.OpenFile(ctx, oroot, "data", nfsraw.ShareAccessWrite, nfsraw.ShareDenyNone, []byte("rec-b/open"), false); !isNFS4Status(err, nfsraw.ErrGrace) {
+		t.Errorf("another client's OPEN in grace: %v, want NFS4ERR_GRACE", err)
+	}
+	open, err = cli.ReclaimOpen(ctx, fh, nfsraw.ShareAccessBoth, nfsraw.ShareDenyWrite, openOwner)
+	if err != nil {
+		t.Fatalf("reclaim open: %v", err)
+	}
+	rlk := &nfsraw.Lock{Type: nfsraw.WriteLock, Reclaim: true, Length: 4096, NewOwner: true, OpenStateID: open,
+		Owner: nfsraw.LockOwner{ClientID: cli.ClientID(), Owner: lkOwner}}
+	if err := cli.Run(ctx, &nfsraw.PutFH{FH: fh}, rlk); err != nil {
+		t.Fatalf("reclaim lock: %v", err)
+	}
+	if err := cli.Run(ctx, &nfsraw.ReclaimComplete{}); err != nil {
+		t.Fatalf("reclaim complete: %v", err)
+	}
+	t.Logf("open and lock reclaimed %v after the kill", time.Since(killed).Round(time.Millisecond))
+	rd := &nfsraw.Read{StateID: rlk.StateID, Count: 4096}
+	if err := cli.Run(ctx, &nfsraw.PutFH{FH: fh}, rd); err != nil || !bytes.Equal(rd.Data, data) {
+		t.Fatalf("read back under the reclaimed lock: %v (%d bytes)", err, len(rd.Data))
 	}
 }

@@ -42,3 +42,14 @@ func Caps(fs, group string) (mon, mgr string) {
 	}
 	return mon, strings.Join(grants, ", ")
 }
+
+// NFSRecoveryCaps are the least the NFS sandboxes' recovery user needs
+// (nfs_recovery_id in a cephfs:// URL): reading the cluster maps, and reading
+// and writing the objects of RADOS pool pool in namespace ns alone — the
+// Ganeshas' NFSv4 client records and grace databases. Every sandbox holds
+// its key; it reaches no volume's data.
+//
+//	ceph auth get-or-create client.basin-ganesha mon '<Mon>' osd '<OSD>'
+func NFSRecoveryCaps(pool, ns string) (mon, osd string) {
+	return "allow r", "allow rw pool=" + pool + " namespace=" + ns
+}

@@ -14,7 +14,8 @@ func TestCapsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	mon, mgr := Caps("cephfs", "basin")
-	for _, c := range []string{"mon '" + mon + "'", "mgr '" + mgr + "'"} {
+	rmon, rosd := NFSRecoveryCaps("basin-nfs", "basin")
+	for _, c := range []string{"mon '" + mon + "'", "mgr '" + mgr + "'", "client.basin-ganesha mon '" + rmon + "' osd '" + rosd + "'"} {
 		if !strings.Contains(string(doc), c) {
 			t.Errorf("docs/operations.md does not give %s", c)
 		}

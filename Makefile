@@ -50,11 +50,17 @@ lint:
 	$(GO) vet ./...
 	cd test/clients/go && $(GO) vet ./...
 
+## generate: internal/apiv1/enums_gen.go (gen_enums.py) and internal/netapppb
+## from proto/ (internal/netapppb/gen.sh: Debian's protoc, the Go plugins at
+## go.mod's tool versions).
 generate:
 	$(GO) generate ./...
 
+## check-generated: what generate writes must be what is committed (no file
+## changed, none added or removed).
+GENERATED := internal/apiv1/enums_gen.go internal/netapppb
 check-generated: generate
-	@git diff --exit-code -- internal/apiv1/enums_gen.go || { echo "enums_gen.go is stale: run make generate"; exit 1; }
+	@out=$$(git status --porcelain -- $(GENERATED)); if [ -n "$$out" ]; then echo "$$out"; git diff --stat -- $(GENERATED); echo "generated code is stale: run make generate and commit it"; exit 1; fi
 
 ## fuzz: every fuzz target, each for FUZZTIME (scripts/fuzz.sh).
 FUZZ_TARGETS := \

@@ -66,6 +66,10 @@ if [[ $mode == --test ]]; then
   [[ -e /usr/include/nfsc/libnfs.h ]] || need_pkgs+=(libnfs-dev)
   command -v gcc >/dev/null || need_pkgs+=(gcc)
   command -v fio >/dev/null || need_pkgs+=(fio)
+  # make generate / check-generated: protoc and the well-known types' .proto
+  # files (internal/netapppb/gen.sh); its Go plugins are go.mod's tools.
+  command -v protoc >/dev/null || need_pkgs+=(protobuf-compiler)
+  [[ -e /usr/include/google/protobuf/timestamp.proto ]] || need_pkgs+=(libprotobuf-dev)
   # fio with its NFS engine, built from Debian's source (scripts/fio/build.sh).
   for p in $(scripts/fio/build.sh --print-deps); do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
@@ -156,6 +160,8 @@ if [[ $mode == --test ]]; then
     npm ci --prefix test/clients/node --no-audit --no-fund --loglevel=error
     touch "$stamp"
   fi
+  # protoc-gen-go and protoc-gen-go-grpc, as go.mod's tool directives pin them.
+  go build -o /dev/null tool
   # google.golang.org/api for the Go client's module (test/clients/go).
   (cd test/clients/go && go mod download)
 fi

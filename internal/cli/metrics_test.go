@@ -56,13 +56,18 @@ type volumeFixture struct {
 
 // metricsServer fakes the volume list, the volume reads and the volume metrics
 // API of project default, location local: it answers the metrics asked for (in
-// the order asked), one point per value, 10 s apart from startTime. A metric it
-// has no fixture for is 400 naming the parameter, like the real server. It
-// records each metrics query.
+// the order asked), one point per value, 10 s apart from startTime aligned to
+// 10 s; like the real server, only the points whose interval ended by endTime
+// (and by sampledTo, if set), and a metric it has no fixture for is 400 naming
+// the parameter. It records each metrics query.
 type metricsServer struct {
 	vols map[string]volumeFixture
 	// badStep, if set, is the 400 message for every metrics query.
 	badStep string
+	// sampledTo, if set, is how far Basin has sampled; each metrics query
+	// moves it on by sampling (as time passes between a command's queries).
+	sampledTo time.Time
+	sampling  time.Duration
 
 	mu      sync.Mutex
 	queries []url.Values
@@ -115,6 +120,14 @@ func (s *metricsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(400, "INVALID_ARGUMENT", "startTime: bad")
 		return
 	}
+	start = start.Truncate(10 * time.Second)
+	last, _ := time.Parse(time.RFC3339, q.Get("endTime")) // zero: none
+	s.mu.Lock()
+	if !s.sampledTo.IsZero() && (last.IsZero() || s.sampledTo.Before(last)) {
+		last = s.sampledTo
+	}
+	s.sampledTo = s.sampledTo.Add(s.sampling)
+	s.mu.Unlock()
 	units := map[string]string{"usedBytes": "By", "readMibps": "MiB/s", "writeMibps": "MiB/s", "readLatencyMs": "ms", "writeLatencyMs": "ms",
 		"atLimitShare": "1", "concurrency": "1", "clients": "1"}
 	var series []map[string]any
@@ -130,7 +143,11 @@ func (s *metricsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		points := []map[string]any{}
 		for i, val := range vals {
-			pt := map[string]any{"time": start.Add(time.Duration(i) * 10 * time.Second).Format(time.RFC3339), "value": nil}
+			t := start.Add(time.Duration(i) * 10 * time.Second)
+			if !last.IsZero() && t.Add(10*time.Second).After(last) {
+				break
+			}
+			pt := map[string]any{"time": t.Format(time.RFC3339), "value": nil}
 			if !math.IsNaN(val) {
 				pt["value"] = val
 			}

@@ -189,36 +189,70 @@ func fioAnalyze(ctx context.Context, c *session, p *parsed) error {
 // runMetrics are the volume metrics fio analyze reads over a run.
 var runMetrics = []string{"readMibps", "writeMibps", "wireReadMibps", "wireWriteMibps", "atLimitShare"}
 
+// sampleWait is how fio analyze --volume waits for Basin to sample the end of a
+// run: only for a run that ended less than recent ago (Basin samples every
+// 10 s and a sample is served 10-20 s after the interval it covers begins), for
+// at most max, asking every poll. Tests shorten max and poll.
+var sampleWait = struct{ recent, max, poll time.Duration }{25 * time.Second, 30 * time.Second, 2 * time.Second}
+
 // volumeRun reads what Basin measured of the volume (its API path) from start
-// to end: the mean of each metric's points, which are 10 s intervals for a run
-// of up to 3 hours. nil when no payload was measured then; atLimitShare and the
-// wire bytes are absent without traffic control (basin serve --qos).
+// to end: each metric's mean over the run, each point (an interval, 10 s for a
+// run of up to 3 hours) weighted by how much of it the run covers, so that an
+// interval the run starts late in or ends early in counts only for its part.
+// nil when no payload was measured then, or the samples cover less than half
+// the run (stderr says why, and when to ask again); atLimitShare and the wire
+// bytes are absent without traffic control (basin serve --qos). A run that
+// just ended waits (bounded by sampleWait) for the sample of its end.
 func volumeRun(ctx context.Context, c *session, volume string, start, end time.Time) (*perf.VolumeRun, error) {
 	if !end.After(start) {
 		return nil, nil
 	}
+	// The last interval asked for is the one holding the run's end (the API
+	// serves the samples that end by endTime, on Basin's 10-second grid).
 	q := url.Values{"startTime": {start.UTC().Truncate(time.Second).Format(time.RFC3339)},
-		"endTime": {end.UTC().Add(time.Second - 1).Truncate(time.Second).Format(time.RFC3339)}, "metric": {strings.Join(runMetrics, ",")}}
-	var ans metricsAnswer
-	if err := c.cl.Do(ctx, http.MethodGet, volume+"/metrics", q, nil, &ans); err != nil {
+		"endTime": {end.UTC().Add(10*time.Second - 1).Truncate(10 * time.Second).Format(time.RFC3339)}, "metric": {strings.Join(runMetrics, ",")}}
+	ask := func() (runMeans, error) {
+		var ans metricsAnswer
+		if err := c.cl.Do(ctx, http.MethodGet, volume+"/metrics", q, nil, &ans); err != nil {
+			return runMeans{}, err
+		}
+		return meansOver(&ans, start, end), nil
+	}
+	m, err := ask()
+	if err != nil {
 		return nil, err
 	}
-	mean := map[string]*float64{}
-	for _, s := range ans.Series {
-		var sum float64
-		n := 0
-		for _, pt := range s.Points {
-			if pt.Value != nil {
-				sum, n = sum+*pt.Value, n+1
+	if ago := c.env.Now().Sub(end); !m.sampledEnd && ago > -2*time.Second && ago < sampleWait.recent {
+		fmt.Fprintf(c.env.Stderr, "basin: waiting up to %v for Basin to sample the end of the run (it samples every 10 s, 10-20 s behind)\n", sampleWait.max)
+		deadline := time.Now().Add(sampleWait.max)
+		for !m.sampledEnd && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(min(sampleWait.poll, time.Until(deadline))):
+			}
+			if m, err = ask(); err != nil {
+				return nil, err
 			}
 		}
-		if n > 0 {
-			m := sum / float64(n)
-			mean[s.Metric] = &m
-		}
 	}
-	if mean["readMibps"] == nil && mean["writeMibps"] == nil {
+	run := end.Sub(start).Seconds()
+	again := ""
+	if !m.sampledEnd {
+		again = fmt.Sprintf("; Basin has not sampled the end of the run yet: run `basin fio analyze` again %s for its figures over the whole run", whenAgain(c.env.Now(), end))
+	}
+	mean := m.mean
+	switch {
+	case m.points == 0:
+		fmt.Fprintf(c.env.Stderr, "basin: --volume: Basin has no samples of the volume over the run (10-second samples are kept 24 hours)%s; the wire bytes are estimated\n", again)
 		return nil, nil
+	case m.covered < run/2:
+		fmt.Fprintf(c.env.Stderr, "basin: --volume: Basin's samples cover %.0f s of the %.0f s run%s; the wire bytes are estimated\n", m.covered, run, again)
+		return nil, nil
+	case mean["readMibps"] == nil && mean["writeMibps"] == nil:
+		return nil, nil
+	case again != "":
+		fmt.Fprintf(c.env.Stderr, "basin: --volume: Basin's figures are over %.0f s of the %.0f s run%s\n", m.covered, run, again)
 	}
 	val := func(m string) float64 {
 		if v := mean[m]; v != nil {
@@ -228,6 +262,71 @@ func volumeRun(ctx context.Context, c *session, volume string, start, end time.T
 	}
 	return &perf.VolumeRun{ReadMiBps: val("readMibps"), WriteMiBps: val("writeMibps"), WireReadMiBps: val("wireReadMibps"),
 		WireWriteMiBps: val("wireWriteMibps"), AtLimitShare: mean["atLimitShare"]}, nil
+}
+
+// whenAgain is when a run that ended at end has its last sample: "in N s", or
+// "now" once that should be so.
+func whenAgain(now, end time.Time) string {
+	if d := end.Add(sampleWait.recent).Sub(now); d > time.Second {
+		return fmt.Sprintf("in %.0f s", d.Seconds())
+	}
+	return "now"
+}
+
+// runMeans are a metrics answer's figures over a run: each metric's mean, its
+// points weighted by the seconds of the run they cover (nil: no value); the
+// seconds of the run its payload points cover; how many points overlap it; whether a sample holding the
+// run's end is among them.
+type runMeans struct {
+	mean       map[string]*float64
+	covered    float64
+	points     int // overlapping the run, of all series
+	sampledEnd bool
+}
+
+// meansOver weighs a metrics answer's points over the run [start, end]: a point
+// at time t covers [t, t+step).
+func meansOver(ans *metricsAnswer, start, end time.Time) runMeans {
+	step, err := time.ParseDuration(ans.Step)
+	if err != nil || step <= 0 {
+		step = 10 * time.Second
+	}
+	m := runMeans{mean: map[string]*float64{}}
+	for _, s := range ans.Series {
+		var sum, weight float64
+		for _, pt := range s.Points {
+			t, err := time.Parse(time.RFC3339, pt.Time)
+			if err != nil {
+				continue
+			}
+			if !t.Add(step).Before(end) {
+				m.sampledEnd = true
+			}
+			from, to := t, t.Add(step)
+			if from.Before(start) {
+				from = start
+			}
+			if to.After(end) {
+				to = end
+			}
+			x := to.Sub(from).Seconds()
+			if x > 0 {
+				m.points++
+			}
+			if pt.Value == nil || x <= 0 {
+				continue
+			}
+			sum, weight = sum+*pt.Value*x, weight+x
+		}
+		if weight > 0 {
+			v := sum / weight
+			m.mean[s.Metric] = &v
+		}
+		if s.Metric == "readMibps" || s.Metric == "writeMibps" {
+			m.covered = max(m.covered, weight)
+		}
+	}
+	return m
 }
 
 func advise(_ context.Context, c *session, p *parsed) error {

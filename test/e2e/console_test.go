@@ -391,6 +391,20 @@ func TestConsole(t *testing.T) {
 		benchDone <- err
 	}()
 	owner.page("volumes/vol1", "Volume vol1")
+	// Space used: the API's usedGib rounds up, so "≤ 1 GiB" (anything up to
+	// 1 GiB) is drawn as not known, an empty bar, never as a full 1 GiB one.
+	var bar struct {
+		Value   float64 `json:"value"`
+		Unknown bool    `json:"unknown"`
+		Text    string  `json:"text"`
+	}
+	readBar := func() {
+		owner.eval(`(() => { const m = document.querySelector("section[aria-label=Details] meter");
+			return { value: m.value, unknown: m.classList.contains("unknown"), text: m.parentElement.querySelector("span").textContent }; })()`, &bar)
+	}
+	if readBar(); bar.Text == "≤ 1 GiB of 1 GiB" && (bar.Value != 0 || !bar.Unknown) {
+		t.Errorf("vol1's space before Basin measured it: %+v, want an empty bar marked unknown", bar)
+	}
 	readNow := regexp.MustCompile(`Read [1-9][0-9,.]* requests/s`)
 	// Six 10-second samples of the load drawn, the latest showing reads.
 	deadline = time.Now().Add(100 * time.Second)
@@ -444,10 +458,10 @@ func TestConsole(t *testing.T) {
 	// Latency is the server's, labelled so, with what it leaves out.
 	owner.waitText("#chart-latency figcaption", "Latency, server-side (ms)", time.Second)
 	owner.waitText("#chart-latency .chart-note", "the network, their own queues, and at the QoS ceiling the shaper holding replies", time.Second)
-	// Space used from the metrics' usedBytes, not the API's usedGib rounded up
-	// to 1 GiB.
-	if used := owner.text(`section[aria-label=Details] .meter-wrap span`); !regexp.MustCompile(`^(≤ 1 GiB|[0-9.,]+ (bytes|KiB|MiB)) of 1 GiB$`).MatchString(used) {
-		t.Errorf("space used in vol1: %q", used)
+	// Space used from the metrics' usedBytes, read with the charts every 10 s,
+	// not the API's usedGib rounded up to 1 GiB: the bar shows the bytes.
+	if readBar(); !regexp.MustCompile(`^[0-9.,]+ (bytes|KiB|MiB) of 1 GiB$`).MatchString(bar.Text) || bar.Unknown || bar.Value <= 0 || bar.Value >= 0.5 {
+		t.Errorf("space used in vol1 under load: %+v, want the bytes (64 MiB written) drawn", bar)
 	}
 	owner.shot("volume-charts-under-load")
 	// The picture for docs/ (BASIN_CONSOLE_DOCS=docs/console-volume.png): the

@@ -27,7 +27,8 @@ const CHARTS = [
 ];
 // Series the console adds up itself, from the metrics it reads.
 const DERIVED = { totalMibps: ["readMibps", "writeMibps"] };
-const METRICS = CHARTS.flatMap((c) => c.series.map((s) => s[0])).filter((m) => !DERIVED[m]);
+// usedBytes is read along for the page's space meter (onUsed).
+const METRICS = CHARTS.flatMap((c) => c.series.map((s) => s[0])).filter((m) => !DERIVED[m]).concat("usedBytes");
 
 // Axis times as the rest of the page writes them: 24-hour, with seconds only
 // when the ticks are less than a minute apart.
@@ -51,7 +52,9 @@ function series(byName, m, n) {
 
 const fmt = (v, unit) => (v === null || v === undefined ? "–" : `${v.toLocaleString("en", { maximumFractionDigits: v < 10 ? 2 : 1 })} ${unit}`);
 
-export function volumeCharts(ctx, vid) {
+// volumeCharts: onUsed, if given, is told the volume's latest usedBytes when
+// they are known.
+export function volumeCharts(ctx, vid, onUsed) {
   const status = h("p", { class: "hint", role: "status", "aria-live": "off" }, "Loading…");
   const grid = h("div", { class: "charts" });
   const sec = h("section", { class: "card", "aria-labelledby": "charts-title" },
@@ -123,6 +126,8 @@ export function volumeCharts(ctx, vid) {
       }).join(" · ") + (p.c.id === "latency" && atLimit > 0.005
         ? ` · at the QoS ceiling ${Math.round(atLimit * 100)} % of the last 10 s: clients wait longer than this` : "");
     }
+    const used = [...series(byName, "usedBytes", xs.length)].reverse().find((v) => v !== null);
+    if (onUsed && used !== undefined) onUsed(used);
     status.textContent = "Updated " + end.toLocaleTimeString("en-GB") + "; refreshes every 10 s.";
     grid.dataset.updated = String(end.getTime());
   };

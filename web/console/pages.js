@@ -42,12 +42,24 @@ function budget(pool) {
 }
 const mibps = (n) => (n === undefined || n === null || Number.isNaN(n) ? "–" : `${Number(n).toLocaleString("en", { maximumFractionDigits: 1 })} MiB/s`);
 
-// meter shows used of total GiB; text, if given, says used in words.
-function meter(used, total, label, text) {
+// meter shows used of total GiB; text, if given, says used in words. unknown
+// (a hint) draws an empty, hatched bar: how much is used is not known.
+function meter(used, total, label, text, unknown) {
   const u = Number(used || 0), t = Number(total || 0);
-  return h("div", { class: "meter-wrap" },
-    h("meter", { min: 0, max: t || 1, value: u, "aria-label": label }),
+  return h("div", { class: "meter-wrap", title: unknown },
+    h("meter", { min: 0, max: t || 1, value: unknown ? 0 : u, "aria-label": label, class: unknown ? "unknown" : undefined }),
     h("span", {}, `${text || u.toLocaleString("en") + " GiB"} of ${t.toLocaleString("en")} GiB`));
+}
+
+// volumeSpace is a volume's space meter: used bytes from the metrics API when
+// known; else its usedGib, which the API rounds up to whole GiB, so 1 (anything
+// from nothing to 1 GiB) is drawn as not known rather than as 1 GiB, which would
+// fill the bar of a 1 GiB volume however empty.
+function volumeSpace(v, used, label) {
+  if (used !== null) return meter(used / 2 ** 30, v.capacityGib, label, bytes(used));
+  const below1 = String(v.usedGib) === "1";
+  return meter(v.usedGib, v.capacityGib, label, usedGib(v.usedGib),
+    below1 ? "Somewhere up to 1 GiB: the API rounds used space up to whole GiB, and Basin has not measured it yet (it does every 10 s)." : undefined);
 }
 
 // ---- storage pools -------------------------------------------------------------
@@ -366,11 +378,12 @@ async function volumePage(ctx, view, parts) {
   const [v, used] = await Promise.all([call("GET", `${ctx.parent}/volumes/${encodeURIComponent(vid)}`), usedBytes(ctx, vid)]);
   const pools = ctx.can("netapp.volumes.update") ? await listAll(ctx.parent + "/storagePools", "storagePools") : [];
   const rules = v.exportPolicy?.rules || [];
+  const space = h("dd", {}, volumeSpace(v, used, `Space used in ${vid}`));
   view.append(heading(`Volume ${vid}`), opStatus(),
     h("section", { class: "card", "aria-label": "Details" }, h("dl", { class: "facts" },
       h("dt", {}, "State"), h("dd", {}, stateBadge(v.state), v.stateDetails ? " " + v.stateDetails : ""),
       h("dt", {}, "Pool"), h("dd", {}, v.storagePool, ` (${v.serviceLevel})`),
-      h("dt", {}, "Capacity"), h("dd", {}, meter(used === null ? v.usedGib : used / 2 ** 30, v.capacityGib, `Space used in ${vid}`, used === null ? usedGib(v.usedGib) : bytes(used))),
+      h("dt", {}, "Capacity"), space,
       h("dt", {}, "Throughput ceiling"), h("dd", {}, mibps(v.throughputMibps)),
       h("dt", {}, "Protocols"), h("dd", {}, (v.protocols || []).join(", ")),
       h("dt", {}, "Share name"), h("dd", {}, v.shareName),
@@ -379,7 +392,8 @@ async function volumePage(ctx, view, parts) {
       v.cloneDetails?.sourceSnapshot && [h("dt", {}, "Cloned from"), h("dd", {}, v.cloneDetails.sourceSnapshot.split("/volumes/")[1])],
       h("dt", {}, "Created"), h("dd", {}, when(v.createTime)))),
     mountSection(v));
-  if (ctx.can("basin.metrics.get")) view.append(volumeCharts(ctx, vid));
+  // The charts read usedBytes with the rest every 10 s: the meter follows.
+  if (ctx.can("basin.metrics.get")) view.append(volumeCharts(ctx, vid, (b) => space.replaceChildren(volumeSpace(v, b, `Space used in ${vid}`))));
   view.append(await snapshotsSection(ctx, v, vid));
   const manage = manageSection(ctx, v, vid, pools);
   if (manage) view.append(manage);

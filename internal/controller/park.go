@@ -50,7 +50,7 @@ func (c *Controller) park(name string, ls lockSet, wait time.Duration) {
 	time.AfterFunc(wait, c.Wake)
 }
 
-// unpark forgets a parked operation that will not run here again (it is
+// unparkLocked forgets a parked operation that will not run here again (it is
 // finished, or another node runs it) and releases its locks. Called with
 // c.mu held.
 func (c *Controller) unparkLocked(name string) {

@@ -115,23 +115,31 @@ func (c *consoleAuth) endSession(token string) {
 }
 
 // bearerToken is the token of an Authorization header, "" if none.
-func bearerToken(r *http.Request) string {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+func bearerToken(r *http.Request) string { return bearerOf(r.Header.Get("Authorization")) }
+
+// bearerOf is the token of an Authorization value ("Bearer TOKEN"), "" if none.
+func bearerOf(authorization string) string {
+	tok, _ := strings.CutPrefix(authorization, "Bearer ")
 	return strings.TrimSpace(tok)
 }
 
-// authenticate verifies the request's credentials: a console session token here,
-// anything else with the Authenticator.
+// authenticate verifies the request's credentials (authenticateValue).
 func (s *Server) authenticate(r *http.Request) (*iam.Principal, error) {
-	tok := bearerToken(r)
+	return s.authenticateValue(r.Context(), r.Header.Get("Authorization"))
+}
+
+// authenticateValue verifies an Authorization value, whatever transport carried
+// it: a console session token here, anything else with the Authenticator.
+func (s *Server) authenticateValue(ctx context.Context, authorization string) (*iam.Principal, error) {
+	tok := bearerOf(authorization)
 	if !strings.HasPrefix(tok, consoleTokenPrefix) {
-		return s.opts.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		return s.opts.Auth.Authenticate(ctx, authorization)
 	}
 	g, ok := s.console.session(tok, s.now())
 	if !ok {
 		return nil, model.Errorf(model.ErrUnauthenticated, "console session unknown or expired")
 	}
-	p, err := s.recheckConsole(r.Context(), g)
+	p, err := s.recheckConsole(ctx, g)
 	if err != nil {
 		if errors.Is(err, model.ErrUnauthenticated) {
 			s.console.endSession(tok) // dead for good

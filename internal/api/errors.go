@@ -46,30 +46,61 @@ var reasons = map[string]string{
 	"PERMISSION_DENIED": "IAM_PERMISSION_DENIED", "UNIMPLEMENTED": "METHOD_NOT_IMPLEMENTED",
 }
 
+// Status is an API error as every transport answers it: its HTTP status, canonical
+// code name and gRPC code (statusOf), the message, and the details REST sends in
+// its body and gRPC in google.rpc.Status: the field violations of an invalid
+// field (BadRequest) or else the ErrorInfo reason of its code.
+type Status struct {
+	HTTP       int
+	Name       string
+	Code       int32
+	Message    string
+	Violations []apiv1.FieldViolation
+	// Reason and Domain are the ErrorInfo detail; Reason "" = none.
+	Reason, Domain string
+}
+
+// Domain is the ErrorInfo domain of Basin's errors.
+const Domain = "netapp.googleapis.com"
+
+// ErrorStatus returns what a call answers for err. An internal error's message is
+// replaced by one naming requestID (its detail is for the server log: the caller
+// logs it when Status.Name is "INTERNAL").
+func ErrorStatus(err error, requestID string) Status {
+	httpStatus, name, code := statusOf(err)
+	st := Status{HTTP: httpStatus, Name: name, Code: code, Message: err.Error()}
+	if httpStatus == http.StatusInternalServerError {
+		st.Message = "Internal error; see the server log for request " + requestID
+	}
+	var fe *model.FieldError
+	if errors.As(err, &fe) {
+		st.Violations = []apiv1.FieldViolation{{Field: fe.Field, Description: fe.Msg}}
+	} else if reason, ok := reasons[name]; ok {
+		st.Reason, st.Domain = reason, Domain
+	}
+	return st
+}
+
 // writeError sends the error body of Google APIs ({"error": {code, message, status,
 // details}}, apiv1.ErrorBody). Internal errors are logged with their detail and
 // answered with a generic message.
 func (s *Server) writeError(rq *request, err error) {
 	rq.err = err
-	status, name, _ := statusOf(err)
-	reason, hasReason := reasons[name]
+	st := ErrorStatus(err, rq.id)
+	status, name := st.HTTP, st.Name
 	if name == "UNIMPLEMENTED" && fromGcloud(rq.r) {
 		// gcloud's HTTP layer (apitools) retries every 5xx for about 30 s, then
 		// reports a network problem; a 400 it shows at once (docs/api.md, "Statuses").
 		status, name = http.StatusBadRequest, "FAILED_PRECONDITION"
 	}
-	msg := err.Error()
-	if status == http.StatusInternalServerError {
+	if st.HTTP == http.StatusInternalServerError {
 		s.log.Error("internal error", "err", err, "request_id", rq.id, "path", rq.r.URL.Path)
-		msg = "Internal error; see the server log for request " + rq.id
 	}
-	body := apiv1.ErrorBody{Error: apiv1.HTTPError{Code: status, Message: msg, Status: name}}
-	var fe *model.FieldError
-	if errors.As(err, &fe) {
-		body.Error.Details = append(body.Error.Details, apiv1.BadRequest{Type: apiv1.TypeBadRequest,
-			FieldViolations: []apiv1.FieldViolation{{Field: fe.Field, Description: fe.Msg}}})
-	} else if hasReason {
-		body.Error.Details = append(body.Error.Details, apiv1.ErrorInfo{Type: apiv1.TypeErrorInfo, Reason: reason, Domain: "netapp.googleapis.com"})
+	body := apiv1.ErrorBody{Error: apiv1.HTTPError{Code: status, Message: st.Message, Status: name}}
+	if st.Violations != nil {
+		body.Error.Details = append(body.Error.Details, apiv1.BadRequest{Type: apiv1.TypeBadRequest, FieldViolations: st.Violations})
+	} else if st.Reason != "" {
+		body.Error.Details = append(body.Error.Details, apiv1.ErrorInfo{Type: apiv1.TypeErrorInfo, Reason: st.Reason, Domain: st.Domain})
 	}
 	s.writeJSON(rq, status, body)
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
 )
 
@@ -61,17 +62,28 @@ func (l *limiter) allow(key string) (bool, time.Duration) {
 // rateLimited answers 429 if the caller (its principal, or unauthenticated, its
 // address) is over the rate limit.
 func (s *Server) rateLimited(rq *request) bool {
-	key := "addr:" + clientKey(rq.r.RemoteAddr)
-	if rq.principal != nil {
-		key = rq.principal.Email
+	if wait, err := s.overRate(rq.principal, rq.r.RemoteAddr); err != nil {
+		retryAfter(rq, wait)
+		s.writeError(rq, err)
+		return true
+	}
+	return false
+}
+
+// overRate returns the RESOURCE_EXHAUSTED error of a caller (its principal, or
+// unauthenticated, its address remote) over the rate limit, and how long it
+// should wait; nil if it is not.
+func (s *Server) overRate(p *iam.Principal, remote string) (time.Duration, error) {
+	key := "addr:" + clientKey(remote)
+	if p != nil {
+		key = p.Email
 	}
 	ok, wait := s.limits.allow(key)
 	if ok {
-		return false
+		return 0, nil
 	}
-	s.tooMany(rq, wait, fmt.Sprintf("Quota exceeded: %s may make %d requests per minute; retry after %s",
-		strings.TrimPrefix(key, "addr:"), s.limits.perMinute, wait.Round(time.Second)))
-	return true
+	return wait, model.Errorf(model.ErrResourceExhausted, "Quota exceeded: %s may make %d requests per minute; retry after %s",
+		strings.TrimPrefix(key, "addr:"), s.limits.perMinute, wait.Round(time.Second))
 }
 
 // authFailed answers a call whose credentials were missing or invalid: 401, or 429
@@ -86,12 +98,23 @@ func (s *Server) authFailed(rq *request, reason error) {
 	if errors.As(reason, &named) {
 		rq.refusedAs = named.Principal()
 	}
-	if ok, wait := s.authFailures.allow(clientKey(rq.r.RemoteAddr)); !ok {
-		s.tooMany(rq, wait, fmt.Sprintf("Too many requests with invalid credentials from %s; retry after %s",
-			hostOf(rq.r.RemoteAddr), wait.Round(time.Second)))
-		return
+	wait, err := s.refuseAuth(reason, rq.r.RemoteAddr)
+	if wait > 0 {
+		retryAfter(rq, wait)
+	} else {
+		rq.w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
 	}
-	rq.w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
+	s.writeError(rq, err)
+}
+
+// refuseAuth returns the error a caller at address remote whose credentials were
+// refused for reason is answered: UNAUTHENTICATED, or RESOURCE_EXHAUSTED (with
+// how long to wait) once the address is over the failed-authentication limit.
+func (s *Server) refuseAuth(reason error, remote string) (time.Duration, error) {
+	if ok, wait := s.authFailures.allow(clientKey(remote)); !ok {
+		return wait, model.Errorf(model.ErrResourceExhausted, "Too many requests with invalid credentials from %s; retry after %s",
+			hostOf(remote), wait.Round(time.Second))
+	}
 	msg := "Request had invalid authentication credentials. Expected a valid Bearer token signed by a Basin service-account key."
 	// A token signed by the key it names may be told what is wrong with it (a
 	// disabled account, an expired key): its sender holds the key.
@@ -99,7 +122,7 @@ func (s *Server) authFailed(rq *request, reason error) {
 	if errors.As(reason, &pub) && pub.Public() != "" {
 		msg = "Request had invalid authentication credentials: " + pub.Public() + "."
 	}
-	s.writeError(rq, model.Errorf(model.ErrUnauthenticated, "%s", msg))
+	return 0, model.Errorf(model.ErrUnauthenticated, "%s", msg)
 }
 
 func (s *Server) tooMany(rq *request, wait time.Duration, msg string) {

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"github.com/basin-nas/basin/internal/intent"
 	"net/http"
+	"net/url"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/model"
@@ -18,14 +20,24 @@ var poolFields = fieldRules{
 }
 
 func (s *Server) listPools(rq *request, p parent) {
-	lq, err := parseListQuery[apiv1.StoragePool](rq.q, p.name()+"/storagePools", "name")
+	out, err := s.listPoolsQ(rq.ctx, p, rq.q)
 	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
+	s.writeJSON(rq, http.StatusOK, out)
+}
+
+// listPoolsQ lists the storagePools of p with the list query q (pageSize, pageToken,
+// filter, orderBy).
+func (s *Server) listPoolsQ(ctx context.Context, p parent, q url.Values) (apiv1.ListStoragePoolsResponse, error) {
+	lq, err := parseListQuery[apiv1.StoragePool](q, p.name()+"/storagePools", "name")
+	if err != nil {
+		return apiv1.ListStoragePoolsResponse{}, err
+	}
 	var out []apiv1.StoragePool
 	var next string
-	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+	err = s.st.View(ctx, func(tx store.Tx) error {
 		if lq.byName() {
 			var names []string
 			for _, lp := range s.locationsOf(p) {
@@ -62,10 +74,9 @@ func (s *Server) listPools(rq *request, p parent) {
 		return err
 	})
 	if err != nil {
-		s.writeError(rq, err)
-		return
+		return apiv1.ListStoragePoolsResponse{}, err
 	}
-	s.writeJSON(rq, http.StatusOK, apiv1.ListStoragePoolsResponse{StoragePools: out, NextPageToken: next})
+	return apiv1.ListStoragePoolsResponse{StoragePools: out, NextPageToken: next}, nil
 }
 
 // locationsOf expands the "-" wildcard into every served location.
@@ -81,12 +92,21 @@ func (s *Server) locationsOf(p parent) []parent {
 }
 
 func (s *Server) getPool(rq *request, p parent, id string) {
-	if err := checkPathID("Storage pool", id); err != nil {
+	w, err := s.getPoolW(rq.ctx, p, id)
+	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
+	s.writeJSON(rq, http.StatusOK, w)
+}
+
+// getPoolW returns the storage pool id of p.
+func (s *Server) getPoolW(ctx context.Context, p parent, id string) (apiv1.StoragePool, error) {
+	if err := checkPathID("Storage pool", id); err != nil {
+		return apiv1.StoragePool{}, err
+	}
 	var w apiv1.StoragePool
-	err := s.st.View(rq.ctx, func(tx store.Tx) error {
+	err := s.st.View(ctx, func(tx store.Tx) error {
 		pl, err := store.Get[model.Pool](tx, store.KindPool, p.name()+"/storagePools/"+id)
 		if err != nil {
 			return err
@@ -94,11 +114,7 @@ func (s *Server) getPool(rq *request, p parent, id string) {
 		w, err = s.renderPool(tx, pl)
 		return err
 	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	s.writeJSON(rq, http.StatusOK, w)
+	return w, err
 }
 
 func poolFromWire(w *apiv1.StoragePool, pl *model.Pool, fields []string) error {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -235,27 +236,37 @@ type scope struct {
 
 var scopes = []scope{
 	{mustPattern("/v1/projects/{project}"), func(s *Server, rq *request, v pathVars) error {
-		if !projectRE.MatchString(v["project"]) {
-			return model.Invalid("name", "invalid project %q", v["project"])
-		}
-		return nil
+		return checkProject(v["project"])
 	}},
 	{mustPattern("/v1/projects/{project}/locations/{location}"), func(s *Server, rq *request, v pathVars) error {
-		// "-" lists across locations (GET …/locations/-/{collection}); anything else
-		// must be a location Basin serves.
-		if loc := v["location"]; loc == "-" {
-			const listSegs = 6 // v1 projects {project} locations - {collection}
-			if len(rq.segs) != listSegs || rq.verb != "" || rq.r.Method != http.MethodGet {
-				return model.Invalid("name", "location \"-\" is only valid when listing")
-			}
-		} else if !slices.Contains(s.opts.Locations, loc) {
-			return model.Errorf(model.ErrNotFound, "Location '%s' was not found", model.LocationName(v["project"], loc))
-		}
-		return nil
+		const listSegs = 6 // v1 projects {project} locations - {collection}
+		list := len(rq.segs) == listSegs && rq.verb == "" && rq.r.Method == http.MethodGet
+		return s.checkLocation(v["project"], v["location"], list)
 	}},
 	{mustPattern("/v1/projects/{project}/locations/{location}/volumes/{volume}/snapshots"), func(s *Server, rq *request, v pathVars) error {
 		return checkPathID("Volume", v["volume"])
 	}},
+}
+
+// checkProject refuses a malformed project ID.
+func checkProject(project string) error {
+	if !projectRE.MatchString(project) {
+		return model.Invalid("name", "invalid project %q", project)
+	}
+	return nil
+}
+
+// checkLocation refuses a location Basin does not serve. "-" lists across
+// locations (GET …/locations/-/{collection}): it is valid only when list is.
+func (s *Server) checkLocation(project, location string, list bool) error {
+	if location == "-" {
+		if !list {
+			return model.Invalid("name", "location \"-\" is only valid when listing")
+		}
+	} else if !slices.Contains(s.opts.Locations, location) {
+		return model.Errorf(model.ErrNotFound, "Location '%s' was not found", model.LocationName(project, location))
+	}
+	return nil
 }
 
 func mustPattern(s string) *pattern {
@@ -310,12 +321,19 @@ func (s *Server) authorize(rq *request) error {
 		}
 		return model.Errorf(model.ErrPermissionDenied, "Only the administrator of this Basin service may call %s %s", rq.r.Method, rq.r.URL.Path)
 	}
-	if rq.perm == "" {
+	return s.Authorize(rq.ctx, rq.principal, rq.project, rq.perm, rq.resource)
+}
+
+// Authorize checks that principal holds permission perm ("" = none needed) on
+// project, for a call on resource (named in the denial). With authentication off
+// (Options.Auth nil) every call is allowed.
+func (s *Server) Authorize(ctx context.Context, principal *iam.Principal, project, perm, resource string) error {
+	if s.opts.Auth == nil || perm == "" {
 		return nil
 	}
 	var pol *model.IAMPolicy
-	err := s.st.View(rq.ctx, func(tx store.Tx) (err error) {
-		pol, err = store.Get[model.IAMPolicy](tx, store.KindIAMPolicy, "projects/"+rq.project)
+	err := s.st.View(ctx, func(tx store.Tx) (err error) {
+		pol, err = store.Get[model.IAMPolicy](tx, store.KindIAMPolicy, "projects/"+project)
 		if errors.Is(err, model.ErrNotFound) {
 			pol, err = nil, nil
 		}
@@ -324,8 +342,8 @@ func (s *Server) authorize(rq *request) error {
 	if err != nil {
 		return err
 	}
-	if !iam.Allowed(rq.principal, pol, rq.perm) {
-		return model.Errorf(model.ErrPermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist)", rq.perm, rq.resource)
+	if !iam.Allowed(principal, pol, perm) {
+		return model.Errorf(model.ErrPermissionDenied, "Permission '%s' denied on resource '%s' (or it may not exist)", perm, resource)
 	}
 	return nil
 }

@@ -412,7 +412,7 @@ func (s *Server) notFound(rq *request) {
 }
 
 func (s *Server) unimplemented(rq *request) {
-	s.writeError(rq, model.Errorf(model.ErrUnimplemented, "Method %s %s is not implemented by Basin", rq.r.Method, rq.r.URL.Path))
+	s.writeError(rq, Unimplemented(rq.r.Method+" "+rq.r.URL.Path))
 }
 
 var (

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/basin-nas/basin/internal/apiv1"
@@ -23,14 +25,24 @@ var volumeFields = fieldRules{
 }
 
 func (s *Server) listVolumes(rq *request, p parent) {
-	lq, err := parseListQuery[apiv1.Volume](rq.q, p.name()+"/volumes", "name")
+	out, err := s.listVolumesQ(rq.ctx, p, rq.q)
 	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
+	s.writeJSON(rq, http.StatusOK, out)
+}
+
+// listVolumesQ lists the volumes of p with the list query q (pageSize, pageToken,
+// filter, orderBy).
+func (s *Server) listVolumesQ(ctx context.Context, p parent, q url.Values) (apiv1.ListVolumesResponse, error) {
+	lq, err := parseListQuery[apiv1.Volume](q, p.name()+"/volumes", "name")
+	if err != nil {
+		return apiv1.ListVolumesResponse{}, err
+	}
 	var out []apiv1.Volume
 	var next string
-	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+	err = s.st.View(ctx, func(tx store.Tx) error {
 		if lq.byName() {
 			var names []string
 			for _, lp := range s.locationsOf(p) {
@@ -80,19 +92,27 @@ func (s *Server) listVolumes(rq *request, p parent) {
 		return err
 	})
 	if err != nil {
-		s.writeError(rq, err)
-		return
+		return apiv1.ListVolumesResponse{}, err
 	}
-	s.writeJSON(rq, http.StatusOK, apiv1.ListVolumesResponse{Volumes: out, NextPageToken: next})
+	return apiv1.ListVolumesResponse{Volumes: out, NextPageToken: next}, nil
 }
 
 func (s *Server) getVolume(rq *request, p parent, id string) {
-	if err := checkPathID("Volume", id); err != nil {
+	w, err := s.getVolumeW(rq.ctx, p, id)
+	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
+	s.writeJSON(rq, http.StatusOK, w)
+}
+
+// getVolumeW returns the volume id of p.
+func (s *Server) getVolumeW(ctx context.Context, p parent, id string) (apiv1.Volume, error) {
+	if err := checkPathID("Volume", id); err != nil {
+		return apiv1.Volume{}, err
+	}
 	var w apiv1.Volume
-	err := s.st.View(rq.ctx, func(tx store.Tx) error {
+	err := s.st.View(ctx, func(tx store.Tx) error {
 		v, err := store.Get[model.Volume](tx, store.KindVolume, p.name()+"/volumes/"+id)
 		if err != nil {
 			return err
@@ -100,11 +120,7 @@ func (s *Server) getVolume(rq *request, p parent, id string) {
 		w, err = s.renderVolume(tx, v)
 		return err
 	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	s.writeJSON(rq, http.StatusOK, w)
+	return w, err
 }
 
 // volumeFromWire copies the named fields of a request body onto v, rejecting the

@@ -7,7 +7,8 @@
 // Input accepts what any official client sends: camelCase or snake_case names, enum
 // names or numbers, int64 as strings or numbers; unknown fields are ignored.
 //
-// Only the api package and tests import apiv1; it imports nothing of Basin's.
+// Only the api and grpcapi packages and tests import apiv1; it imports nothing
+// of Basin's.
 package apiv1
 
 import (

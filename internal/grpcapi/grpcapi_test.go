@@ -1,0 +1,388 @@
+package grpcapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/basin-nas/basin/internal/api"
+	"github.com/basin-nas/basin/internal/controller"
+	dpfake "github.com/basin-nas/basin/internal/dataplane/fake"
+	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/netapppb"
+	"github.com/basin-nas/basin/internal/storage/fake"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// env is one Basin API (real SQLite store, real controller, the fake storage
+// backend, real authentication) served over REST (httptest) and gRPC (bufconn).
+type env struct {
+	t     *testing.T
+	rest  *httptest.Server
+	grpc  netapppb.NetAppClient
+	owner string // an access token of the owner account
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "basin.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := controller.New(controller.Options{Store: st, Backend: fake.New(), DataPlane: controller.AdaptDataPlane(dpfake.New()), Resync: time.Hour})
+	done := make(chan struct{})
+	go func() { ctrl.Run(ctx); close(done) }()
+	a := api.New(api.Options{Store: st, Operations: ctrl, Locations: []string{"us-east4", "us-west1"}, RateLimit: -1,
+		Auth: iam.NewAuthenticator(iam.Options{Store: st})})
+	rest := httptest.NewServer(a)
+	lis := bufconn.Listen(1 << 20)
+	g := New(a, nil)
+	go g.Serve(lis)
+	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		g.Stop()
+		rest.Close()
+		a.Close()
+		cancel()
+		<-done
+		st.Close()
+	})
+	<-ctrl.Ready()
+	e := &env{t: t, rest: rest, grpc: netapppb.NewNetAppClient(conn)}
+	keyPath := filepath.Join(t.TempDir(), "owner.json")
+	if _, err := iam.BootstrapOwner(ctx, st, keyPath, rest.URL+"/token", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.owner = e.token(data)
+	return e
+}
+
+// token exchanges an assertion signed with a key file's key for an access token
+// at /token, as Google's libraries do.
+func (e *env) token(keyFile []byte) string {
+	e.t.Helper()
+	var kf iam.KeyFile
+	if err := json.Unmarshal(keyFile, &kf); err != nil {
+		e.t.Fatal(err)
+	}
+	assertion, err := kf.Assertion(iam.GoogleTokenURI, time.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := http.PostForm(e.rest.URL+"/token", url.Values{"grant_type": {iam.GrantTypeJWTBearer}, "assertion": {assertion}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || out.AccessToken == "" {
+		e.t.Fatalf("token: %d %v", res.StatusCode, err)
+	}
+	return out.AccessToken
+}
+
+// do sends a REST request with token and returns the status and body.
+func (e *env) do(token, method, path string, body any) (int, []byte) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, e.rest.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res.StatusCode, raw
+}
+
+// ok sends a REST request as the owner, asserts a 200 and returns the body.
+func (e *env) ok(method, path string, body any) map[string]any {
+	e.t.Helper()
+	code, raw := e.do(e.owner, method, path, body)
+	if code != http.StatusOK {
+		e.t.Fatalf("%s %s: %d %s", method, path, code, raw)
+	}
+	var out map[string]any
+	json.Unmarshal(raw, &out)
+	return out
+}
+
+// run makes a resource through REST and waits for its operation.
+func (e *env) run(path string, body any) {
+	e.t.Helper()
+	op := e.ok("POST", path, body)
+	for deadline := time.Now().Add(10 * time.Second); op["done"] != true; {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("operation did not finish: %v", op)
+		}
+		time.Sleep(10 * time.Millisecond)
+		op = e.ok("GET", "/v1/"+op["name"].(string), nil)
+	}
+	if op["error"] != nil {
+		e.t.Fatalf("POST %s: %v", path, op["error"])
+	}
+}
+
+func as(token string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+}
+
+const loc = "projects/p1/locations/us-east4"
+
+// sameAsREST asserts that a gRPC answer is REST's answer to the same call
+// (GET path), read as proto3 JSON into the same message: every field REST
+// sends must be the message's and hold the same value (timestamps compare as
+// instants: protojson writes 3, 6 or 9 fractional digits, REST as few as needed).
+func (e *env) sameAsREST(what string, m proto.Message, path string) {
+	e.t.Helper()
+	code, raw := e.do(e.owner, "GET", path, nil)
+	if code != http.StatusOK {
+		e.t.Fatalf("GET %s: %d %s", path, code, raw)
+	}
+	rest := m.ProtoReflect().New().Interface()
+	if err := protojson.Unmarshal(raw, rest); err != nil {
+		e.t.Fatalf("%s: REST's answer as %T: %v", what, m, err)
+	}
+	if !proto.Equal(m, rest) {
+		e.t.Errorf("%s: gRPC answered\n %v\nREST\n %s", what, protojson.Format(m), raw)
+	}
+}
+
+func TestReadsMatchREST(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"pa", "pb"} {
+		e.run("/v1/"+loc+"/storagePools?storagePoolId="+id, map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100,
+			"network": "projects/p1/global/networks/default", "labels": map[string]string{"team": id}})
+	}
+	for _, id := range []string{"va", "vb", "vc"} {
+		e.run("/v1/"+loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pa", "capacityGib": 10,
+			"protocols": []string{"NFSV3"}, "exportPolicy": map[string]any{"rules": []any{map[string]any{"allowedClients": "10.0.0.0/8", "accessType": "READ_WRITE", "nfsv3": true}}}})
+	}
+	ctx := as(e.owner)
+
+	pool, err := e.grpc.GetStoragePool(ctx, &netapppb.GetStoragePoolRequest{Name: loc + "/storagePools/pa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetStoragePool", pool, "/v1/"+loc+"/storagePools/pa")
+	vol, err := e.grpc.GetVolume(ctx, &netapppb.GetVolumeRequest{Name: loc + "/volumes/vb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetVolume", vol, "/v1/"+loc+"/volumes/vb")
+	if vol.GetCapacityGib() != 10 || vol.GetState() != netapppb.Volume_READY {
+		t.Errorf("volume: capacity %d, state %v", vol.GetCapacityGib(), vol.GetState())
+	}
+
+	pools, err := e.grpc.ListStoragePools(ctx, &netapppb.ListStoragePoolsRequest{Parent: "projects/p1/locations/-", OrderBy: "name desc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("ListStoragePools", pools, "/v1/projects/p1/locations/-/storagePools?orderBy=name+desc")
+	if len(pools.GetStoragePools()) != 2 {
+		t.Errorf("%d pools", len(pools.GetStoragePools()))
+	}
+
+	// Paging and a filter: the page tokens REST issues work over gRPC and back.
+	var names []string
+	req := &netapppb.ListVolumesRequest{Parent: loc, PageSize: 2, Filter: `shareName != "vc"`}
+	for {
+		page, err := e.grpc.ListVolumes(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := url.Values{"pageSize": {"2"}, "filter": {req.Filter}}
+		if req.PageToken != "" {
+			q.Set("pageToken", req.PageToken)
+		}
+		e.sameAsREST("ListVolumes", page, "/v1/"+loc+"/volumes?"+q.Encode())
+		for _, v := range page.GetVolumes() {
+			names = append(names, v.GetName())
+		}
+		if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	if want := []string{loc + "/volumes/va", loc + "/volumes/vb"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("paged volumes %v, want %v", names, want)
+	}
+}
+
+// restError is REST's error body for a call.
+func (e *env) restError(token, path string) (code int, message, statusName string, details []map[string]any) {
+	e.t.Helper()
+	_, raw := e.do(token, "GET", path, nil)
+	var body struct {
+		Error struct {
+			Code    int
+			Message string
+			Status  string
+			Details []map[string]any
+		}
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		e.t.Fatalf("%s: %s", path, raw)
+	}
+	return body.Error.Code, body.Error.Message, body.Error.Status, body.Error.Details
+}
+
+// restDetails is a gRPC status's details as REST writes them.
+func restDetails(t *testing.T, st *status.Status) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			out = append(out, map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": d.Reason, "domain": d.Domain})
+		case *errdetails.BadRequest:
+			var fvs []any
+			for _, fv := range d.FieldViolations {
+				fvs = append(fvs, map[string]any{"field": fv.Field, "description": fv.Description})
+			}
+			out = append(out, map[string]any{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": fvs})
+		default:
+			t.Fatalf("unexpected detail %T", d)
+		}
+	}
+	return out
+}
+
+func TestErrorsMatchREST(t *testing.T) {
+	e := newEnv(t)
+	// An account without a role: authenticated, denied.
+	sa := e.ok("POST", "/v1/projects/p1/serviceAccounts", map[string]any{"accountId": "nobody", "serviceAccount": map[string]any{}})
+	key := e.ok("POST", "/v1/projects/p1/serviceAccounts/"+sa["email"].(string)+"/keys", map[string]any{})
+	kf, err := base64.StdEncoding.DecodeString(key["privateKeyData"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := e.token(kf)
+
+	for _, c := range []struct {
+		name  string
+		token string
+		call  func(ctx context.Context) error
+		rest  string // the same call's REST path
+		code  codes.Code
+	}{
+		{"bad token", "garbage", func(ctx context.Context) error {
+			_, err := e.grpc.GetVolume(ctx, &netapppb.GetVolumeRequest{Name: loc + "/volumes/v1"})
+			return err
+		}, "/v1/" + loc + "/volumes/v1", codes.Unauthenticated},
+		{"no permission", nobody, func(ctx context.Context) error {
+			_, err := e.grpc.ListStoragePools(ctx, &netapppb.ListStoragePoolsRequest{Parent: loc})
+			return err
+		}, "/v1/" + loc + "/storagePools", codes.PermissionDenied},
+		{"no permission, get", nobody, func(ctx context.Context) error {
+			_, err := e.grpc.GetVolume(ctx, &netapppb.GetVolumeRequest{Name: loc + "/volumes/v1"})
+			return err
+		}, "/v1/" + loc + "/volumes/v1", codes.PermissionDenied},
+		{"missing volume", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.GetVolume(ctx, &netapppb.GetVolumeRequest{Name: loc + "/volumes/v1"})
+			return err
+		}, "/v1/" + loc + "/volumes/v1", codes.NotFound},
+		{"unserved location", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.GetStoragePool(ctx, &netapppb.GetStoragePoolRequest{Name: "projects/p1/locations/mars/storagePools/p"})
+			return err
+		}, "/v1/projects/p1/locations/mars/storagePools/p", codes.NotFound},
+		{"bad page size", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.ListVolumes(ctx, &netapppb.ListVolumesRequest{Parent: loc, PageSize: -1})
+			return err
+		}, "/v1/" + loc + "/volumes?pageSize=-1", codes.InvalidArgument},
+		{"bad filter", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.ListVolumes(ctx, &netapppb.ListVolumesRequest{Parent: loc, Filter: "state ="})
+			return err
+		}, "/v1/" + loc + "/volumes?filter=state+%3D", codes.InvalidArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call(as(c.token))
+			st := status.Convert(err)
+			if st.Code() != c.code {
+				t.Fatalf("code %v (%v), want %v", st.Code(), err, c.code)
+			}
+			httpCode, msg, name, details := e.restError(c.token, c.rest)
+			if int32(st.Code()) != int32(codeOf(name)) || httpCode < 400 {
+				t.Errorf("REST answered %d %s, gRPC %v", httpCode, name, st.Code())
+			}
+			if st.Message() != msg {
+				t.Errorf("message %q, REST's %q", st.Message(), msg)
+			}
+			if got := restDetails(t, st); !reflect.DeepEqual(jsonOf(got), jsonOf(details)) {
+				t.Errorf("details %v, REST's %v", jsonOf(got), jsonOf(details))
+			}
+		})
+	}
+}
+
+// codeOf is the gRPC code of a canonical code name.
+func codeOf(name string) codes.Code {
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if strings.EqualFold(strings.ReplaceAll(name, "_", ""), c.String()) {
+			return c
+		}
+	}
+	return codes.Unknown
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// A method gRPC does not serve yet answers UNIMPLEMENTED with REST's 501
+// message and ErrorInfo, once the caller is authenticated.
+func TestUnserved(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.grpc.DeleteVolume(as(e.owner), &netapppb.DeleteVolumeRequest{Name: loc + "/volumes/v1"})
+	st := status.Convert(err)
+	want := "Method " + netapppb.NetApp_DeleteVolume_FullMethodName + " is not implemented by Basin"
+	if st.Code() != codes.Unimplemented || st.Message() != want {
+		t.Fatalf("%v %q, want UNIMPLEMENTED %q", st.Code(), st.Message(), want)
+	}
+	if got := jsonOf(restDetails(t, st)); got != `[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"netapp.googleapis.com","reason":"METHOD_NOT_IMPLEMENTED"}]` {
+		t.Errorf("details %s", got)
+	}
+	_, err = e.grpc.ListBackups(as("garbage"), &netapppb.ListBackupsRequest{Parent: loc + "/backupVaults/b"})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("unserved method, bad token: %v", err)
+	}
+}

@@ -18,20 +18,27 @@ import (
 // and as a JSON line. Request bodies, tokens and keys are never part of an entry.
 // Unauthenticated and rate-limited calls are recorded in aggregate (refusals).
 func (s *Server) audit(rq *request) {
-	m := rq.r.Method
-	if (m == http.MethodGet || m == http.MethodHead) && rq.status != 401 && rq.status != 403 && rq.status != 429 {
+	read := rq.rpc != nil && rq.rpc.read
+	if rq.r != nil {
+		read = rq.r.Method == http.MethodGet || rq.r.Method == http.MethodHead
+	}
+	if read && rq.status != 401 && rq.status != 403 && rq.status != 429 {
 		return
 	}
-	if !strings.HasPrefix(rq.r.URL.Path, "/v1/") && rq.route != iam.TokenPath {
+	if rq.r != nil && !strings.HasPrefix(rq.r.URL.Path, "/v1/") && rq.route != iam.TokenPath {
 		return
 	}
 	now := s.now().UTC()
 	e := &model.AuditEntry{ID: fmt.Sprintf("%019d-%s", now.UnixNano(), rq.id), Project: rq.project, Time: now,
-		Method: rq.perm, Resource: rq.resource, Status: rq.status, RequestID: rq.id, Client: hostOf(rq.r.RemoteAddr)}
-	if e.Method == "" {
-		e.Method = m + " " + rq.r.URL.Path
+		Method: rq.perm, Resource: rq.resource, Status: rq.status, RequestID: rq.id, Client: hostOf(rq.remote())}
+	switch {
+	case e.Method != "":
+	case rq.r != nil:
+		e.Method = rq.r.Method + " " + rq.r.URL.Path
+	default:
+		e.Method = rq.rpc.method
 	}
-	if e.Resource == "" {
+	if e.Resource == "" && rq.r != nil {
 		e.Resource = strings.TrimPrefix(rq.r.URL.Path, "/v1/")
 	}
 	e.Principal = rq.refusedAs
@@ -46,7 +53,7 @@ func (s *Server) audit(rq *request) {
 		// Per address; an authenticated caller's 429s per principal; a 401 that
 		// names its account per address and account, so that no entry counts
 		// another's refusals under its principal.
-		key := "addr:" + clientKey(rq.r.RemoteAddr)
+		key := "addr:" + clientKey(rq.remote())
 		switch {
 		case rq.principal != nil:
 			key = e.Principal

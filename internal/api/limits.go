@@ -90,14 +90,7 @@ func (s *Server) overRate(p *iam.Principal, remote string) (time.Duration, error
 // once its address is over the failed-authentication limit. Such calls are only
 // audited in aggregate, so a flood of them costs no write per call.
 func (s *Server) authFailed(rq *request, reason error) {
-	rq.aggregate = true
-	rq.reason = reason.Error()
-	// A token that verified with its key names its account (the 401 below
-	// says so): the refusal is audited under it.
-	var named interface{ Principal() string }
-	if errors.As(reason, &named) {
-		rq.refusedAs = named.Principal()
-	}
+	noteAuthRefusal(rq, reason)
 	wait, err := s.refuseAuth(reason, rq.r.RemoteAddr)
 	if wait > 0 {
 		retryAfter(rq, wait)
@@ -105,6 +98,19 @@ func (s *Server) authFailed(rq *request, reason error) {
 		rq.w.Header().Set("WWW-Authenticate", `Bearer realm="basin"`)
 	}
 	s.writeError(rq, err)
+}
+
+// noteAuthRefusal marks a call whose credentials were refused for reason to be
+// audited in aggregate.
+func noteAuthRefusal(rq *request, reason error) {
+	rq.aggregate = true
+	rq.reason = reason.Error()
+	// A token that verified with its key names its account (the 401 says
+	// so): the refusal is audited under it.
+	var named interface{ Principal() string }
+	if errors.As(reason, &named) {
+		rq.refusedAs = named.Principal()
+	}
 }
 
 // refuseAuth returns the error a caller at address remote whose credentials were

@@ -252,6 +252,22 @@ type request struct {
 	verb string
 	// route is the matched route's pattern, or a probe's path; "" = unmatched.
 	route string
+	// rpc describes a call of another transport (Call); r and w are then nil.
+	rpc *rpcCall
+}
+
+// rpcCall is what the audit needs of a call of another transport than REST.
+type rpcCall struct {
+	method, remote string
+	read           bool
+}
+
+// remote is the caller's address.
+func (rq *request) remote() string {
+	if rq.rpc != nil {
+		return rq.rpc.remote
+	}
+	return rq.r.RemoteAddr
 }
 
 const maxBody = 1 << 20

@@ -2,36 +2,96 @@ package api
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
 	"net/url"
 	"strconv"
 
 	"github.com/basin-nas/basin/internal/apiv1"
-	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
 )
 
 // The functions here serve the v1 API to transports other than REST (gRPC,
-// internal/grpcapi): the same authentication, rate limits, authorization and
-// reads REST's handlers run, returning values and errors instead of writing a
-// response. ErrorStatus turns their errors into what a call answers.
+// internal/grpcapi): the same authentication, rate limits, authorization, audit
+// and reads REST's handlers run, returning values and errors instead of writing
+// a response. ErrorStatus turns their errors into what a call answers.
 
-// Admit authenticates a call carrying the Authorization value authorization
-// ("Bearer TOKEN", the tokens REST accepts) from the address remote, and checks
-// the rate limits REST checks: it returns the caller (nil with authentication
-// off), or the UNAUTHENTICATED or RESOURCE_EXHAUSTED error REST answers.
-func (s *Server) Admit(ctx context.Context, authorization, remote string) (*iam.Principal, error) {
-	var p *iam.Principal
+// Call is one call of a transport other than REST, admitted, authorized and
+// audited as REST's calls are: Begin it, End it with its answer.
+type Call struct {
+	s  *Server
+	rq *request
+}
+
+// CallInfo describes a call to Begin.
+type CallInfo struct {
+	// Method is the transport's name of the call (gRPC: its full method
+	// name), audited where the call needs no permission.
+	Method string
+	// Read: the call changes nothing (only its refusals are audited).
+	Read bool
+	// Project, Perm and Resource say what the call is, as REST's route would:
+	// the project it is on, the permission it needs ("" = none) and the
+	// resource (or collection) named in a denial and the audit log.
+	Project, Perm, Resource string
+	// Authorization is the credentials' value ("Bearer TOKEN", the tokens
+	// REST accepts); Remote the caller's address.
+	Authorization, Remote string
+}
+
+// Begin admits a call as REST admits its requests: it authenticates the
+// caller, checks the rate limits and the permission. The error is what the
+// call answers (UNAUTHENTICATED, RESOURCE_EXHAUSTED, PERMISSION_DENIED); the
+// Call is to be ended either way.
+func (s *Server) Begin(ctx context.Context, ci CallInfo) (*Call, error) {
+	rq := &request{ctx: ctx, id: newID(8), project: ci.Project, perm: ci.Perm, resource: ci.Resource,
+		rpc: &rpcCall{method: ci.Method, remote: ci.Remote, read: ci.Read}}
+	c := &Call{s: s, rq: rq}
 	if s.opts.Auth != nil {
-		var err error
-		if p, err = s.authenticateValue(ctx, authorization); err != nil {
-			_, err = s.refuseAuth(err, remote)
-			return nil, err
+		p, err := s.authenticateValue(ctx, ci.Authorization)
+		if err != nil {
+			noteAuthRefusal(rq, err)
+			_, err = s.refuseAuth(err, ci.Remote)
+			return c, err
+		}
+		rq.principal = p
+	}
+	if _, err := s.overRate(rq.principal, ci.Remote); err != nil {
+		rq.aggregate = true
+		return c, err
+	}
+	return c, s.Authorize(ctx, rq.principal, ci.Project, ci.Perm, ci.Resource)
+}
+
+// ID is the call's request ID (ErrorStatus names it in an internal error).
+func (c *Call) ID() string { return c.rq.id }
+
+// End records the call's answer (err nil = success) in the audit log and the
+// log, and returns its Status (zero on success). Internal errors are logged
+// with their detail.
+func (c *Call) End(err error) Status {
+	s, rq := c.s, c.rq
+	var st Status
+	rq.status = http.StatusOK
+	if err != nil {
+		st = ErrorStatus(err, rq.id)
+		rq.status, rq.err = st.HTTP, err
+		if st.Name == "INTERNAL" {
+			s.log.Error("internal error", "err", err, "request_id", rq.id, "method", rq.rpc.method)
 		}
 	}
-	if _, err := s.overRate(p, remote); err != nil {
-		return nil, err
+	s.audit(rq)
+	principal := rq.refusedAs
+	if rq.principal != nil {
+		principal = rq.principal.Email
 	}
-	return p, nil
+	level := slog.LevelInfo
+	if rq.aggregate {
+		level = slog.LevelDebug
+	}
+	s.log.Log(rq.ctx, level, "call", "method", rq.rpc.method, "resource", rq.resource, "status", rq.status,
+		"principal", principal, "request_id", rq.id, "remote", rq.rpc.remote)
+	return st
 }
 
 // Unimplemented is the error of a v1 method Basin does not implement; method

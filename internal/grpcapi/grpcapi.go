@@ -1,19 +1,16 @@
 // Package grpcapi serves the v1 API over gRPC: google.cloud.netapp.v1.NetApp
 // (internal/netapppb) on the functions the REST API (internal/api) serves its
 // calls with, so both answer alike. Every call is authenticated from its
-// "authorization" metadata and rate-limited as REST's are (api.Server.Admit),
-// authorized with the permission REST's route needs (api.Server.Authorize), and
-// its error answered as a google.rpc.Status with the details REST's error body
-// carries (api.ErrorStatus). Messages are converted through REST's JSON
-// (convert.go). The methods not served here answer UNIMPLEMENTED with the
-// message REST's 501 gives.
+// "authorization" metadata, rate-limited and authorized with the permission
+// REST's route needs (api.Server.Begin), audited and logged as REST's calls
+// are (api.Call.End), and its error answered as a google.rpc.Status with the
+// details REST's error body carries (api.ErrorStatus). Messages are converted
+// through REST's JSON (convert.go). The methods not served here answer
+// UNIMPLEMENTED with the message REST's 501 gives.
 package grpcapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"log/slog"
 	"slices"
 	"strings"
 
@@ -32,78 +29,91 @@ import (
 	"github.com/basin-nas/basin/internal/netapppb"
 )
 
+// method is a served method: the name its request carries (a resource of
+// collection, or with list the location it lists) and the permission REST's
+// route needs (netapp.{collection}.{verb}).
+type method struct {
+	collection, verb string
+	list             bool
+}
+
 // served are the methods Server implements; the others answer UNIMPLEMENTED
 // once the caller is admitted, as REST's 501 routes do.
-var served = map[string]bool{
-	netapppb.NetApp_GetStoragePool_FullMethodName:   true,
-	netapppb.NetApp_ListStoragePools_FullMethodName: true,
-	netapppb.NetApp_GetVolume_FullMethodName:        true,
-	netapppb.NetApp_ListVolumes_FullMethodName:      true,
+var served = map[string]method{
+	netapppb.NetApp_GetStoragePool_FullMethodName:   {"storagePools", "get", false},
+	netapppb.NetApp_ListStoragePools_FullMethodName: {"storagePools", "list", true},
+	netapppb.NetApp_GetVolume_FullMethodName:        {"volumes", "get", false},
+	netapppb.NetApp_ListVolumes_FullMethodName:      {"volumes", "list", true},
 }
 
 // Server implements netapppb.NetAppServer on an api.Server.
 type Server struct {
 	netapppb.UnimplementedNetAppServer
 	api *api.Server
-	log *slog.Logger
 }
 
-// New returns a gRPC server serving the NetApp service on a; log (nil = none)
-// receives internal errors. opts are passed on to grpc.NewServer.
-func New(a *api.Server, log *slog.Logger, opts ...grpc.ServerOption) *grpc.Server {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &Server{api: a, log: log}
-	g := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(s.admit))...)
+// New returns a gRPC server serving the NetApp service on a. opts are passed
+// on to grpc.NewServer.
+func New(a *api.Server, opts ...grpc.ServerOption) *grpc.Server {
+	s := &Server{api: a}
+	g := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(s.intercept))...)
 	netapppb.RegisterNetAppServer(g, s)
 	return g
 }
 
-type callKey struct{}
+type nameKey struct{}
 
-// call is what admit learnt of a call: its caller and ID.
-type call struct {
-	principal *iam.Principal
-	id        string
+// nameOf is the parsed name of the call's request (intercept).
+func nameOf(ctx context.Context) name {
+	n, _ := ctx.Value(nameKey{}).(name)
+	return n
 }
 
-func callOf(ctx context.Context) call {
-	c, _ := ctx.Value(callKey{}).(call)
-	return c
-}
-
-// admit authenticates and rate-limits every call before its method runs, and
-// answers the methods not served UNIMPLEMENTED.
-func (s *Server) admit(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	c := call{id: newID()}
-	var authorization string
+// intercept runs every call as REST runs a request: it parses the request's
+// name, admits the call (authentication from the "authorization" metadata,
+// rate limits, the permission), runs the method (the methods not served
+// answer UNIMPLEMENTED), and ends the call (audit, log), answering its error
+// as a google.rpc.Status.
+func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	short := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+	ci := api.CallInfo{Method: info.FullMethod, Read: strings.HasPrefix(short, "Get") || strings.HasPrefix(short, "List")}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if v := md.Get("authorization"); len(v) > 0 {
-			authorization = v[0]
+			ci.Authorization = v[0]
 		}
 	}
-	remote := ""
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		remote = p.Addr.String()
+		ci.Remote = p.Addr.String()
 	}
-	p, err := s.api.Admit(ctx, authorization, remote)
-	if err != nil {
-		return nil, s.status(c.id, info.FullMethod, err)
+	m, isServed := served[info.FullMethod]
+	var n name
+	var nameErr error
+	if isServed {
+		if n, nameErr = parseName(req, m); nameErr == nil {
+			ci.Project, ci.Perm, ci.Resource = n.project, iam.NetappPermission(m.collection, m.verb), n.resource
+		}
+	} else {
+		ci.Project, ci.Resource = projectOf(req)
 	}
-	c.principal = p
-	if !served[info.FullMethod] {
-		return nil, s.status(c.id, info.FullMethod, api.Unimplemented(info.FullMethod))
+	call, err := s.api.Begin(ctx, ci)
+	var out any
+	switch {
+	case err != nil:
+	case !isServed:
+		err = api.Unimplemented(info.FullMethod)
+	case nameErr != nil:
+		err = nameErr
+	default:
+		out, err = h(context.WithValue(ctx, nameKey{}, n), req)
 	}
-	return h(context.WithValue(ctx, callKey{}, c), req)
+	if st := call.End(err); err != nil {
+		return nil, grpcStatus(st)
+	}
+	return out, nil
 }
 
-// status is the gRPC error of err: api.ErrorStatus as a google.rpc.Status.
-func (s *Server) status(id, method string, err error) error {
-	st := api.ErrorStatus(err, id)
-	if st.Name == "INTERNAL" {
-		s.log.Error("internal error", "err", err, "request_id", id, "method", method)
-	}
+// grpcStatus is an api.Status as a google.rpc.Status error.
+func grpcStatus(st api.Status) error {
 	var detail protoadapt.MessageV1
 	if st.Violations != nil {
 		br := &errdetails.BadRequest{}
@@ -123,89 +133,97 @@ func (s *Server) status(id, method string, err error) error {
 	return gs.Err()
 }
 
-// name is a resource or collection name split into its parts.
-type name struct{ project, location, id string }
+// name is a request's resource or collection name split into its parts;
+// resource is what REST's route names (the collection, for a list).
+type name struct{ project, location, id, resource string }
 
-// parseName splits projects/{project}/locations/{location}/{collection}[/{id}]
-// (with the id unless list).
-func parseName(field, s, collection string, list bool) (name, error) {
-	parts := strings.Split(s, "/")
-	want := 6
-	if list {
-		want = 4
-	}
-	if len(parts) != want || parts[0] != "projects" || parts[2] != "locations" || (!list && parts[4] != collection) ||
-		slices.Contains(parts, "") {
-		form := "projects/{project}/locations/{location}"
-		if !list {
-			form += "/" + collection + "/{id}"
+// parseName reads a request's name (a resource of m's collection) or parent
+// (the location m lists): projects/{project}/locations/{location}[/{collection}/{id}].
+func parseName(req any, m method) (name, error) {
+	field, s, want, form := "name", "", 6, "projects/{project}/locations/{location}/"+m.collection+"/{id}"
+	if m.list {
+		field, want, form = "parent", 4, "projects/{project}/locations/{location}"
+		if r, ok := req.(interface{ GetParent() string }); ok {
+			s = r.GetParent()
 		}
+	} else if r, ok := req.(interface{ GetName() string }); ok {
+		s = r.GetName()
+	}
+	parts := strings.Split(s, "/")
+	if len(parts) != want || parts[0] != "projects" || parts[2] != "locations" || (!m.list && parts[4] != m.collection) ||
+		slices.Contains(parts, "") {
 		return name{}, model.Invalid(field, "%q is not of the form %s", s, form)
 	}
-	n := name{project: parts[1], location: parts[3]}
-	if !list {
+	n := name{project: parts[1], location: parts[3], resource: s}
+	if m.list {
+		n.resource += "/" + m.collection
+	} else {
 		n.id = parts[5]
 	}
 	return n, nil
 }
 
-// serve runs a read: it parses the request's name (field, a resource of
-// collection, or its parent if list), authorizes the permission REST's route
-// needs (netapp.{collection}.{verb}) on the resource REST names in a denial,
-// reads with read and converts the result into out.
-func serve[M proto.Message](ctx context.Context, s *Server, method, field, reqName, collection, verb string, list bool,
-	read func(n name) (any, error), out M) (M, error) {
-	c := callOf(ctx)
-	n, err := parseName(field, reqName, collection, list)
-	if err == nil {
-		resource := reqName
-		if list {
-			resource += "/" + collection
-		}
-		err = s.api.Authorize(ctx, c.principal, n.project, iam.NetappPermission(collection, verb), resource)
+// projectOf returns the project and resource an unserved request names (its
+// name or parent, projects/{project}/…), for the audit log; "" if none.
+func projectOf(req any) (project, resource string) {
+	if r, ok := req.(interface{ GetName() string }); ok {
+		resource = r.GetName()
+	} else if r, ok := req.(interface{ GetParent() string }); ok {
+		resource = r.GetParent()
 	}
-	var w any
-	if err == nil {
-		w, err = read(n)
+	parts := strings.SplitN(resource, "/", 3)
+	if len(parts) < 2 || parts[0] != "projects" {
+		return "", ""
 	}
+	return parts[1], resource
+}
+
+// reply converts a read's result into out.
+func reply[M proto.Message](w any, err error, out M) (M, error) {
 	if err == nil {
 		err = toProto(w, out)
 	}
 	if err != nil {
 		var zero M
-		return zero, s.status(c.id, method, err)
+		return zero, err
 	}
 	return out, nil
 }
 
 // GetStoragePool implements netapppb.NetAppServer.
-func (s *Server) GetStoragePool(ctx context.Context, req *netapppb.GetStoragePoolRequest) (*netapppb.StoragePool, error) {
-	return serve(ctx, s, netapppb.NetApp_GetStoragePool_FullMethodName, "name", req.GetName(), "storagePools", "get", false,
-		func(n name) (any, error) { return s.api.GetStoragePool(ctx, n.project, n.location, n.id) }, &netapppb.StoragePool{})
+func (s *Server) GetStoragePool(ctx context.Context, _ *netapppb.GetStoragePoolRequest) (*netapppb.StoragePool, error) {
+	n := nameOf(ctx)
+	w, err := s.api.GetStoragePool(ctx, n.project, n.location, n.id)
+	return reply(w, err, &netapppb.StoragePool{})
 }
 
 // ListStoragePools implements netapppb.NetAppServer.
 func (s *Server) ListStoragePools(ctx context.Context, req *netapppb.ListStoragePoolsRequest) (*netapppb.ListStoragePoolsResponse, error) {
-	lr := api.ListRequest{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken(), Filter: req.GetFilter(), OrderBy: req.GetOrderBy()}
-	return serve(ctx, s, netapppb.NetApp_ListStoragePools_FullMethodName, "parent", req.GetParent(), "storagePools", "list", true,
-		func(n name) (any, error) { return s.api.ListStoragePools(ctx, n.project, n.location, lr) }, &netapppb.ListStoragePoolsResponse{})
+	n := nameOf(ctx)
+	w, err := s.api.ListStoragePools(ctx, n.project, n.location, listRequest(req))
+	return reply(w, err, &netapppb.ListStoragePoolsResponse{})
 }
 
 // GetVolume implements netapppb.NetAppServer.
-func (s *Server) GetVolume(ctx context.Context, req *netapppb.GetVolumeRequest) (*netapppb.Volume, error) {
-	return serve(ctx, s, netapppb.NetApp_GetVolume_FullMethodName, "name", req.GetName(), "volumes", "get", false,
-		func(n name) (any, error) { return s.api.GetVolume(ctx, n.project, n.location, n.id) }, &netapppb.Volume{})
+func (s *Server) GetVolume(ctx context.Context, _ *netapppb.GetVolumeRequest) (*netapppb.Volume, error) {
+	n := nameOf(ctx)
+	w, err := s.api.GetVolume(ctx, n.project, n.location, n.id)
+	return reply(w, err, &netapppb.Volume{})
 }
 
 // ListVolumes implements netapppb.NetAppServer.
 func (s *Server) ListVolumes(ctx context.Context, req *netapppb.ListVolumesRequest) (*netapppb.ListVolumesResponse, error) {
-	lr := api.ListRequest{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken(), Filter: req.GetFilter(), OrderBy: req.GetOrderBy()}
-	return serve(ctx, s, netapppb.NetApp_ListVolumes_FullMethodName, "parent", req.GetParent(), "volumes", "list", true,
-		func(n name) (any, error) { return s.api.ListVolumes(ctx, n.project, n.location, lr) }, &netapppb.ListVolumesResponse{})
+	n := nameOf(ctx)
+	w, err := s.api.ListVolumes(ctx, n.project, n.location, listRequest(req))
+	return reply(w, err, &netapppb.ListVolumesResponse{})
 }
 
-func newID() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+// listRequest is a list request's paging, filter and order.
+func listRequest(req interface {
+	GetPageSize() int32
+	GetPageToken() string
+	GetFilter() string
+	GetOrderBy() string
+}) api.ListRequest {
+	return api.ListRequest{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken(), Filter: req.GetFilter(), OrderBy: req.GetOrderBy()}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/basin-nas/basin/internal/controller"
 	dpfake "github.com/basin-nas/basin/internal/dataplane/fake"
 	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/netapppb"
 	"github.com/basin-nas/basin/internal/storage/fake"
 	"github.com/basin-nas/basin/internal/store"
@@ -43,9 +45,29 @@ type env struct {
 	rest  *httptest.Server
 	grpc  netapppb.NetAppClient
 	owner string // an access token of the owner account
+	st    store.Store
 }
 
-func newEnv(t *testing.T) *env {
+// audits waits (REST audits after answering) until project p1's audit log
+// has n entries that match, and returns those it has.
+func (e *env) audits(n int, match func(*model.AuditEntry) bool) []*model.AuditEntry {
+	e.t.Helper()
+	var out []*model.AuditEntry
+	for deadline := time.Now().Add(5 * time.Second); len(out) < n && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var all []*model.AuditEntry
+		err := e.st.View(context.Background(), func(tx store.Tx) (err error) {
+			all, err = store.List[model.AuditEntry](tx, store.KindAudit, "projects/p1")
+			return err
+		})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = slices.DeleteFunc(all, func(a *model.AuditEntry) bool { return !match(a) })
+	}
+	return out
+}
+
+func newEnv(t *testing.T, opts ...func(*api.Options)) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "basin.db"))
@@ -55,11 +77,15 @@ func newEnv(t *testing.T) *env {
 	ctrl := controller.New(controller.Options{Store: st, Backend: fake.New(), DataPlane: controller.AdaptDataPlane(dpfake.New()), Resync: time.Hour})
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx); close(done) }()
-	a := api.New(api.Options{Store: st, Operations: ctrl, Locations: []string{"us-east4", "us-west1"}, RateLimit: -1,
-		Auth: iam.NewAuthenticator(iam.Options{Store: st})})
+	o := api.Options{Store: st, Operations: ctrl, Locations: []string{"us-east4", "us-west1"}, RateLimit: -1,
+		Auth: iam.NewAuthenticator(iam.Options{Store: st})}
+	for _, f := range opts {
+		f(&o)
+	}
+	a := api.New(o)
 	rest := httptest.NewServer(a)
 	lis := bufconn.Listen(1 << 20)
-	g := New(a, nil)
+	g := New(a)
 	go g.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() }))
@@ -76,7 +102,7 @@ func newEnv(t *testing.T) *env {
 		st.Close()
 	})
 	<-ctrl.Ready()
-	e := &env{t: t, rest: rest, grpc: netapppb.NewNetAppClient(conn)}
+	e := &env{t: t, rest: rest, grpc: netapppb.NewNetAppClient(conn), st: st}
 	keyPath := filepath.Join(t.TempDir(), "owner.json")
 	if _, err := iam.BootstrapOwner(ctx, st, keyPath, rest.URL+"/token", time.Now()); err != nil {
 		t.Fatal(err)
@@ -288,14 +314,7 @@ func restDetails(t *testing.T, st *status.Status) []map[string]any {
 
 func TestErrorsMatchREST(t *testing.T) {
 	e := newEnv(t)
-	// An account without a role: authenticated, denied.
-	sa := e.ok("POST", "/v1/projects/p1/serviceAccounts", map[string]any{"accountId": "nobody", "serviceAccount": map[string]any{}})
-	key := e.ok("POST", "/v1/projects/p1/serviceAccounts/"+sa["email"].(string)+"/keys", map[string]any{})
-	kf, err := base64.StdEncoding.DecodeString(key["privateKeyData"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nobody := e.token(kf)
+	nobody, _ := e.nobody()
 
 	for _, c := range []struct {
 		name  string
@@ -350,6 +369,69 @@ func TestErrorsMatchREST(t *testing.T) {
 				t.Errorf("details %v, REST's %v", jsonOf(got), jsonOf(details))
 			}
 		})
+	}
+}
+
+// nobody makes an account without a role (authenticated, denied everything)
+// and returns an access token of it and its email.
+func (e *env) nobody() (string, string) {
+	e.t.Helper()
+	sa := e.ok("POST", "/v1/projects/p1/serviceAccounts", map[string]any{"accountId": "nobody", "serviceAccount": map[string]any{}})
+	key := e.ok("POST", "/v1/projects/p1/serviceAccounts/"+sa["email"].(string)+"/keys", map[string]any{})
+	kf, err := base64.StdEncoding.DecodeString(key["privateKeyData"].(string))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.token(kf), sa["email"].(string)
+}
+
+// A denied call is audited over gRPC as over REST; a call that could change
+// something is audited whatever its answer; a read that succeeds is not.
+func TestAudit(t *testing.T) {
+	e := newEnv(t)
+	nobody, email := e.nobody()
+	_, err := e.grpc.GetVolume(as(nobody), &netapppb.GetVolumeRequest{Name: loc + "/volumes/v1"})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatal(err)
+	}
+	byNobody := func(a *model.AuditEntry) bool { return a.Principal == email && a.Resource == loc+"/volumes/v1" } // not its /token call
+	if got := e.audits(1, byNobody); len(got) != 1 {
+		t.Fatalf("gRPC audited %v", got)
+	}
+	e.do(nobody, "GET", "/v1/"+loc+"/volumes/v1", nil)
+	got := e.audits(2, byNobody)
+	if len(got) != 2 {
+		t.Fatalf("gRPC and REST audited %v", got)
+	}
+	g, w := got[0], got[1]
+	if g.Project != w.Project || g.Method != w.Method || g.Resource != w.Resource || g.Status != w.Status || g.Outcome != w.Outcome {
+		t.Errorf("gRPC audited %+v, REST %+v", g, w)
+	}
+	if _, err := e.grpc.ListVolumes(as(e.owner), &netapppb.ListVolumesRequest{Parent: loc}); err != nil {
+		t.Fatal(err)
+	}
+	e.grpc.DeleteVolume(as(e.owner), &netapppb.DeleteVolumeRequest{Name: loc + "/volumes/v1"})
+	got = e.audits(1, func(a *model.AuditEntry) bool {
+		return a.Method == netapppb.NetApp_DeleteVolume_FullMethodName || a.Method == iam.NetappPermission("volumes", "list")
+	})
+	if len(got) != 1 || got[0].Method != netapppb.NetApp_DeleteVolume_FullMethodName || got[0].Outcome != "UNIMPLEMENTED" || got[0].Status != 501 {
+		t.Errorf("audited %+v, want the one DeleteVolume, UNIMPLEMENTED", got)
+	}
+}
+
+// gRPC and REST calls of a principal draw on one rate limit.
+func TestRateLimit(t *testing.T) {
+	e := newEnv(t, func(o *api.Options) { o.RateLimit = 3 })
+	var err error
+	for i := 0; i < 4 && status.Code(err) != codes.ResourceExhausted; i++ {
+		_, err = e.grpc.GetStoragePool(as(e.owner), &netapppb.GetStoragePoolRequest{Name: loc + "/storagePools/p"})
+	}
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || !strings.HasPrefix(st.Message(), "Quota exceeded: ") {
+		t.Fatalf("after 4 calls: %v", err)
+	}
+	if code, raw := e.do(e.owner, "GET", "/v1/"+loc+"/storagePools/p", nil); code != http.StatusTooManyRequests {
+		t.Errorf("REST after gRPC's limit: %d %s", code, raw)
 	}
 }
 

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/basin-nas/basin/internal/apiv1"
@@ -18,13 +20,23 @@ var adFields = fieldRules{
 }
 
 func (s *Server) listADs(rq *request, p parent) {
-	lq, err := parseListQuery[apiv1.ActiveDirectory](rq.q, p.name()+"/activeDirectories", "name")
+	out, err := s.listADsQ(rq.ctx, p, rq.q)
 	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
+	s.writeJSON(rq, http.StatusOK, out)
+}
+
+// listADsQ lists the Active Directory policies of p with the list query q
+// (pageSize, pageToken, filter, orderBy), without their passwords (adToWire).
+func (s *Server) listADsQ(ctx context.Context, p parent, q url.Values) (apiv1.ListActiveDirectoriesResponse, error) {
+	lq, err := parseListQuery[apiv1.ActiveDirectory](q, p.name()+"/activeDirectories", "name")
+	if err != nil {
+		return apiv1.ListActiveDirectoriesResponse{}, err
+	}
 	var items []apiv1.ActiveDirectory
-	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+	err = s.st.View(ctx, func(tx store.Tx) error {
 		for _, lp := range s.locationsOf(p) {
 			ads, err := store.List[model.ActiveDirectory](tx, store.KindActiveDirectory, lp.name())
 			if err != nil {
@@ -41,24 +53,32 @@ func (s *Server) listADs(rq *request, p parent) {
 		return nil
 	})
 	if err != nil {
-		s.writeError(rq, err)
-		return
+		return apiv1.ListActiveDirectoriesResponse{}, err
 	}
 	out, next, err := page(lq, items, func(x apiv1.ActiveDirectory) string { return x.Name })
+	if err != nil {
+		return apiv1.ListActiveDirectoriesResponse{}, err
+	}
+	return apiv1.ListActiveDirectoriesResponse{ActiveDirectories: out, NextPageToken: next}, nil
+}
+
+func (s *Server) getAD(rq *request, p parent, id string) {
+	w, err := s.getADW(rq.ctx, p, id)
 	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
-	s.writeJSON(rq, http.StatusOK, apiv1.ListActiveDirectoriesResponse{ActiveDirectories: out, NextPageToken: next})
+	s.writeJSON(rq, http.StatusOK, w)
 }
 
-func (s *Server) getAD(rq *request, p parent, id string) {
+// getADW returns Active Directory policy id of p, without its password
+// (adToWire).
+func (s *Server) getADW(ctx context.Context, p parent, id string) (apiv1.ActiveDirectory, error) {
 	if err := checkPathID("Active Directory", id); err != nil {
-		s.writeError(rq, err)
-		return
+		return apiv1.ActiveDirectory{}, err
 	}
 	var w apiv1.ActiveDirectory
-	err := s.st.View(rq.ctx, func(tx store.Tx) error {
+	err := s.st.View(ctx, func(tx store.Tx) error {
 		a, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, p.name()+"/activeDirectories/"+id)
 		if err != nil {
 			return err
@@ -66,11 +86,7 @@ func (s *Server) getAD(rq *request, p parent, id string) {
 		w, err = s.renderAD(tx, a)
 		return err
 	})
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	s.writeJSON(rq, http.StatusOK, w)
+	return w, err
 }
 
 // adFromWire copies the named fields of a request body onto a, except the password,

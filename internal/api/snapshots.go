@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/basin-nas/basin/internal/apiv1"
@@ -17,14 +19,24 @@ var snapshotFields = fieldRules{
 }
 
 func (s *Server) listSnapshots(rq *request, p parent, vol string) {
-	lq, err := parseListQuery[apiv1.Snapshot](rq.q, vol+"/snapshots", "name")
+	out, err := s.listSnapshotsQ(rq.ctx, vol, rq.q)
 	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
+	s.writeJSON(rq, http.StatusOK, out)
+}
+
+// listSnapshotsQ lists the snapshots of volume vol (its full name) with the
+// list query q (pageSize, pageToken, filter, orderBy).
+func (s *Server) listSnapshotsQ(ctx context.Context, vol string, q url.Values) (apiv1.ListSnapshotsResponse, error) {
+	lq, err := parseListQuery[apiv1.Snapshot](q, vol+"/snapshots", "name")
+	if err != nil {
+		return apiv1.ListSnapshotsResponse{}, err
+	}
 	var out []apiv1.Snapshot
 	var next string
-	err = s.st.View(rq.ctx, func(tx store.Tx) error {
+	err = s.st.View(ctx, func(tx store.Tx) error {
 		if _, err := store.Get[model.Volume](tx, store.KindVolume, vol); err != nil {
 			return err
 		}
@@ -54,27 +66,34 @@ func (s *Server) listSnapshots(rq *request, p parent, vol string) {
 		return err
 	})
 	if err != nil {
-		s.writeError(rq, err)
-		return
+		return apiv1.ListSnapshotsResponse{}, err
 	}
-	s.writeJSON(rq, http.StatusOK, apiv1.ListSnapshotsResponse{Snapshots: out, NextPageToken: next})
+	return apiv1.ListSnapshotsResponse{Snapshots: out, NextPageToken: next}, nil
 }
 
 func (s *Server) getSnapshot(rq *request, vol, id string) {
-	if err := checkPathID("Snapshot", id); err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	var sn *model.Snapshot
-	err := s.st.View(rq.ctx, func(tx store.Tx) (err error) {
-		sn, err = store.Get[model.Snapshot](tx, store.KindSnapshot, vol+"/snapshots/"+id)
-		return err
-	})
+	w, err := s.getSnapshotW(rq.ctx, vol, id)
 	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
-	s.writeJSON(rq, http.StatusOK, snapshotToWire(sn))
+	s.writeJSON(rq, http.StatusOK, w)
+}
+
+// getSnapshotW returns snapshot id of volume vol (its full name).
+func (s *Server) getSnapshotW(ctx context.Context, vol, id string) (apiv1.Snapshot, error) {
+	if err := checkPathID("Snapshot", id); err != nil {
+		return apiv1.Snapshot{}, err
+	}
+	var sn *model.Snapshot
+	err := s.st.View(ctx, func(tx store.Tx) (err error) {
+		sn, err = store.Get[model.Snapshot](tx, store.KindSnapshot, vol+"/snapshots/"+id)
+		return err
+	})
+	if err != nil {
+		return apiv1.Snapshot{}, err
+	}
+	return snapshotToWire(sn), nil
 }
 
 func (s *Server) createSnapshot(rq *request, p parent, vol string) {

@@ -160,3 +160,43 @@ func (s *Server) ListVolumes(ctx context.Context, project, location string, lr L
 	}
 	return s.listVolumesQ(ctx, parent{project: project, location: location}, lr.values())
 }
+
+// GetSnapshot returns snapshot id of volume of project and location.
+func (s *Server) GetSnapshot(ctx context.Context, project, location, volume, id string) (apiv1.Snapshot, error) {
+	if err := s.checkParent(project, location, false); err != nil {
+		return apiv1.Snapshot{}, err
+	}
+	if err := checkPathID("Volume", volume); err != nil {
+		return apiv1.Snapshot{}, err
+	}
+	return s.getSnapshotW(ctx, model.LocationName(project, location)+"/volumes/"+volume, id)
+}
+
+// ListSnapshots lists the snapshots of volume of project and location.
+func (s *Server) ListSnapshots(ctx context.Context, project, location, volume string, lr ListRequest) (apiv1.ListSnapshotsResponse, error) {
+	if err := s.checkParent(project, location, false); err != nil {
+		return apiv1.ListSnapshotsResponse{}, err
+	}
+	if err := checkPathID("Volume", volume); err != nil {
+		return apiv1.ListSnapshotsResponse{}, err
+	}
+	return s.listSnapshotsQ(ctx, model.LocationName(project, location)+"/volumes/"+volume, lr.values())
+}
+
+// GetActiveDirectory returns Active Directory policy id of project and
+// location, without its password, as REST answers it.
+func (s *Server) GetActiveDirectory(ctx context.Context, project, location, id string) (apiv1.ActiveDirectory, error) {
+	if err := s.checkParent(project, location, false); err != nil {
+		return apiv1.ActiveDirectory{}, err
+	}
+	return s.getADW(ctx, parent{project: project, location: location}, id)
+}
+
+// ListActiveDirectories lists the Active Directory policies of project and
+// location ("-" = all), without their passwords, as REST answers them.
+func (s *Server) ListActiveDirectories(ctx context.Context, project, location string, lr ListRequest) (apiv1.ListActiveDirectoriesResponse, error) {
+	if err := s.checkParent(project, location, true); err != nil {
+		return apiv1.ListActiveDirectoriesResponse{}, err
+	}
+	return s.listADsQ(ctx, parent{project: project, location: location}, lr.values())
+}

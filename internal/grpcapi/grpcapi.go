@@ -30,12 +30,16 @@ import (
 )
 
 // method is a served method: the name its request carries (a resource of
-// collection, or with list the location it lists) and the permission REST's
-// route needs (netapp.{collection}.{verb}).
+// collection, or with list the collection's parent it lists; a collection
+// under a volume, such as snapshots, names its volume too) and the permission
+// REST's route needs (netapp.{collection}.{verb}).
 type method struct {
 	collection, verb string
 	list             bool
 }
+
+// underVolume are the collections whose parent is a volume.
+var underVolume = map[string]bool{"snapshots": true}
 
 // served are the methods Server implements; the others answer UNIMPLEMENTED
 // once the caller is admitted, as REST's 501 routes do.
@@ -44,6 +48,11 @@ var served = map[string]method{
 	netapppb.NetApp_ListStoragePools_FullMethodName: {"storagePools", "list", true},
 	netapppb.NetApp_GetVolume_FullMethodName:        {"volumes", "get", false},
 	netapppb.NetApp_ListVolumes_FullMethodName:      {"volumes", "list", true},
+	netapppb.NetApp_GetSnapshot_FullMethodName:      {"snapshots", "get", false},
+	netapppb.NetApp_ListSnapshots_FullMethodName:    {"snapshots", "list", true},
+
+	netapppb.NetApp_GetActiveDirectory_FullMethodName:    {"activeDirectories", "get", false},
+	netapppb.NetApp_ListActiveDirectories_FullMethodName: {"activeDirectories", "list", true},
 }
 
 // Server implements netapppb.NetAppServer on an api.Server.
@@ -133,32 +142,46 @@ func grpcStatus(st api.Status) error {
 	return gs.Err()
 }
 
-// name is a request's resource or collection name split into its parts;
-// resource is what REST's route names (the collection, for a list).
-type name struct{ project, location, id, resource string }
+// name is a request's resource or collection name split into its parts
+// (volume: the volume a collection under a volume is of); resource is what
+// REST's route names (the collection, for a list).
+type name struct{ project, location, volume, id, resource string }
 
 // parseName reads a request's name (a resource of m's collection) or parent
-// (the location m lists): projects/{project}/locations/{location}[/{collection}/{id}].
+// (the parent m lists): projects/{project}/locations/{location}[/volumes/{volume}][/{collection}/{id}].
 func parseName(req any, m method) (name, error) {
-	field, s, want, form := "name", "", 6, "projects/{project}/locations/{location}/"+m.collection+"/{id}"
+	form := "projects/{project}/locations/{location}"
+	if underVolume[m.collection] {
+		form += "/volumes/{volume}"
+	}
+	field, s := "name", ""
 	if m.list {
-		field, want, form = "parent", 4, "projects/{project}/locations/{location}"
+		field = "parent"
 		if r, ok := req.(interface{ GetParent() string }); ok {
 			s = r.GetParent()
 		}
-	} else if r, ok := req.(interface{ GetName() string }); ok {
-		s = r.GetName()
+	} else {
+		form += "/" + m.collection + "/{id}"
+		if r, ok := req.(interface{ GetName() string }); ok {
+			s = r.GetName()
+		}
 	}
-	parts := strings.Split(s, "/")
-	if len(parts) != want || parts[0] != "projects" || parts[2] != "locations" || (!m.list && parts[4] != m.collection) ||
-		slices.Contains(parts, "") {
+	parts, want := strings.Split(s, "/"), strings.Split(form, "/")
+	ok := len(parts) == len(want) && !slices.Contains(parts, "")
+	for i := 0; ok && i < len(want); i += 2 {
+		ok = parts[i] == want[i]
+	}
+	if !ok {
 		return name{}, model.Invalid(field, "%q is not of the form %s", s, form)
 	}
 	n := name{project: parts[1], location: parts[3], resource: s}
+	if underVolume[m.collection] {
+		n.volume = parts[5]
+	}
 	if m.list {
 		n.resource += "/" + m.collection
 	} else {
-		n.id = parts[5]
+		n.id = parts[len(parts)-1]
 	}
 	return n, nil
 }
@@ -216,6 +239,35 @@ func (s *Server) ListVolumes(ctx context.Context, req *netapppb.ListVolumesReque
 	n := nameOf(ctx)
 	w, err := s.api.ListVolumes(ctx, n.project, n.location, listRequest(req))
 	return reply(w, err, &netapppb.ListVolumesResponse{})
+}
+
+// GetSnapshot implements netapppb.NetAppServer.
+func (s *Server) GetSnapshot(ctx context.Context, _ *netapppb.GetSnapshotRequest) (*netapppb.Snapshot, error) {
+	n := nameOf(ctx)
+	w, err := s.api.GetSnapshot(ctx, n.project, n.location, n.volume, n.id)
+	return reply(w, err, &netapppb.Snapshot{})
+}
+
+// ListSnapshots implements netapppb.NetAppServer.
+func (s *Server) ListSnapshots(ctx context.Context, req *netapppb.ListSnapshotsRequest) (*netapppb.ListSnapshotsResponse, error) {
+	n := nameOf(ctx)
+	w, err := s.api.ListSnapshots(ctx, n.project, n.location, n.volume, listRequest(req))
+	return reply(w, err, &netapppb.ListSnapshotsResponse{})
+}
+
+// GetActiveDirectory implements netapppb.NetAppServer. The password is left
+// out (empty), as REST leaves it out (api.Server.GetActiveDirectory).
+func (s *Server) GetActiveDirectory(ctx context.Context, _ *netapppb.GetActiveDirectoryRequest) (*netapppb.ActiveDirectory, error) {
+	n := nameOf(ctx)
+	w, err := s.api.GetActiveDirectory(ctx, n.project, n.location, n.id)
+	return reply(w, err, &netapppb.ActiveDirectory{})
+}
+
+// ListActiveDirectories implements netapppb.NetAppServer.
+func (s *Server) ListActiveDirectories(ctx context.Context, req *netapppb.ListActiveDirectoriesRequest) (*netapppb.ListActiveDirectoriesResponse, error) {
+	n := nameOf(ctx)
+	w, err := s.api.ListActiveDirectories(ctx, n.project, n.location, listRequest(req))
+	return reply(w, err, &netapppb.ListActiveDirectoriesResponse{})
 }
 
 // listRequest is a list request's paging, filter and order.

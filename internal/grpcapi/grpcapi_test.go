@@ -273,6 +273,82 @@ func TestReadsMatchREST(t *testing.T) {
 	}
 }
 
+// Snapshots and Active Directory policies read over gRPC as over REST; an
+// Active Directory policy's password is in neither answer.
+func TestSnapshotsAndADsMatchREST(t *testing.T) {
+	e := newEnv(t)
+	e.run("/v1/"+loc+"/storagePools?storagePoolId=pa", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100,
+		"network": "projects/p1/global/networks/default"})
+	e.run("/v1/"+loc+"/volumes?volumeId=va", map[string]any{"shareName": "va", "storagePool": "pa", "capacityGib": 10,
+		"protocols": []string{"NFSV3"}})
+	for _, id := range []string{"s1", "s2", "s3"} {
+		e.run("/v1/"+loc+"/volumes/va/snapshots?snapshotId="+id, map[string]any{"description": "snap " + id, "labels": map[string]string{"n": id}})
+	}
+	for _, id := range []string{"ad1", "ad2"} {
+		e.run("/v1/"+loc+"/activeDirectories?activeDirectoryId="+id, map[string]any{"domain": id + ".example.com", "dns": "10.99.0.2",
+			"netBiosPrefix": "nas", "username": "admin", "password": "secret-" + id})
+	}
+	ctx := as(e.owner)
+
+	sn, err := e.grpc.GetSnapshot(ctx, &netapppb.GetSnapshotRequest{Name: loc + "/volumes/va/snapshots/s2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetSnapshot", sn, "/v1/"+loc+"/volumes/va/snapshots/s2")
+	if sn.GetDescription() != "snap s2" || sn.GetState() != netapppb.Snapshot_READY {
+		t.Errorf("snapshot: %v", sn)
+	}
+	var names []string
+	req := &netapppb.ListSnapshotsRequest{Parent: loc + "/volumes/va", PageSize: 2, OrderBy: "name desc"}
+	for {
+		page, err := e.grpc.ListSnapshots(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := url.Values{"pageSize": {"2"}, "orderBy": {req.OrderBy}}
+		if req.PageToken != "" {
+			q.Set("pageToken", req.PageToken)
+		}
+		e.sameAsREST("ListSnapshots", page, "/v1/"+loc+"/volumes/va/snapshots?"+q.Encode())
+		for _, s := range page.GetSnapshots() {
+			names = append(names, s.GetName())
+		}
+		if req.PageToken = page.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	snaps := loc + "/volumes/va/snapshots/"
+	if want := []string{snaps + "s3", snaps + "s2", snaps + "s1"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("paged snapshots %v, want %v", names, want)
+	}
+
+	ad, err := e.grpc.GetActiveDirectory(ctx, &netapppb.GetActiveDirectoryRequest{Name: loc + "/activeDirectories/ad1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetActiveDirectory", ad, "/v1/"+loc+"/activeDirectories/ad1")
+	if ad.GetDomain() != "ad1.example.com" || ad.GetUsername() != "admin" || ad.GetPassword() != "" {
+		t.Errorf("active directory: domain %q, username %q, password %q", ad.GetDomain(), ad.GetUsername(), ad.GetPassword())
+	}
+	ads, err := e.grpc.ListActiveDirectories(ctx, &netapppb.ListActiveDirectoriesRequest{Parent: "projects/p1/locations/-", Filter: `domain = "ad2.example.com"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("ListActiveDirectories", ads, "/v1/projects/p1/locations/-/activeDirectories?"+
+		url.Values{"filter": {`domain = "ad2.example.com"`}}.Encode())
+	if got := ads.GetActiveDirectories(); len(got) != 1 || got[0].GetName() != loc+"/activeDirectories/ad2" || got[0].GetPassword() != "" {
+		t.Errorf("listed %v", got)
+	}
+	for _, path := range []string{"/v1/" + loc + "/activeDirectories/ad1", "/v1/" + loc + "/activeDirectories"} {
+		if _, raw := e.do(e.owner, "GET", path, nil); bytes.Contains(raw, []byte("password")) || bytes.Contains(raw, []byte("secret-")) {
+			t.Errorf("REST GET %s shows the password: %s", path, raw)
+		}
+	}
+	if b, _ := proto.Marshal(ads); bytes.Contains(b, []byte("secret-")) {
+		t.Error("gRPC's list carries a password")
+	}
+}
+
 // restError is REST's error body for a call.
 func (e *env) restError(token, path string) (code int, message, statusName string, details []map[string]any) {
 	e.t.Helper()
@@ -351,6 +427,34 @@ func TestErrorsMatchREST(t *testing.T) {
 			_, err := e.grpc.ListVolumes(ctx, &netapppb.ListVolumesRequest{Parent: loc, Filter: "state ="})
 			return err
 		}, "/v1/" + loc + "/volumes?filter=state+%3D", codes.InvalidArgument},
+		{"missing snapshot", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.GetSnapshot(ctx, &netapppb.GetSnapshotRequest{Name: loc + "/volumes/v1/snapshots/s1"})
+			return err
+		}, "/v1/" + loc + "/volumes/v1/snapshots/s1", codes.NotFound},
+		{"snapshots of a missing volume", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.ListSnapshots(ctx, &netapppb.ListSnapshotsRequest{Parent: loc + "/volumes/v1"})
+			return err
+		}, "/v1/" + loc + "/volumes/v1/snapshots", codes.NotFound},
+		{"bad snapshot order", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.ListSnapshots(ctx, &netapppb.ListSnapshotsRequest{Parent: loc + "/volumes/v1", OrderBy: "nope"})
+			return err
+		}, "/v1/" + loc + "/volumes/v1/snapshots?orderBy=nope", codes.InvalidArgument},
+		{"no permission, snapshots", nobody, func(ctx context.Context) error {
+			_, err := e.grpc.ListSnapshots(ctx, &netapppb.ListSnapshotsRequest{Parent: loc + "/volumes/v1"})
+			return err
+		}, "/v1/" + loc + "/volumes/v1/snapshots", codes.PermissionDenied},
+		{"missing active directory", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.GetActiveDirectory(ctx, &netapppb.GetActiveDirectoryRequest{Name: loc + "/activeDirectories/ad1"})
+			return err
+		}, "/v1/" + loc + "/activeDirectories/ad1", codes.NotFound},
+		{"bad active directory page token", e.owner, func(ctx context.Context) error {
+			_, err := e.grpc.ListActiveDirectories(ctx, &netapppb.ListActiveDirectoriesRequest{Parent: loc, PageToken: "x"})
+			return err
+		}, "/v1/" + loc + "/activeDirectories?pageToken=x", codes.InvalidArgument},
+		{"no permission, active directories", nobody, func(ctx context.Context) error {
+			_, err := e.grpc.ListActiveDirectories(ctx, &netapppb.ListActiveDirectoriesRequest{Parent: loc})
+			return err
+		}, "/v1/" + loc + "/activeDirectories", codes.PermissionDenied},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.call(as(c.token))

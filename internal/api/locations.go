@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 )
@@ -18,10 +19,20 @@ func (s *Server) location(p parent) apiv1.Location {
 }
 
 func (s *Server) listLocations(rq *request, project string) {
-	lq, err := parseListQuery[apiv1.Location](rq.q, "projects/"+project, "name")
+	out, err := s.listLocationsQ(project, rq.q)
 	if err != nil {
 		s.writeError(rq, err)
 		return
+	}
+	s.writeJSON(rq, http.StatusOK, out)
+}
+
+// listLocationsQ lists the served locations of project with the list query q
+// (pageSize, pageToken, filter, orderBy).
+func (s *Server) listLocationsQ(project string, q url.Values) (apiv1.ListLocationsResponse, error) {
+	lq, err := parseListQuery[apiv1.Location](q, "projects/"+project, "name")
+	if err != nil {
+		return apiv1.ListLocationsResponse{}, err
 	}
 	items := make([]apiv1.Location, 0, len(s.opts.Locations))
 	for _, l := range s.opts.Locations {
@@ -29,10 +40,9 @@ func (s *Server) listLocations(rq *request, project string) {
 	}
 	out, next, err := page(lq, items, func(x apiv1.Location) string { return x.Name })
 	if err != nil {
-		s.writeError(rq, err)
-		return
+		return apiv1.ListLocationsResponse{}, err
 	}
-	s.writeJSON(rq, http.StatusOK, apiv1.ListLocationsResponse{Locations: out, NextPageToken: next})
+	return apiv1.ListLocationsResponse{Locations: out, NextPageToken: next}, nil
 }
 
 func (s *Server) getLocation(rq *request, p parent) {

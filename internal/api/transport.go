@@ -200,3 +200,52 @@ func (s *Server) ListActiveDirectories(ctx context.Context, project, location st
 	}
 	return s.listADsQ(ctx, parent{project: project, location: location}, lr.values())
 }
+
+// GetLocation returns location of project, if Basin serves it.
+func (s *Server) GetLocation(project, location string) (apiv1.Location, error) {
+	if err := s.checkParent(project, location, false); err != nil {
+		return apiv1.Location{}, err
+	}
+	return s.location(parent{project: project, location: location}), nil
+}
+
+// ListLocations lists the locations Basin serves to project.
+func (s *Server) ListLocations(project string, lr ListRequest) (apiv1.ListLocationsResponse, error) {
+	if err := checkProject(project); err != nil {
+		return apiv1.ListLocationsResponse{}, err
+	}
+	return s.listLocationsQ(project, lr.values())
+}
+
+// GetOperation returns operation id of project and location.
+func (s *Server) GetOperation(ctx context.Context, project, location, id string) (apiv1.Operation, error) {
+	if err := s.checkParent(project, location, false); err != nil {
+		return apiv1.Operation{}, err
+	}
+	return s.getOperationW(ctx, parent{project: project, location: location}, id)
+}
+
+// ListOperations lists the operations of project and location ("-" = all).
+func (s *Server) ListOperations(ctx context.Context, project, location string, lr ListRequest) (apiv1.ListOperationsResponse, error) {
+	if err := s.checkParent(project, location, true); err != nil {
+		return apiv1.ListOperationsResponse{}, err
+	}
+	return s.listOperationsQ(ctx, parent{project: project, location: location}, lr.values())
+}
+
+// CancelOperation asks for operation id of project and location to be
+// cancelled; a finished one is left as it is.
+func (s *Server) CancelOperation(ctx context.Context, project, location, id string) error {
+	if err := s.checkParent(project, location, false); err != nil {
+		return err
+	}
+	return s.cancelOperationW(ctx, parent{project: project, location: location}, id)
+}
+
+// DeleteOperation forgets finished operation id of project and location.
+func (s *Server) DeleteOperation(ctx context.Context, project, location, id string) error {
+	if err := s.checkParent(project, location, false); err != nil {
+		return err
+	}
+	return s.deleteOperationW(ctx, parent{project: project, location: location}, id)
+}

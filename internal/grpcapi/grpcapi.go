@@ -1,5 +1,6 @@
 // Package grpcapi serves the v1 API over gRPC: google.cloud.netapp.v1.NetApp
-// (internal/netapppb) on the functions the REST API (internal/api) serves its
+// (internal/netapppb), google.longrunning.Operations and
+// google.cloud.location.Locations (operations.go) on the functions the REST API (internal/api) serves its
 // calls with, so both answer alike. Every call is authenticated from its
 // "authorization" metadata, rate-limited and authorized with the permission
 // REST's route needs (api.Server.Begin), audited and logged as REST's calls
@@ -23,6 +24,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	locationpb "google.golang.org/genproto/googleapis/cloud/location"
+
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
@@ -32,10 +36,13 @@ import (
 // method is a served method: the name its request carries (a resource of
 // collection, or with list the collection's parent it lists; a collection
 // under a volume, such as snapshots, names its volume too) and the permission
-// REST's route needs (netapp.{collection}.{verb}).
+// REST's route needs (netapp.{collection}.{verb}). A method whose request
+// names its resource or collection's parent otherwise (Operations, Locations)
+// says so in form: the form of its request's name.
 type method struct {
 	collection, verb string
 	list             bool
+	form             string
 }
 
 // underVolume are the collections whose parent is a volume.
@@ -44,16 +51,31 @@ var underVolume = map[string]bool{"snapshots": true}
 // served are the methods Server implements; the others answer UNIMPLEMENTED
 // once the caller is admitted, as REST's 501 routes do.
 var served = map[string]method{
-	netapppb.NetApp_GetStoragePool_FullMethodName:   {"storagePools", "get", false},
-	netapppb.NetApp_ListStoragePools_FullMethodName: {"storagePools", "list", true},
-	netapppb.NetApp_GetVolume_FullMethodName:        {"volumes", "get", false},
-	netapppb.NetApp_ListVolumes_FullMethodName:      {"volumes", "list", true},
-	netapppb.NetApp_GetSnapshot_FullMethodName:      {"snapshots", "get", false},
-	netapppb.NetApp_ListSnapshots_FullMethodName:    {"snapshots", "list", true},
+	netapppb.NetApp_GetStoragePool_FullMethodName:   {"storagePools", "get", false, ""},
+	netapppb.NetApp_ListStoragePools_FullMethodName: {"storagePools", "list", true, ""},
+	netapppb.NetApp_GetVolume_FullMethodName:        {"volumes", "get", false, ""},
+	netapppb.NetApp_ListVolumes_FullMethodName:      {"volumes", "list", true, ""},
+	netapppb.NetApp_GetSnapshot_FullMethodName:      {"snapshots", "get", false, ""},
+	netapppb.NetApp_ListSnapshots_FullMethodName:    {"snapshots", "list", true, ""},
 
-	netapppb.NetApp_GetActiveDirectory_FullMethodName:    {"activeDirectories", "get", false},
-	netapppb.NetApp_ListActiveDirectories_FullMethodName: {"activeDirectories", "list", true},
+	netapppb.NetApp_GetActiveDirectory_FullMethodName:    {"activeDirectories", "get", false, ""},
+	netapppb.NetApp_ListActiveDirectories_FullMethodName: {"activeDirectories", "list", true, ""},
+
+	longrunningpb.Operations_GetOperation_FullMethodName:    {"operations", "get", false, ""},
+	longrunningpb.Operations_ListOperations_FullMethodName:  {"operations", "list", true, locationForm},
+	longrunningpb.Operations_CancelOperation_FullMethodName: {"operations", "cancel", false, ""},
+	longrunningpb.Operations_DeleteOperation_FullMethodName: {"operations", "delete", false, ""},
+
+	locationsGet:  {"locations", "get", false, locationForm},
+	locationsList: {"locations", "list", true, "projects/{project}"},
 }
+
+const (
+	locationForm = "projects/{project}/locations/{location}"
+	// The Locations service's methods (its genproto stubs name no constants).
+	locationsGet  = "/google.cloud.location.Locations/GetLocation"
+	locationsList = "/google.cloud.location.Locations/ListLocations"
+)
 
 // Server implements netapppb.NetAppServer on an api.Server.
 type Server struct {
@@ -61,12 +83,15 @@ type Server struct {
 	api *api.Server
 }
 
-// New returns a gRPC server serving the NetApp service on a. opts are passed
+// New returns a gRPC server serving the NetApp, Operations and Locations
+// services on a. opts are passed
 // on to grpc.NewServer.
 func New(a *api.Server, opts ...grpc.ServerOption) *grpc.Server {
 	s := &Server{api: a}
 	g := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(s.intercept))...)
 	netapppb.RegisterNetAppServer(g, s)
+	longrunningpb.RegisterOperationsServer(g, &operations{api: a})
+	locationpb.RegisterLocationsServer(g, &locations{api: a})
 	return g
 }
 
@@ -148,40 +173,44 @@ func grpcStatus(st api.Status) error {
 type name struct{ project, location, volume, id, resource string }
 
 // parseName reads a request's name (a resource of m's collection) or parent
-// (the parent m lists): projects/{project}/locations/{location}[/volumes/{volume}][/{collection}/{id}].
+// (the parent m lists): projects/{project}/locations/{location}[/volumes/{volume}][/{collection}/{id}],
+// or its name of m's form.
 func parseName(req any, m method) (name, error) {
-	form := "projects/{project}/locations/{location}"
-	if underVolume[m.collection] {
-		form += "/volumes/{volume}"
+	form, field, s := m.form, "name", ""
+	if form == "" {
+		form = locationForm
+		if underVolume[m.collection] {
+			form += "/volumes/{volume}"
+		}
+		if m.list {
+			field = "parent"
+		} else {
+			form += "/" + m.collection + "/{id}"
+		}
 	}
-	field, s := "name", ""
-	if m.list {
-		field = "parent"
+	if field == "parent" {
 		if r, ok := req.(interface{ GetParent() string }); ok {
 			s = r.GetParent()
 		}
-	} else {
-		form += "/" + m.collection + "/{id}"
-		if r, ok := req.(interface{ GetName() string }); ok {
-			s = r.GetName()
-		}
+	} else if r, ok := req.(interface{ GetName() string }); ok {
+		s = r.GetName()
 	}
 	parts, want := strings.Split(s, "/"), strings.Split(form, "/")
 	ok := len(parts) == len(want) && !slices.Contains(parts, "")
-	for i := 0; ok && i < len(want); i += 2 {
-		ok = parts[i] == want[i]
+	vars := map[string]string{}
+	for i := 0; ok && i < len(want); i++ {
+		if strings.HasPrefix(want[i], "{") {
+			vars[strings.Trim(want[i], "{}")] = parts[i]
+		} else {
+			ok = parts[i] == want[i]
+		}
 	}
 	if !ok {
 		return name{}, model.Invalid(field, "%q is not of the form %s", s, form)
 	}
-	n := name{project: parts[1], location: parts[3], resource: s}
-	if underVolume[m.collection] {
-		n.volume = parts[5]
-	}
+	n := name{project: vars["project"], location: vars["location"], volume: vars["volume"], id: vars["id"], resource: s}
 	if m.list {
 		n.resource += "/" + m.collection
-	} else {
-		n.id = parts[len(parts)-1]
 	}
 	return n, nil
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	locationpb "google.golang.org/genproto/googleapis/cloud/location"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -44,6 +46,8 @@ type env struct {
 	t     *testing.T
 	rest  *httptest.Server
 	grpc  netapppb.NetAppClient
+	ops   longrunningpb.OperationsClient
+	locs  locationpb.LocationsClient
 	owner string // an access token of the owner account
 	st    store.Store
 }
@@ -102,7 +106,8 @@ func newEnv(t *testing.T, opts ...func(*api.Options)) *env {
 		st.Close()
 	})
 	<-ctrl.Ready()
-	e := &env{t: t, rest: rest, grpc: netapppb.NewNetAppClient(conn), st: st}
+	e := &env{t: t, rest: rest, grpc: netapppb.NewNetAppClient(conn), st: st,
+		ops: longrunningpb.NewOperationsClient(conn), locs: locationpb.NewLocationsClient(conn)}
 	keyPath := filepath.Join(t.TempDir(), "owner.json")
 	if _, err := iam.BootstrapOwner(ctx, st, keyPath, rest.URL+"/token", time.Now()); err != nil {
 		t.Fatal(err)
@@ -349,6 +354,88 @@ func TestSnapshotsAndADsMatchREST(t *testing.T) {
 	}
 }
 
+// Operations read over gRPC as over REST, their metadata and response the
+// messages REST's "@type" names; cancel and delete act as REST's. Locations
+// read as REST's.
+func TestOperationsAndLocationsMatchREST(t *testing.T) {
+	e := newEnv(t)
+	e.run("/v1/"+loc+"/storagePools?storagePoolId=pa", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100,
+		"network": "projects/p1/global/networks/default"})
+	e.run("/v1/"+loc+"/volumes?volumeId=va", map[string]any{"shareName": "va", "storagePool": "pa", "capacityGib": 10,
+		"protocols": []string{"NFSV3"}})
+	ctx := as(e.owner)
+
+	list, err := e.ops.ListOperations(ctx, &longrunningpb.ListOperationsRequest{Name: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("ListOperations", list, "/v1/"+loc+"/operations")
+	var create *longrunningpb.Operation
+	for _, op := range list.GetOperations() {
+		var md netapppb.OperationMetadata
+		if err := op.GetMetadata().UnmarshalTo(&md); err != nil {
+			t.Fatalf("%s: metadata %v: %v", op.GetName(), op.GetMetadata().GetTypeUrl(), err)
+		}
+		if md.GetTarget() == loc+"/volumes/va" {
+			create = op
+		}
+	}
+	if create == nil || !create.GetDone() {
+		t.Fatalf("no finished create of the volume in %v", list)
+	}
+	op, err := e.ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: create.GetName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetOperation", op, "/v1/"+create.GetName())
+	var vol netapppb.Volume
+	if err := op.GetResponse().UnmarshalTo(&vol); err != nil || vol.GetName() != loc+"/volumes/va" {
+		t.Errorf("response %v as Volume: %v, %v", op.GetResponse().GetTypeUrl(), err, vol.GetName())
+	}
+
+	paged, err := e.ops.ListOperations(ctx, &longrunningpb.ListOperationsRequest{Name: "projects/p1/locations/-", PageSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("ListOperations, paged", paged, "/v1/projects/p1/locations/-/operations?pageSize=1")
+	if len(paged.GetOperations()) != 1 || paged.GetNextPageToken() == "" {
+		t.Errorf("page of 1: %v", paged)
+	}
+
+	// Cancelling a finished operation changes nothing; deleting it forgets it.
+	if _, err := e.ops.CancelOperation(ctx, &longrunningpb.CancelOperationRequest{Name: create.GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetOperation after cancel", op, "/v1/"+create.GetName())
+	if _, err := e.ops.DeleteOperation(ctx, &longrunningpb.DeleteOperationRequest{Name: create.GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	if code, raw := e.do(e.owner, "GET", "/v1/"+create.GetName(), nil); code != http.StatusNotFound {
+		t.Errorf("REST after gRPC's delete: %d %s", code, raw)
+	}
+	if _, err := e.ops.DeleteOperation(ctx, &longrunningpb.DeleteOperationRequest{Name: create.GetName()}); status.Code(err) != codes.NotFound {
+		t.Errorf("deleting it again: %v", err)
+	}
+
+	l, err := e.locs.GetLocation(ctx, &locationpb.GetLocationRequest{Name: "projects/p1/locations/us-west1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetLocation", l, "/v1/projects/p1/locations/us-west1")
+	var lm netapppb.LocationMetadata
+	if err := l.GetMetadata().UnmarshalTo(&lm); err != nil || l.GetLocationId() != "us-west1" {
+		t.Errorf("location %v: metadata %v", l, err)
+	}
+	ls, err := e.locs.ListLocations(ctx, &locationpb.ListLocationsRequest{Name: "projects/p1", PageSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("ListLocations", ls, "/v1/projects/p1/locations?pageSize=1")
+	if len(ls.GetLocations()) != 1 || ls.GetNextPageToken() == "" {
+		t.Errorf("page of 1: %v", ls)
+	}
+}
+
 // restError is REST's error body for a call.
 func (e *env) restError(token, path string) (code int, message, statusName string, details []map[string]any) {
 	e.t.Helper()
@@ -451,6 +538,30 @@ func TestErrorsMatchREST(t *testing.T) {
 			_, err := e.grpc.ListActiveDirectories(ctx, &netapppb.ListActiveDirectoriesRequest{Parent: loc, PageToken: "x"})
 			return err
 		}, "/v1/" + loc + "/activeDirectories?pageToken=x", codes.InvalidArgument},
+		{"missing operation", e.owner, func(ctx context.Context) error {
+			_, err := e.ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: loc + "/operations/op1"})
+			return err
+		}, "/v1/" + loc + "/operations/op1", codes.NotFound},
+		{"bad operations filter", e.owner, func(ctx context.Context) error {
+			_, err := e.ops.ListOperations(ctx, &longrunningpb.ListOperationsRequest{Name: loc, Filter: "done ="})
+			return err
+		}, "/v1/" + loc + "/operations?filter=done+%3D", codes.InvalidArgument},
+		{"no permission, operations", nobody, func(ctx context.Context) error {
+			_, err := e.ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: loc + "/operations/op1"})
+			return err
+		}, "/v1/" + loc + "/operations/op1", codes.PermissionDenied},
+		{"unserved location, get", e.owner, func(ctx context.Context) error {
+			_, err := e.locs.GetLocation(ctx, &locationpb.GetLocationRequest{Name: "projects/p1/locations/mars"})
+			return err
+		}, "/v1/projects/p1/locations/mars", codes.NotFound},
+		{"bad locations page size", e.owner, func(ctx context.Context) error {
+			_, err := e.locs.ListLocations(ctx, &locationpb.ListLocationsRequest{Name: "projects/p1", PageSize: -1})
+			return err
+		}, "/v1/projects/p1/locations?pageSize=-1", codes.InvalidArgument},
+		{"no permission, locations", nobody, func(ctx context.Context) error {
+			_, err := e.locs.ListLocations(ctx, &locationpb.ListLocationsRequest{Name: "projects/p1"})
+			return err
+		}, "/v1/projects/p1/locations", codes.PermissionDenied},
 		{"no permission, active directories", nobody, func(ctx context.Context) error {
 			_, err := e.grpc.ListActiveDirectories(ctx, &netapppb.ListActiveDirectoriesRequest{Parent: loc})
 			return err
@@ -570,5 +681,49 @@ func TestUnserved(t *testing.T) {
 	_, err = e.grpc.ListBackups(as("garbage"), &netapppb.ListBackupsRequest{Parent: loc + "/backupVaults/b"})
 	if status.Code(err) != codes.Unauthenticated {
 		t.Errorf("unserved method, bad token: %v", err)
+	}
+}
+
+// A request whose name is not of its method's form answers INVALID_ARGUMENT,
+// naming the field and the form.
+func TestMalformedNames(t *testing.T) {
+	e := newEnv(t)
+	ctx := as(e.owner)
+	for _, c := range []struct {
+		call        func() error
+		field, form string
+	}{
+		{func() error {
+			_, err := e.grpc.GetSnapshot(ctx, &netapppb.GetSnapshotRequest{Name: loc + "/volumes/v1"})
+			return err
+		}, "name", "projects/{project}/locations/{location}/volumes/{volume}/snapshots/{id}"},
+		{func() error {
+			_, err := e.grpc.ListSnapshots(ctx, &netapppb.ListSnapshotsRequest{Parent: loc + "/pools/v1"})
+			return err
+		}, "parent", "projects/{project}/locations/{location}/volumes/{volume}"},
+		{func() error {
+			_, err := e.ops.ListOperations(ctx, &longrunningpb.ListOperationsRequest{Name: loc + "/operations"})
+			return err
+		}, "name", "projects/{project}/locations/{location}"},
+		{func() error {
+			_, err := e.ops.CancelOperation(ctx, &longrunningpb.CancelOperationRequest{Name: loc + "/volumes/op1"})
+			return err
+		}, "name", "projects/{project}/locations/{location}/operations/{id}"},
+		{func() error {
+			_, err := e.locs.ListLocations(ctx, &locationpb.ListLocationsRequest{Name: "projects/"})
+			return err
+		}, "name", "projects/{project}"},
+	} {
+		st := status.Convert(c.call())
+		var br *errdetails.BadRequest
+		for _, d := range st.Details() {
+			if d, ok := d.(*errdetails.BadRequest); ok {
+				br = d
+			}
+		}
+		if st.Code() != codes.InvalidArgument || br == nil || len(br.FieldViolations) != 1 || br.FieldViolations[0].Field != c.field ||
+			!strings.HasSuffix(st.Message(), "is not of the form "+c.form) {
+			t.Errorf("%v %q %v, want INVALID_ARGUMENT on %s, form %s", st.Code(), st.Message(), br, c.field, c.form)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/intent"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
@@ -31,28 +32,32 @@ func (s *Server) intents() *intent.Service {
 // answerOperation answers a call that recorded op (or failed with err): it wakes
 // the controller, waits up to SyncWait, and answers with the operation as it then is.
 func (s *Server) answerOperation(rq *request, op *model.Operation, err error) {
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	if s.opts.Operations != nil {
-		s.opts.Operations.Wake()
-		if s.opts.SyncWait > 0 {
-			ctx, cancel := context.WithTimeout(rq.ctx, s.opts.SyncWait)
-			s.opts.Operations.WaitDone(ctx, op.Name())
-			cancel()
-		}
-	}
-	var cur model.Operation
-	err = s.st.View(rq.ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) })
-	if err != nil {
-		s.writeError(rq, err)
-		return
-	}
-	w, err := s.operationToWire(rq.ctx, &cur)
+	w, err := s.operationAnswer(rq.ctx, op, err)
 	if err != nil {
 		s.writeError(rq, err)
 		return
 	}
 	s.writeJSON(rq, http.StatusOK, w)
+}
+
+// operationAnswer is what a call that recorded op (or failed with err)
+// answers, for any transport: it wakes the controller, waits up to SyncWait,
+// and returns the operation as it then is.
+func (s *Server) operationAnswer(ctx context.Context, op *model.Operation, err error) (apiv1.Operation, error) {
+	if err != nil {
+		return apiv1.Operation{}, err
+	}
+	if s.opts.Operations != nil {
+		s.opts.Operations.Wake()
+		if s.opts.SyncWait > 0 {
+			wctx, cancel := context.WithTimeout(ctx, s.opts.SyncWait)
+			s.opts.Operations.WaitDone(wctx, op.Name())
+			cancel()
+		}
+	}
+	var cur model.Operation
+	if err := s.st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindOperation, op.Name(), &cur) }); err != nil {
+		return apiv1.Operation{}, err
+	}
+	return s.operationToWire(ctx, &cur)
 }

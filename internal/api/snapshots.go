@@ -107,9 +107,15 @@ func (s *Server) createSnapshot(rq *request, p parent, vol string) {
 		s.writeError(rq, err)
 		return
 	}
-	op, err := s.intents().CreateSnapshot(rq.ctx, s.st, intent.SnapshotCreate{Project: p.project, Location: p.location,
-		Volume: lastSegment(vol), ID: id, Description: w.Description, Labels: w.Labels})
+	op, err := s.createSnapshotOp(rq.ctx, p, vol, id, w)
 	s.answerOperation(rq, op, err)
+}
+
+// createSnapshotOp records the creation of snapshot id of volume vol (its
+// full name) from the request's w.
+func (s *Server) createSnapshotOp(ctx context.Context, p parent, vol, id string, w apiv1.Snapshot) (*model.Operation, error) {
+	return s.intents().CreateSnapshot(ctx, s.st, intent.SnapshotCreate{Project: p.project, Location: p.location,
+		Volume: lastSegment(vol), ID: id, Description: w.Description, Labels: w.Labels})
 }
 
 func (s *Server) updateSnapshot(rq *request, p parent, vol, id string) {

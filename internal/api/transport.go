@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/basin-nas/basin/internal/apiv1"
+	"github.com/basin-nas/basin/internal/intent"
 	"github.com/basin-nas/basin/internal/model"
 )
 
@@ -248,4 +249,22 @@ func (s *Server) DeleteOperation(ctx context.Context, project, location, id stri
 		return err
 	}
 	return s.deleteOperationW(ctx, parent{project: project, location: location}, id)
+}
+
+// CreateSnapshot records the creation of snapshot id of volume of project
+// and location from w (its description and labels, as REST reads its body)
+// and returns the operation, as REST's create answers it.
+func (s *Server) CreateSnapshot(ctx context.Context, project, location, volume, id string, w apiv1.Snapshot) (apiv1.Operation, error) {
+	if err := s.checkParent(project, location, false); err != nil {
+		return apiv1.Operation{}, err
+	}
+	if err := checkPathID("Volume", volume); err != nil {
+		return apiv1.Operation{}, err
+	}
+	if err := intent.CheckID("snapshotId", id); err != nil {
+		return apiv1.Operation{}, err
+	}
+	p := parent{project: project, location: location}
+	op, err := s.createSnapshotOp(ctx, p, p.name()+"/volumes/"+volume, id, w)
+	return s.operationAnswer(ctx, op, err)
 }

@@ -28,14 +28,16 @@ import (
 	locationpb "google.golang.org/genproto/googleapis/cloud/location"
 
 	"github.com/basin-nas/basin/internal/api"
+	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/netapppb"
 )
 
 // method is a served method: the name its request carries (a resource of
-// collection, or with list the collection's parent it lists; a collection
-// under a volume, such as snapshots, names its volume too) and the permission
+// collection, or with list the collection's parent, which lists and creates
+// name; a collection under a volume, such as snapshots, names its volume too)
+// and the permission
 // REST's route needs (netapp.{collection}.{verb}). A method whose request
 // names its resource or collection's parent otherwise (Operations, Locations)
 // says so in form: the form of its request's name.
@@ -57,6 +59,7 @@ var served = map[string]method{
 	netapppb.NetApp_ListVolumes_FullMethodName:      {"volumes", "list", true, ""},
 	netapppb.NetApp_GetSnapshot_FullMethodName:      {"snapshots", "get", false, ""},
 	netapppb.NetApp_ListSnapshots_FullMethodName:    {"snapshots", "list", true, ""},
+	netapppb.NetApp_CreateSnapshot_FullMethodName:   {"snapshots", "create", true, ""},
 
 	netapppb.NetApp_GetActiveDirectory_FullMethodName:    {"activeDirectories", "get", false, ""},
 	netapppb.NetApp_ListActiveDirectories_FullMethodName: {"activeDirectories", "list", true, ""},
@@ -212,6 +215,10 @@ func parseName(req any, m method) (name, error) {
 	if m.list {
 		n.resource += "/" + m.collection
 	}
+	// A create names the resource it makes, as REST's create routes do.
+	if r, ok := req.(interface{ GetSnapshotId() string }); ok && r.GetSnapshotId() != "" {
+		n.resource += "/" + r.GetSnapshotId()
+	}
 	return n, nil
 }
 
@@ -282,6 +289,20 @@ func (s *Server) ListSnapshots(ctx context.Context, req *netapppb.ListSnapshotsR
 	n := nameOf(ctx)
 	w, err := s.api.ListSnapshots(ctx, n.project, n.location, n.volume, listRequest(req))
 	return reply(w, err, &netapppb.ListSnapshotsResponse{})
+}
+
+// CreateSnapshot implements netapppb.NetAppServer: REST's create, answering
+// the operation, which GetOperation polls.
+func (s *Server) CreateSnapshot(ctx context.Context, req *netapppb.CreateSnapshotRequest) (*longrunningpb.Operation, error) {
+	n := nameOf(ctx)
+	var w apiv1.Snapshot
+	if req.GetSnapshot() != nil {
+		if err := fromProto(req.GetSnapshot(), &w); err != nil {
+			return nil, model.Invalid("snapshot", "%v", err)
+		}
+	}
+	op, err := s.api.CreateSnapshot(ctx, n.project, n.location, n.volume, req.GetSnapshotId(), w)
+	return reply(op, err, &longrunningpb.Operation{})
 }
 
 // GetActiveDirectory implements netapppb.NetAppServer. The password is left

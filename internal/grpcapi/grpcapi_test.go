@@ -282,10 +282,7 @@ func TestReadsMatchREST(t *testing.T) {
 // Active Directory policy's password is in neither answer.
 func TestSnapshotsAndADsMatchREST(t *testing.T) {
 	e := newEnv(t)
-	e.run("/v1/"+loc+"/storagePools?storagePoolId=pa", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100,
-		"network": "projects/p1/global/networks/default"})
-	e.run("/v1/"+loc+"/volumes?volumeId=va", map[string]any{"shareName": "va", "storagePool": "pa", "capacityGib": 10,
-		"protocols": []string{"NFSV3"}})
+	e.poolAndVolume()
 	for _, id := range []string{"s1", "s2", "s3"} {
 		e.run("/v1/"+loc+"/volumes/va/snapshots?snapshotId="+id, map[string]any{"description": "snap " + id, "labels": map[string]string{"n": id}})
 	}
@@ -359,10 +356,7 @@ func TestSnapshotsAndADsMatchREST(t *testing.T) {
 // read as REST's.
 func TestOperationsAndLocationsMatchREST(t *testing.T) {
 	e := newEnv(t)
-	e.run("/v1/"+loc+"/storagePools?storagePoolId=pa", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100,
-		"network": "projects/p1/global/networks/default"})
-	e.run("/v1/"+loc+"/volumes?volumeId=va", map[string]any{"shareName": "va", "storagePool": "pa", "capacityGib": 10,
-		"protocols": []string{"NFSV3"}})
+	e.poolAndVolume()
 	ctx := as(e.owner)
 
 	list, err := e.ops.ListOperations(ctx, &longrunningpb.ListOperationsRequest{Name: loc})
@@ -436,10 +430,91 @@ func TestOperationsAndLocationsMatchREST(t *testing.T) {
 	}
 }
 
-// restError is REST's error body for a call.
+// A snapshot created over gRPC is REST's create: its operation polls with
+// GetOperation to the end REST's does, the snapshot reads as REST's, the call
+// is audited, and a bad ID answers as over REST.
+func TestCreateSnapshotMatchesREST(t *testing.T) {
+	e := newEnv(t)
+	e.poolAndVolume()
+	ctx := as(e.owner)
+	vol := loc + "/volumes/va"
+
+	op, err := e.grpc.CreateSnapshot(ctx, &netapppb.CreateSnapshotRequest{Parent: vol, SnapshotId: "s1",
+		Snapshot: &netapppb.Snapshot{Description: "made over gRPC", Labels: map[string]string{"by": "grpc"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !op.GetDone(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("operation did not finish: %v", op)
+		}
+		if op, err = e.ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.GetName()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.sameAsREST("GetOperation", op, "/v1/"+op.GetName())
+	var md netapppb.OperationMetadata
+	var sn netapppb.Snapshot
+	if err := op.GetMetadata().UnmarshalTo(&md); err != nil || md.GetTarget() != vol+"/snapshots/s1" || md.GetVerb() != "create" {
+		t.Errorf("metadata %v: %v", &md, err)
+	}
+	if err := op.GetResponse().UnmarshalTo(&sn); err != nil || sn.GetName() != vol+"/snapshots/s1" || sn.GetDescription() != "made over gRPC" {
+		t.Errorf("response %v: %v", &sn, err)
+	}
+	got, err := e.grpc.GetSnapshot(ctx, &netapppb.GetSnapshotRequest{Name: vol + "/snapshots/s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sameAsREST("GetSnapshot", got, "/v1/"+vol+"/snapshots/s1")
+	if got.GetState() != netapppb.Snapshot_READY || got.GetLabels()["by"] != "grpc" {
+		t.Errorf("snapshot %v", got)
+	}
+	// REST's create of the same ends alike.
+	e.run("/v1/"+vol+"/snapshots?snapshotId=s2", map[string]any{"description": "made over REST"})
+	list, err := e.ops.ListOperations(ctx, &longrunningpb.ListOperationsRequest{Name: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range list.GetOperations() {
+		var m netapppb.OperationMetadata
+		o.GetMetadata().UnmarshalTo(&m)
+		if m.GetTarget() == vol+"/snapshots/s2" && (!o.GetDone() || o.GetResponse().GetTypeUrl() != op.GetResponse().GetTypeUrl() || m.GetVerb() != md.GetVerb()) {
+			t.Errorf("REST's create %v, gRPC's %v", o, op)
+		}
+	}
+	if a := e.audits(1, func(a *model.AuditEntry) bool { return a.Resource == vol+"/snapshots/s1" }); len(a) != 1 || a[0].Outcome != "OK" {
+		t.Errorf("audited %+v", a)
+	}
+
+	for _, c := range []struct{ name, id string }{{"bad id", "Bad_ID"}, {"taken id", "s1"}} {
+		_, err := e.grpc.CreateSnapshot(ctx, &netapppb.CreateSnapshotRequest{Parent: vol, SnapshotId: c.id, Snapshot: &netapppb.Snapshot{}})
+		st := status.Convert(err)
+		_, msg, name, details := e.restErrorDo(e.owner, "POST", "/v1/"+vol+"/snapshots?snapshotId="+c.id, map[string]any{})
+		if st.Code() == codes.OK || st.Code() != codeOf(name) || st.Message() != msg || jsonOf(restDetails(t, st)) != jsonOf(details) {
+			t.Errorf("%s: gRPC %v %q %s, REST %s %q %s", c.name, st.Code(), st.Message(), jsonOf(restDetails(t, st)), name, msg, jsonOf(details))
+		}
+	}
+}
+
+// poolAndVolume makes storage pool pa and its volume va in loc through REST.
+func (e *env) poolAndVolume() {
+	e.t.Helper()
+	e.run("/v1/"+loc+"/storagePools?storagePoolId=pa", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100,
+		"network": "projects/p1/global/networks/default"})
+	e.run("/v1/"+loc+"/volumes?volumeId=va", map[string]any{"shareName": "va", "storagePool": "pa", "capacityGib": 10,
+		"protocols": []string{"NFSV3"}})
+}
+
+// restError is REST's error body for a GET.
 func (e *env) restError(token, path string) (code int, message, statusName string, details []map[string]any) {
 	e.t.Helper()
-	_, raw := e.do(token, "GET", path, nil)
+	return e.restErrorDo(token, "GET", path, nil)
+}
+
+// restErrorDo is REST's error body for a call.
+func (e *env) restErrorDo(token, method, path string, in any) (code int, message, statusName string, details []map[string]any) {
+	e.t.Helper()
+	_, raw := e.do(token, method, path, in)
 	var body struct {
 		Error struct {
 			Code    int

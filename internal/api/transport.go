@@ -268,3 +268,17 @@ func (s *Server) CreateSnapshot(ctx context.Context, project, location, volume, 
 	op, err := s.createSnapshotOp(ctx, p, p.name()+"/volumes/"+volume, id, w)
 	return s.operationAnswer(ctx, op, err)
 }
+
+// DeleteVolume records the deletion of volume id of project and location
+// (force: with its snapshots) and returns the operation, as REST's delete
+// answers it.
+func (s *Server) DeleteVolume(ctx context.Context, project, location, id string, force bool) (apiv1.Operation, error) {
+	if err := s.checkParent(project, location, false); err != nil {
+		return apiv1.Operation{}, err
+	}
+	if err := checkPathID("Volume", id); err != nil {
+		return apiv1.Operation{}, err
+	}
+	op, err := s.deleteVolumeOp(ctx, parent{project: project, location: location}, id, force)
+	return s.operationAnswer(ctx, op, err)
+}

@@ -261,8 +261,14 @@ func (s *Server) deleteVolume(rq *request, p parent, id string) {
 			return
 		}
 	}
-	op, err := s.intents().DeleteVolume(rq.ctx, s.st, intent.VolumeDelete{Project: p.project, Location: p.location, ID: id, Force: force})
+	op, err := s.deleteVolumeOp(rq.ctx, p, id, force)
 	s.answerOperation(rq, op, err)
+}
+
+// deleteVolumeOp records the deletion of volume id of p (force: with its
+// snapshots).
+func (s *Server) deleteVolumeOp(ctx context.Context, p parent, id string, force bool) (*model.Operation, error) {
+	return s.intents().DeleteVolume(ctx, s.st, intent.VolumeDelete{Project: p.project, Location: p.location, ID: id, Force: force})
 }
 
 func (s *Server) revertVolume(rq *request, p parent, id string) {

@@ -57,6 +57,7 @@ var served = map[string]method{
 	netapppb.NetApp_ListStoragePools_FullMethodName: {"storagePools", "list", true, ""},
 	netapppb.NetApp_GetVolume_FullMethodName:        {"volumes", "get", false, ""},
 	netapppb.NetApp_ListVolumes_FullMethodName:      {"volumes", "list", true, ""},
+	netapppb.NetApp_DeleteVolume_FullMethodName:     {"volumes", "delete", false, ""},
 	netapppb.NetApp_GetSnapshot_FullMethodName:      {"snapshots", "get", false, ""},
 	netapppb.NetApp_ListSnapshots_FullMethodName:    {"snapshots", "list", true, ""},
 	netapppb.NetApp_CreateSnapshot_FullMethodName:   {"snapshots", "create", true, ""},
@@ -289,6 +290,14 @@ func (s *Server) ListSnapshots(ctx context.Context, req *netapppb.ListSnapshotsR
 	n := nameOf(ctx)
 	w, err := s.api.ListSnapshots(ctx, n.project, n.location, n.volume, listRequest(req))
 	return reply(w, err, &netapppb.ListSnapshotsResponse{})
+}
+
+// DeleteVolume implements netapppb.NetAppServer: REST's delete (with force,
+// its snapshots too), answering the operation, which GetOperation polls.
+func (s *Server) DeleteVolume(ctx context.Context, req *netapppb.DeleteVolumeRequest) (*longrunningpb.Operation, error) {
+	n := nameOf(ctx)
+	op, err := s.api.DeleteVolume(ctx, n.project, n.location, n.id, req.GetForce())
+	return reply(op, err, &longrunningpb.Operation{})
 }
 
 // CreateSnapshot implements netapppb.NetAppServer: REST's create, answering

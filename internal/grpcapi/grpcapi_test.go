@@ -444,15 +444,7 @@ func TestCreateSnapshotMatchesREST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !op.GetDone(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("operation did not finish: %v", op)
-		}
-		if op, err = e.ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.GetName()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.sameAsREST("GetOperation", op, "/v1/"+op.GetName())
+	op = e.poll(op)
 	var md netapppb.OperationMetadata
 	var sn netapppb.Snapshot
 	if err := op.GetMetadata().UnmarshalTo(&md); err != nil || md.GetTarget() != vol+"/snapshots/s1" || md.GetVerb() != "create" {
@@ -493,6 +485,62 @@ func TestCreateSnapshotMatchesREST(t *testing.T) {
 		if st.Code() == codes.OK || st.Code() != codeOf(name) || st.Message() != msg || jsonOf(restDetails(t, st)) != jsonOf(details) {
 			t.Errorf("%s: gRPC %v %q %s, REST %s %q %s", c.name, st.Code(), st.Message(), jsonOf(restDetails(t, st)), name, msg, jsonOf(details))
 		}
+	}
+}
+
+// poll polls op with GetOperation until it is done, and asserts that it ends
+// as REST shows it.
+func (e *env) poll(op *longrunningpb.Operation) *longrunningpb.Operation {
+	e.t.Helper()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); !op.GetDone(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("operation did not finish: %v", op)
+		}
+		if op, err = e.ops.GetOperation(as(e.owner), &longrunningpb.GetOperationRequest{Name: op.GetName()}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.sameAsREST("GetOperation", op, "/v1/"+op.GetName())
+	return op
+}
+
+// A volume deleted over gRPC is REST's delete: without force a volume with
+// snapshots is refused as over REST; with force its operation polls to the
+// end REST's does (Empty) and the volume is gone for both.
+func TestDeleteVolumeMatchesREST(t *testing.T) {
+	e := newEnv(t)
+	e.poolAndVolume()
+	vol := loc + "/volumes/va"
+	e.run("/v1/"+vol+"/snapshots?snapshotId=s1", map[string]any{})
+	ctx := as(e.owner)
+
+	for _, c := range []struct{ name, id string }{{"snapshots, no force", "va"}, {"bad id", "Bad_ID"}} {
+		_, err := e.grpc.DeleteVolume(ctx, &netapppb.DeleteVolumeRequest{Name: loc + "/volumes/" + c.id})
+		st := status.Convert(err)
+		_, msg, name, details := e.restErrorDo(e.owner, "DELETE", "/v1/"+loc+"/volumes/"+c.id, nil)
+		if st.Code() == codes.OK || st.Code() != codeOf(name) || st.Message() != msg || jsonOf(restDetails(t, st)) != jsonOf(details) {
+			t.Errorf("%s: gRPC %v %q %s, REST %s %q %s", c.name, st.Code(), st.Message(), jsonOf(restDetails(t, st)), name, msg, jsonOf(details))
+		}
+	}
+
+	op, err := e.grpc.DeleteVolume(ctx, &netapppb.DeleteVolumeRequest{Name: vol, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op = e.poll(op)
+	var md netapppb.OperationMetadata
+	if err := op.GetMetadata().UnmarshalTo(&md); err != nil || md.GetTarget() != vol || md.GetVerb() != "delete" {
+		t.Errorf("metadata %v: %v", &md, err)
+	}
+	if op.GetError() != nil || op.GetResponse().GetTypeUrl() != "type.googleapis.com/google.protobuf.Empty" {
+		t.Errorf("ended %v", op)
+	}
+	if _, err := e.grpc.GetVolume(ctx, &netapppb.GetVolumeRequest{Name: vol}); status.Code(err) != codes.NotFound {
+		t.Errorf("GetVolume after delete: %v", err)
+	}
+	if code, raw := e.do(e.owner, "GET", "/v1/"+vol+"/snapshots/s1", nil); code != http.StatusNotFound {
+		t.Errorf("REST's snapshot after a forced delete: %d %s", code, raw)
 	}
 }
 
@@ -700,12 +748,12 @@ func TestAudit(t *testing.T) {
 	if _, err := e.grpc.ListVolumes(as(e.owner), &netapppb.ListVolumesRequest{Parent: loc}); err != nil {
 		t.Fatal(err)
 	}
-	e.grpc.DeleteVolume(as(e.owner), &netapppb.DeleteVolumeRequest{Name: loc + "/volumes/v1"})
+	e.grpc.RevertVolume(as(e.owner), &netapppb.RevertVolumeRequest{Name: loc + "/volumes/v1"})
 	got = e.audits(1, func(a *model.AuditEntry) bool {
-		return a.Method == netapppb.NetApp_DeleteVolume_FullMethodName || a.Method == iam.NetappPermission("volumes", "list")
+		return a.Method == netapppb.NetApp_RevertVolume_FullMethodName || a.Method == iam.NetappPermission("volumes", "list")
 	})
-	if len(got) != 1 || got[0].Method != netapppb.NetApp_DeleteVolume_FullMethodName || got[0].Outcome != "UNIMPLEMENTED" || got[0].Status != 501 {
-		t.Errorf("audited %+v, want the one DeleteVolume, UNIMPLEMENTED", got)
+	if len(got) != 1 || got[0].Method != netapppb.NetApp_RevertVolume_FullMethodName || got[0].Outcome != "UNIMPLEMENTED" || got[0].Status != 501 {
+		t.Errorf("audited %+v, want the one RevertVolume, UNIMPLEMENTED", got)
 	}
 }
 
@@ -744,9 +792,9 @@ func jsonOf(v any) string {
 // message and ErrorInfo, once the caller is authenticated.
 func TestUnserved(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.grpc.DeleteVolume(as(e.owner), &netapppb.DeleteVolumeRequest{Name: loc + "/volumes/v1"})
+	_, err := e.grpc.RevertVolume(as(e.owner), &netapppb.RevertVolumeRequest{Name: loc + "/volumes/v1"})
 	st := status.Convert(err)
-	want := "Method " + netapppb.NetApp_DeleteVolume_FullMethodName + " is not implemented by Basin"
+	want := "Method " + netapppb.NetApp_RevertVolume_FullMethodName + " is not implemented by Basin"
 	if st.Code() != codes.Unimplemented || st.Message() != want {
 		t.Fatalf("%v %q, want UNIMPLEMENTED %q", st.Code(), st.Message(), want)
 	}

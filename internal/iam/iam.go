@@ -331,8 +331,12 @@ func (a *Authenticator) live(key *model.ServiceAccountKey, sa *model.ServiceAcco
 	return nil
 }
 
+// audienceOK accepts a token meant for Basin: an audience Basin answers to,
+// or, without one, the cloud-platform scope. An empty audience is none: Google's
+// Go auth library signs its self-signed JWTs with scopes and "aud": "" (its
+// audience field is not omitempty), which golang-jwt reads as [""].
 func (a *Authenticator) audienceOK(cl claims) bool {
-	if len(cl.Audience) == 0 {
+	if !slices.ContainsFunc(cl.Audience, func(aud string) bool { return aud != "" }) {
 		return slices.Contains(strings.Fields(cl.Scope), CloudPlatformScope)
 	}
 	for _, aud := range cl.Audience {

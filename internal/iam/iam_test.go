@@ -81,6 +81,10 @@ func TestAcceptsOfficialClientTokens(t *testing.T) {
 			delete(c, "aud")
 			c["scope"] = "https://www.googleapis.com/auth/cloud-platform"
 		}),
+		"empty aud and scope (Go auth's self-signed JWT)": f.token(func(c jwt.MapClaims, _ map[string]any) {
+			c["aud"] = ""
+			c["scope"] = "https://www.googleapis.com/auth/cloud-platform"
+		}),
 		"clock skew 4 min": f.token(func(c jwt.MapClaims, _ map[string]any) {
 			c["iat"] = f.now.Add(4 * time.Minute).Unix()
 			c["exp"] = f.now.Add(64 * time.Minute).Unix()
@@ -125,13 +129,18 @@ func TestRejectsBadTokens(t *testing.T) {
 			c["iat"] = f.now.Add(10 * time.Minute).Unix()
 			c["exp"] = f.now.Add(70 * time.Minute).Unix()
 		}),
-		"lifetime over 1h": "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["exp"] = f.now.Add(3 * time.Hour).Unix() }),
-		"no exp":           "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { delete(c, "exp") }),
-		"no iat":           "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { delete(c, "iat") }),
-		"wrong audience":   "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["aud"] = "https://storage.googleapis.com/" }),
-		"no aud no scope":  "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { delete(c, "aud") }),
-		"wrong issuer":     "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["iss"] = "evil@x" }),
-		"wrong subject":    "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["sub"] = "someone@x" }),
+		"lifetime over 1h":    "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["exp"] = f.now.Add(3 * time.Hour).Unix() }),
+		"no exp":              "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { delete(c, "exp") }),
+		"no iat":              "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { delete(c, "iat") }),
+		"wrong audience":      "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["aud"] = "https://storage.googleapis.com/" }),
+		"no aud no scope":     "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { delete(c, "aud") }),
+		"empty aud, no scope": "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["aud"] = "" }),
+		"empty aud, other scope": "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) {
+			c["aud"] = ""
+			c["scope"] = "https://www.googleapis.com/auth/devstorage.read_only"
+		}),
+		"wrong issuer":  "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["iss"] = "evil@x" }),
+		"wrong subject": "Bearer " + f.token(func(c jwt.MapClaims, _ map[string]any) { c["sub"] = "someone@x" }),
 	}
 	for name, header := range cases {
 		if _, err := f.auth.Authenticate(context.Background(), header); !errors.Is(err, model.ErrUnauthenticated) {

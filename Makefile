@@ -41,7 +41,7 @@ install: deb
 test:
 	scripts/setup.sh --test
 	$(MAKE) build lint check-generated
-	BASIN_REQUIRE_POSTGRES=1 $(GO) test -count=1 -p 1 -timeout 45m ./...   # one package at a time: the root tests share the host's mounts and loop devices
+	BASIN_REQUIRE_POSTGRES=1 BASIN_REQUIRE_MIT_KERBEROS=1 $(GO) test -count=1 -p 1 -timeout 45m ./...   # one package at a time: the root tests share the host's mounts and loop devices
 	$(MAKE) fuzz
 	$(MAKE) e2e
 
@@ -73,6 +73,7 @@ FUZZ_TARGETS := \
 	FuzzParse:./internal/perf \
 	FuzzParseTextSpacing:./internal/perf \
 	FuzzParseReply:./internal/oncrpc \
+	FuzzUnwrap:./internal/krb5gss \
 	FuzzDecodeResults:./internal/nfs3 \
 	FuzzReadReply:./internal/nfs3 \
 	FuzzDecodeCompound:./test/nfsraw \

@@ -87,8 +87,13 @@ if [[ $mode == --test ]]; then
   [[ -n $(ls /usr/lib/postgresql/*/bin/postgres 2>/dev/null) ]] || need_pkgs+=(postgresql-15)
   # The Samba AD DC test fixture (test/addc) and AD-joined SMB tests: the DC's
   # provisioning data and modules, winbind (samba execs it), client tools
-  # (smbclient, ldbsearch) and smbtorture. Not krb5-user: it would write /etc/krb5.conf.
+  # (smbclient, ldbsearch) and smbtorture.
   for p in samba-ad-provision samba-dsdb-modules smbclient ldb-tools samba-testsuite; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
+  done
+  # A throwaway MIT KDC and MIT's GSS-API as the peer of the Kerberos client's
+  # interop tests (internal/krb5gss/mittest); their config is the test's own.
+  for p in krb5-kdc krb5-admin-server python3-gssapi; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
   done
   # The private Ceph cluster of the CephFS tests (test/ceph): one monitor,
@@ -115,14 +120,19 @@ if ((${#need_pkgs[@]})); then
   # put the host's back.
   nss_saved=$(mktemp)
   [[ -f /etc/nsswitch.conf ]] && cp -p /etc/nsswitch.conf "$nss_saved"
+  # krb5-kdc brings krb5-config, which writes a host /etc/krb5.conf (for
+  # MIT's realm) when there is none: the host needs none, and it would apply
+  # to every Kerberos tool that is not given KRB5_CONFIG.
+  had_krb5_conf=; [[ -e /etc/krb5.conf ]] && had_krb5_conf=1
   apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
   if [[ -s $nss_saved ]] && ! cmp -s "$nss_saved" /etc/nsswitch.conf; then cp -p "$nss_saved" /etc/nsswitch.conf; fi
   rm -f "$nss_saved"
+  [[ -z $had_krb5_conf ]] && rm -f /etc/krb5.conf
   if [[ -n $made_policy ]]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
   # Nor should the host's own Samba services start at the next boot: Basin's run
   # in its sandboxes.
   if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
-    systemctl disable smbd nmbd winbind samba-ad-dc >/dev/null 2>&1 || true
+    systemctl disable smbd nmbd winbind samba-ad-dc krb5-kdc krb5-admin-server >/dev/null 2>&1 || true
   fi
 fi
 command -v go >/dev/null || { echo "setup: Go 1.26 or newer is required (https://go.dev/dl/)" >&2; exit 1; }

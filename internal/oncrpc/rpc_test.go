@@ -82,7 +82,8 @@ func replyHeader(xid, replyStat, acceptStat uint32) *Encoder {
 	e.U32(1) // REPLY
 	e.U32(replyStat)
 	if replyStat != 0 {
-		e.U32(1) // AUTH_ERROR
+		e.U32(1)          // AUTH_ERROR
+		e.U32(acceptStat) // its auth_stat
 		return &e
 	}
 	e.U32(0) // verifier AUTH_NONE
@@ -102,7 +103,9 @@ func TestParseReply(t *testing.T) {
 		msg  []byte
 		want string
 	}{
-		{replyHeader(1, 1, 0).Bytes(), "rpc: call denied (reject status 1)"},
+		{replyHeader(1, 1, 0).Bytes(), "rpc: call denied (auth status 0)"},
+		{replyHeader(1, 1, 5).Bytes(), "rpc: call denied: too weak"},
+		{replyHeader(1, 1, 14).Bytes(), "rpc: call denied: RPCSEC_GSS context problem"},
 		{replyHeader(1, 0, 1).Bytes(), "rpc: program unavailable"},
 		{replyHeader(1, 0, 2).Bytes(), "rpc: program version mismatch"},
 		{replyHeader(1, 0, 3).Bytes(), "rpc: procedure unavailable"},
@@ -117,7 +120,7 @@ func TestParseReply(t *testing.T) {
 		}
 	}
 	var re *Error
-	if _, err := ParseReply(replyHeader(1, 1, 0).Bytes()); !errors.As(err, &re) || !re.Denied || re.Stat != 1 {
+	if _, err := ParseReply(replyHeader(1, 1, 13).Bytes()); !errors.As(err, &re) || !re.Denied || re.Stat != 1 || re.Auth != GSSCredProblem {
 		t.Fatalf("denied: %#v", err)
 	}
 	if _, err := ParseReply(replyHeader(1, 0, 3).Bytes()); !errors.As(err, &re) || re.Denied || re.Stat != 3 {
@@ -129,6 +132,78 @@ func TestParseReply(t *testing.T) {
 	e.U32(5)
 	if got, err := ParseReplyHeader(e.Bytes()[:n+2]); err != nil || got != n {
 		t.Fatalf("header of a partial reply: %d, %v; want %d", got, err, n)
+	}
+}
+
+// sealed is an Auth that signs the header (as RPCSEC_GSS does) with a fixed
+// tag, and whose Opener wants the reply's verifier to echo it.
+type sealed struct{ tag string }
+
+func (s sealed) Seal(b []byte, head int, args []byte) ([]byte, Opener, error) {
+	e := Encoder{b: b}
+	e.U32(RPCSecGSS)
+	e.Str(s.tag)
+	sig := append([]byte(s.tag), e.b[head:]...) // the verifier signs xid..credential
+	e.U32(RPCSecGSS)
+	e.Opaque(sig)
+	e.Fixed(args)
+	return e.b, s, nil
+}
+
+func (s sealed) Open(v OpaqueAuth, res []byte) ([]byte, error) {
+	if v.Flavor != RPCSecGSS || string(v.Body) != s.tag {
+		return nil, errors.New("bad verifier")
+	}
+	return res, nil
+}
+
+func TestAppendCallAndOpenReply(t *testing.T) {
+	args := []byte{0, 0, 0, 42}
+	msg, o, err := AppendCall([]byte("old"), 7, 100003, 4, 1, sealed{"tag1"}, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := ReadRecord(bytes.NewReader(msg[3:]))
+	if err != nil || len(rec) != len(msg)-7 {
+		t.Fatalf("record %d bytes, %v", len(rec), err)
+	}
+	d := NewDecoder(rec)
+	for _, want := range []uint32{7, 0, 2, 100003, 4, 1, RPCSecGSS} {
+		if got := d.U32(); got != want {
+			t.Fatalf("header word %d, want %d", got, want)
+		}
+	}
+	cred := d.Opaque()
+	if d.U32() != RPCSecGSS || !bytes.Equal(d.Opaque(), append([]byte("tag1"), rec[:24+4+8]...)) || string(cred) != "tag1" {
+		t.Fatalf("the verifier does not sign the header through the credential: %x", rec)
+	}
+	if !bytes.Equal(d.Rest(), args) {
+		t.Fatalf("arguments %x", d.Rest())
+	}
+	// AuthSys seals as CallHeader writes.
+	sys := AuthSys{Machine: "m", UID: 1}
+	got, _, _ := AppendCall(nil, 7, 100003, 3, 1, sys, args)
+	if want := append(CallHeader(7, 100003, 3, 1, sys.Cred(), len(args)), args...); !bytes.Equal(got, want) {
+		t.Fatalf("AuthSys call %x, want %x", got, want)
+	}
+
+	var r Encoder
+	r.U32(7)
+	r.U32(1)
+	r.U32(0)
+	r.U32(RPCSecGSS)
+	r.Str("tag1")
+	r.U32(0)
+	r.U32(99)
+	res, err := OpenReply(r.Bytes(), o)
+	if err != nil || !bytes.Equal(res, []byte{0, 0, 0, 99}) {
+		t.Fatalf("OpenReply = %x, %v", res, err)
+	}
+	if _, err := OpenReply(r.Bytes(), sealed{"other"}); err == nil {
+		t.Fatal("a reply with another verifier opened")
+	}
+	if _, err := OpenReply(replyHeader(7, 1, GSSCtxProblem).Bytes(), o); err == nil {
+		t.Fatal("a denied reply opened")
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package oncrpc is the wire format shared by Basin's own NFS clients: XDR
 // encoding and decoding (RFC 4506) and ONC RPC over TCP (RFC 5531) — record
 // marking, the CALL header with an AUTH_SYS credential, and the checks on a
-// reply. internal/nfs3 (the pipelined NFSv3 client of basin bench and of the
+// reply. A call may instead carry any Auth (AppendCall, OpenReply), which
+// writes its credential and verifier, may wrap its arguments, and checks its
+// reply: AuthSys, or RPCSEC_GSS (internal/oncrpc/rpcsecgss). internal/nfs3 (the pipelined NFSv3 client of basin bench and of the
 // attack tests) and test/nfsraw (the test-only NFSv4.0 COMPOUND client)
 // import it; each keeps its own connection handling and procedures.
 //
@@ -21,6 +23,9 @@ func Padding(n int) []byte { return zeros[:(4-n%4)%4] }
 
 // Encoder appends XDR to a byte slice; its zero value is empty and ready.
 type Encoder struct{ b []byte }
+
+// NewEncoder returns an Encoder that appends to b.
+func NewEncoder(b []byte) Encoder { return Encoder{b: b} }
 
 // Reset empties the Encoder and keeps its buffer for reuse.
 func (e *Encoder) Reset() { e.b = e.b[:0] }

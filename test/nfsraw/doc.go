@@ -3,7 +3,8 @@
 // of what a kernel client does (test/e2e).
 //
 // The client sends COMPOUNDs over one TCP connection with AUTH_SYS (uid, gid
-// and groups chosen by the caller): PUTROOTFH, PUTFH, LOOKUP, LOOKUPP, GETFH,
+// and groups chosen by the caller), or with RPCSEC_GSS and Kerberos (Auth.Sec,
+// Krb5: krb5, krb5i or krb5p as a ticket's principal): PUTROOTFH, PUTFH, LOOKUP, LOOKUPP, GETFH,
 // SAVEFH, RESTOREFH, GETATTR (type, size, fsid, fileid, mode, owner, group;
 // GetSpace: space_avail, space_free, space_total), READDIR, READ and WRITE and
 // SETATTR (mode, size) with a stateid (the anonymous one unless given), CREATE

@@ -9,16 +9,48 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jcmturner/gokrb5/v8/client"
+
+	"github.com/basin-nas/basin/internal/krb5gss"
 	"github.com/basin-nas/basin/internal/oncrpc"
+	"github.com/basin-nas/basin/internal/oncrpc/rpcsecgss"
 )
 
-// Auth is the AUTH_SYS identity a Client calls with.
+// Auth is the identity a Client calls with: AUTH_SYS, or what Sec sets up.
 type Auth struct {
 	UID, GID uint32
 	GIDs     []uint32
 	Machine  string
 	// LocalIP, if set, is the connection's source address.
 	LocalIP string
+	// Sec, if set, replaces AUTH_SYS: called on each new connection
+	// before any other call, it returns the Auth of the connection's calls
+	// (Krb5 sets up an RPCSEC_GSS context).
+	Sec func(ctx context.Context, c rpcsecgss.Caller) (oncrpc.Auth, error)
+}
+
+// Krb5 is an Auth.Sec that establishes an RPCSEC_GSS context with the NFS
+// service spn (such as "nfs/server.example.com") as cl's principal (cl has
+// logged in), and calls with service svc: krb5 (None), krb5i (Integrity) or
+// krb5p (Privacy).
+func Krb5(cl *client.Client, spn string, svc rpcsecgss.Service) func(context.Context, rpcsecgss.Caller) (oncrpc.Auth, error) {
+	return func(ctx context.Context, c rpcsecgss.Caller) (oncrpc.Auth, error) {
+		in, err := krb5gss.NewInitiator(cl, spn)
+		if err != nil {
+			return nil, err
+		}
+		s, err := rpcsecgss.Init(ctx, c, 100003, 4, in.Token(), func(reply []byte) ([]byte, rpcsecgss.Context, error) {
+			k, err := in.Step(reply)
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, k, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return s.Auth(svc), nil
+	}
 }
 
 // rpcConn is one TCP connection carrying one ONC RPC call at a time.
@@ -26,7 +58,7 @@ type rpcConn struct {
 	mu   sync.Mutex
 	c    net.Conn
 	r    *bufio.Reader
-	auth []byte
+	auth oncrpc.Auth
 	xid  uint32
 }
 
@@ -42,19 +74,34 @@ func dialRPC(ctx context.Context, addr string, a Auth) (*rpcConn, error) {
 	if a.Machine == "" {
 		a.Machine = "nfsraw"
 	}
-	cred := oncrpc.AuthSys{Stamp: uint32(time.Now().Unix()), Machine: a.Machine, UID: a.UID, GID: a.GID, GIDs: a.GIDs}.Cred()
-	return &rpcConn{c: c, r: bufio.NewReader(c), auth: cred, xid: uint32(time.Now().UnixNano())}, nil
+	rc := &rpcConn{c: c, r: bufio.NewReader(c), xid: uint32(time.Now().UnixNano()),
+		auth: oncrpc.AuthSys{Stamp: uint32(time.Now().Unix()), Machine: a.Machine, UID: a.UID, GID: a.GID, GIDs: a.GIDs}}
+	if a.Sec != nil {
+		if rc.auth, err = a.Sec(ctx, rc); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return rc, nil
 }
 
 func (rc *rpcConn) close() error { return rc.c.Close() }
 
-// call sends one call and returns the results after the accepted-reply header.
+// call sends one call with the connection's Auth and returns its results.
 func (rc *rpcConn) call(ctx context.Context, prog, vers, proc uint32, args []byte) ([]byte, error) {
+	return rc.Call(ctx, prog, vers, proc, rc.auth, args)
+}
+
+// Call sends one call with auth and returns its results, as auth opens them.
+func (rc *rpcConn) Call(ctx context.Context, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) ([]byte, error) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.xid++
 	xid := rc.xid
-	msg := append(oncrpc.CallHeader(xid, prog, vers, proc, rc.auth, len(args)), args...)
+	msg, o, err := oncrpc.AppendCall(nil, xid, prog, vers, proc, auth, args)
+	if err != nil {
+		return nil, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		rc.c.SetDeadline(dl)
 	} else {
@@ -71,7 +118,7 @@ func (rc *rpcConn) call(ctx context.Context, prog, vers, proc uint32, args []byt
 		if len(msg) >= 4 && binary.BigEndian.Uint32(msg) != xid {
 			continue // a late reply to an abandoned call
 		}
-		return oncrpc.ParseReply(msg)
+		return oncrpc.OpenReply(msg, o)
 	}
 }
 

@@ -228,6 +228,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.Var(intSizeFlag{&cfg.HTTP.MaxHeaderBytes}, "http-max-header-bytes", "largest request headers, e.g. 64K")
 	fs.IntVar(&cfg.HTTP.MaxConns, "http-max-conns", cfg.HTTP.MaxConns, "connections open at once; at the cap, the one waiting longest for a request makes room")
 	fs.IntVar(&cfg.HTTP.MaxConnsPerSource, "http-max-conns-per-source", cfg.HTTP.MaxConnsPerSource, "connections one client address (an IPv6 /64) may hold; at the cap, its own connection waiting longest for a request makes room")
+	fs.BoolVar(&cfg.Failover, "failover", cfg.Failover, "with --database postgres://… and --storage cephfs://…: when a node is lost or drained (basin nodes drain), another node serves its volumes at the same endpoint addresses; each node fences itself (takes its data plane down and exits) when it cannot renew its serving lease for 6 s (docs/operations.md)")
 	fs.BoolVar(&cfg.TeardownOnExit, "teardown-on-exit", cfg.TeardownOnExit, "on a clean stop, take the data plane down too (sandboxes, NFS and SMB daemons, endpoint addresses, volume mounts, loop devices, the bridges Basin created); by default it goes on serving and the next start adopts it")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.Int64Var(&cfg.Limits.MinVolumeGib, "min-volume-gib", cfg.Limits.MinVolumeGib, "smallest volume capacity in GiB")

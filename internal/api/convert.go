@@ -148,11 +148,23 @@ func (s *Server) volumeToWire(v *model.Volume, pool *model.Pool) apiv1.Volume {
 		Zone:           v.Node,
 	}
 	// A volume on a node that stopped saying it is alive cannot be reached
-	// until the node returns (nothing is moved: its storage is there).
+	// until the node returns (its storage is there), unless another node
+	// serves it meanwhile (failover: storage every node reaches).
 	if s.opts.Cluster && v.Node != "" && !v.State.Busy() {
-		if n := s.nodes.get(v.Node); n != nil && !n.Up(s.now()) {
+		at := v.Node
+		if h := s.nodes.hosting(v.Network, v.Node); h != nil && h.Host != v.Node {
+			at = h.Host
+			if v.State == model.StateReady && v.Details == "" {
+				w.StateDetails = fmt.Sprintf("served by node %s since %s (node %s %s)", h.Host, apiv1.FormatTime(h.Since), v.Node,
+					map[string]string{model.HostingLost: "was lost", model.HostingDrained: "is drained"}[h.Reason])
+				if !h.ServesFor(h.Host) {
+					w.StateDetails = fmt.Sprintf("moving to node %s: node %s is letting it go", h.Host, h.From)
+				}
+			}
+		}
+		if n := s.nodes.get(at); n != nil && !n.Up(s.now()) {
 			w.State = volumeState(model.StateError)
-			w.StateDetails = fmt.Sprintf("node %s, where this volume is, has not been heard from since %s; the volume is unreachable until it returns",
+			w.StateDetails = fmt.Sprintf("node %s, where this volume is served, has not been heard from since %s; the volume is unreachable until it returns",
 				n.ID, apiv1.FormatTime(n.HeartbeatTime))
 		}
 	}

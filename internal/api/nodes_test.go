@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -72,14 +73,7 @@ func TestVolumeOnDownNode(t *testing.T) {
 	}
 	putNode(now.Add(-2 * model.NodeDownAfter))
 	if err := e.st.Update(context.Background(), func(tx store.Tx) error {
-		p := &model.Pool{Meta: model.Meta{Project: "p1", Location: "us-east4", ID: "pool1", State: model.StateReady, CreateTime: now},
-			ServiceLevel: model.LevelPremium, CapacityGib: 100, Network: "projects/p1/global/networks/default"}
-		if err := store.PutPool(tx, p); err != nil {
-			return err
-		}
-		return store.PutVolume(tx, &model.Volume{Meta: model.Meta{Project: "p1", Location: "us-east4", ID: "vol1", State: model.StateReady, CreateTime: now},
-			ShareName: "vol1", StoragePool: "pool1", CapacityGib: 1, Protocols: []model.Protocol{model.ProtocolNFSv3}, Network: "default",
-			Endpoint: "10.99.0.10", Node: "n2", Key: "kvol1"})
+		return putVolumeOn(tx, "n2", now)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,4 +88,84 @@ func TestVolumeOnDownNode(t *testing.T) {
 	if v["zone"] != "n2" || v["state"] != "READY" || v["stateDetails"] != nil {
 		t.Fatalf("volume once its node is back: zone %v, state %v, details %v", v["zone"], v["state"], v["stateDetails"])
 	}
+}
+
+// basin nodes drain and undrain: the owner marks a node drained and back,
+// idempotently; a node whose storage no other node reaches cannot be drained;
+// an unknown node is 404; the nodes list shows what is drained and which node
+// serves whose volumes. A volume of a DOWN node that another node serves
+// reads READY, naming the node serving it; ERROR once that node is DOWN too.
+func TestDrainNode(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Cluster, o.NodeID = true, "n1" })
+	now := time.Now().UTC()
+	put := func(fn func(tx store.Tx) error) {
+		t.Helper()
+		if err := e.st.Update(context.Background(), fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(func(tx store.Tx) error {
+		for _, n := range []*model.Node{
+			{ID: "n1", SharedStorage: "ceph:x/fs/g", HeartbeatTime: now},
+			{ID: "n2", SharedStorage: "ceph:x/fs/g", HeartbeatTime: now.Add(-2 * model.NodeDownAfter)},
+			{ID: "n3", HeartbeatTime: now},
+		} {
+			if err := tx.Put(store.KindNode, n.ID, "", n); err != nil {
+				return err
+			}
+		}
+		return putVolumeOn(tx, "n2", now)
+	})
+	for range 2 { // idempotent
+		n := e.ok("POST", "/v1/nodes/n1:drain", nil)
+		if n["nodeId"] != "n1" || n["drained"] != true {
+			t.Fatalf("drain: %v", n)
+		}
+	}
+	if r := e.fails("POST", "/v1/nodes/n3:drain", nil, http.StatusBadRequest, "FAILED_PRECONDITION"); !strings.Contains(r.raw, "own disk") {
+		t.Fatalf("drain of a node with storage of its own: %s", r.raw)
+	}
+	if r := e.fails("POST", "/v1/nodes/nope:drain", nil, http.StatusNotFound, "NOT_FOUND"); !strings.Contains(r.raw, `node \"nope\" not found`) {
+		t.Fatalf("drain of an unknown node: %s", r.raw)
+	}
+	// n2 is lost; n1 serves its volumes.
+	put(func(tx store.Tx) error {
+		return tx.Put(store.KindHosting, model.HostingName("default", "n2"), "", &model.Hosting{Network: "default", Home: "n2", Host: "n1", From: "n2",
+			Released: true, Epoch: 1, Reason: model.HostingLost, Since: now})
+	})
+	nodes := e.ok("GET", "/v1/nodes", nil)["nodes"].([]any)
+	n1, n2 := nodes[0].(map[string]any), nodes[1].(map[string]any)
+	if n1["drained"] != true || fmt.Sprint(n1["serving"]) != "[default@n2]" || fmt.Sprint(n2["served"]) != "[default@n1]" || n2["drained"] != nil {
+		t.Fatalf("nodes: %v", nodes)
+	}
+	time.Sleep(1100 * time.Millisecond) // the node cache's second
+	v := e.ok("GET", loc+"/volumes/vol1", nil)
+	if v["state"] != "READY" || !strings.Contains(fmt.Sprint(v["stateDetails"]), "served by node n1") {
+		t.Fatalf("volume of a lost node served by another: state %v, details %v", v["state"], v["stateDetails"])
+	}
+	put(func(tx store.Tx) error {
+		return tx.Put(store.KindNode, "n1", "", &model.Node{ID: "n1", SharedStorage: "ceph:x/fs/g", HeartbeatTime: now.Add(-2 * model.NodeDownAfter)})
+	})
+	time.Sleep(1100 * time.Millisecond)
+	v = e.ok("GET", loc+"/volumes/vol1", nil)
+	if v["state"] != "ERROR" || !strings.Contains(fmt.Sprint(v["stateDetails"]), "node n1") {
+		t.Fatalf("volume whose serving node is DOWN: state %v, details %v", v["state"], v["stateDetails"])
+	}
+	for range 2 {
+		if n := e.ok("POST", "/v1/nodes/n1:undrain", nil); n["drained"] != nil {
+			t.Fatalf("undrain: %v", n)
+		}
+	}
+}
+
+// putVolumeOn stores a READY NFS volume vol1 (and its pool) placed on node.
+func putVolumeOn(tx store.Tx, node string, now time.Time) error {
+	p := &model.Pool{Meta: model.Meta{Project: "p1", Location: "us-east4", ID: "pool1", State: model.StateReady, CreateTime: now},
+		ServiceLevel: model.LevelPremium, CapacityGib: 100, Network: "projects/p1/global/networks/default"}
+	if err := store.PutPool(tx, p); err != nil {
+		return err
+	}
+	return store.PutVolume(tx, &model.Volume{Meta: model.Meta{Project: "p1", Location: "us-east4", ID: "vol1", State: model.StateReady, CreateTime: now},
+		ShareName: "vol1", StoragePool: "pool1", CapacityGib: 1, Protocols: []model.Protocol{model.ProtocolNFSv3}, Network: "default",
+		Endpoint: "10.99.0.10", Node: node, Key: "kvol1"})
 }

@@ -47,6 +47,10 @@ var apiRoutes = []Route{
 	// Basin-only: the nodes of this Basin service (nodes.go).
 	{Method: http.MethodGet, Pattern: "/v1/nodes", Admin: "lists the service's nodes, which serve every project",
 		Handle: func(s *Server, rq *request, _ pathVars) { s.listNodes(rq) }},
+	{Method: http.MethodPost, Pattern: "/v1/nodes/{node}:drain", Admin: "moves a node's volumes to other nodes, which serve every project",
+		Handle: func(s *Server, rq *request, v pathVars) { s.drainNode(rq, v["node"], true) }},
+	{Method: http.MethodPost, Pattern: "/v1/nodes/{node}:undrain", Admin: "lets a drained node serve volumes again, which serve every project",
+		Handle: func(s *Server, rq *request, v pathVars) { s.drainNode(rq, v["node"], false) }},
 
 	// Basin-only: a one-time sign-in link for the web console (console.go).
 	{Method: http.MethodPost, Pattern: "/v1/consoleSignInLinks", Public: "signs the web console in as the caller itself, with the caller's own permissions and no more",

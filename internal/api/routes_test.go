@@ -24,7 +24,7 @@ import (
 // fails the test: add a value (and create what it names).
 var sampleVars = map[string]string{
 	"project": "p1", "location": "us-east4", "storagePool": "pool1", "volume": "vol1", "snapshot": "s1",
-	"activeDirectory": "ad1", "operation": "(created)", "serviceAccount": "(created)", "key": "(created)",
+	"activeDirectory": "ad1", "operation": "(created)", "serviceAccount": "(created)", "key": "(created)", "node": "n1",
 }
 
 // routeCall is one concrete request for a route of the table.

@@ -58,7 +58,10 @@ func v1Commands() []*command {
 		{group: "locations", verb: "list", help: "list locations", run: listCmd("locations", "locations", []string{"locationId", "displayName"}, loc)},
 		{group: "locations", verb: "get", args: "LOCATION", help: "show a location", run: getCmd(kindLocation)},
 		{group: "nodes", verb: "list", help: "list the service's nodes, UP or DOWN by their heartbeat (the owner account only)",
-			run: listCmd("nodes", "nodes", []string{"nodeId", "state", "apiUrl", "startTime", "heartbeatTime"}, func(*session) string { return "/v1/nodes" })},
+			run: listCmd("nodes", "nodes", []string{"nodeId", "state", "drained", "serving", "apiUrl", "startTime", "heartbeatTime"}, func(*session) string { return "/v1/nodes" })},
+		{group: "nodes", verb: "drain", args: "NODE", mutating: true, help: "move a node's volumes to other nodes reaching the same storage, while they serve (--failover; the owner account only)",
+			run: drainCmd(":drain")},
+		{group: "nodes", verb: "undrain", args: "NODE", mutating: true, help: "let a drained node serve its volumes again (they move back)", run: drainCmd(":undrain")},
 
 		{group: "pools", verb: "list", flags: listFlags, help: "list storage pools", run: listCmd("pools", "storagePools",
 			[]string{"id", "serviceLevel", "capacityGib", "volumeCapacityGib", "volumeCount", "state"}, func(c *session) string { return c.parent() + "/storagePools" })},
@@ -192,6 +195,20 @@ func (c *session) mutate(ctx context.Context, method, path string, q url.Values,
 		return nil
 	}
 	return c.print(resp, nil)
+}
+
+// drainCmd drains (verb ":drain") or undrains a node and prints it.
+func drainCmd(verb string) func(context.Context, *session, *parsed) error {
+	return func(ctx context.Context, c *session, p *parsed) error {
+		if err := needArgs(p, "NODE"); err != nil {
+			return err
+		}
+		var node client.Object
+		if err := c.cl.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(p.args[0])+verb, nil, nil, &node); err != nil {
+			return err
+		}
+		return c.print(node, nil)
+	}
 }
 
 func deleteCmd(k *kind) func(context.Context, *session, *parsed) error {

@@ -118,6 +118,10 @@ type Config struct {
 	QoSPassACKs bool
 	// HTTP bounds the API's HTTP server.
 	HTTP HTTPLimits
+	// Failover (several nodes on PostgreSQL and one CephFS): each node holds a
+	// serving lease and fences itself when it cannot renew it, and the volumes
+	// of a lost or drained node are served by another (controller/failover.go).
+	Failover bool
 	// TeardownOnExit makes a clean stop take the data plane down with Basin:
 	// sandboxes, daemons, endpoint addresses, volume mounts, loop devices and the
 	// bridges Basin created. By default they outlive Basin and go on serving,
@@ -264,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if IsDatabaseURL(c.Store) {
 		return errors.New("--store names a database: Normalize it to --database first")
+	}
+	if c.Failover && (c.Database == "" || !IsCephFSURL(c.Storage)) {
+		return errors.New("--failover needs several nodes on one PostgreSQL database (--database postgres://…) and CephFS storage (--storage cephfs://…): only then can another node serve a node's volumes")
 	}
 	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("--data-dir must be an absolute path, got %q", c.DataDir)

@@ -140,4 +140,17 @@ func TestCephNetwork(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--ceph-network is for CephFS") {
 		t.Errorf("--ceph-network beside btrfs: %v", err)
 	}
+	// --failover: PostgreSQL and CephFS, both.
+	for _, f := range []struct{ db, storage string }{{"", "cephfs://"}, {"postgres://db/basin", ""}, {"postgres://db/basin", "btrfs"}} {
+		c = Default()
+		c.Failover, c.Database, c.Storage = true, f.db, f.storage
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--failover needs") {
+			t.Errorf("--failover with database %q, storage %q: %v", f.db, f.storage, err)
+		}
+	}
+	c = Default()
+	c.Failover, c.Database, c.Storage = true, "postgres://db/basin", "cephfs://"
+	if err := c.Validate(); err != nil {
+		t.Errorf("--failover on PostgreSQL and CephFS: %v", err)
+	}
 }

@@ -79,7 +79,7 @@ func (c *Controller) releaseLeadership() {
 
 // mine reports whether volume v is this node's to serve and repair.
 func (c *Controller) mine(v *model.Volume) bool {
-	return !c.opts.Cluster || v.Node == c.opts.NodeID
+	return !c.opts.Cluster || c.serving(v.Network, v.Node)
 }
 
 // mineOnly returns the volumes of vols that are this node's.
@@ -97,7 +97,8 @@ func (c *Controller) mineOnly(vols []*model.Volume) []*model.Volume {
 }
 
 // runsHere reports whether this node may run op: every operation when it is
-// the only node; a volume's or snapshot's only on the volume's node; the
+// the only node; a volume's or snapshot's only on the node serving the volume
+// (its own node, or another while it is moved there: failover.go); the
 // others (pools', Active Directory policies') while it holds the controller
 // lease.
 func (c *Controller) runsHere(tx store.Tx, op *model.Operation) (bool, error) {
@@ -116,7 +117,7 @@ func (c *Controller) runsHere(tx store.Tx, op *model.Operation) (bool, error) {
 		}
 		return false, err
 	}
-	return v.Node == c.opts.NodeID, nil
+	return c.servesIn(tx, v.Network, v.Node)
 }
 
 // adopt places on this node the volumes that have no node yet (made before

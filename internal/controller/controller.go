@@ -34,7 +34,6 @@ import (
 	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
-	"github.com/basin-nas/basin/internal/tick"
 )
 
 // Options configures a Controller.
@@ -49,6 +48,23 @@ type Options struct {
 	// Cluster: several nodes share the store; this one serves and repairs only
 	// the volumes placed on it and runs only their operations (cluster.go).
 	Cluster bool
+	// Failover (a cluster whose volumes are on storage every node reaches):
+	// this node holds a serving lease and fences itself when it cannot renew
+	// it, serves the volumes of lost and drained nodes moved to it, and moves
+	// them (failover.go).
+	Failover bool
+	// ServeLease is how long a node's serving lease lasts unless renewed
+	// (every ServeLease/4); a node fences itself 2 s before it could lapse.
+	// 0 = DefaultServeLease.
+	ServeLease time.Duration
+	// GivebackAfter: volumes moved off a node go back to it once it has run
+	// this long, serving lease held and not drained. 0 = DefaultGivebackAfter.
+	GivebackAfter time.Duration
+	// Fence takes this node's data plane down at once (its endpoint
+	// addresses first), with why: it may no longer hold its serving lease. It
+	// must not block on the store. After it the node serves nothing until it
+	// is started again.
+	Fence   func(why string)
 	Store   store.Store
 	Backend storage.Backend
 	Logger  *slog.Logger
@@ -145,9 +161,12 @@ type Controller struct {
 	wake     chan struct{}
 	changed  chan struct{} // another node wrote an operation (Changed)
 	leader   atomic.Bool   // holds the controller lease (cluster.go)
-	mu       sync.Mutex
-	subs     map[string][]chan struct{}
-	running  map[string]bool // operations on a worker, by name
+	failover hostingState  // failover.go
+	// resyncKick asks the resync loop for a pass now.
+	resyncKick chan struct{}
+	mu         sync.Mutex
+	subs       map[string][]chan struct{}
+	running    map[string]bool // operations on a worker, by name
 	// parkedOps wait between two runs for storage work in progress, holding
 	// their locks; parkWait is each one's last wait (park.go).
 	parkedOps map[string]parked
@@ -195,12 +214,19 @@ func New(opts Options) *Controller {
 	if opts.OpLease <= 0 {
 		opts.OpLease = 30 * time.Second
 	}
+	if opts.ServeLease <= 0 {
+		opts.ServeLease = DefaultServeLease
+	}
+	if opts.GivebackAfter <= 0 {
+		opts.GivebackAfter = DefaultGivebackAfter
+	}
+	opts.Failover = opts.Failover && opts.Cluster
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{opts: opts, st: fencedStore{opts.Store}, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
-		locks: newLockTable(), wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
+		locks: newLockTable(), wake: make(chan struct{}, 1), resyncKick: make(chan struct{}, 1), changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
 		running: map[string]bool{}, parkedOps: map[string]parked{}, parkWait: map[string]time.Duration{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}, joinedAs: map[string]string{}}}
 	c.handlers = map[model.OpKind]handler{}
 	for _, h := range []handler{poolHandler{c}, validateHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
@@ -329,6 +355,19 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 		<-first // resumed cluster-scope work runs on the holder only
 	}
+	if c.opts.Failover {
+		first := make(chan struct{})
+		c.wg.Add(2)
+		go func() {
+			defer c.wg.Done()
+			c.serveLoop(ctx, first)
+		}()
+		go func() {
+			defer c.wg.Done()
+			c.failoverLoop(ctx)
+		}()
+		<-first // what this node serves is known before its first resync
+	}
 	if err := c.adopt(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error("place unplaced volumes", "err", err)
 	}
@@ -393,11 +432,19 @@ func (c *Controller) resumeAll(ctx context.Context) {
 }
 
 func (c *Controller) resyncLoop(ctx context.Context) {
-	tick.Every(ctx, c.opts.Resync, func() {
+	t := time.NewTicker(c.opts.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.resyncKick: // failover.go: volumes moved to or from this node
+		}
 		if err := c.resync(ctx, false); err != nil && ctx.Err() == nil {
 			c.log.Warn("reconcile", "err", err)
 		}
-	})
+	}
 }
 
 // schedule starts every unfinished operation that may run now: oldest first, at

@@ -193,7 +193,22 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		srv.AuditSystemCall(ctx, api.SystemCall{Principal: "basin:space-watcher", Project: v.Project, Method: "basin.volumes.space",
 			Resource: v.Name(), Err: err})
 	}
-	ctrl := controller.New(controller.Options{NodeID: nodeID, Cluster: cluster, Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
+	// Failover: a node that may have lost its serving lease takes its data
+	// plane off the networks at once (the controller calls fence from its
+	// watchdog), then stops serving and exits with ErrFenced.
+	fenced := make(chan error, 1)
+	fence := func(why string) {
+		go func() {
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := dp.Fence(fctx)
+			if err != nil {
+				log.Error("fence: take the data plane down", "err", err)
+			}
+			fenced <- fmt.Errorf("%w: %s", ErrFenced, why)
+		}()
+	}
+	ctrl := controller.New(controller.Options{NodeID: nodeID, Cluster: cluster, Failover: cfg.Failover, Fence: fence, Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
 		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health),
 		Resync: cfg.TestResyncInterval, HealthInterval: cfg.TestResyncInterval, SpaceNoted: spaceNoted,
 		OnHealthChange: func(ctx context.Context, ch controller.HealthChange) error {
@@ -267,7 +282,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}})
 
 	ctrlCtx, stopCtrl := context.WithCancel(context.Background())
-	if err := registerNode(ctrlCtx, st, model.Node{ID: nodeID, APIURL: nodeURL(cfg), Instance: token, Networks: networks}, be.StoreSpace,
+	var shared string
+	if cfg.Failover {
+		if shared, err = sharedStorage(ctx, be); err != nil {
+			stopCtrl()
+			return fmt.Errorf("--failover: %w", err)
+		}
+	}
+	if err := registerNode(ctrlCtx, st, model.Node{ID: nodeID, APIURL: nodeURL(cfg), Instance: token, Networks: networks, SharedStorage: shared}, be.StoreSpace,
 		log.With("component", "nodes")); err != nil {
 		stopCtrl()
 		return fmt.Errorf("register node: %w", err)
@@ -305,6 +327,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	log.Info("basin serving", "listen", cfg.Listen, "metrics_listen", cfg.MetricsListen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
 
 	ctrlReady := ctrl.Ready()
+	var fenceErr error
 	for serving := true; serving; {
 		select {
 		case <-ctrlReady:
@@ -313,6 +336,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			log.Info("ready")
 			notifySystemd(log, sdnotify.SdNotifyReady)
 		case <-ctx.Done():
+			serving = false
+		case err := <-fenced:
+			// The data plane is down; what serves no more is unmounted too
+			// (a ceph-fuse mount's caps would hold up the node taking over).
+			keep = false
+			log.Error("fenced: this node stopped serving; start it again once it reaches the database", "err", err)
+			fenceErr = err
 			serving = false
 		case err := <-httpDone:
 			stopCtrl()
@@ -354,7 +384,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err := <-schedDone; err != nil {
 		log.Warn("snapshot schedules", "err", err)
 	}
-	return nil
+	return fenceErr
 }
 
 // Teardown takes down the data plane a stopped Basin left serving on cfg's data

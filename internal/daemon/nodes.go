@@ -25,6 +25,25 @@ const HeartbeatInterval = 10 * time.Second
 // this node ID.
 var ErrNodeInUse = errors.New("node ID in use")
 
+// ErrFenced: this node fenced itself (failover): it could not renew its
+// serving lease in time, so it took its data plane down and stopped, since
+// another node may serve its volumes now.
+var ErrFenced = errors.New("fenced")
+
+// sharedStorage names the storage be is on when other nodes reach it too
+// (model.Node.SharedStorage): a CephFS's cluster, file system and subvolume
+// group. Failover needs one.
+func sharedStorage(ctx context.Context, be nodeStorage) (string, error) {
+	type shared interface {
+		SharedStorage(ctx context.Context) (string, error)
+	}
+	s, ok := be.(shared)
+	if !ok {
+		return "", errors.New("the storage is this node's own: no other node can serve its volumes")
+	}
+	return s.SharedStorage(ctx)
+}
+
 // nodeTokenFile holds the data directory's own random ID: the node record
 // carries it (model.Node.Instance), so a node restarted on its data directory
 // is told from a second process started under the same node ID elsewhere.

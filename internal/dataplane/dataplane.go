@@ -378,6 +378,24 @@ func (m *Manager) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Fence takes this node off its networks at once and then stops every
+// sandbox, for a node that may have lost its serving lease (failover): first
+// the host end of each sandbox's veth and of its link to the Ceph cluster go
+// (the sandbox's endpoint addresses go with its end, so no NFS or SMB client
+// reaches it from that moment), then Stop kills the daemons and removes the
+// rest. Each link is tried whatever the one before did.
+func (m *Manager) Fence(ctx context.Context) error {
+	var errs []error
+	for _, n := range m.opts.Networks {
+		errs = append(errs, deleteLink(ctx, m.run, vethName(n)))
+	}
+	for _, n := range m.opts.Networks {
+		errs = append(errs, m.deleteCephLink(ctx, n))
+	}
+	errs = append(errs, m.Stop(ctx))
+	return errors.Join(errs...)
+}
+
 // removeSandbox kills every process in the network's namespace and deletes the
 // namespace and the host end of its veth. Absent things are fine. The namespace
 // is this Basin's: its name comes from the bridge, which Start locked. Processes

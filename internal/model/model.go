@@ -499,6 +499,11 @@ type Node struct {
 	// it may still give (storage.Backend.StoreSpace); 0, 0 = not read yet.
 	StoreBytes int64 `json:"storeBytes,omitempty"`
 	FreeBytes  int64 `json:"freeBytes,omitempty"`
+	// SharedStorage names the storage the node's volumes are on when other
+	// nodes can reach it too (a CephFS file system: its cluster's fsid, file
+	// system and subvolume group); "" = the node's own disk. Volumes move only
+	// between nodes with the same SharedStorage (failover).
+	SharedStorage string `json:"sharedStorage,omitempty"`
 }
 
 // NodeDownAfter is how long after its last heartbeat a node counts as down:
@@ -516,6 +521,53 @@ func (n *Node) Network(name string) (Network, bool) {
 		}
 	}
 	return Network{}, false
+}
+
+// Hosting says which node serves the volumes placed on node Home that are on
+// network Network (failover, internal/controller/failover.go), when that is
+// not Home itself: Home was lost or drained, and the volumes' storage is
+// shared, so another node serves them under the same endpoint addresses.
+// Named HostingName(Network, Home). No record: Home serves them.
+//
+// A move away from a node that still serves (a drain, a give-back) is made in
+// two steps, so two nodes never serve a volume at once: the record names the
+// new Host and From, the node that serves now; From stops serving and sets
+// Released; only then does Host start. A move away from a lost node needs no
+// release: the lost node fenced itself before its serving lease lapsed.
+type Hosting struct {
+	Network string `json:"network"`
+	Home    string `json:"home"`
+	Host    string `json:"host"`
+	// From is the node that served before this move, Released whether it has
+	// stopped (always, when the move was made because From was lost).
+	From     string `json:"from,omitempty"`
+	Released bool   `json:"released"`
+	// Epoch counts the moves: a release is acknowledged for one epoch only.
+	Epoch  int64     `json:"epoch"`
+	Reason string    `json:"reason"` // HostingLost, HostingDrained or HostingHome
+	Since  time.Time `json:"since"`
+}
+
+// Why a Hosting moved.
+const (
+	HostingLost    = "lost"    // its host stopped renewing its serving lease
+	HostingDrained = "drained" // its host was drained (basin nodes drain)
+	HostingHome    = "home"    // given back to its home node
+)
+
+// HostingName names the Hosting of the volumes of node home on network.
+func HostingName(network, home string) string { return network + "@" + home }
+
+// ServesFor reports whether node serves what h is about: it is the host and
+// the previous host has let go.
+func (h *Hosting) ServesFor(node string) bool { return h.Host == node && (h.Released || h.From == "") }
+
+// Drain marks a node drained (basin nodes drain): the volumes it serves move
+// to other nodes that reach the same storage, and none move to it, until it is
+// undrained. Named by the node's ID; no record: not drained.
+type Drain struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
 }
 
 // ServiceAccount is an identity that signs its own tokens with keys Basin issued.

@@ -56,6 +56,11 @@ const (
 	// KindClusterKey holds the ID of the key the stored secrets are sealed with
 	// (document "secrets"; internal/daemon), never the key.
 	KindClusterKey = "clusterKey"
+	// KindHosting documents say which node serves another node's volumes on a
+	// network (model.Hosting, named model.HostingName); KindDrain documents
+	// mark nodes drained (model.Drain, named by node ID).
+	KindHosting = "hosting"
+	KindDrain   = "drain"
 )
 
 // Store runs transactions. Update transactions are serialised: a check followed by a

@@ -65,6 +65,32 @@ func (b *Backend) unmountNode(ctx context.Context) error {
 	return b.unmountPath(ctx, b.fsDir)
 }
 
+// SharedStorage names the subvolume group every node of a cluster reaches
+// alike: ceph:<fsid>/<file system>/<group> (model.Node.SharedStorage), the
+// cluster's fsid as its monitors give it.
+func (b *Backend) SharedStorage(ctx context.Context) (string, error) {
+	conf, err := b.ClientConf(ctx)
+	if err != nil {
+		return "", err
+	}
+	fsid, ok := confValue(conf, "fsid")
+	if !ok {
+		return "", errors.New("the cluster's minimal ceph.conf has no fsid")
+	}
+	return "ceph:" + fsid + "/" + b.o.FS + "/" + b.o.Group, nil
+}
+
+// confValue returns key's value in a ceph.conf ("key = value" lines).
+func confValue(conf, key string) (string, bool) {
+	for _, l := range strings.Split(conf, "\n") {
+		k, v, ok := strings.Cut(l, "=")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
 // VolumeUsedBytes is what the volume holds now, as the MDS counts it (the
 // API's shrink check).
 func (b *Backend) VolumeUsedBytes(ctx context.Context, key string) (int64, error) {

@@ -100,6 +100,20 @@ type SnapshotRef struct {
 	Snapshot  string
 }
 
+// ClientFencer is storage several nodes share that can cut the clients of
+// one node off (failover): before another node serves a lost node's volumes,
+// the lost node's clients, which may still hold locks and caching rights on
+// the volumes' files, are cut off, at once and for good, and they lose what
+// they held.
+type ClientFencer interface {
+	// FenceClients cuts off every client that reaches the storage from one of
+	// addrs (a node's addresses), until UnfenceClients.
+	FenceClients(ctx context.Context, addrs []string) error
+	// UnfenceClients lets clients from addrs in again: the node they belong
+	// to starts afresh.
+	UnfenceClients(ctx context.Context, addrs []string) error
+}
+
 // Backend is a node store in the controller's vocabulary. Keys (a volume's stable
 // storage name, chosen by Basin) and snapshot names are [A-Za-z0-9-]+; everything
 // else a driver needs to name (image files, loop devices, qgroup numbers, subvolume

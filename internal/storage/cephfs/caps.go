@@ -53,3 +53,13 @@ func Caps(fs, group string) (mon, mgr string) {
 func NFSRecoveryCaps(pool, ns string) (mon, osd string) {
 	return "allow r", "allow rw pool=" + pool + " namespace=" + ns
 }
+
+// FailoverCap is the mon cap Basin's user needs beside Caps's with --failover:
+// blocklisting (and letting back in) the addresses a lost node reached the
+// cluster from (Backend.FenceClients), confined to addresses that start with
+// prefix: the Ceph network's, as --ceph-network gives it (e.g. "10.20.0.").
+//
+//	ceph auth caps client.basin mon '<Mon>, <FailoverCap>' mgr '<Mgr>'
+func FailoverCap(prefix string) string {
+	return `allow command "osd blocklist" with addr prefix ` + prefix
+}

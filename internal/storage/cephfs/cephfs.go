@@ -125,6 +125,9 @@ func (b *Backend) Start(ctx context.Context) error {
 			return fmt.Errorf("cephfs: bind %s: %w", b.fsDir, err)
 		}
 	}
+	if err := b.dropDeadMounts(ctx); err != nil {
+		return fmt.Errorf("cephfs: %w", err)
+	}
 	if _, err := b.vol(ctx, "fs subvolumegroup create", nil); err != nil {
 		return fmt.Errorf("cephfs: subvolume group %s: %w", b.o.Group, err)
 	}
@@ -384,8 +387,10 @@ func (b *Backend) SetMode(ctx context.Context, key string, mode fs.FileMode) err
 // fsPath (if it is not).
 func (b *Backend) attach(ctx context.Context, key string) error {
 	mp := b.fsPath(key)
-	if e, ok, err := mountinfo.Lookup(mp); err != nil || (ok && e.FSType == "fuse.ceph-fuse") {
-		return err
+	if dead, err := b.dropIfDead(ctx, key); err != nil || !dead {
+		if e, ok, err := mountinfo.Lookup(mp); err != nil || (ok && e.FSType == "fuse.ceph-fuse") {
+			return err
+		}
 	}
 	p, err := b.path(ctx, key)
 	if err != nil {
@@ -402,6 +407,37 @@ func (b *Backend) attach(ctx context.Context, key string) error {
 		return fmt.Errorf("mount %s: %w", key, err)
 	}
 	return nil
+}
+
+// dropIfDead detaches volume key when its ceph-fuse mount is there but no
+// ceph-fuse serves it (killed, out of memory, or gone with a node that was
+// cut off): the mount and every bind of it answer "transport endpoint is not
+// connected" until unmounted. It reports whether it did.
+func (b *Backend) dropIfDead(ctx context.Context, key string) (bool, error) {
+	mp := b.fsPath(key)
+	e, ok, err := mountinfo.Lookup(mp)
+	if err != nil || !ok || e.FSType != "fuse.ceph-fuse" || len(fuseServing(mp)) > 0 {
+		return false, err
+	}
+	b.log.Warn("the volume's ceph-fuse is gone: unmounting what it left, to mount it again", "volume", key)
+	return true, b.detach(ctx, key)
+}
+
+// dropDeadMounts detaches every volume whose ceph-fuse is gone (dropIfDead):
+// at start, before anything observes the volumes.
+func (b *Backend) dropDeadMounts(ctx context.Context) error {
+	ents, err := os.ReadDir(b.fsDir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if e.IsDir() && !strings.ContainsAny(e.Name(), "@*?[\\") {
+			_, err := b.dropIfDead(ctx, e.Name())
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // shows reports whether mount point mp shows the directory at src.

@@ -2,13 +2,18 @@ package cephfs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/basin-nas/basin/internal/mountinfo"
+	"github.com/basin-nas/basin/internal/storage"
 )
 
 // What a Basin node does with the backend beside storage.Backend: the same
@@ -78,6 +83,40 @@ func (b *Backend) SharedStorage(ctx context.Context) (string, error) {
 		return "", errors.New("the cluster's minimal ceph.conf has no fsid")
 	}
 	return "ceph:" + fsid + "/" + b.o.FS + "/" + b.o.Group, nil
+}
+
+// fenceExpiry is how long a fenced address stays blocklisted unless its node
+// comes back first (and lets itself in again at start).
+const fenceExpiry = 7 * 24 * time.Hour
+
+var _ storage.ClientFencer = (*Backend)(nil)
+
+// FenceClients implements storage.ClientFencer: every address goes on the
+// OSD blocklist (any port, any nonce), which also makes the MDSs evict the
+// sessions from there, so their caps no longer hold up other clients.
+func (b *Backend) FenceClients(ctx context.Context, addrs []string) error {
+	for _, a := range addrs {
+		// The monitor takes a float, and refuses an integer: 604800.0, not
+		// 604800 (what encoding/json writes for a float64).
+		expire := json.Number(strconv.FormatFloat(fenceExpiry.Seconds(), 'f', 1, 64))
+		_, err := b.ch.call(ctx, "mon", map[string]any{"prefix": "osd blocklist", "blocklistop": "add", "addr": a + ":0/0",
+			"expire": expire})
+		if err != nil {
+			return fmt.Errorf("blocklist %s: %w", a, err)
+		}
+	}
+	return nil
+}
+
+// UnfenceClients implements storage.ClientFencer.
+func (b *Backend) UnfenceClients(ctx context.Context, addrs []string) error {
+	for _, a := range addrs {
+		_, err := b.ch.call(ctx, "mon", map[string]any{"prefix": "osd blocklist", "blocklistop": "rm", "addr": a + ":0/0"})
+		if err != nil && errno(err) != syscall.ENOENT {
+			return fmt.Errorf("take %s off the blocklist: %w", a, err)
+		}
+	}
+	return nil
 }
 
 // confValue returns key's value in a ceph.conf ("key = value" lines).

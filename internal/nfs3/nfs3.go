@@ -116,13 +116,8 @@ func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 		}
 	}
 	c := &Client{}
-	for range o.Conns {
-		cn, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(nfsPort)), o.Auth, o.LocalIP)
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("nfs: %w", err)
-		}
-		c.conns = append(c.conns, cn)
+	if err := c.open(ctx, host, nfsPort, o); err != nil {
+		return nil, err
 	}
 	for _, name := range strings.Split(rest, "/") {
 		if name == "" {
@@ -135,6 +130,36 @@ func Mount(ctx context.Context, host, dir string, o Options) (*Client, error) {
 	}
 	c.Root = root
 	return c, nil
+}
+
+// Attach connects to host's NFS service without mounting, with root, a
+// handle a mount gave earlier: what a client does when it reconnects to a
+// server (after a restart, or at an address that moved to another node) with
+// the handles it holds. The server decides whether they are still good.
+func Attach(ctx context.Context, host string, root []byte, o Options) (*Client, error) {
+	o = o.withDefaults()
+	_, nfsPort, err := ports(ctx, host, o)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{Root: root}
+	if err := c.open(ctx, host, nfsPort, o); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// open dials o.Conns connections to the NFS service; on an error none stays.
+func (c *Client) open(ctx context.Context, host string, nfsPort int, o Options) error {
+	for range o.Conns {
+		cn, err := dial(ctx, net.JoinHostPort(host, strconv.Itoa(nfsPort)), o.Auth, o.LocalIP)
+		if err != nil {
+			c.Close()
+			return fmt.Errorf("nfs: %w", err)
+		}
+		c.conns = append(c.conns, cn)
+	}
+	return nil
 }
 
 // dialMount finds the MOUNT and NFS services' ports and connects to MOUNT.

@@ -60,6 +60,10 @@ type Options struct {
 	// GivebackAfter: volumes moved off a node go back to it once it has run
 	// this long, serving lease held and not drained. 0 = DefaultGivebackAfter.
 	GivebackAfter time.Duration
+	// FenceAddrs are this node's model.Node.FenceAddrs: at start, once no
+	// move away from it waits to be released, they are let back into the
+	// storage (failover.go, rejoin).
+	FenceAddrs []string
 	// Fence takes this node's data plane down at once (its endpoint
 	// addresses first), with why: it may no longer hold its serving lease. It
 	// must not block on the store. After it the node serves nothing until it
@@ -226,7 +230,7 @@ func New(opts Options) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{opts: opts, st: fencedStore{opts.Store}, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
-		locks: newLockTable(), wake: make(chan struct{}, 1), resyncKick: make(chan struct{}, 1), changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
+		locks: newLockTable(), wake: make(chan struct{}, 1), resyncKick: make(chan struct{}, 1), failover: hostingState{kick: make(chan struct{}, 1)}, changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
 		running: map[string]bool{}, parkedOps: map[string]parked{}, parkWait: map[string]time.Duration{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}, joinedAs: map[string]string{}}}
 	c.handlers = map[model.OpKind]handler{}
 	for _, h := range []handler{poolHandler{c}, validateHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
@@ -367,6 +371,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.failoverLoop(ctx)
 		}()
 		<-first // what this node serves is known before its first resync
+		c.rejoin(ctx)
 	}
 	if err := c.adopt(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error("place unplaced volumes", "err", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/storage"
 	"github.com/basin-nas/basin/internal/store"
 	"github.com/basin-nas/basin/internal/tick"
 )
@@ -71,6 +72,8 @@ type hostingState struct {
 	lastRenew time.Time
 	fenced    atomic.Bool
 	releasing map[string]bool // hostings being released now
+	// kick asks serveLoop to read the hostings now: this node changed one.
+	kick chan struct{}
 }
 
 // serving reports whether this node serves the volumes of home on network.
@@ -170,9 +173,63 @@ func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
 			}
 		})
 	}()
-	tick.Every(ctx, c.opts.ServeLease/4, renew)
+	t := time.NewTicker(c.opts.ServeLease / 4)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			renew()
+		case <-c.failover.kick: // this node moved or released a hosting
+			renew()
+		}
+	}
 	<-done
 	c.releaseServing()
+}
+
+// rejoin lets this node's clients back into the storage at start, once no
+// move away from it is waiting to be released: another node that found it
+// lost may be about to cut those clients off (fenceLost), and must do so
+// before, not after, this node's new clients connect. A move this node is to
+// release itself (it serves again) it releases in hostingsChanged. Bounded:
+// after rejoinWait it goes on, saying so.
+func (c *Controller) rejoin(ctx context.Context) {
+	const rejoinWait = 30 * time.Second
+	deadline := time.Now().Add(rejoinWait)
+	for ctx.Err() == nil {
+		var waiting []string
+		err := c.st.View(ctx, func(tx store.Tx) error {
+			hs, err := store.List[model.Hosting](tx, store.KindHosting, "")
+			for _, h := range hs {
+				if h.From == c.opts.NodeID && !h.Released {
+					waiting = append(waiting, model.HostingName(h.Network, h.Home))
+				}
+			}
+			return err
+		})
+		if err == nil && len(waiting) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.log.Warn("moves away from this node are still not released; letting its clients back into the storage anyway", "hostings", waiting, "err", err)
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if len(c.opts.FenceAddrs) == 0 {
+		return
+	}
+	f, ok := c.be.(storage.ClientFencer)
+	if !ok {
+		return
+	}
+	if err := f.UnfenceClients(ctx, c.opts.FenceAddrs); err != nil && ctx.Err() == nil {
+		c.log.Error("let this node's clients back into the storage", "addrs", c.opts.FenceAddrs, "err", err)
+	}
 }
 
 // setHostingsLocked records hs as the hostings and reports whether what this
@@ -294,6 +351,7 @@ func (c *Controller) release(ctx context.Context, h *model.Hosting) error {
 		return tx.Put(store.KindHosting, model.HostingName(h.Network, h.Home), "", cur)
 	})
 	if err == nil {
+		c.kickServe()
 		c.log.Info("released volumes to another node", "network", h.Network, "home", h.Home, "to", h.Host, "volumes", len(vols))
 	}
 	return err
@@ -310,7 +368,8 @@ func (c *Controller) unserve(ctx context.Context, v *model.Volume) error {
 	return c.unshare(ctx, v) // nothing for a volume without a share
 }
 
-// failoverLoop moves hostings every ServeLease/4 until ctx ends.
+// failoverLoop moves hostings every ServeLease/4 until ctx ends, and
+// releases the moves away from lost nodes.
 func (c *Controller) failoverLoop(ctx context.Context) {
 	tick.Every(ctx, c.opts.ServeLease/4, func() {
 		if c.failover.fenced.Load() {
@@ -319,7 +378,92 @@ func (c *Controller) failoverLoop(ctx context.Context) {
 		if err := c.moveHostings(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("move volumes between nodes", "err", err)
 		}
+		if err := c.fenceLost(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("cut a lost node off the storage", "err", err)
+		}
 	})
+}
+
+// fenceLost releases each move away from a node that lost its serving lease
+// (it fenced itself, but the storage may still count its clients' locks and
+// caching rights, which would hold the new host up: on CephFS until the MDS
+// times the sessions out, 5 minutes measured): the lost node's FenceAddrs
+// are cut off the storage first (storage.ClientFencer), then the move is
+// released. Any failover node may do it; doing it twice is harmless.
+func (c *Controller) fenceLost(ctx context.Context) error {
+	type lost struct {
+		h     *model.Hosting
+		addrs []string
+	}
+	var todo []lost
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		hs, err := store.List[model.Hosting](tx, store.KindHosting, "")
+		if err != nil {
+			return err
+		}
+		now := c.opts.Now()
+		for _, h := range hs {
+			if h.Released {
+				continue
+			}
+			var l store.Lease
+			err := tx.Get(store.KindLease, serveLeaseName(h.From), &l)
+			if err != nil && !errors.Is(err, model.ErrNotFound) {
+				return err
+			}
+			if err == nil && l.Holder == h.From && now.Before(l.Expire) {
+				continue // From serves: it releases itself
+			}
+			n, err := store.Get[model.Node](tx, store.KindNode, h.From)
+			if err != nil && !errors.Is(err, model.ErrNotFound) {
+				return err
+			}
+			var addrs []string
+			if n != nil {
+				addrs = n.FenceAddrs
+			}
+			todo = append(todo, lost{h, addrs})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range todo {
+		if len(l.addrs) > 0 {
+			f, ok := c.be.(storage.ClientFencer)
+			if !ok {
+				errs = append(errs, fmt.Errorf("node %s has addresses to cut off, but the storage cannot", l.h.From))
+				continue
+			}
+			if err := f.FenceClients(ctx, l.addrs); err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", l.h.From, err))
+				continue
+			}
+			c.log.Info("cut a lost node's clients off the storage", "node", l.h.From, "addrs", l.addrs)
+		}
+		err := c.st.Update(ctx, func(tx store.Tx) error {
+			name := model.HostingName(l.h.Network, l.h.Home)
+			cur, err := store.Get[model.Hosting](tx, store.KindHosting, name)
+			if err != nil || cur.Epoch != l.h.Epoch || cur.Released {
+				return err
+			}
+			cur.Released = true
+			return tx.Put(store.KindHosting, name, "", cur)
+		})
+		errs = append(errs, err)
+		c.kickServe()
+	}
+	return errors.Join(errs...)
+}
+
+// kickServe has serveLoop read the hostings now. It never blocks.
+func (c *Controller) kickServe() {
+	select {
+	case c.failover.kick <- struct{}{}:
+	default:
+	}
 }
 
 // moveHostings applies planHostings to the store in one transaction.
@@ -339,6 +483,9 @@ func (c *Controller) moveHostings(ctx context.Context) error {
 		}
 		return nil
 	})
+	if len(moved) > 0 {
+		c.kickServe()
+	}
 	for _, h := range moved {
 		c.log.Info("volumes move between nodes", "network", h.Network, "home", h.Home, "host", h.Host, "from", h.From,
 			"reason", h.Reason, "released", h.Released, "epoch", h.Epoch)
@@ -423,9 +570,10 @@ func readHostingInput(tx store.Tx, now time.Time, givebackAfter time.Duration) (
 //   - Else the node with the fewest volumes among those that hold their serving
 //     lease, are not drained, reach the same storage and have the network.
 //
-// A move away from a host that still holds its serving lease waits for its
-// release (Released false); from one that does not, it fenced itself
-// (Released true). No node fit: the group stays where it is, unserved.
+// Every move waits for its release (Released false): by the old host, which
+// still serves, or for a lost one (which fenced itself) by fenceLost, once its
+// clients are cut off the storage. No node fit: the group stays where it is,
+// unserved.
 func planHostings(in hostingInput) []*model.Hosting {
 	load := map[string]int{}
 	cur := func(k string, g *hostingGroup) *model.Hosting {
@@ -478,22 +626,17 @@ func planHostings(in hostingInput) []*model.Hosting {
 			}
 		}
 		if want == h.Host {
-			// A release that will never come: the previous host was lost
-			// (and fenced itself) before it acknowledged.
-			if !h.Released && !in.serving[h.From] {
-				n := *h
-				n.Released = true
-				out = append(out, &n)
-			}
 			continue
 		}
+		// Released later: by From, once it has taken the volumes out of its
+		// data plane, or, when From was lost, by whoever cuts its clients off
+		// the storage first (fenceLost).
 		n := &model.Hosting{Network: g.network, Home: g.home, Host: want, From: h.Host, Epoch: h.Epoch + 1, Reason: reason, Since: in.now}
 		if !h.Released {
 			// The current host never started: the one to wait for is still
 			// the host before it.
 			n.From = h.From
 		}
-		n.Released = !in.serving[n.From]
 		load[h.Host] -= g.volumes
 		load[want] += g.volumes
 		out = append(out, n)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -12,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/basin-nas/basin/internal/dataplane"
 	dpfake "github.com/basin-nas/basin/internal/dataplane/fake"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/store"
 )
 
@@ -44,12 +47,12 @@ func TestPlanHostings(t *testing.T) {
 	cases := []tc{
 		{name: "all serving: nothing moves", nodes: abc, serving: []string{"a", "b", "c"},
 			groups: []*hostingGroup{group("n1", "a", 2), group("n1", "b", 1)}},
-		{name: "a lost: its group goes to the least loaded node, released (a fenced itself)", nodes: abc, serving: []string{"b", "c"},
+		{name: "a lost: its group goes to the least loaded node, to be released once a is cut off", nodes: abc, serving: []string{"b", "c"},
 			groups: []*hostingGroup{group("n1", "a", 2), group("n1", "b", 1)},
-			want:   []string{"n1@a c a true lost 1"}},
+			want:   []string{"n1@a c a false lost 1"}},
 		{name: "a lost: a network only b has goes to b", nodes: abc, serving: []string{"b", "c"},
 			groups: []*hostingGroup{group("n2", "a", 1), group("n1", "b", 5)},
-			want:   []string{"n2@a b a true lost 1"}},
+			want:   []string{"n2@a b a false lost 1"}},
 		{name: "a drained: moves, waiting for a's release", nodes: abc, serving: []string{"a", "b", "c"}, drained: []string{"a"},
 			groups: []*hostingGroup{group("n1", "a", 1)},
 			want:   []string{"n1@a b a false drained 1"}},
@@ -61,7 +64,7 @@ func TestPlanHostings(t *testing.T) {
 			groups: []*hostingGroup{group("n2", "a", 1)}},
 		{name: "two groups of a lost node spread by load", nodes: abc, serving: []string{"b", "c"},
 			groups: []*hostingGroup{group("n1", "a", 3), group("n2", "a", 1), group("n1", "c", 2)},
-			want:   []string{"n1@a b a true lost 1", "n2@a b a true lost 1"}},
+			want:   []string{"n1@a b a false lost 1", "n2@a b a false lost 1"}},
 		{name: "home back, not yet long enough: stays on b", nodes: []*model.Node{{ID: "a", SharedStorage: ceph, StartTime: now.Add(-time.Second), Networks: []model.Network{{Name: "n1"}}}, node("b", ceph, "n1")},
 			serving: []string{"a", "b"}, hostings: []*model.Hosting{{Network: "n1", Home: "a", Host: "b", From: "a", Released: true, Epoch: 1, Reason: model.HostingLost}},
 			groups: []*hostingGroup{group("n1", "a", 1)}},
@@ -76,10 +79,9 @@ func TestPlanHostings(t *testing.T) {
 			hostings: []*model.Hosting{{Network: "n1", Home: "a", Host: "b", From: "a", Released: false, Epoch: 3}},
 			groups:   []*hostingGroup{group("n1", "a", 1)},
 			want:     []string{"n1@a c a false lost 4"}},
-		{name: "the old host dies before it released: released for it", nodes: abc, serving: []string{"b", "c"},
+		{name: "the old host dies before it released: left to fenceLost", nodes: abc, serving: []string{"b", "c"},
 			hostings: []*model.Hosting{{Network: "n1", Home: "a", Host: "b", From: "a", Released: false, Epoch: 3, Reason: model.HostingDrained}},
-			groups:   []*hostingGroup{group("n1", "a", 1)},
-			want:     []string{"n1@a b a true drained 3"}},
+			groups:   []*hostingGroup{group("n1", "a", 1)}},
 		{name: "a release under way is left alone", nodes: abc, serving: []string{"a", "b"}, drained: []string{"a"},
 			hostings: []*model.Hosting{{Network: "n1", Home: "a", Host: "b", From: "a", Released: false, Epoch: 3}},
 			groups:   []*hostingGroup{group("n1", "a", 1)}},
@@ -148,16 +150,18 @@ type failoverNodes struct {
 	mu       sync.Mutex
 	fence    map[string]string // node → why it fenced itself
 	fencedAt map[string]time.Time
+	guards   map[string]*guardedDP
 }
 
 const testServeLease = 600 * time.Millisecond
 
 func newFailoverNodes(t *testing.T, ids ...string) *failoverNodes {
 	f := &failoverNodes{h: newHarness(t), dps: map[string]*dpfake.DataPlane{}, cs: map[string]*Controller{}, stops: map[string]func(){},
-		sts: map[string]*failNode{}, fence: map[string]string{}, fencedAt: map[string]time.Time{}}
+		sts: map[string]*failNode{}, fence: map[string]string{}, fencedAt: map[string]time.Time{}, guards: map[string]*guardedDP{}}
 	f.h.seed(t, func(tx store.Tx) error {
 		for _, id := range ids {
-			n := &model.Node{ID: id, SharedStorage: "ceph:test", StartTime: t0, HeartbeatTime: time.Now(), Networks: []model.Network{{Name: "default"}}}
+			n := &model.Node{ID: id, SharedStorage: "ceph:test", StartTime: t0, HeartbeatTime: time.Now(), Networks: []model.Network{{Name: "default"}},
+				FenceAddrs: []string{"10.20.0." + id}}
 			if err := tx.Put(store.KindNode, id, "", n); err != nil {
 				return err
 			}
@@ -167,11 +171,42 @@ func newFailoverNodes(t *testing.T, ids ...string) *failoverNodes {
 	return f
 }
 
+// guardedDP is a node's data plane that records an export made while
+// another node's addresses were not cut off the storage (and that node was
+// lost, having served what is exported).
+type guardedDP struct {
+	*dpfake.DataPlane
+	check func() error
+	mu    sync.Mutex
+	bad   []error
+}
+
+func (g *guardedDP) Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error {
+	if err := g.check(); err != nil {
+		g.mu.Lock()
+		g.bad = append(g.bad, err)
+		g.mu.Unlock()
+	}
+	return g.DataPlane.Export(ctx, network, addr, ex)
+}
+
 func (f *failoverNodes) start(t *testing.T, id string) {
 	dp := dpfake.New()
 	dp.Mounted = f.h.be.Mounted
+	g := &guardedDP{DataPlane: dp, check: func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for other, why := range f.fence {
+			if other != id && why != "" && !slices.Contains(f.h.be.Fenced(), "10.20.0."+other) {
+				return fmt.Errorf("%s exported while %s, which fenced itself, was not cut off the storage", id, other)
+			}
+		}
+		return nil
+	}}
+	f.guards[id] = g
 	st := &failNode{Store: f.h.st}
-	c, stop := runController(t, Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)).With("node", id), NodeID: id, Cluster: true, Failover: true, Store: st, Backend: f.h.be, DataPlane: AdaptDataPlane(dp),
+	c, stop := runController(t, Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)).With("node", id), NodeID: id, Cluster: true, Failover: true,
+		FenceAddrs: []string{"10.20.0." + id}, Store: st, Backend: f.h.be, DataPlane: AdaptDataPlane[*dataplane.View](g),
 		Resync: time.Hour, ResumeWait: 100 * time.Millisecond, OpLease: time.Hour, ServeLease: testServeLease, GivebackAfter: time.Millisecond,
 		Fence: func(why string) {
 			f.mu.Lock()
@@ -238,6 +273,12 @@ func TestFailoverLostNode(t *testing.T) {
 	if h == nil || h.Host != "b" || h.From != "a" || !h.Released || h.Reason != model.HostingLost {
 		t.Fatalf("hosting %+v; want host b from a, released, lost", h)
 	}
+	if got := f.h.be.Fenced(); !slices.Equal(got, []string{"10.20.0.a"}) {
+		t.Fatalf("addresses cut off the storage: %v; want a's", got)
+	}
+	if bad := f.guards["b"].bad; len(bad) > 0 {
+		t.Fatal(bad[0])
+	}
 	f.mu.Lock()
 	at := f.fencedAt["a"]
 	f.mu.Unlock()
@@ -262,6 +303,18 @@ func TestFailoverLostNode(t *testing.T) {
 	if o := f.h.opDone(t, up.Name()); o.Owner != "b" || o.Error != nil {
 		t.Fatalf("update ran on %q with error %v; want b, no error", o.Owner, o.Error)
 	}
+	// a started again, reaching the database: its addresses are let back
+	// into the storage, and v1 comes back to it (GivebackAfter is a
+	// millisecond here), b letting it go first.
+	f.stops["a"]()
+	f.start(t, "a")
+	if got := f.h.be.Fenced(); len(got) != 0 {
+		t.Fatalf("after a's restart, still cut off the storage: %v", got)
+	}
+	waitFor(t, "v1 back on a", func() bool {
+		e := f.exports()
+		return slices.Equal(e["a"], []string{"/v1"}) && len(e["b"]) == 0
+	})
 }
 
 // A drained node's volumes move while it serves: it takes them out of its

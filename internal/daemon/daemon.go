@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -76,7 +77,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	// holds slave copies that go when Basin unmounts, instead of private copies
 	// that would keep a deleted volume's loop device busy.
 	run := runner.Exec{}
-	keep := !cfg.TeardownOnExit
+	// With failover the data plane dies with Basin: one left serving by a
+	// crashed Basin would fence nothing, and go on answering at addresses
+	// another node takes over.
+	keep := !cfg.TeardownOnExit && !cfg.Failover
 	for _, dir := range []string{filepath.Join(cfg.DataDir, "mounts"), filepath.Join(cfg.DataDir, "fs")} {
 		if err := dataplane.ShareMounts(ctx, run, dir); err != nil {
 			return err
@@ -116,6 +120,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	cephLink, err := cephLinkOf(ctx, cfg, be)
 	if err != nil {
 		return err
+	}
+	var fenceAddrs []string // failover: where this node's Ceph clients connect from
+	if cephLink != nil && cfg.Failover {
+		for _, p := range cephLink.Addrs {
+			fenceAddrs = append(fenceAddrs, p.Addr().String())
+		}
+		slices.Sort(fenceAddrs)
 	}
 	// What /metrics serves (--metrics-listen): Basin's health, counted through
 	// hooks of the data plane, the controller and the API, and the volumes.
@@ -208,7 +219,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			fenced <- fmt.Errorf("%w: %s", ErrFenced, why)
 		}()
 	}
-	ctrl := controller.New(controller.Options{NodeID: nodeID, Cluster: cluster, Failover: cfg.Failover, Fence: fence, Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
+	ctrl := controller.New(controller.Options{NodeID: nodeID, Cluster: cluster, Failover: cfg.Failover, Fence: fence, FenceAddrs: fenceAddrs, Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
 		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health),
 		Resync: cfg.TestResyncInterval, HealthInterval: cfg.TestResyncInterval, SpaceNoted: spaceNoted,
 		OnHealthChange: func(ctx context.Context, ch controller.HealthChange) error {
@@ -289,7 +300,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			return fmt.Errorf("--failover: %w", err)
 		}
 	}
-	if err := registerNode(ctrlCtx, st, model.Node{ID: nodeID, APIURL: nodeURL(cfg), Instance: token, Networks: networks, SharedStorage: shared}, be.StoreSpace,
+	if err := registerNode(ctrlCtx, st, model.Node{ID: nodeID, APIURL: nodeURL(cfg), Instance: token, Networks: networks, SharedStorage: shared, FenceAddrs: fenceAddrs}, be.StoreSpace,
 		log.With("component", "nodes")); err != nil {
 		stopCtrl()
 		return fmt.Errorf("register node: %w", err)

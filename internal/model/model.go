@@ -504,6 +504,11 @@ type Node struct {
 	// system and subvolume group); "" = the node's own disk. Volumes move only
 	// between nodes with the same SharedStorage (failover).
 	SharedStorage string `json:"sharedStorage,omitempty"`
+	// FenceAddrs are the addresses the node's clients of the shared storage
+	// connect from (its sandboxes' links to the Ceph cluster): when the node
+	// is lost, another cuts them off the storage before it serves the node's
+	// volumes (storage.ClientFencer).
+	FenceAddrs []string `json:"fenceAddrs,omitempty"`
 }
 
 // NodeDownAfter is how long after its last heartbeat a node counts as down:

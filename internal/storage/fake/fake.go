@@ -102,6 +102,7 @@ type Backend struct {
 	CloneCalls int
 
 	mu          sync.Mutex
+	fenced      []string // addresses FenceClients cut off, in order, until UnfenceClients
 	vols        map[string]*volume
 	failures    map[string]error
 	calls       map[string]int
@@ -916,4 +917,33 @@ func (b *Backend) Capabilities() storage.Capabilities {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return storage.Capabilities{ExactUsage: true, AsyncClone: b.CloneCalls > 0}
+}
+
+var _ storage.ClientFencer = (*Backend)(nil)
+
+// FenceClients implements storage.ClientFencer: it records the addresses.
+func (b *Backend) FenceClients(_ context.Context, addrs []string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, a := range addrs {
+		if !slices.Contains(b.fenced, a) {
+			b.fenced = append(b.fenced, a)
+		}
+	}
+	return nil
+}
+
+// UnfenceClients implements storage.ClientFencer.
+func (b *Backend) UnfenceClients(_ context.Context, addrs []string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fenced = slices.DeleteFunc(b.fenced, func(a string) bool { return slices.Contains(addrs, a) })
+	return nil
+}
+
+// Fenced returns the addresses cut off now.
+func (b *Backend) Fenced() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.fenced)
 }

@@ -81,9 +81,19 @@ func sharedCeph(t *testing.T) *ceph.Cluster {
 // cephfs.Caps; its NFS sandboxes are linked to the cluster (from .100).
 func cephServer(t *testing.T, group string) (*server, *ceph.Cluster) {
 	t.Helper()
+	return cephServerCaps(t, group, "")
+}
+
+// cephServerCaps is cephServer whose user has extraMon beside cephfs.Caps's
+// mon caps.
+func cephServerCaps(t *testing.T, group, extraMon string) (*server, *ceph.Cluster) {
+	t.Helper()
 	cl := sharedCeph(t)
 	ctx := context.Background()
 	mon, mgr := cephfs.Caps(ceph.FSName, group)
+	if extraMon != "" {
+		mon += ", " + extraMon
+	}
 	keyring := cephUser(t, cl, "basin-"+group, "mon", mon, "mgr", mgr)
 	// The NFS sandboxes keep their NFSv4 client records in RADOS, as the
 	// user docs/operations.md describes: pool basin-nfs, the group's

@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs3"
+	"github.com/basin-nas/basin/internal/storage/cephfs"
+	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/internal/store/pgtest"
+	"github.com/basin-nas/basin/test/addc"
+	"github.com/basin-nas/basin/test/clienthost"
+)
+
+// nfsWriter writes a new file every 100 ms through an NFSv3 client on a
+// client host, each with FILE_SYNC, and remembers the writes the server
+// acknowledged. When a call fails it reconnects, as a hard-mounted client
+// does: to the same address, with the handle it has (nfs3.Attach), and
+// tries the same write again.
+type nfsWriter struct {
+	t      *testing.T
+	h      *clienthost.Host
+	ep     netip.Addr
+	c      *nfs3.Client
+	root   []byte
+	acked  []string // file names, each holding its own name
+	at     []time.Time
+	errors []string // what failed, other than a connection or a timeout
+}
+
+// run writes until stop returns true (checked after each write that was
+// acknowledged) or ctx ends.
+func (w *nfsWriter) run(ctx context.Context, stop func() bool) {
+	for i := len(w.acked); ctx.Err() == nil; {
+		name := fmt.Sprintf("w%05d", i)
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := writePath(wctx, w.c, name, name)
+		cancel()
+		if err == nil {
+			w.acked, w.at = append(w.acked, name), append(w.at, time.Now())
+			i++
+			if stop() {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		var st nfs3.Status
+		if errors.As(err, &st) {
+			// The server answered, and refused: a client would see it.
+			w.errors = append(w.errors, fmt.Sprintf("%s at %s: %v", name, time.Now().Format(time.StampMilli), err))
+		}
+		w.c.Close()
+		time.Sleep(200 * time.Millisecond)
+		for ctx.Err() == nil {
+			var c *nfs3.Client
+			err := w.h.Within(func() (err error) {
+				actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				c, err = nfs3.Attach(actx, w.ep.String(), w.root, nfs3.Options{Auth: nfs3.Auth{Machine: "failover"}})
+				return err
+			})
+			if err == nil {
+				w.c = c
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// pauseAround is the longest time between two acknowledged writes after t.
+func (w *nfsWriter) pauseAround(t time.Time) time.Duration {
+	var longest time.Duration
+	for i := 1; i < len(w.at); i++ {
+		if w.at[i].After(t) {
+			longest = max(longest, w.at[i].Sub(w.at[i-1]))
+		}
+	}
+	return longest
+}
+
+// Two nodes with --failover on one PostgreSQL database and the package's
+// Ceph cluster, their bridges joined into one segment with one subnet. A
+// client writes to a volume of node1 continuously (FILE_SYNC, each write
+// checked later). node1's Basin and its whole data plane are killed at once
+// (SIGKILL of every process of the node, its sandbox's link cut): node2 takes
+// the volume over at the same address and the client goes on. Every write
+// acknowledged before, during and after reads back; the pause is logged with
+// its breakdown. Then node1 comes back and node2 is drained: both volumes
+// move to node1 while the client writes, with no error.
+func TestCephFSFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// Basin's user may blocklist addresses of the Ceph network: a lost
+	// node's clients are cut off before another serves its volumes.
+	a, cl := cephServerCaps(t, "fo", cephfs.FailoverCap(cephSubnet+"."))
+	b, _ := cephServerCaps(t, "fo", cephfs.FailoverCap(cephSubnet+"."))
+	db := pgtest.Start(t).NewDatabase(t)
+	keyFile := clusterKeyFile(t)
+	// One segment: node2's network is node1's subnet, on a bridge of its own
+	// joined to node1's once both exist; its sandbox reaches Ceph from
+	// addresses of its own.
+	b.subnet = a.subnet
+	last := len(b.storage) - 1
+	b.storage[last] = strings.Replace(b.storage[last], cephSubnet+".100-"+cephSubnet+".109", cephSubnet+".110-"+cephSubnet+".119", 1)
+	if b.storage[last] == a.storage[last] {
+		t.Fatalf("node2's --ceph-network is node1's: %s", b.storage[last])
+	}
+	public := "http://" + a.addr + "/"
+	flags := func(id string) []string {
+		return []string{"--store", db, "--secrets-key-file", keyFile, "--node-id", id, "--public-url", public, "--rate-limit", "0", "--failover"}
+	}
+	a.start(flags("node1")...)
+	b.start(flags("node2")...)
+	ca := a.client()
+	cb, err := client.New("http://"+b.addr, a.ownerKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenPostgres(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	nfsPool(t, ca)
+	policy := map[string]any{"rules": []any{rule(a.subnet.String(), "READ_WRITE", true, false, "true")}}
+	volume := func(id string) {
+		mutate(t, ca, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
+			"protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": policy})
+	}
+	zone := func(c *client.Client, id string) string {
+		var v client.Object
+		if err := c.Do(ctx, "GET", loc+"/volumes/"+id, nil, nil, &v); err != nil {
+			t.Fatal(err)
+		}
+		z, _ := v["zone"].(string)
+		return z
+	}
+	// Placement takes the node with the fewest volumes: v1 on one, v2 on
+	// the other, whose sandboxes (and bridges) then exist.
+	volume("v1")
+	volume("v2")
+	if z1, z2 := zone(ca, "v1"), zone(ca, "v2"); z1 != "node1" || z2 != "node2" {
+		t.Fatalf("v1 on %q, v2 on %q; want node1 and node2", z1, z2)
+	}
+	joinBridges(t, a.bridge, b.bridge)
+	h := a.host(150)
+	ep := endpoint(t, ca, "v1")
+	w := &nfsWriter{t: t, h: h, ep: ep}
+	w.c = mount3(t, ctx, h, ep, "/v1")
+	w.root = w.c.Root
+	w.run(ctx, func() bool { return len(w.acked) >= 10 })
+
+	// node1 dies: Basin, Ganesha and the rest of its data plane at once,
+	// and its sandbox's link.
+	killed := time.Now()
+	killNode(t, a)
+	before := len(w.acked)
+	w.run(ctx, func() bool { return len(w.acked) >= before+20 })
+	if len(w.acked) < before+20 {
+		t.Fatalf("the client wrote %d times after the failover, then the test's time ran out", len(w.acked)-before)
+	}
+	resumed := w.at[before]
+	var h1 model.Hosting
+	if err := st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindHosting, model.HostingName("default", "node1"), &h1) }); err != nil {
+		t.Fatalf("no hosting of node1's volumes: %v", err)
+	}
+	if h1.Host != "node2" || h1.From != "node1" || !h1.Released || h1.Reason != model.HostingLost {
+		t.Fatalf("hosting %+v; want node2 from node1, released, lost", h1)
+	}
+	t.Logf("failover, NFSv3: writes paused %s (the last before the kill to the first after); node2 took the volumes %s after the kill, the client wrote again %s after that",
+		w.pauseAround(killed).Round(time.Millisecond), h1.Since.Sub(killed).Round(time.Millisecond), resumed.Sub(h1.Since).Round(time.Millisecond))
+	if p := w.pauseAround(killed); p > time.Minute {
+		t.Errorf("writes paused %s across the failover", p)
+	}
+	var v1 client.Object
+	if err := cb.Do(ctx, "GET", loc+"/volumes/v1", nil, nil, &v1); err != nil {
+		t.Fatal(err)
+	}
+	if v1["state"] != "READY" || !strings.Contains(fmt.Sprint(v1["stateDetails"]), "served by node node2") {
+		t.Errorf("v1 after the failover: %v, %v", v1["state"], v1["stateDetails"])
+	}
+	checkAcked(t, ctx, w)
+	blocklisted := func() bool {
+		out, err := cl.Ceph(ctx, "osd", "blocklist", "ls")
+		if err != nil {
+			t.Fatalf("osd blocklist ls: %v: %s", err, out)
+		}
+		return strings.Contains(string(out), cephSubnet+".100:0/0")
+	}
+	if !blocklisted() {
+		t.Errorf("node1's Ceph address %s.100 is not on the blocklist after the failover", cephSubnet)
+	}
+
+	// node1 back; node2 drained: both volumes move to node1 while the
+	// client writes.
+	a.start(flags("node1")...)
+	if blocklisted() {
+		t.Errorf("node1's Ceph address is still on the blocklist once it is back")
+	}
+	var drained client.Object
+	if err := cb.Do(ctx, "POST", "/v1/nodes/node2:drain", nil, nil, &drained); err != nil || drained["drained"] != true {
+		t.Fatalf("drain node2: %v %v", drained, err)
+	}
+	drainedAt := time.Now()
+	before = len(w.acked)
+	w.run(ctx, func() bool {
+		var h model.Hosting
+		st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindHosting, model.HostingName("default", "node1"), &h) })
+		return h.Host == "node1" && h.Released && len(w.acked) >= before+20
+	})
+	t.Logf("drain, NFSv3: writes paused %s at most", w.pauseAround(drainedAt).Round(time.Millisecond))
+	if len(w.errors) > 0 {
+		t.Errorf("the client saw errors: %q", w.errors)
+	}
+	for _, id := range []string{"v1", "v2"} {
+		var h model.Hosting
+		st.View(ctx, func(tx store.Tx) error {
+			return tx.Get(store.KindHosting, model.HostingName("default", map[string]string{"v1": "node1", "v2": "node2"}[id]), &h)
+		})
+		if h.Host != "node1" || !h.Released {
+			t.Errorf("%s after node2's drain: hosting %+v, want served by node1", id, h)
+		}
+	}
+	checkAcked(t, ctx, w)
+	b.stop(syscall.SIGTERM)
+	a.stop(syscall.SIGTERM)
+}
+
+// checkAcked reads back every write w was told was done.
+func checkAcked(t *testing.T, ctx context.Context, w *nfsWriter) {
+	t.Helper()
+	for _, name := range w.acked {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := readPath(rctx, w.c, name)
+		cancel()
+		if err != nil || got != name {
+			t.Fatalf("%s, acknowledged, reads %q, %v", name, got, err)
+		}
+	}
+	t.Logf("%d acknowledged writes read back", len(w.acked))
+}
+
+// joinBridges makes one segment of two bridges with a veth pair, removed at
+// the end of the test.
+func joinBridges(t *testing.T, a, b string) {
+	t.Helper()
+	va, vb := fmt.Sprintf("vj%05da", os.Getpid()%100000), fmt.Sprintf("vj%05db", os.Getpid()%100000)
+	for _, args := range [][]string{
+		{"link", "add", va, "type", "veth", "peer", "name", vb},
+		{"link", "set", va, "master", a, "up"},
+		{"link", "set", vb, "master", b, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "delete", va).Run() }) //nolint:errcheck // gone with a bridge already
+}
+
+// killNode kills a node as a power cut would: basin serve and every process
+// of its data plane (its sandbox's, its ceph-fuse mounts') with SIGKILL, and
+// the sandbox's link goes (its endpoint addresses with it).
+func killNode(t *testing.T, s *server) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	pids := append(addc.PidsInNetns("/run/netns/basin-"+s.bridge), processesMentioning(s.dataDir)...)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	sum := sha1.Sum([]byte(s.bridge))
+	exec.Command("ip", "link", "delete", "bsb"+hex.EncodeToString(sum[:4])).Run() //nolint:errcheck // the check is the client's
+	s.stop(syscall.SIGKILL)                                                       // reaps it; what it left goes at the end
+}

@@ -193,6 +193,9 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the database, owner key, store image and mount points")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address of the Prometheus /metrics endpoint, unauthenticated (\"\" = none)")
+	fs.StringVar(&cfg.GRPCListen, "grpc-listen", cfg.GRPCListen, "address of the v1 API over gRPC, TLS only (\"\" = none); the same authentication, permissions, audit and rate limits as --listen")
+	fs.StringVar(&cfg.GRPCCertFile, "grpc-cert-file", cfg.GRPCCertFile, "with --grpc-listen: its certificate (PEM, the chain after it) (default: one Basin issues itself from a CA of its own, <data-dir>/grpc-ca.pem, which clients trust)")
+	fs.StringVar(&cfg.GRPCKeyFile, "grpc-key-file", cfg.GRPCKeyFile, "with --grpc-cert-file: its private key (PEM)")
 	locs = &multiFlag{vals: cfg.Locations}
 	fs.Var(locs, "location", "location ID to serve (repeatable)")
 	nets = &multiFlag{check: func(v string) error { _, err := config.ParseNetwork(v); return err }}

@@ -27,6 +27,15 @@ type Config struct {
 	// its own without authentication (keep it on loopback or a monitoring
 	// network); "" = none.
 	MetricsListen string
+	// GRPCListen is the address of the v1 API over gRPC (TLS, HTTP/2); "" =
+	// none. It serves what Listen's REST API serves, on the same
+	// authentication, permissions, audit and rate limits.
+	GRPCListen string
+	// GRPCCertFile and GRPCKeyFile are the gRPC listener's certificate (PEM,
+	// the chain after the leaf) and key; both "" = a certificate Basin issues
+	// itself from a CA of its own kept in DataDir (grpc-ca.pem is what clients
+	// trust).
+	GRPCCertFile, GRPCKeyFile string
 	// Locations served (location IDs).
 	Locations []string
 	// Networks pools can use; each is a bridge and a subnet (default: one network
@@ -285,6 +294,20 @@ func (c *Config) Validate() error {
 		if c.MetricsListen == c.Listen {
 			return fmt.Errorf("--metrics-listen %q is the API's --listen address", c.MetricsListen)
 		}
+	}
+	if c.GRPCListen != "" {
+		if _, _, err := net.SplitHostPort(c.GRPCListen); err != nil {
+			return fmt.Errorf("--grpc-listen %q: %w", c.GRPCListen, err)
+		}
+		if c.GRPCListen == c.Listen || c.GRPCListen == c.MetricsListen {
+			return fmt.Errorf("--grpc-listen %q is the address of another listener (--listen, --metrics-listen)", c.GRPCListen)
+		}
+	}
+	if (c.GRPCCertFile == "") != (c.GRPCKeyFile == "") {
+		return errors.New("--grpc-cert-file and --grpc-key-file go together: give both, or neither for a certificate Basin issues itself")
+	}
+	if c.GRPCCertFile != "" && c.GRPCListen == "" {
+		return errors.New("--grpc-cert-file is for --grpc-listen, which is not given")
 	}
 	if len(c.Locations) == 0 {
 		return errors.New("at least one --location is required")

@@ -265,6 +265,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}
 	reg.MustRegister(connCollector(ln))
 	httpSrv := newHTTPServer(cfg, newMux(srv), ln)
+	// The same API over gRPC, when asked for (internal/grpcapi).
+	var grpcSrv *grpcServer
+	if cfg.GRPCListen != "" {
+		if grpcSrv, err = serveGRPC(cfg, srv, log.With("component", "grpc"), time.Now()); err != nil {
+			ln.Close()
+			return fmt.Errorf("grpc listen: %w", err)
+		}
+	}
 	// Prometheus' /metrics, on an address of its own when asked for.
 	var metricsSrv *http.Server
 	metricsDone := make(chan error, 1)
@@ -272,6 +280,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			ln.Close()
+			if grpcSrv != nil {
+				grpcSrv.Stop(ctx)
+			}
 			return fmt.Errorf("metrics listen: %w", err)
 		}
 		metricsSrv = newMetricsServer(reg, log.With("component", "metrics"))
@@ -335,7 +346,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	}()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
-	log.Info("basin serving", "listen", cfg.Listen, "metrics_listen", cfg.MetricsListen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
+	log.Info("basin serving", "listen", cfg.Listen, "metrics_listen", cfg.MetricsListen, "grpc_listen", cfg.GRPCListen, "data_dir", cfg.DataDir, "locations", cfg.Locations)
 
 	ctrlReady := ctrl.Ready()
 	var fenceErr error
@@ -363,6 +374,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			if metricsSrv != nil {
 				metricsSrv.Close()
 			}
+			if grpcSrv != nil {
+				grpcSrv.Stop(ctx)
+			}
 			return fmt.Errorf("http: %w", err)
 		}
 	}
@@ -377,6 +391,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	defer cancel()
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
+	}
+	if grpcSrv != nil {
+		grpcSrv.Stop(shutCtx) // its calls are audited through srv, closed below
 	}
 	if metricsSrv != nil {
 		if err := metricsSrv.Shutdown(shutCtx); err != nil {

@@ -1,0 +1,201 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	locationpb "google.golang.org/genproto/googleapis/cloud/location"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/basin-nas/basin/internal/api"
+	"github.com/basin-nas/basin/internal/iam"
+	"github.com/basin-nas/basin/internal/netapppb"
+)
+
+// grpcDaemon is the state, API and listeners basin serve builds, with
+// --grpc-listen: REST on a local port (for /token) and gRPC as serveGRPC
+// serves it.
+type grpcDaemon struct {
+	dataDir, restURL string
+	grpc             *grpcServer
+	owner            string // an access token of the owner, from REST's /token
+}
+
+func startGRPC(t *testing.T, dataDir string) *grpcDaemon {
+	t.Helper()
+	cfg := testConfig()
+	cfg.DataDir, cfg.GRPCListen, cfg.Locations = dataDir, "127.0.0.1:0", []string{"local"}
+	log := slog.New(slog.DiscardHandler)
+	st, err := openState(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := api.New(api.Options{Store: st.store, Locations: cfg.Locations, RateLimit: -1, Logger: log,
+		Auth: iam.NewAuthenticator(iam.Options{Store: st.store, Audiences: audiences(cfg), TokenKey: st.tokenKey})})
+	_, addr := serve(t, cfg, newMux(a))
+	g, err := serveGRPC(cfg, a, log, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		g.Stop(context.Background())
+		a.Close()
+		st.Close()
+	})
+	d := &grpcDaemon{dataDir: dataDir, restURL: "http://" + addr, grpc: g}
+	d.owner = accessToken(t, d.restURL, filepath.Join(dataDir, OwnerKeyFile))
+	return d
+}
+
+// accessToken exchanges an assertion signed with the key file at path for an
+// access token at restURL's /token, as Google's libraries do.
+func accessToken(t *testing.T, restURL, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kf iam.KeyFile
+	if err := json.Unmarshal(data, &kf); err != nil {
+		t.Fatal(err)
+	}
+	assertion, err := kf.Assertion(iam.GoogleTokenURI, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.PostForm(restURL+"/token", url.Values{"grant_type": {iam.GrantTypeJWTBearer}, "assertion": {assertion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || out.AccessToken == "" {
+		t.Fatalf("token: %d %v", res.StatusCode, err)
+	}
+	return out.AccessToken
+}
+
+// dial connects to the gRPC listener over TLS, trusting only the CA file in
+// the data directory, as the docs tell clients to.
+func (d *grpcDaemon) dial(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	creds, err := credentials.NewClientTLSFromFile(filepath.Join(d.dataDir, GRPCCAFile), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(d.grpc.Addr().String(), grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// basin serve --grpc-listen serves the NetApp, Operations and Locations
+// services over TLS (ALPN h2) with a certificate of Basin's own CA, which a
+// client trusting grpc-ca.pem accepts; calls authenticate with /token's access
+// tokens; the keys are private; a restart keeps the CA; shutdown is graceful.
+func TestGRPCListener(t *testing.T) {
+	dir := t.TempDir()
+	d := startGRPC(t, dir)
+	conn := d.dial(t)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+d.owner)
+
+	locs, err := locationpb.NewLocationsClient(conn).ListLocations(ctx, &locationpb.ListLocationsRequest{Name: "projects/p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := locs.GetLocations(); len(l) != 1 || l[0].GetLocationId() != "local" {
+		t.Errorf("locations %v", l)
+	}
+	if _, err := longrunningpb.NewOperationsClient(conn).ListOperations(ctx, &longrunningpb.ListOperationsRequest{Name: "projects/p1/locations/local"}); err != nil {
+		t.Errorf("ListOperations: %v", err)
+	}
+	na := netapppb.NewNetAppClient(conn)
+	if _, err := na.ListStoragePools(ctx, &netapppb.ListStoragePoolsRequest{Parent: "projects/p1/locations/local"}); err != nil {
+		t.Errorf("ListStoragePools: %v", err)
+	}
+	_, err = na.ListStoragePools(context.Background(), &netapppb.ListStoragePoolsRequest{Parent: "projects/p1/locations/local"})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("no token: %v", err)
+	}
+
+	// TLS with ALPN h2, the certificate chaining to the CA file.
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(filepath.Join(dir, GRPCCAFile))
+	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("CA file: %v", err)
+	}
+	tc, err := tls.Dial("tcp", d.grpc.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Errorf("ALPN %q, want h2", p)
+	}
+	tc.Close()
+	for _, f := range []string{grpcKeyFile, grpcCAKeyFile} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", f, fi.Mode(), err)
+		}
+	}
+
+	// Graceful stop: the listener closes, a new call fails.
+	d.grpc.Stop(context.Background())
+	_, err = na.ListStoragePools(ctx, &netapppb.ListStoragePoolsRequest{Parent: "projects/p1/locations/local"})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("after Stop: %v", err)
+	}
+}
+
+// A restart keeps Basin's CA, so clients go on trusting it, and the
+// listener's certificate while it fits; a certificate that no longer names
+// the listener's host is issued again by the same CA.
+func TestGRPCCertificateKept(t *testing.T) {
+	cfg := testConfig()
+	cfg.DataDir, cfg.GRPCListen = t.TempDir(), "127.0.0.1:0"
+	log := slog.New(slog.DiscardHandler)
+	now := time.Now()
+	first, err := grpcCertificate(cfg, log, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := grpcCertificate(cfg, log, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Leaf.Equal(first.Leaf) || string(again.Certificate[1]) != string(first.Certificate[1]) {
+		t.Error("a restart issued a new certificate or CA")
+	}
+	cfg.GRPCListen = "10.99.7.1:8790"
+	moved, err := grpcCertificate(cfg, log, now.Add(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.Leaf.Equal(first.Leaf) || moved.Leaf.VerifyHostname("10.99.7.1") != nil || string(moved.Certificate[1]) != string(first.Certificate[1]) {
+		t.Error("a new listen address: want a new certificate naming it, from the same CA")
+	}
+	late, err := grpcCertificate(cfg, log, moved.Leaf.NotAfter.Add(-grpcRenewBefore+time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late.Leaf.Equal(moved.Leaf) {
+		t.Error("a certificate about to expire was kept")
+	}
+}

@@ -143,10 +143,16 @@ func (s *Server) createAD(rq *request, p parent) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.createADOp(rq.ctx, p, id, w)
+	s.answerOperation(rq, op, err)
+}
+
+// createADOp records the creation of Active Directory policy id of p from
+// the request's w (its password sealed).
+func (s *Server) createADOp(ctx context.Context, p parent, id string, w apiv1.ActiveDirectory) (*model.Operation, error) {
 	a := &model.ActiveDirectory{Meta: model.Meta{Project: p.project, Location: p.location, ID: id}}
 	adFromWire(&w, a, adFields.mutable)
-	op, err := s.intents().CreateAD(rq.ctx, s.st, intent.ADCreate{AD: a, Password: w.Password})
-	s.answerOperation(rq, op, err)
+	return s.intents().CreateAD(ctx, s.st, intent.ADCreate{AD: a, Password: w.Password})
 }
 
 func (s *Server) updateAD(rq *request, p parent, id string) {
@@ -160,14 +166,20 @@ func (s *Server) updateAD(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.updateADOp(rq.ctx, p, id, w, present, rq.q)
+	s.answerOperation(rq, op, err)
+}
+
+// updateADOp records the update of Active Directory policy id of p: w's
+// fields that q's updateMask names, or those present.
+func (s *Server) updateADOp(ctx context.Context, p parent, id string, w apiv1.ActiveDirectory, present map[string]bool, q url.Values) (*model.Operation, error) {
 	if err := checkBodyName(w.Name, p.name()+"/activeDirectories/"+id); err != nil {
-		s.writeError(rq, err)
-		return
+		return nil, err
 	}
-	op, err := s.intents().UpdateAD(rq.ctx, s.st, intent.ADUpdate{Project: p.project, Location: p.location, ID: id,
+	return s.intents().UpdateAD(ctx, s.st, intent.ADUpdate{Project: p.project, Location: p.location, ID: id,
 		Patch: func(a *model.ActiveDirectory) (*string, error) {
 			cur := adToWire(a, false)
-			paths, err := updatePaths(rq.q, adFields, present, &w, &cur)
+			paths, err := updatePaths(q, adFields, present, &w, &cur)
 			if err != nil {
 				return nil, err
 			}
@@ -177,10 +189,14 @@ func (s *Server) updateAD(rq *request, p parent, id string) {
 			}
 			return nil, nil
 		}})
-	s.answerOperation(rq, op, err)
 }
 
 func (s *Server) deleteAD(rq *request, p parent, id string) {
-	op, err := s.intents().DeleteAD(rq.ctx, s.st, intent.ADDelete{Project: p.project, Location: p.location, ID: id})
+	op, err := s.deleteADOp(rq.ctx, p, id)
 	s.answerOperation(rq, op, err)
+}
+
+// deleteADOp records the deletion of Active Directory policy id of p.
+func (s *Server) deleteADOp(ctx context.Context, p parent, id string) (*model.Operation, error) {
+	return s.intents().DeleteAD(ctx, s.st, intent.ADDelete{Project: p.project, Location: p.location, ID: id})
 }

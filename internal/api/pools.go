@@ -187,14 +187,19 @@ func (s *Server) createPool(rq *request, p parent) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.createPoolOp(rq.ctx, p, id, w)
+	s.answerOperation(rq, op, err)
+}
+
+// createPoolOp records the creation of storage pool id of p from the
+// request's w.
+func (s *Server) createPoolOp(ctx context.Context, p parent, id string, w apiv1.StoragePool) (*model.Operation, error) {
 	pl := &model.Pool{Meta: model.Meta{Project: p.project, Location: p.location, ID: id}, QosType: model.QosAuto}
 	fields := append(append([]string{}, poolFields.mutable...), poolFields.immutable...)
 	if err := poolFromWire(&w, pl, fields); err != nil {
-		s.writeError(rq, err)
-		return
+		return nil, err
 	}
-	op, err := s.intents().CreatePool(rq.ctx, s.st, intent.PoolCreate{Pool: pl})
-	s.answerOperation(rq, op, err)
+	return s.intents().CreatePool(ctx, s.st, intent.PoolCreate{Pool: pl})
 }
 
 func (s *Server) updatePool(rq *request, p parent, id string) {
@@ -208,31 +213,41 @@ func (s *Server) updatePool(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.updatePoolOp(rq.ctx, p, id, w, present, rq.q)
+	s.answerOperation(rq, op, err)
+}
+
+// updatePoolOp records the update of storage pool id of p: w's fields that
+// q's updateMask names, or those present.
+func (s *Server) updatePoolOp(ctx context.Context, p parent, id string, w apiv1.StoragePool, present map[string]bool, q url.Values) (*model.Operation, error) {
 	if err := checkBodyName(w.Name, p.name()+"/storagePools/"+id); err != nil {
-		s.writeError(rq, err)
-		return
+		return nil, err
 	}
 	// Short names compare with the stored long ones (an unchanged network is no change).
 	w.Network = intent.LongNetwork(p.project, w.Network)
 	w.ActiveDirectory = intent.LongActiveDirectory(p.project, p.location, w.ActiveDirectory)
-	op, err := s.intents().UpdatePool(rq.ctx, s.st, intent.PoolUpdate{Project: p.project, Location: p.location, ID: id,
+	return s.intents().UpdatePool(ctx, s.st, intent.PoolUpdate{Project: p.project, Location: p.location, ID: id,
 		Patch: func(tx store.Tx, pl *model.Pool) error {
 			cur, err := s.renderPool(tx, pl)
 			if err != nil {
 				return err
 			}
-			paths, err := updatePaths(rq.q, poolFields, present, &w, &cur)
+			paths, err := updatePaths(q, poolFields, present, &w, &cur)
 			if err != nil {
 				return err
 			}
 			return poolFromWire(&w, pl, paths)
 		}})
-	s.answerOperation(rq, op, err)
 }
 
 func (s *Server) deletePool(rq *request, p parent, id string) {
-	op, err := s.intents().DeletePool(rq.ctx, s.st, intent.PoolDelete{Project: p.project, Location: p.location, ID: id})
+	op, err := s.deletePoolOp(rq.ctx, p, id)
 	s.answerOperation(rq, op, err)
+}
+
+// deletePoolOp records the deletion of storage pool id of p.
+func (s *Server) deletePoolOp(ctx context.Context, p parent, id string) (*model.Operation, error) {
+	return s.intents().DeletePool(ctx, s.st, intent.PoolDelete{Project: p.project, Location: p.location, ID: id})
 }
 
 // switchPool swaps the pool's zone and replicaZone, upstream's switch of the
@@ -240,7 +255,13 @@ func (s *Server) deletePool(rq *request, p parent, id string) {
 // names a client gave the pool (a volume's zone is the node it lives on), so
 // nothing moves: the operation answers the pool with the two swapped.
 func (s *Server) switchPool(rq *request, p parent, id string) {
-	op, err := s.intents().UpdatePool(rq.ctx, s.st, intent.PoolUpdate{Project: p.project, Location: p.location, ID: id,
+	op, err := s.switchPoolOp(rq.ctx, p, id)
+	s.answerOperation(rq, op, err)
+}
+
+// switchPoolOp records the switch of storage pool id of p (switchPool).
+func (s *Server) switchPoolOp(ctx context.Context, p parent, id string) (*model.Operation, error) {
+	return s.intents().UpdatePool(ctx, s.st, intent.PoolUpdate{Project: p.project, Location: p.location, ID: id,
 		Patch: func(_ store.Tx, pl *model.Pool) error {
 			if pl.ReplicaZone == "" {
 				return model.Errorf(model.ErrFailedPrecondition, "storage pool %s has no replica zone to switch to", id)
@@ -248,7 +269,6 @@ func (s *Server) switchPool(rq *request, p parent, id string) {
 			pl.Zone, pl.ReplicaZone = pl.ReplicaZone, pl.Zone
 			return nil
 		}})
-	s.answerOperation(rq, op, err)
 }
 
 // validateDirectoryService checks the pool's Active Directory policy against its
@@ -260,12 +280,17 @@ func (s *Server) validateDirectoryService(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.validateDirectoryServiceOp(rq.ctx, p, id, body)
+	s.answerOperation(rq, op, err)
+}
+
+// validateDirectoryServiceOp records the check of storage pool id of p's
+// Active Directory policy (validateDirectoryService).
+func (s *Server) validateDirectoryServiceOp(ctx context.Context, p parent, id string, body apiv1.ValidateDirectoryServiceRequest) (*model.Operation, error) {
 	switch body.DirectoryServiceType {
 	case apiv1.DirectoryServiceType(0), apiv1.DirectoryServiceType(1):
 	default:
-		s.writeError(rq, model.Invalid("directoryServiceType", "must be ACTIVE_DIRECTORY, the only directory service Basin supports"))
-		return
+		return nil, model.Invalid("directoryServiceType", "must be ACTIVE_DIRECTORY, the only directory service Basin supports")
 	}
-	op, err := s.intents().ValidateDirectory(rq.ctx, s.st, p.project, p.location, id)
-	s.answerOperation(rq, op, err)
+	return s.intents().ValidateDirectory(ctx, s.st, p.project, p.location, id)
 }

@@ -379,6 +379,12 @@ func (s *Server) readBody(rq *request, out any) (map[string]bool, error) {
 		s.log.Debug("request body not read", "err", err, "request_id", rq.id)
 		return nil, model.Invalid("body", "could not be read completely (sent too slowly, or the connection failed)")
 	}
+	return decodeBody(body, out)
+}
+
+// decodeBody decodes a JSON request body into out and returns the fields
+// present; a malformed one is INVALID_ARGUMENT naming the field.
+func decodeBody(body []byte, out any) (map[string]bool, error) {
 	present, err := apiv1.Decode(body, out)
 	if err != nil {
 		var fe *apiv1.FieldError

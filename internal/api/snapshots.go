@@ -129,14 +129,20 @@ func (s *Server) updateSnapshot(rq *request, p parent, vol, id string) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.updateSnapshotOp(rq.ctx, p, vol, id, w, present, rq.q)
+	s.answerOperation(rq, op, err)
+}
+
+// updateSnapshotOp records the update of snapshot id of volume vol (its full
+// name): w's fields that q's updateMask names, or those present.
+func (s *Server) updateSnapshotOp(ctx context.Context, p parent, vol, id string, w apiv1.Snapshot, present map[string]bool, q url.Values) (*model.Operation, error) {
 	if err := checkBodyName(w.Name, vol+"/snapshots/"+id); err != nil {
-		s.writeError(rq, err)
-		return
+		return nil, err
 	}
-	op, err := s.intents().UpdateSnapshot(rq.ctx, s.st, intent.SnapshotUpdate{Project: p.project, Location: p.location,
+	return s.intents().UpdateSnapshot(ctx, s.st, intent.SnapshotUpdate{Project: p.project, Location: p.location,
 		Volume: lastSegment(vol), ID: id, Patch: func(sn *model.Snapshot) error {
 			cur := snapshotToWire(sn)
-			paths, err := updatePaths(rq.q, snapshotFields, present, &w, &cur)
+			paths, err := updatePaths(q, snapshotFields, present, &w, &cur)
 			if err != nil {
 				return err
 			}
@@ -150,13 +156,18 @@ func (s *Server) updateSnapshot(rq *request, p parent, vol, id string) {
 			}
 			return nil
 		}})
-	s.answerOperation(rq, op, err)
 }
 
 func (s *Server) deleteSnapshot(rq *request, p parent, vol, id string) {
-	op, err := s.intents().DeleteSnapshot(rq.ctx, s.st, intent.SnapshotDelete{Project: p.project, Location: p.location,
-		Volume: lastSegment(vol), ID: id})
+	op, err := s.deleteSnapshotOp(rq.ctx, p, vol, id)
 	s.answerOperation(rq, op, err)
+}
+
+// deleteSnapshotOp records the deletion of snapshot id of volume vol (its
+// full name).
+func (s *Server) deleteSnapshotOp(ctx context.Context, p parent, vol, id string) (*model.Operation, error) {
+	return s.intents().DeleteSnapshot(ctx, s.st, intent.SnapshotDelete{Project: p.project, Location: p.location,
+		Volume: lastSegment(vol), ID: id})
 }
 
 // lastSegment is the ID at the end of a resource name.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/intent"
@@ -251,34 +252,232 @@ func (s *Server) DeleteOperation(ctx context.Context, project, location, id stri
 	return s.deleteOperationW(ctx, parent{project: project, location: location}, id)
 }
 
-// CreateSnapshot records the creation of snapshot id of volume of project
-// and location from w (its description and labels, as REST reads its body)
-// and returns the operation, as REST's create answers it.
-func (s *Server) CreateSnapshot(ctx context.Context, project, location, volume, id string, w apiv1.Snapshot) (apiv1.Operation, error) {
+// Update is an update call's field mask.
+type Update struct {
+	// Mask is the update mask's paths, in the proto's snake_case or REST's
+	// camelCase, as REST's updateMask takes them; none = the fields the
+	// message sets apply, as a REST body without updateMask.
+	Mask []string
+}
+
+// values are REST's query parameters carrying u.
+func (u Update) values() url.Values {
+	if len(u.Mask) == 0 {
+		return url.Values{}
+	}
+	return url.Values{"updateMask": {strings.Join(u.Mask, ",")}}
+}
+
+// write runs a call that records an operation, with REST's scope checks
+// first (project, served location, and the volume's ID when a snapshot's
+// call names one), and answers the operation as REST's call answers it.
+func (s *Server) write(ctx context.Context, project, location, volume string, record func(p parent) (*model.Operation, error)) (apiv1.Operation, error) {
 	if err := s.checkParent(project, location, false); err != nil {
 		return apiv1.Operation{}, err
 	}
-	if err := checkPathID("Volume", volume); err != nil {
-		return apiv1.Operation{}, err
+	if volume != "" {
+		if err := checkPathID("Volume", volume); err != nil {
+			return apiv1.Operation{}, err
+		}
 	}
-	if err := intent.CheckID("snapshotId", id); err != nil {
-		return apiv1.Operation{}, err
-	}
-	p := parent{project: project, location: location}
-	op, err := s.createSnapshotOp(ctx, p, p.name()+"/volumes/"+volume, id, w)
+	op, err := record(parent{project: project, location: location})
 	return s.operationAnswer(ctx, op, err)
+}
+
+// The writes below take their request's message as REST's JSON body (a gRPC
+// message as protojson writes it), decoded as REST decodes its bodies: the
+// same validation, the same fields present.
+
+// CreateSnapshot records the creation of snapshot id of volume of project
+// and location from body (a Snapshot: its description and labels) and
+// returns the operation, as REST's create answers it.
+func (s *Server) CreateSnapshot(ctx context.Context, project, location, volume, id string, body []byte) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, volume, func(p parent) (*model.Operation, error) {
+		if err := intent.CheckID("snapshotId", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.Snapshot
+		if _, err := decodeBody(body, &w); err != nil {
+			return nil, err
+		}
+		return s.createSnapshotOp(ctx, p, p.name()+"/volumes/"+volume, id, w)
+	})
+}
+
+// UpdateSnapshot records the update of snapshot id of volume of project and
+// location from body (a Snapshot) and u, as REST's PATCH.
+func (s *Server) UpdateSnapshot(ctx context.Context, project, location, volume, id string, body []byte, u Update) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, volume, func(p parent) (*model.Operation, error) {
+		if err := checkPathID("Snapshot", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.Snapshot
+		present, err := decodeBody(body, &w)
+		if err != nil {
+			return nil, err
+		}
+		return s.updateSnapshotOp(ctx, p, p.name()+"/volumes/"+volume, id, w, present, u.values())
+	})
+}
+
+// DeleteSnapshot records the deletion of snapshot id of volume of project
+// and location, as REST's DELETE.
+func (s *Server) DeleteSnapshot(ctx context.Context, project, location, volume, id string) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, volume, func(p parent) (*model.Operation, error) {
+		return s.deleteSnapshotOp(ctx, p, p.name()+"/volumes/"+volume, id)
+	})
+}
+
+// CreateVolume records the creation of volume id of project and location
+// from body (a Volume; restoreParameters.sourceSnapshot clones a snapshot),
+// as REST's POST.
+func (s *Server) CreateVolume(ctx context.Context, project, location, id string, body []byte) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := intent.CheckID("volumeId", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.Volume
+		if _, err := decodeBody(body, &w); err != nil {
+			return nil, err
+		}
+		return s.createVolumeOp(ctx, p, id, w)
+	})
+}
+
+// UpdateVolume records the update of volume id of project and location from
+// body (a Volume) and u, as REST's PATCH.
+func (s *Server) UpdateVolume(ctx context.Context, project, location, id string, body []byte, u Update) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := checkPathID("Volume", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.Volume
+		present, err := decodeBody(body, &w)
+		if err != nil {
+			return nil, err
+		}
+		return s.updateVolumeOp(ctx, p, id, w, present, u.values())
+	})
+}
+
+// RevertVolume records the revert of volume id of project and location to
+// its snapshot snapshotID, as REST's :revert.
+func (s *Server) RevertVolume(ctx context.Context, project, location, id, snapshotID string) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := checkPathID("Volume", id); err != nil {
+			return nil, err
+		}
+		return s.revertVolumeOp(ctx, p, id, snapshotID)
+	})
 }
 
 // DeleteVolume records the deletion of volume id of project and location
 // (force: with its snapshots) and returns the operation, as REST's delete
 // answers it.
 func (s *Server) DeleteVolume(ctx context.Context, project, location, id string, force bool) (apiv1.Operation, error) {
-	if err := s.checkParent(project, location, false); err != nil {
-		return apiv1.Operation{}, err
-	}
-	if err := checkPathID("Volume", id); err != nil {
-		return apiv1.Operation{}, err
-	}
-	op, err := s.deleteVolumeOp(ctx, parent{project: project, location: location}, id, force)
-	return s.operationAnswer(ctx, op, err)
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := checkPathID("Volume", id); err != nil {
+			return nil, err
+		}
+		return s.deleteVolumeOp(ctx, p, id, force)
+	})
+}
+
+// CreateStoragePool records the creation of storage pool id of project and
+// location from body (a StoragePool), as REST's POST.
+func (s *Server) CreateStoragePool(ctx context.Context, project, location, id string, body []byte) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := intent.CheckID("storagePoolId", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.StoragePool
+		if _, err := decodeBody(body, &w); err != nil {
+			return nil, err
+		}
+		return s.createPoolOp(ctx, p, id, w)
+	})
+}
+
+// UpdateStoragePool records the update of storage pool id of project and
+// location from body (a StoragePool) and u, as REST's PATCH.
+func (s *Server) UpdateStoragePool(ctx context.Context, project, location, id string, body []byte, u Update) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := checkPathID("Storage pool", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.StoragePool
+		present, err := decodeBody(body, &w)
+		if err != nil {
+			return nil, err
+		}
+		return s.updatePoolOp(ctx, p, id, w, present, u.values())
+	})
+}
+
+// DeleteStoragePool records the deletion of storage pool id of project and
+// location, as REST's DELETE.
+func (s *Server) DeleteStoragePool(ctx context.Context, project, location, id string) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		return s.deletePoolOp(ctx, p, id)
+	})
+}
+
+// SwitchStoragePool records the switch of storage pool id of project and
+// location's zone and replica zone, as REST's :switch.
+func (s *Server) SwitchStoragePool(ctx context.Context, project, location, id string) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		return s.switchPoolOp(ctx, p, id)
+	})
+}
+
+// ValidateDirectoryService records the check of storage pool id of project
+// and location's Active Directory policy, from body (a
+// ValidateDirectoryServiceRequest), as REST's :validateDirectoryService.
+func (s *Server) ValidateDirectoryService(ctx context.Context, project, location, id string, body []byte) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		var w apiv1.ValidateDirectoryServiceRequest
+		if _, err := decodeBody(body, &w); err != nil {
+			return nil, err
+		}
+		return s.validateDirectoryServiceOp(ctx, p, id, w)
+	})
+}
+
+// CreateActiveDirectory records the creation of Active Directory policy id
+// of project and location from body (an ActiveDirectory), as REST's POST.
+func (s *Server) CreateActiveDirectory(ctx context.Context, project, location, id string, body []byte) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := intent.CheckID("activeDirectoryId", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.ActiveDirectory
+		if _, err := decodeBody(body, &w); err != nil {
+			return nil, err
+		}
+		return s.createADOp(ctx, p, id, w)
+	})
+}
+
+// UpdateActiveDirectory records the update of Active Directory policy id of
+// project and location from body (an ActiveDirectory) and u, as REST's PATCH.
+func (s *Server) UpdateActiveDirectory(ctx context.Context, project, location, id string, body []byte, u Update) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		if err := checkPathID("Active Directory", id); err != nil {
+			return nil, err
+		}
+		var w apiv1.ActiveDirectory
+		present, err := decodeBody(body, &w)
+		if err != nil {
+			return nil, err
+		}
+		return s.updateADOp(ctx, p, id, w, present, u.values())
+	})
+}
+
+// DeleteActiveDirectory records the deletion of Active Directory policy id
+// of project and location, as REST's DELETE.
+func (s *Server) DeleteActiveDirectory(ctx context.Context, project, location, id string) (apiv1.Operation, error) {
+	return s.write(ctx, project, location, "", func(p parent) (*model.Operation, error) {
+		return s.deleteADOp(ctx, p, id)
+	})
 }

@@ -204,18 +204,23 @@ func (s *Server) createVolume(rq *request, p parent) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.createVolumeOp(rq.ctx, p, id, w)
+	s.answerOperation(rq, op, err)
+}
+
+// createVolumeOp records the creation of volume id of p from the request's w
+// (with restoreParameters, a clone of a snapshot).
+func (s *Server) createVolumeOp(ctx context.Context, p parent, id string, w apiv1.Volume) (*model.Operation, error) {
 	v := &model.Volume{Meta: model.Meta{Project: p.project, Location: p.location, ID: id}}
 	fields := append(append([]string{}, volumeFields.mutable...), volumeFields.immutable...)
 	if err := volumeFromWire(&w, v, fields); err != nil {
-		s.writeError(rq, err)
-		return
+		return nil, err
 	}
 	req := intent.VolumeCreate{Volume: v}
 	if rp := w.RestoreParameters; rp != nil {
 		req.Restore = &intent.RestoreSource{Snapshot: rp.SourceSnapshot, Backup: rp.SourceBackup}
 	}
-	op, err := s.intents().CreateVolume(rq.ctx, s.st, req)
-	s.answerOperation(rq, op, err)
+	return s.intents().CreateVolume(ctx, s.st, req)
 }
 
 func (s *Server) updateVolume(rq *request, p parent, id string) {
@@ -229,23 +234,28 @@ func (s *Server) updateVolume(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
+	op, err := s.updateVolumeOp(rq.ctx, p, id, w, present, rq.q)
+	s.answerOperation(rq, op, err)
+}
+
+// updateVolumeOp records the update of volume id of p: w's fields that q's
+// updateMask names, or without one those present (updatePaths).
+func (s *Server) updateVolumeOp(ctx context.Context, p parent, id string, w apiv1.Volume, present map[string]bool, q url.Values) (*model.Operation, error) {
 	if err := checkBodyName(w.Name, p.name()+"/volumes/"+id); err != nil {
-		s.writeError(rq, err)
-		return
+		return nil, err
 	}
-	op, err := s.intents().UpdateVolume(rq.ctx, s.st, intent.VolumeUpdate{Project: p.project, Location: p.location, ID: id,
+	return s.intents().UpdateVolume(ctx, s.st, intent.VolumeUpdate{Project: p.project, Location: p.location, ID: id,
 		Patch: func(tx store.Tx, v *model.Volume) error {
 			cur, err := s.renderVolume(tx, v)
 			if err != nil {
 				return err
 			}
-			paths, err := updatePaths(rq.q, volumeFields, present, &w, &cur)
+			paths, err := updatePaths(q, volumeFields, present, &w, &cur)
 			if err != nil {
 				return err
 			}
 			return volumeFromWire(&w, v, paths)
 		}})
-	s.answerOperation(rq, op, err)
 }
 
 func (s *Server) deleteVolume(rq *request, p parent, id string) {
@@ -281,6 +291,11 @@ func (s *Server) revertVolume(rq *request, p parent, id string) {
 		s.writeError(rq, err)
 		return
 	}
-	op, err := s.intents().RevertVolume(rq.ctx, s.st, intent.VolumeRevert{Project: p.project, Location: p.location, ID: id, SnapshotID: body.SnapshotID})
+	op, err := s.revertVolumeOp(rq.ctx, p, id, body.SnapshotID)
 	s.answerOperation(rq, op, err)
+}
+
+// revertVolumeOp records the revert of volume id of p to its snapshot snapshotID.
+func (s *Server) revertVolumeOp(ctx context.Context, p parent, id, snapshotID string) (*model.Operation, error) {
+	return s.intents().RevertVolume(ctx, s.st, intent.VolumeRevert{Project: p.project, Location: p.location, ID: id, SnapshotID: snapshotID})
 }

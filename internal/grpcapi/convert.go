@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/basin-nas/basin/internal/model"
 )
 
 // toProto converts a REST wire value (internal/apiv1) to its proto message
@@ -24,16 +26,15 @@ func toProto(w any, m proto.Message) error {
 	return nil
 }
 
-// fromProto converts a proto message to its REST wire value, the way back (for
-// the request messages of the methods that write). Timestamps come back with 3,
-// 6 or 9 fractional digits, which apiv1 reads as the same instant.
-func fromProto(m proto.Message, w any) error {
+// body is m as REST's JSON body, the way back (for the request messages of
+// the methods that write): protojson's camelCase names, enums by name
+// (unknown numbers as numbers), int64 as strings, timestamps with 3, 6 or 9
+// fractional digits, fields at their default left out, as a REST client
+// sends them.
+func body(m proto.Message) ([]byte, error) {
 	b, err := protojson.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
+		return nil, model.Invalid(string(m.ProtoReflect().Descriptor().Name()), "%v", err)
 	}
-	if err := json.Unmarshal(b, w); err != nil {
-		return fmt.Errorf("%s as %T: %w", m.ProtoReflect().Descriptor().FullName(), w, err)
-	}
-	return nil
+	return b, nil
 }

@@ -24,8 +24,12 @@ func TestConvert(t *testing.T) {
 		m.GetCreateTime().AsTime().Nanosecond() != 803826391 || m.GetExportPolicy().GetRules()[0].GetAllowedClients() != "10.0.0.0/8" {
 		t.Fatalf("toProto: %v", &m)
 	}
+	b, err := body(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var back apiv1.Volume
-	if err := fromProto(&m, &back); err != nil {
+	if _, err := apiv1.Decode(b, &back); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(back, w) {

@@ -23,28 +23,31 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	locationpb "google.golang.org/genproto/googleapis/cloud/location"
 
 	"github.com/basin-nas/basin/internal/api"
-	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/iam"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/netapppb"
 )
 
 // method is a served method: the name its request carries (a resource of
-// collection, or with list the collection's parent, which lists and creates
-// name; a collection under a volume, such as snapshots, names its volume too)
-// and the permission
-// REST's route needs (netapp.{collection}.{verb}). A method whose request
-// names its resource or collection's parent otherwise (Operations, Locations)
-// says so in form: the form of its request's name.
+// collection; with parent, the collection's parent, which lists and creates
+// name; a collection under a volume, such as snapshots, names its volume
+// too) and the permission REST's route needs (netapp.{collection}.{verb}). A
+// method whose request names its resource or collection's parent otherwise
+// (Operations, Locations) says so in form: the form of its request's name.
+// An update's request names its resource in the message it carries
+// (nameField: volume.name, …); a create's names the new resource's ID in
+// createID (volume_id, …).
 type method struct {
-	collection, verb string
-	list             bool
-	form             string
+	collection, verb    string
+	parent              bool
+	form                string
+	nameField, createID string
 }
 
 // underVolume are the collections whose parent is a volume.
@@ -53,25 +56,40 @@ var underVolume = map[string]bool{"snapshots": true}
 // served are the methods Server implements; the others answer UNIMPLEMENTED
 // once the caller is admitted, as REST's 501 routes do.
 var served = map[string]method{
-	netapppb.NetApp_GetStoragePool_FullMethodName:   {"storagePools", "get", false, ""},
-	netapppb.NetApp_ListStoragePools_FullMethodName: {"storagePools", "list", true, ""},
-	netapppb.NetApp_GetVolume_FullMethodName:        {"volumes", "get", false, ""},
-	netapppb.NetApp_ListVolumes_FullMethodName:      {"volumes", "list", true, ""},
-	netapppb.NetApp_DeleteVolume_FullMethodName:     {"volumes", "delete", false, ""},
-	netapppb.NetApp_GetSnapshot_FullMethodName:      {"snapshots", "get", false, ""},
-	netapppb.NetApp_ListSnapshots_FullMethodName:    {"snapshots", "list", true, ""},
-	netapppb.NetApp_CreateSnapshot_FullMethodName:   {"snapshots", "create", true, ""},
+	netapppb.NetApp_GetStoragePool_FullMethodName:           {collection: "storagePools", verb: "get"},
+	netapppb.NetApp_ListStoragePools_FullMethodName:         {collection: "storagePools", verb: "list", parent: true},
+	netapppb.NetApp_CreateStoragePool_FullMethodName:        {collection: "storagePools", verb: "create", parent: true, createID: "storage_pool_id"},
+	netapppb.NetApp_UpdateStoragePool_FullMethodName:        {collection: "storagePools", verb: "update", nameField: "storage_pool.name"},
+	netapppb.NetApp_DeleteStoragePool_FullMethodName:        {collection: "storagePools", verb: "delete"},
+	netapppb.NetApp_SwitchActiveReplicaZone_FullMethodName:  {collection: "storagePools", verb: "switch"},
+	netapppb.NetApp_ValidateDirectoryService_FullMethodName: {collection: "storagePools", verb: "validateDirectoryService"},
 
-	netapppb.NetApp_GetActiveDirectory_FullMethodName:    {"activeDirectories", "get", false, ""},
-	netapppb.NetApp_ListActiveDirectories_FullMethodName: {"activeDirectories", "list", true, ""},
+	netapppb.NetApp_GetVolume_FullMethodName:    {collection: "volumes", verb: "get"},
+	netapppb.NetApp_ListVolumes_FullMethodName:  {collection: "volumes", verb: "list", parent: true},
+	netapppb.NetApp_CreateVolume_FullMethodName: {collection: "volumes", verb: "create", parent: true, createID: "volume_id"},
+	netapppb.NetApp_UpdateVolume_FullMethodName: {collection: "volumes", verb: "update", nameField: "volume.name"},
+	netapppb.NetApp_DeleteVolume_FullMethodName: {collection: "volumes", verb: "delete"},
+	netapppb.NetApp_RevertVolume_FullMethodName: {collection: "volumes", verb: "revert"},
 
-	longrunningpb.Operations_GetOperation_FullMethodName:    {"operations", "get", false, ""},
-	longrunningpb.Operations_ListOperations_FullMethodName:  {"operations", "list", true, locationForm},
-	longrunningpb.Operations_CancelOperation_FullMethodName: {"operations", "cancel", false, ""},
-	longrunningpb.Operations_DeleteOperation_FullMethodName: {"operations", "delete", false, ""},
+	netapppb.NetApp_GetSnapshot_FullMethodName:    {collection: "snapshots", verb: "get"},
+	netapppb.NetApp_ListSnapshots_FullMethodName:  {collection: "snapshots", verb: "list", parent: true},
+	netapppb.NetApp_CreateSnapshot_FullMethodName: {collection: "snapshots", verb: "create", parent: true, createID: "snapshot_id"},
+	netapppb.NetApp_UpdateSnapshot_FullMethodName: {collection: "snapshots", verb: "update", nameField: "snapshot.name"},
+	netapppb.NetApp_DeleteSnapshot_FullMethodName: {collection: "snapshots", verb: "delete"},
 
-	locationsGet:  {"locations", "get", false, locationForm},
-	locationsList: {"locations", "list", true, "projects/{project}"},
+	netapppb.NetApp_GetActiveDirectory_FullMethodName:    {collection: "activeDirectories", verb: "get"},
+	netapppb.NetApp_ListActiveDirectories_FullMethodName: {collection: "activeDirectories", verb: "list", parent: true},
+	netapppb.NetApp_CreateActiveDirectory_FullMethodName: {collection: "activeDirectories", verb: "create", parent: true, createID: "active_directory_id"},
+	netapppb.NetApp_UpdateActiveDirectory_FullMethodName: {collection: "activeDirectories", verb: "update", nameField: "active_directory.name"},
+	netapppb.NetApp_DeleteActiveDirectory_FullMethodName: {collection: "activeDirectories", verb: "delete"},
+
+	longrunningpb.Operations_GetOperation_FullMethodName:    {collection: "operations", verb: "get"},
+	longrunningpb.Operations_ListOperations_FullMethodName:  {collection: "operations", verb: "list", parent: true, form: locationForm},
+	longrunningpb.Operations_CancelOperation_FullMethodName: {collection: "operations", verb: "cancel"},
+	longrunningpb.Operations_DeleteOperation_FullMethodName: {collection: "operations", verb: "delete"},
+
+	locationsGet:  {collection: "locations", verb: "get", form: locationForm},
+	locationsList: {collection: "locations", verb: "list", parent: true, form: "projects/{project}"},
 }
 
 const (
@@ -176,29 +194,28 @@ func grpcStatus(st api.Status) error {
 // REST's route names (the collection, for a list).
 type name struct{ project, location, volume, id, resource string }
 
-// parseName reads a request's name (a resource of m's collection) or parent
-// (the parent m lists): projects/{project}/locations/{location}[/volumes/{volume}][/{collection}/{id}],
+// parseName reads a request's name (a resource of m's collection, in the
+// request or, for an update, in its message) or parent (the parent m lists or
+// creates in): projects/{project}/locations/{location}[/volumes/{volume}][/{collection}/{id}],
 // or its name of m's form.
 func parseName(req any, m method) (name, error) {
-	form, field, s := m.form, "name", ""
+	form, field := m.form, "name"
 	if form == "" {
 		form = locationForm
 		if underVolume[m.collection] {
 			form += "/volumes/{volume}"
 		}
-		if m.list {
+		if m.parent {
 			field = "parent"
 		} else {
 			form += "/" + m.collection + "/{id}"
 		}
 	}
-	if field == "parent" {
-		if r, ok := req.(interface{ GetParent() string }); ok {
-			s = r.GetParent()
-		}
-	} else if r, ok := req.(interface{ GetName() string }); ok {
-		s = r.GetName()
+	if m.nameField != "" {
+		field = m.nameField
 	}
+	msg, _ := req.(proto.Message)
+	s := stringField(msg, field)
 	parts, want := strings.Split(s, "/"), strings.Split(form, "/")
 	ok := len(parts) == len(want) && !slices.Contains(parts, "")
 	vars := map[string]string{}
@@ -213,14 +230,40 @@ func parseName(req any, m method) (name, error) {
 		return name{}, model.Invalid(field, "%q is not of the form %s", s, form)
 	}
 	n := name{project: vars["project"], location: vars["location"], volume: vars["volume"], id: vars["id"], resource: s}
-	if m.list {
+	if m.parent {
 		n.resource += "/" + m.collection
 	}
 	// A create names the resource it makes, as REST's create routes do.
-	if r, ok := req.(interface{ GetSnapshotId() string }); ok && r.GetSnapshotId() != "" {
-		n.resource += "/" + r.GetSnapshotId()
+	if id := stringField(msg, m.createID); id != "" {
+		n.resource += "/" + id
 	}
 	return n, nil
+}
+
+// stringField is the string at path (proto field names, dotted) in m; "" if
+// m, a message on the way or the field is missing.
+func stringField(m proto.Message, path string) string {
+	if m == nil || path == "" {
+		return ""
+	}
+	r := m.ProtoReflect()
+	names := strings.Split(path, ".")
+	for i, n := range names {
+		f := r.Descriptor().Fields().ByName(protoreflect.Name(n))
+		switch {
+		case f == nil:
+			return ""
+		case i == len(names)-1:
+			if f.Kind() != protoreflect.StringKind {
+				return ""
+			}
+			return r.Get(f).String()
+		case f.Message() == nil || !r.Has(f):
+			return ""
+		}
+		r = r.Get(f).Message()
+	}
+	return ""
 }
 
 // projectOf returns the project and resource an unserved request names (its
@@ -290,28 +333,6 @@ func (s *Server) ListSnapshots(ctx context.Context, req *netapppb.ListSnapshotsR
 	n := nameOf(ctx)
 	w, err := s.api.ListSnapshots(ctx, n.project, n.location, n.volume, listRequest(req))
 	return reply(w, err, &netapppb.ListSnapshotsResponse{})
-}
-
-// DeleteVolume implements netapppb.NetAppServer: REST's delete (with force,
-// its snapshots too), answering the operation, which GetOperation polls.
-func (s *Server) DeleteVolume(ctx context.Context, req *netapppb.DeleteVolumeRequest) (*longrunningpb.Operation, error) {
-	n := nameOf(ctx)
-	op, err := s.api.DeleteVolume(ctx, n.project, n.location, n.id, req.GetForce())
-	return reply(op, err, &longrunningpb.Operation{})
-}
-
-// CreateSnapshot implements netapppb.NetAppServer: REST's create, answering
-// the operation, which GetOperation polls.
-func (s *Server) CreateSnapshot(ctx context.Context, req *netapppb.CreateSnapshotRequest) (*longrunningpb.Operation, error) {
-	n := nameOf(ctx)
-	var w apiv1.Snapshot
-	if req.GetSnapshot() != nil {
-		if err := fromProto(req.GetSnapshot(), &w); err != nil {
-			return nil, model.Invalid("snapshot", "%v", err)
-		}
-	}
-	op, err := s.api.CreateSnapshot(ctx, n.project, n.location, n.volume, req.GetSnapshotId(), w)
-	return reply(op, err, &longrunningpb.Operation{})
 }
 
 // GetActiveDirectory implements netapppb.NetAppServer. The password is left

@@ -748,12 +748,12 @@ func TestAudit(t *testing.T) {
 	if _, err := e.grpc.ListVolumes(as(e.owner), &netapppb.ListVolumesRequest{Parent: loc}); err != nil {
 		t.Fatal(err)
 	}
-	e.grpc.RevertVolume(as(e.owner), &netapppb.RevertVolumeRequest{Name: loc + "/volumes/v1"})
+	e.grpc.CreateBackupVault(as(e.owner), &netapppb.CreateBackupVaultRequest{Parent: loc, BackupVaultId: "bv"})
 	got = e.audits(1, func(a *model.AuditEntry) bool {
-		return a.Method == netapppb.NetApp_RevertVolume_FullMethodName || a.Method == iam.NetappPermission("volumes", "list")
+		return a.Method == netapppb.NetApp_CreateBackupVault_FullMethodName || a.Method == iam.NetappPermission("volumes", "list")
 	})
-	if len(got) != 1 || got[0].Method != netapppb.NetApp_RevertVolume_FullMethodName || got[0].Outcome != "UNIMPLEMENTED" || got[0].Status != 501 {
-		t.Errorf("audited %+v, want the one RevertVolume, UNIMPLEMENTED", got)
+	if len(got) != 1 || got[0].Method != netapppb.NetApp_CreateBackupVault_FullMethodName || got[0].Outcome != "UNIMPLEMENTED" || got[0].Status != 501 {
+		t.Errorf("audited %+v, want the one CreateBackupVault, UNIMPLEMENTED", got)
 	}
 }
 
@@ -792,9 +792,9 @@ func jsonOf(v any) string {
 // message and ErrorInfo, once the caller is authenticated.
 func TestUnserved(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.grpc.RevertVolume(as(e.owner), &netapppb.RevertVolumeRequest{Name: loc + "/volumes/v1"})
+	_, err := e.grpc.CreateBackupVault(as(e.owner), &netapppb.CreateBackupVaultRequest{Parent: loc, BackupVaultId: "bv"})
 	st := status.Convert(err)
-	want := "Method " + netapppb.NetApp_RevertVolume_FullMethodName + " is not implemented by Basin"
+	want := "Method " + netapppb.NetApp_CreateBackupVault_FullMethodName + " is not implemented by Basin"
 	if st.Code() != codes.Unimplemented || st.Message() != want {
 		t.Fatalf("%v %q, want UNIMPLEMENTED %q", st.Code(), st.Message(), want)
 	}
@@ -836,6 +836,18 @@ func TestMalformedNames(t *testing.T) {
 			_, err := e.locs.ListLocations(ctx, &locationpb.ListLocationsRequest{Name: "projects/"})
 			return err
 		}, "name", "projects/{project}"},
+		{func() error {
+			_, err := e.grpc.UpdateStoragePool(ctx, &netapppb.UpdateStoragePoolRequest{UpdateMask: mask("description")})
+			return err
+		}, "storage_pool.name", "projects/{project}/locations/{location}/storagePools/{id}"},
+		{func() error {
+			_, err := e.grpc.UpdateSnapshot(ctx, &netapppb.UpdateSnapshotRequest{Snapshot: &netapppb.Snapshot{Name: loc + "/volumes/v1"}})
+			return err
+		}, "snapshot.name", "projects/{project}/locations/{location}/volumes/{volume}/snapshots/{id}"},
+		{func() error {
+			_, err := e.grpc.CreateVolume(ctx, &netapppb.CreateVolumeRequest{Parent: loc + "/volumes", VolumeId: "v1"})
+			return err
+		}, "parent", "projects/{project}/locations/{location}"},
 	} {
 		st := status.Convert(c.call())
 		var br *errdetails.BadRequest

@@ -145,6 +145,11 @@ type Options struct {
 	// RouteUnmatched for a request no route matches, or the probe's path: never
 	// the request's own path), status code and duration (internal/metrics.Health).
 	ObserveRequest func(method, route string, code int, d time.Duration)
+	// ObserveCall, if set, is called once per call of another transport
+	// answered (Call.End), with the transport's method name (gRPC: the full
+	// method name), the canonical code answered ("OK", "NOT_FOUND", …) and
+	// the call's duration from Begin (internal/metrics.Health).
+	ObserveCall func(method, code string, d time.Duration)
 }
 
 // RouteUnmatched is the route of requests no route matches (ObserveRequest).

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/basin-nas/basin/internal/apiv1"
 	"github.com/basin-nas/basin/internal/intent"
@@ -21,8 +22,9 @@ import (
 // Call is one call of a transport other than REST, admitted, authorized and
 // audited as REST's calls are: Begin it, End it with its answer.
 type Call struct {
-	s  *Server
-	rq *request
+	s     *Server
+	rq    *request
+	start time.Time
 }
 
 // CallInfo describes a call to Begin.
@@ -48,7 +50,7 @@ type CallInfo struct {
 func (s *Server) Begin(ctx context.Context, ci CallInfo) (*Call, error) {
 	rq := &request{ctx: ctx, id: newID(8), project: ci.Project, perm: ci.Perm, resource: ci.Resource,
 		rpc: &rpcCall{method: ci.Method, remote: ci.Remote, read: ci.Read}}
-	c := &Call{s: s, rq: rq}
+	c := &Call{s: s, rq: rq, start: time.Now()}
 	if s.opts.Auth != nil {
 		p, err := s.authenticateValue(ctx, ci.Authorization)
 		if err != nil {
@@ -91,8 +93,16 @@ func (c *Call) End(err error) Status {
 	if rq.aggregate {
 		level = slog.LevelDebug
 	}
+	took := time.Since(c.start)
 	s.log.Log(rq.ctx, level, "call", "method", rq.rpc.method, "resource", rq.resource, "status", rq.status,
-		"principal", principal, "request_id", rq.id, "remote", rq.rpc.remote)
+		"principal", principal, "request_id", rq.id, "remote", rq.rpc.remote, "duration", took.Round(time.Microsecond))
+	if s.opts.ObserveCall != nil {
+		code := "OK"
+		if err != nil {
+			code = st.Name
+		}
+		s.opts.ObserveCall(rq.rpc.method, code, took)
+	}
 	return st
 }
 

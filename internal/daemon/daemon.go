@@ -257,7 +257,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		Logger: log.With("component", "api"), Ready: ready.Load, Health: ctrl, SyncWait: syncWait, RateLimit: rateLimit, AuditLog: state.audit,
 		Capacity: capacity, OvercommitRatio: cfg.OvercommitRatio, FailedAuthLimit: failedAuthLimit,
 		Secrets: state.secrets, DefaultThroughputCapMibps: cfg.ProjectThroughputCapMibps,
-		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler, ObserveRequest: health.ObserveRequest})
+		OnSettingsChanged: func(project, location string) { ctrl.KickQoS() }, Metrics: sampler, ObserveRequest: health.ObserveRequest,
+		ObserveCall: health.ObserveCall})
 
 	ln, err := listen(cfg)
 	if err != nil {

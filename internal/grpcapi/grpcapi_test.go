@@ -862,3 +862,59 @@ func TestMalformedNames(t *testing.T) {
 		}
 	}
 }
+
+// Every call is observed once for the metrics (api.Options.ObserveCall) with
+// its full method name and the canonical code answered, refusals and
+// unserved methods included.
+func TestObserveCall(t *testing.T) {
+	type obs struct{ method, code string }
+	seen := make(chan obs, 16)
+	e := newEnv(t, func(o *api.Options) {
+		o.ObserveCall = func(method, code string, d time.Duration) {
+			if d <= 0 {
+				t.Errorf("%s: duration %v", method, d)
+			}
+			seen <- obs{method, code}
+		}
+	})
+	for _, c := range []struct {
+		call func() error
+		want obs
+	}{
+		{func() error {
+			_, err := e.grpc.ListStoragePools(as(e.owner), &netapppb.ListStoragePoolsRequest{Parent: loc})
+			return err
+		}, obs{netapppb.NetApp_ListStoragePools_FullMethodName, "OK"}},
+		{func() error {
+			_, err := e.grpc.GetVolume(as(e.owner), &netapppb.GetVolumeRequest{Name: loc + "/volumes/v1"})
+			return err
+		}, obs{netapppb.NetApp_GetVolume_FullMethodName, "NOT_FOUND"}},
+		{func() error {
+			_, err := e.grpc.GetVolume(as("garbage"), &netapppb.GetVolumeRequest{Name: loc + "/volumes/v1"})
+			return err
+		}, obs{netapppb.NetApp_GetVolume_FullMethodName, "UNAUTHENTICATED"}},
+		{func() error {
+			_, err := e.grpc.CreateBackupVault(as(e.owner), &netapppb.CreateBackupVaultRequest{Parent: loc, BackupVaultId: "bv"})
+			return err
+		}, obs{netapppb.NetApp_CreateBackupVault_FullMethodName, "UNIMPLEMENTED"}},
+		{func() error {
+			_, err := e.ops.GetOperation(as(e.owner), &longrunningpb.GetOperationRequest{Name: loc})
+			return err
+		}, obs{longrunningpb.Operations_GetOperation_FullMethodName, "INVALID_ARGUMENT"}},
+	} {
+		c.call()
+		select {
+		case got := <-seen:
+			if got != c.want {
+				t.Errorf("observed %+v, want %+v", got, c.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%+v not observed", c.want)
+		}
+	}
+	select {
+	case got := <-seen:
+		t.Errorf("observed %+v more", got)
+	default:
+	}
+}

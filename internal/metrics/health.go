@@ -10,7 +10,8 @@ import (
 )
 
 // Health is Basin's own health on /metrics: API requests (a histogram of their
-// durations by method, route pattern and status code), operations finished by
+// durations by method, route pattern and status code) and gRPC calls (by
+// method and code), operations finished by
 // kind and outcome, data-plane daemon restarts by daemon and reason, and NFS
 // requests stuck in Ganesha (found, and stuck now). Every label takes values
 // from a bounded set: route patterns come from the API's route table, never from
@@ -19,6 +20,7 @@ import (
 // (QueueGauge).
 type Health struct {
 	requests   *prometheus.HistogramVec
+	calls      *prometheus.HistogramVec
 	operations *prometheus.CounterVec
 	restarts   *prometheus.CounterVec
 	stuckFound prometheus.Counter
@@ -37,6 +39,9 @@ func NewHealth(reg prometheus.Registerer) *Health {
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "basin_api_request_duration_seconds",
 			Help:    "Time to answer API requests, by method, route pattern (the route table's, or \"unmatched\") and status code.",
 			Buckets: requestBuckets}, []string{"method", "route", "code"}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "basin_grpc_request_duration_seconds",
+			Help:    "Time to answer the API's gRPC calls, by full method name and canonical status code (OK, NOT_FOUND, …).",
+			Buckets: requestBuckets}, []string{"method", "code"}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "basin_operations_total",
 			Help: "Operations finished, by kind (volume.create, …; \"unknown\" for a kind this Basin does not run) and outcome (done, failed, cancelled)."}, []string{"kind", "outcome"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "basin_dataplane_daemon_restarts_total",
@@ -57,7 +62,7 @@ func NewHealth(reg prometheus.Registerer) *Health {
 			}
 			return float64(n)
 		})
-	reg.MustRegister(h.requests, h.operations, h.restarts, h.stuckFound, stuckNow)
+	reg.MustRegister(h.requests, h.calls, h.operations, h.restarts, h.stuckFound, stuckNow)
 	return h
 }
 
@@ -73,6 +78,13 @@ func (h *Health) ObserveRequest(method, route string, code int, d time.Duration)
 		method = "OTHER"
 	}
 	h.requests.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// ObserveCall records one gRPC call: method is its full method name (one
+// of the services' methods: gRPC refuses a method no service has before any
+// is observed), code the canonical code answered.
+func (h *Health) ObserveCall(method, code string, d time.Duration) {
+	h.calls.WithLabelValues(method, code).Observe(d.Seconds())
 }
 
 // Outcomes of an operation.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,10 @@ func TestHealth(t *testing.T) {
 	h.ObserveRequest("GET", route, 200, 40*time.Millisecond)
 	h.ObserveRequest("DELETE", route, 404, 300*time.Microsecond)
 	h.ObserveRequest("BREW", "unmatched", 404, time.Millisecond)
+	getVolume := "/google.cloud.netapp.v1.NetApp/GetVolume"
+	h.ObserveCall(getVolume, "OK", 3*time.Millisecond)
+	h.ObserveCall(getVolume, "OK", time.Millisecond)
+	h.ObserveCall(getVolume, "NOT_FOUND", time.Millisecond)
 	h.OperationDone("volume.create", OutcomeDone)
 	h.OperationDone("volume.create", OutcomeDone)
 	h.OperationDone("volume.update", OutcomeFailed)
@@ -92,18 +97,33 @@ basin_operations_total{kind="volume.update",outcome="failed"} 1
 	if n, _, _ := requestSeries(t, reg, "OTHER", "unmatched", "404"); n != 1 {
 		t.Fatal("the request with an unknown method is not counted as OTHER")
 	}
+
+	// gRPC calls: a histogram of their own, by method and code.
+	if n := testutil.CollectAndCount(h.calls); n != 2 {
+		t.Fatalf("%d gRPC call series, want 2 (GetVolume OK, GetVolume NOT_FOUND)", n)
+	}
+	if n, sum, _ := histogramSeries(t, reg, "basin_grpc_request_duration_seconds", map[string]string{"method": getVolume, "code": "OK"}); n != 2 || sum != 0.004 {
+		t.Fatalf("GetVolume OK: %d calls summing %v s, want 2 and 0.004", n, sum)
+	}
 }
 
 // requestSeries returns the exposed request histogram with these label values
 // (method, route, code): its count, sum and cumulative bucket counts by bound.
 func requestSeries(t *testing.T, reg prometheus.Gatherer, labels ...string) (uint64, float64, map[float64]uint64) {
 	t.Helper()
+	return histogramSeries(t, reg, "basin_api_request_duration_seconds", map[string]string{"method": labels[0], "route": labels[1], "code": labels[2]})
+}
+
+// histogramSeries returns the exposed histogram name with these labels: its count, sum
+// and cumulative bucket counts by bound.
+func histogramSeries(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (uint64, float64, map[float64]uint64) {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "basin_api_request_duration_seconds" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -111,7 +131,7 @@ func requestSeries(t *testing.T, reg prometheus.Gatherer, labels ...string) (uin
 			for _, l := range m.GetLabel() {
 				got[l.GetName()] = l.GetValue()
 			}
-			if got["method"] != labels[0] || got["route"] != labels[1] || got["code"] != labels[2] {
+			if !maps.Equal(got, labels) {
 				continue
 			}
 			h := m.GetHistogram()

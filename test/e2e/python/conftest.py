@@ -10,9 +10,11 @@ import tempfile
 import time
 import urllib.request
 
+import grpc
 import pytest
 from google.api_core.client_options import ClientOptions
 from google.cloud import netapp_v1
+from google.cloud.netapp_v1.services.net_app.transports import NetAppGrpcTransport
 from google.oauth2 import service_account
 
 BASIN_BIN = os.environ.get("BASIN_BIN", os.path.join(os.path.dirname(__file__), "../../../bin/basin"))
@@ -83,6 +85,16 @@ class Basin:
         return netapp_v1.NetAppClient(credentials=creds, transport="rest",
                                       client_options=ClientOptions(api_endpoint=self.endpoint))
 
+    def grpc_client(self, endpoint, key_file=None):
+        """The client on its default transport, gRPC, at endpoint (HOST:PORT, the
+        server's --grpc-listen), trusting the CA Basin issued the listener's
+        certificate from (DATA_DIR/grpc-ca.pem), as docs/grpc.md tells users to."""
+        creds = service_account.Credentials.from_service_account_file(key_file or self.key_file)
+        offline(creds)
+        with open(os.path.join(self.data_dir, "grpc-ca.pem"), "rb") as f:
+            tls = grpc.ssl_channel_credentials(root_certificates=f.read())
+        return netapp_v1.NetAppClient(transport=NetAppGrpcTransport(host=endpoint, credentials=creds, ssl_channel_credentials=tls))
+
     def log(self):
         return open(self.log_path).read()
 
@@ -129,11 +141,16 @@ def basin_own():
     b.stop()
 
 
-@pytest.fixture
-def forged_key(basin, tmp_path):
-    """The owner's key file with an unknown key id."""
-    kf = json.load(open(basin.key_file))
+def forge_key(b, tmp_path):
+    """Server b's owner key file with an unknown key id, written under tmp_path."""
+    kf = json.load(open(b.key_file))
     kf["private_key_id"] = "0" * 40
     path = tmp_path / "forged.json"
     path.write_text(json.dumps(kf))
     return str(path)
+
+
+@pytest.fixture
+def forged_key(basin, tmp_path):
+    """The owner's key file with an unknown key id."""
+    return forge_key(basin, tmp_path)

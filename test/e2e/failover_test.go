@@ -6,10 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +26,7 @@ import (
 	"github.com/basin-nas/basin/internal/store"
 	"github.com/basin-nas/basin/internal/store/pgtest"
 	"github.com/basin-nas/basin/test/addc"
+	"github.com/basin-nas/basin/test/ceph"
 	"github.com/basin-nas/basin/test/clienthost"
 )
 
@@ -92,18 +98,22 @@ func (w *nfsWriter) pauseAround(t time.Time) time.Duration {
 	return longest
 }
 
-// Two nodes with --failover on one PostgreSQL database and the package's
-// Ceph cluster, their bridges joined into one segment with one subnet. A
-// client writes to a volume of node1 continuously (FILE_SYNC, each write
-// checked later). node1's Basin and its whole data plane are killed at once
-// (SIGKILL of every process of the node, its sandbox's link cut): node2 takes
-// the volume over at the same address and the client goes on. Every write
-// acknowledged before, during and after reads back; the pause is logged with
-// its breakdown. Then node1 comes back and node2 is drained: both volumes
-// move to node1 while the client writes, with no error.
-func TestCephFSFailover(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+// failoverPair is two --failover nodes on one PostgreSQL database and the
+// package's Ceph cluster, their bridges joined into one segment with one
+// subnet, v1 on node1 and v2 on node2, and a client host writing to v1.
+type failoverPair struct {
+	a, b   *server
+	ca, cb *client.Client
+	st     store.Store
+	w      *nfsWriter
+	cl     *ceph.Cluster
+	// flags are a node's cluster flags; dbA, if set, turns node1's
+	// database URL into the one it uses (through a proxy the test cuts).
+	flags func(id string) []string
+}
+
+func startFailoverPair(t *testing.T, ctx context.Context, dbA func(string) string) *failoverPair {
+	t.Helper()
 	// Basin's user may blocklist addresses of the Ceph network: a lost
 	// node's clients are cut off before another serves its volumes.
 	a, cl := cephServerCaps(t, "fo", cephfs.FailoverCap(cephSubnet+"."))
@@ -120,30 +130,34 @@ func TestCephFSFailover(t *testing.T) {
 		t.Fatalf("node2's --ceph-network is node1's: %s", b.storage[last])
 	}
 	public := "http://" + a.addr + "/"
-	flags := func(id string) []string {
-		return []string{"--store", db, "--secrets-key-file", keyFile, "--node-id", id, "--public-url", public, "--rate-limit", "0", "--failover"}
+	p := &failoverPair{a: a, b: b, cl: cl}
+	p.flags = func(id string) []string {
+		d := db
+		if id == "node1" && dbA != nil {
+			d = dbA(db)
+		}
+		return []string{"--store", d, "--secrets-key-file", keyFile, "--node-id", id, "--public-url", public, "--rate-limit", "0", "--failover"}
 	}
-	a.start(flags("node1")...)
-	b.start(flags("node2")...)
-	ca := a.client()
-	cb, err := client.New("http://"+b.addr, a.ownerKey())
-	if err != nil {
+	a.start(p.flags("node1")...)
+	b.start(p.flags("node2")...)
+	p.ca = a.client()
+	var err error
+	if p.cb, err = client.New("http://"+b.addr, a.ownerKey()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenPostgres(ctx, db)
-	if err != nil {
+	if p.st, err = store.OpenPostgres(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	nfsPool(t, ca)
+	t.Cleanup(func() { p.st.Close() })
+	nfsPool(t, p.ca)
 	policy := map[string]any{"rules": []any{rule(a.subnet.String(), "READ_WRITE", true, false, "true")}}
 	volume := func(id string) {
-		mutate(t, ca, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
+		mutate(t, p.ca, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
 			"protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": policy})
 	}
-	zone := func(c *client.Client, id string) string {
+	zone := func(id string) string {
 		var v client.Object
-		if err := c.Do(ctx, "GET", loc+"/volumes/"+id, nil, nil, &v); err != nil {
+		if err := p.ca.Do(ctx, "GET", loc+"/volumes/"+id, nil, nil, &v); err != nil {
 			t.Fatal(err)
 		}
 		z, _ := v["zone"].(string)
@@ -153,16 +167,33 @@ func TestCephFSFailover(t *testing.T) {
 	// the other, whose sandboxes (and bridges) then exist.
 	volume("v1")
 	volume("v2")
-	if z1, z2 := zone(ca, "v1"), zone(ca, "v2"); z1 != "node1" || z2 != "node2" {
+	if z1, z2 := zone("v1"), zone("v2"); z1 != "node1" || z2 != "node2" {
 		t.Fatalf("v1 on %q, v2 on %q; want node1 and node2", z1, z2)
 	}
 	joinBridges(t, a.bridge, b.bridge)
 	h := a.host(150)
-	ep := endpoint(t, ca, "v1")
-	w := &nfsWriter{t: t, h: h, ep: ep}
-	w.c = mount3(t, ctx, h, ep, "/v1")
-	w.root = w.c.Root
-	w.run(ctx, func() bool { return len(w.acked) >= 10 })
+	ep := endpoint(t, p.ca, "v1")
+	p.w = &nfsWriter{t: t, h: h, ep: ep}
+	p.w.c = mount3(t, ctx, h, ep, "/v1")
+	p.w.root = p.w.c.Root
+	p.w.run(ctx, func() bool { return len(p.w.acked) >= 10 })
+	return p
+}
+
+// Two nodes with --failover on one PostgreSQL database and the package's
+// Ceph cluster, their bridges joined into one segment with one subnet. A
+// client writes to a volume of node1 continuously (FILE_SYNC, each write
+// checked later). node1's Basin and its whole data plane are killed at once
+// (SIGKILL of every process of the node, its sandbox's link cut): node2 takes
+// the volume over at the same address and the client goes on. Every write
+// acknowledged before, during and after reads back; the pause is logged with
+// its breakdown. Then node1 comes back and node2 is drained: both volumes
+// move to node1 while the client writes, with no error.
+func TestCephFSFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p := startFailoverPair(t, ctx, nil)
+	a, b, cb, st, w, cl, flags := p.a, p.b, p.cb, p.st, p.w, p.cl, p.flags
 
 	// node1 dies: Basin, Ganesha and the rest of its data plane at once,
 	// and its sandbox's link.
@@ -284,4 +315,144 @@ func killNode(t *testing.T, s *server) {
 	sum := sha1.Sum([]byte(s.bridge))
 	exec.Command("ip", "link", "delete", "bsb"+hex.EncodeToString(sum[:4])).Run() //nolint:errcheck // the check is the client's
 	s.stop(syscall.SIGKILL)                                                       // reaps it; what it left goes at the end
+}
+
+// pgProxy forwards connections to a PostgreSQL server's Unix socket from a
+// socket of its own, until cut: then it closes every connection it carries
+// and every new one. A node whose database URL names it can be cut off from
+// the database while it goes on running.
+type pgProxy struct {
+	dir string // holds .s.PGSQL.5432, as a server's socket directory does
+	ln  net.Listener
+	mu  sync.Mutex
+	cut bool
+	cs  []net.Conn
+}
+
+func newPGProxy(t *testing.T, sockDir string) *pgProxy {
+	t.Helper()
+	p := &pgProxy{dir: t.TempDir()}
+	ln, err := net.Listen("unix", filepath.Join(p.dir, ".s.PGSQL.5432"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ln = ln
+	t.Cleanup(func() { ln.Close(); p.cutOff() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("unix", filepath.Join(sockDir, ".s.PGSQL.5432"))
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.cs = append(p.cs, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }() //nolint:errcheck // ends with either side
+			go func() { io.Copy(c, up); c.Close() }()  //nolint:errcheck
+		}
+	}()
+	return p
+}
+
+// cutOff closes every connection and refuses new ones from now on.
+func (p *pgProxy) cutOff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.cs {
+		c.Close()
+	}
+	p.cs = nil
+}
+
+// Split brain: node1 is cut off from the database but goes on running (and
+// its clients still reach it). It must stop serving before node2 takes its
+// volumes: it fences itself (its sandbox's link goes, its daemons stop,
+// basin serve exits "fenced") before the takeover is recorded, so no write
+// sent through it after the takeover can be acknowledged; the client goes on
+// through node2 and every acknowledged write reads back.
+func TestCephFSSplitBrain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var proxy *pgProxy
+	p := startFailoverPair(t, ctx, func(db string) string {
+		u, err := url.Parse(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy = newPGProxy(t, u.Query().Get("host"))
+		q := u.Query()
+		q.Set("host", proxy.dir)
+		u.RawQuery = q.Encode()
+		return u.String()
+	})
+	a, w, st := p.a, p.w, p.st
+	exited := make(chan error, 1)
+	go func() { exited <- a.cmd.Wait() }()
+	sum := sha1.Sum([]byte(a.bridge))
+	veth := "bsb" + hex.EncodeToString(sum[:4])
+	cut := time.Now()
+	proxy.cutOff()
+	fencedAt := make(chan time.Time, 1) // when node1's sandbox link was seen gone
+	go func() {
+		for ctx.Err() == nil && linkPresent(veth) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		fencedAt <- time.Now()
+	}()
+	// Writes go on until node2 serves and has acknowledged 20.
+	var took time.Time
+	served := 0
+	w.run(ctx, func() bool {
+		if took.IsZero() {
+			var h model.Hosting
+			st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindHosting, model.HostingName("default", "node1"), &h) })
+			if h.Host == "node2" && h.Released {
+				took = time.Now()
+			}
+			return false
+		}
+		served++
+		return served >= 20
+	})
+	if served < 20 {
+		t.Fatalf("the client wrote %d times once node2 served, then the test's time ran out", served)
+	}
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(a.log.String(), "fenced") {
+			t.Errorf("node1 exited with %v; want an error, and its log saying it fenced itself:\n%s", err, a.log)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("node1, cut off from the database, did not exit")
+	}
+	var h model.Hosting
+	if err := st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindHosting, model.HostingName("default", "node1"), &h) }); err != nil {
+		t.Fatalf("no hosting of node1's volumes: %v", err)
+	}
+	if h.Host != "node2" || !h.Released {
+		t.Fatalf("hosting %+v; want served by node2", h)
+	}
+	fenced := <-fencedAt
+	if !fenced.Before(h.Since) {
+		t.Fatalf("node1's link went at %s, node2 took its volumes at %s: both served at once", fenced.Format(time.StampMilli), h.Since.Format(time.StampMilli))
+	}
+	t.Logf("split brain, NFSv3: node1 fenced itself %s after it was cut off, node2 took over %s after that; writes paused %s",
+		fenced.Sub(cut).Round(time.Millisecond), h.Since.Sub(fenced).Round(time.Millisecond), w.pauseAround(cut).Round(time.Millisecond))
+	checkAcked(t, ctx, w)
+	if len(w.errors) > 0 {
+		t.Errorf("the client saw errors: %q", w.errors)
+	}
+	p.b.stop(syscall.SIGTERM)
 }

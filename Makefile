@@ -84,6 +84,7 @@ FUZZ_TARGETS := \
 	FuzzOUPath:./internal/smb \
 	FuzzClassifyJoinError:./internal/smb \
 	FuzzParseWorkgroup:./internal/smb \
+	FuzzParseKeytabPrincipals:./internal/smb \
 	FuzzShareDiff:./internal/smb \
 	FuzzCheckDirectory:./internal/smb \
 	FuzzParseProfileDump:./internal/smb \

@@ -1,0 +1,83 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/basin-nas/basin/internal/smb"
+)
+
+// NFSKerberos is what an NFS server needs to accept Kerberos (RPCSEC_GSS) for
+// an AD connection's machine: its service principal, and the keytab holding
+// the principal's keys.
+type NFSKerberos struct {
+	// Principal is nfs/<machine's fqdn>@<REALM>, the name clients ask a ticket
+	// for when they mount by the machine's DNS name.
+	Principal string
+	// Keytab is the host path of the instance's keytab (mode 0600, in its
+	// private directory): the keys of every SPN of the machine account, which
+	// winbindd rewrites when it changes the machine password.
+	Keytab string
+	// Krb5Conf is the instance's krb5.conf (its realm and KDCs).
+	Krb5Conf string
+}
+
+// NFSKerberos makes the joined instance of (network, ad) an NFS service
+// principal: the SPN nfs/<fqdn> on its machine account (added as the machine
+// itself) and the service's keys in its keytab. Idempotent: what is there
+// already is left alone. Nothing of the keys is logged or returned.
+func (m *Manager) NFSKerberos(ctx context.Context, network, ad string) (NFSKerberos, error) {
+	in, rec, unlock, err := m.lockedInstance(ctx, network, ad)
+	if err != nil {
+		return NFSKerberos{}, err
+	}
+	defer unlock()
+	spn := smb.ServicePrincipal(smb.NFSService, fqdn(rec))
+	principal := spn + "@" + strings.ToUpper(rec.Realm)
+	k := NFSKerberos{Principal: principal, Keytab: in.keytab(), Krb5Conf: filepath.Join(in.dir, "krb5.conf")}
+
+	args, err := smb.SPNListArgs(in.conf())
+	if err != nil {
+		return NFSKerberos{}, err
+	}
+	out, err := in.run(ctx, nil, args...)
+	if err != nil {
+		return NFSKerberos{}, fmt.Errorf("list the machine's service principals: %s: %w", firstLine(out), err)
+	}
+	if !slices.Contains(smb.ParseSPNs(out), spn) {
+		if args, err = smb.SPNAddArgs(in.conf(), spn); err != nil {
+			return NFSKerberos{}, err
+		}
+		if out, err := in.run(ctx, nil, args...); err != nil {
+			return NFSKerberos{}, fmt.Errorf("add the service principal %s: %s: %w", spn, firstLine(out), err)
+		}
+		in.log.Info("service principal added", "spn", spn)
+	}
+
+	if args, err = smb.KeytabListArgs(in.conf()); err != nil {
+		return NFSKerberos{}, err
+	}
+	out, _ = in.run(ctx, nil, args...) // no keytab yet: an error, and no principals
+	if !slices.Contains(smb.ParseKeytabPrincipals(out), principal) {
+		if args, err = smb.KeytabAddArgs(in.conf(), smb.NFSService); err != nil {
+			return NFSKerberos{}, err
+		}
+		if out, err := in.run(ctx, nil, args...); err != nil {
+			return NFSKerberos{}, fmt.Errorf("add %s to the keytab: %s: %w", smb.NFSService, firstLine(out), err)
+		}
+		in.log.Info("service keys added to the keytab", "principal", principal)
+	}
+	// net writes the keytab through MIT Kerberos, which creates it 0600; a
+	// keytab made otherwise is corrected.
+	if err := os.Chmod(k.Keytab, 0o600); err != nil {
+		return NFSKerberos{}, fmt.Errorf("keytab: %w", err)
+	}
+	return k, nil
+}
+
+// keytab is the instance's keytab (smb.GlobalOptions.Keytab).
+func (in *smbInstance) keytab() string { return smb.GlobalOptions{StateDir: in.dir}.Keytab() }

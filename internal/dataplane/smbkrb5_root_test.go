@@ -1,0 +1,206 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	krb5client "github.com/jcmturner/gokrb5/v8/client"
+	krb5config "github.com/jcmturner/gokrb5/v8/config"
+	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/basin-nas/basin/internal/smb"
+	"github.com/basin-nas/basin/test/addc"
+)
+
+// krbSeq numbers the Kerberos root test's subnet (10.99.<krbSeq>.0/24) and
+// bridge; BASIN_E2E_NETSEQ moves it, as it moves test/e2e's, so that one run
+// of it can share the machine with another run of the suite.
+var krbSeq = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BASIN_E2E_NETSEQ")); err == nil && n >= 1 && n <= 200 {
+		return n
+	}
+	return 84
+}()
+
+// krbLab is a network with a real AD DC and a Manager whose network's Samba
+// instance is joined to it.
+type krbLab struct {
+	dc      *addc.DC
+	m       *Manager
+	network string
+	mb      SMBMembership
+	prefix  netip.Prefix
+	dataDir string
+	mounts  string
+}
+
+// krbNet is the test network's address i (10.99.<krbSeq>.i).
+func (l *krbLab) addr(i int) netip.Addr {
+	return netip.MustParseAddr(fmt.Sprintf("10.99.%d.%d", krbSeq, i))
+}
+
+// newKrbLab starts the DC, the Manager and joins the network's instance.
+func newKrbLab(t *testing.T) *krbLab {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root (namespaces, mounts, Samba, an AD DC)")
+	}
+	if err := testGanesha().Check(); err != nil {
+		t.Skipf("needs Basin's Ganesha: %v", err)
+	}
+	for _, b := range []string{"smbd", "winbindd", "net", dcerpcdBinary, "samba"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("needs Samba: %v", err)
+		}
+	}
+	ctx := context.Background()
+	l := &krbLab{network: "bkr", prefix: netip.MustParsePrefix(fmt.Sprintf("10.99.%d.0/24", krbSeq))}
+	bridge := fmt.Sprintf("bkr%d", krbSeq)
+	rootBridge(t, bridge, l.addr(1).String()+"/24")
+	l.dc = addc.StartT(t, addc.Options{Name: fmt.Sprintf("bkr%d", krbSeq), Dir: t.TempDir(), Bridge: bridge,
+		Addr: l.addr(5).String() + "/24", Gateway: l.addr(1).String()})
+	t.Logf("dc up in %v", l.dc.Startup)
+	n := Network{Name: l.network, Bridge: bridge, Prefix: l.prefix, FirstEndpoint: l.addr(10), LastEndpoint: l.addr(127)}
+	l.dataDir, l.mounts = sharedMounts(t, ctx)
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l.m = New(Options{Ganesha: testGanesha(), DataDir: l.dataDir, Networks: []Network{n}, Logger: logger})
+	if err := l.m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cred := SMBCredentials{Username: l.dc.Delegated.Name, Password: []byte(l.dc.Delegated.Password)}
+	t.Cleanup(func() {
+		if err := l.m.LeaveDomain(context.Background(), l.network, l.mb.AD, cred); err != nil {
+			t.Error(err)
+		}
+		if err := l.m.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	ou, err := smb.OUPath(l.dc.OU, l.dc.Realm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mb = SMBMembership{AD: "projects/p1/locations/l/activeDirectories/krb", Realm: l.dc.Realm, MachineName: "BKR-1A2B",
+		DNS: []netip.Addr{netip.MustParseAddr(l.dc.Addr)}, OUPath: ou}
+	if err := l.m.JoinDomain(ctx, l.network, l.mb, cred); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// krb5Client logs u on at the DC's KDC with gokrb5 (from the host, which has an
+// address on the bridge).
+func (l *krbLab) krb5Client(t *testing.T, u addc.User) *krb5client.Client {
+	t.Helper()
+	cfg, err := krb5config.NewFromString(fmt.Sprintf("[libdefaults]\n default_realm = %[1]s\n dns_lookup_kdc = false\n"+
+		" default_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
+		" default_tgs_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
+		"[realms]\n %[1]s = {\n  kdc = %[2]s:88\n }\n", l.dc.Realm, l.dc.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := krb5client.NewWithPassword(u.Name, l.dc.Realm, u.Password, cfg, krb5client.DisablePAFXFAST(true))
+	// The DC's KDC has been seen refusing a first TCP connection: a few tries.
+	err = cl.Login()
+	for i := 0; err != nil && i < 10 && strings.Contains(err.Error(), "connection refused"); i++ {
+		time.Sleep(500 * time.Millisecond)
+		err = cl.Login()
+	}
+	if err != nil {
+		t.Fatalf("kerberos logon as %s: %v", u.Name, err)
+	}
+	t.Cleanup(cl.Destroy)
+	return cl
+}
+
+// The joined instance's machine becomes the NFS service principal
+// nfs/<fqdn>: the SPN is on its computer object in AD, and a service ticket an
+// AD user gets for it from the KDC decrypts with the instance's keytab, which
+// is 0600 in the instance's private directory. A second call changes nothing.
+func TestNFSKerberosPrincipalRoot(t *testing.T) {
+	l := newKrbLab(t)
+	ctx := context.Background()
+
+	k, err := l.m.NFSKerberos(ctx, l.network, l.mb.AD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spn := "nfs/bkr-1a2b." + strings.ToLower(l.dc.Realm)
+	if k.Principal != spn+"@"+l.dc.Realm {
+		t.Fatalf("principal %q", k.Principal)
+	}
+	instDir := l.m.instanceDir(l.network, smbInstanceID(l.mb.AD))
+	if k.Keytab != filepath.Join(instDir, "private", "krb5.keytab") {
+		t.Fatalf("keytab %s, want it in the instance's private directory %s", k.Keytab, instDir)
+	}
+	st, err := os.Stat(k.Keytab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("keytab mode %v", st.Mode())
+	}
+	before, _ := os.ReadFile(k.Keytab)
+	if k2, err := l.m.NFSKerberos(ctx, l.network, l.mb.AD); err != nil || k2 != k {
+		t.Fatalf("second call: %+v, %v", k2, err)
+	}
+	if after, _ := os.ReadFile(k.Keytab); string(after) != string(before) {
+		t.Fatal("the second call rewrote the keytab")
+	}
+
+	// The SPN is the computer object's.
+	out, err := l.dc.Exec(ctx, "ldbsearch", "-H", filepath.Join(l.dc.Dir, "state", "private", "sam.ldb"), "-b", l.dc.BaseDN,
+		"(sAMAccountName="+l.mb.MachineName+"$)", "servicePrincipalName")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.ToLower(string(out)), "serviceprincipalname: "+spn+"\n") {
+		t.Fatalf("no %s on the computer object:\n%s", spn, out)
+	}
+
+	// A real ticket: alice asks the KDC for nfs/<fqdn>; the keytab decrypts it.
+	kt, err := keytab.Load(k.Keytab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := l.dc.Users[0]
+	cl := l.krb5Client(t, alice)
+	tkt, _, err := cl.GetServiceTicket(spn)
+	if err != nil {
+		t.Fatalf("service ticket for %s: %v", spn, err)
+	}
+	if err := tkt.DecryptEncPart(kt, nil); err != nil {
+		t.Fatalf("the keytab does not decrypt alice's ticket for %s: %v", spn, err)
+	}
+	if got := tkt.DecryptedEncPart.CName.PrincipalNameString(); got != alice.Name {
+		t.Fatalf("ticket's client %q, want %q", got, alice.Name)
+	}
+	t.Logf("ticket for %s (etype %d) decrypted with the keytab: client %s@%s", spn, tkt.EncPart.EType,
+		tkt.DecryptedEncPart.CName.PrincipalNameString(), tkt.DecryptedEncPart.CRealm)
+
+	// The keys are nowhere in the logs: the key of the ticket's entry, in hex,
+	// appears in no file of the data directory but the keytab.
+	key, _, err := kt.GetEncryptionKey(tkt.SName, tkt.Realm, tkt.EncPart.KVNO, tkt.EncPart.EType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hexKey := fmt.Sprintf("%x", key.KeyValue)
+	filepath.Walk(l.dataDir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() || p == k.Keytab || fi.Size() > 64<<20 {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(strings.ToLower(string(b)), hexKey) {
+			t.Errorf("%s holds the service key in hex", p)
+		}
+		return nil
+	})
+}

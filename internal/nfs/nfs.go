@@ -48,6 +48,18 @@ const (
 // AnonID is what squashed users become unless a rule says otherwise (nobody).
 const AnonID = 65534
 
+// Flavor is an RPC security flavor as Ganesha's SecType names it: AUTH_SYS,
+// or RPCSEC_GSS with Kerberos V5 and one of its three services.
+type Flavor string
+
+// Flavors, as Ganesha spells them.
+const (
+	FlavorSys   Flavor = "sys"
+	FlavorKrb5  Flavor = "krb5"  // authentication only
+	FlavorKrb5i Flavor = "krb5i" // and integrity of every call and reply
+	FlavorKrb5p Flavor = "krb5p" // and privacy (encrypted)
+)
+
 // Client is one CLIENT block: who it matches and what they get. Ganesha evaluates
 // CLIENT blocks in order and the first match wins; no match means the export's own
 // Access_Type, which Basin sets to None.
@@ -57,6 +69,11 @@ type Client struct {
 	Squash    Squash
 	AnonUID   int64 // for Root_Squash / All_Squash
 	Protocols []int // NFS versions the rule applies to: 3, 4
+	// Sec are the flavors the rule admits (its SecType); empty: the export's,
+	// AUTH_SYS. A client of the rule's addresses that calls with another
+	// flavor is refused, NFS4ERR_WRONGSEC for NFSv4: the block's addresses
+	// matched, so no later block is tried.
+	Sec []Flavor
 }
 
 // Export is one volume's NFS export, or one of its snapshot directory's: the
@@ -141,6 +158,11 @@ func (e Export) Validate() error {
 		if err := checkVersions(c.Protocols); err != nil {
 			return fmt.Errorf("export %d: %w", e.ID, err)
 		}
+		for _, f := range c.Sec {
+			if !slices.Contains([]Flavor{FlavorSys, FlavorKrb5, FlavorKrb5i, FlavorKrb5p}, f) {
+				return fmt.Errorf("export %d: security flavor %q", e.ID, f)
+			}
+		}
 	}
 	return nil
 }
@@ -185,10 +207,25 @@ func (e Export) Render() string {
 			anon = c.AnonUID
 		}
 		fmt.Fprintf(&b, "\tCLIENT {\n\t\tClients = %s;\n\t\tAccess_Type = %s;\n\t\tSquash = %s;\n", strings.Join(c.Clients, ", "), c.Access, c.Squash)
-		fmt.Fprintf(&b, "\t\tAnonymous_Uid = %d;\n\t\tAnonymous_Gid = %d;\n\t\tProtocols = %s;\n\t}\n", anon, anon, versions(c.Protocols))
+		fmt.Fprintf(&b, "\t\tAnonymous_Uid = %d;\n\t\tAnonymous_Gid = %d;\n\t\tProtocols = %s;\n", anon, anon, versions(c.Protocols))
+		if len(c.Sec) > 0 {
+			fmt.Fprintf(&b, "\t\tSecType = %s;\n", flavors(c.Sec))
+		}
+		b.WriteString("\t}\n")
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// flavors lists fs once each, in Ganesha's order: sys, krb5, krb5i, krb5p.
+func flavors(fs []Flavor) string {
+	var out []string
+	for _, f := range []Flavor{FlavorSys, FlavorKrb5, FlavorKrb5i, FlavorKrb5p} {
+		if slices.Contains(fs, f) {
+			out = append(out, string(f))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func versions(vs []int) string {
@@ -238,7 +275,25 @@ type ConfigOptions struct {
 	// (RecoveryBackend rados_cluster) instead of under StateDir/recov: a
 	// Ganesha on another node with the same NodeID finds them. Needs Grace.
 	RADOS *RADOSRecovery
+	// Krb5, if set, turns RPCSEC_GSS with Kerberos V5 on (NFS_KRB5,
+	// Active_krb5): Ganesha accepts tickets for Krb5.Principal, decrypted with
+	// the keys in Krb5.Keytab, from clients whose CLIENT block admits a
+	// Kerberos flavor (Client.Sec). Without it, AUTH_SYS alone is served.
+	Krb5 *Krb5
 }
+
+// Krb5 is Ganesha's Kerberos acceptor identity.
+type Krb5 struct {
+	// Principal is the service's host-based name, service@host
+	// ("nfs@srv.example.com"), as Ganesha imports it
+	// (GSS_C_NT_HOSTBASED_SERVICE): the principal nfs/srv.example.com.
+	Principal string
+	// Keytab is the keytab file holding the principal's keys.
+	Keytab string
+}
+
+// krb5Principal is what Krb5.Principal may be: a service name, '@', a DNS name.
+var krb5Principal = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}@[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?$`)
 
 // RADOSRecovery is Ganesha's RADOS_KV block: the cephx user UserID (its key
 // in the keyring CephConf names) keeps the client records of node NodeID,
@@ -313,6 +368,14 @@ func (o ConfigOptions) Validate() error {
 			if !configWord.MatchString(w.v) {
 				return fmt.Errorf("ganesha config: RADOS recovery %s %q", w.what, w.v)
 			}
+		}
+	}
+	if k := o.Krb5; k != nil {
+		if !krb5Principal.MatchString(k.Principal) {
+			return fmt.Errorf("ganesha config: Kerberos principal %q is not service@host", k.Principal)
+		}
+		if !filepath.IsAbs(k.Keytab) || strings.ContainsAny(k.Keytab, "\"\\") || strings.ContainsFunc(k.Keytab, unicode.IsControl) {
+			return fmt.Errorf("ganesha config: keytab %q", k.Keytab)
 		}
 	}
 	seen := map[string]bool{}
@@ -401,10 +464,7 @@ NFSV4 {
 	Minor_Versions = 0, 1;
 %s%s	Only_Numeric_Owners = true;
 }
-NFS_KRB5 {
-	Active_krb5 = false;
-}
-EXPORT_DEFAULTS {
+%sEXPORT_DEFAULTS {
 	Access_Type = None;
 	Squash = Root_Squash;
 	SecType = sys;
@@ -416,7 +476,7 @@ EXPORT_DEFAULTS {
 LOG {
 	Default_Log_Level = EVENT;
 }
-`, plugins, grace, recovery, AnonID, AnonID)
+`, plugins, grace, recovery, o.renderKrb5(), AnonID, AnonID)
 	if r := o.RADOS; r != nil {
 		fmt.Fprintf(&b, "RADOS_KV {\n\tCeph_Conf = %q;\n\tUserId = %q;\n\tPool = %q;\n\tNamespace = %q;\n\tGrace_Oid = %q;\n\tNodeId = %q;\n}\n",
 			r.CephConf, r.UserID, r.Pool, r.Namespace, r.GraceOID(), r.NodeID)
@@ -425,6 +485,18 @@ LOG {
 		fmt.Fprintf(&b, "%%include %q\n", inc)
 	}
 	return b.String()
+}
+
+// renderKrb5 is the NFS_KRB5 block. Ganesha keeps the credentials it gets
+// for callbacks over RPCSEC_GSS under CCacheDir, StateDir/krb5cc: the
+// sandbox's own, not the host's /var/run/ganesha.
+func (o ConfigOptions) renderKrb5() string {
+	k := o.Krb5
+	if k == nil {
+		return "NFS_KRB5 {\n\tActive_krb5 = false;\n}\n"
+	}
+	return fmt.Sprintf("NFS_KRB5 {\n\tPrincipalName = %q;\n\tKeytabPath = %q;\n\tCCacheDir = %q;\n\tActive_krb5 = true;\n}\n",
+		k.Principal, k.Keytab, o.StateDir+"/krb5cc")
 }
 
 // DBus talks to one Ganesha over its (private) system bus. It keeps one

@@ -46,6 +46,32 @@ func TestRenderExport(t *testing.T) {
 		Clients: []Client{{Clients: []string{"10.99.0.0/24"}, Access: AccessRW, Squash: RootSquash, Protocols: []int{3, 4}}}}.Render())
 }
 
+// A Kerberos volume's rules: each CLIENT block admits the flavors of its rule
+// (SecType), in the rule's order; a block without flavors keeps the export's
+// (sys).
+func TestRenderExportKrb5(t *testing.T) {
+	ex := Export{ID: 11, Path: "/var/lib/basin/mounts/vkrb", Pseudo: "/krb", Protocols: []int{4}, Clients: []Client{
+		{Clients: []string{"10.99.0.101"}, Access: AccessRW, Squash: RootSquash, Protocols: []int{4}, Sec: []Flavor{FlavorKrb5p}},
+		{Clients: []string{"10.99.0.0/24"}, Access: AccessRO, Squash: RootSquash, Protocols: []int{4}, Sec: []Flavor{FlavorKrb5p, FlavorKrb5, FlavorKrb5i, FlavorKrb5}},
+		{Clients: []string{"10.99.1.0/24"}, Access: AccessNone, Squash: RootSquash, Protocols: []int{4}},
+	}}
+	if err := ex.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "export_krb5.conf", ex.Render())
+}
+
+// A sandbox serving Kerberos volumes accepts tickets for its principal with
+// its keytab; its callback credentials stay in its own directory.
+func TestRenderConfigKrb5(t *testing.T) {
+	o := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", Grace: true, Includes: []string{"exports/11.conf"},
+		Krb5: &Krb5{Principal: "nfs@basin-1a2b.basin.test", Keytab: "/var/lib/basin/sandboxes/default/smb/s1234abcd/private/krb5.keytab"}}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "ganesha_krb5.conf", RenderConfig(o))
+}
+
 func TestRenderConfig(t *testing.T) {
 	o := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", PluginsDir: "/usr/local/lib/basin/ganesha/lib/ganesha"}
 	if err := o.Validate(); err != nil {
@@ -131,6 +157,11 @@ func TestValidateConfig(t *testing.T) {
 		"lease not whole seconds":   func(o *ConfigOptions) { o.LeaseLifetime = 1500 * time.Millisecond },
 		"grace not whole seconds":   func(o *ConfigOptions) { o.GracePeriod = 40*time.Second + time.Millisecond },
 		"negative lease":            func(o *ConfigOptions) { o.LeaseLifetime = -time.Second },
+		"principal without host":    func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: "nfs", Keytab: "/k/krb5.keytab"} },
+		"principal as nfs/host":     func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: "nfs/a.test", Keytab: "/k/krb5.keytab"} },
+		"quote in principal":        func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: `nfs@a"`, Keytab: "/k/krb5.keytab"} },
+		"relative keytab":           func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: "nfs@a.test", Keytab: "krb5.keytab"} },
+		"quote in keytab":           func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: "nfs@a.test", Keytab: `/k"; }`} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -180,6 +211,7 @@ func TestValidate(t *testing.T) {
 		"CephFS key with a quote": func(e *Export) { e.Ceph = &CephFSAL{FS: "cephfs", UserID: "basin.v", Secret: `AQBmS0ppAAAAABAA"; }`} },
 		"CephFS user with spaces": func(e *Export) { e.Ceph = &CephFSAL{FS: "cephfs", UserID: "basin v", Secret: "AQBmS0ppAAAAABAAv4hX=="} },
 		"CephFS name empty":       func(e *Export) { e.Ceph = &CephFSAL{UserID: "basin.v", Secret: "AQBmS0ppAAAAABAAv4hX=="} },
+		"unknown flavor":          func(e *Export) { e.Clients[0].Sec = []Flavor{"krb5; Access_Type = RW"} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -129,6 +129,7 @@ add rule inet basin_ceph_link forward oifname "` + cephDev + `" drop`
 // added while Ganesha runs is the export's file, not ganesha.conf.)
 func (sb *sandbox) ganeshaEnv() []string {
 	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + sb.busAddress()}
+	env = append(env, sb.krb5Environ()...)
 	if p := sb.cephConfPath(); p != "" {
 		env = append(env, "CEPH_CONF="+p)
 	}

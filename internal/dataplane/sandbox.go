@@ -632,6 +632,13 @@ func (sb *sandbox) ganeshaConfig(includes []string) (string, error) {
 	if r := sb.radosRecovery(); r != nil {
 		o.RADOS, o.Identity = r, sb.host
 	}
+	k, err := sb.readKrb5()
+	if err != nil {
+		return "", err
+	}
+	if k != nil {
+		o.Krb5 = &nfs.Krb5{Principal: k.hostBased(), Keytab: k.Keytab}
+	}
 	if err := o.Validate(); err != nil {
 		return "", err
 	}
@@ -673,6 +680,9 @@ func (sb *sandbox) prepareGanesha() error {
 		return err
 	}
 	if err := sb.joinGraceDB(); err != nil {
+		return err
+	}
+	if err := sb.prepareKrb5(); err != nil {
 		return err
 	}
 	// The build about to run, for a later Basin to tell an upgrade (upgrade.go).

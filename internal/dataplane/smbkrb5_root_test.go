@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,8 +18,11 @@ import (
 	krb5config "github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/oncrpc/rpcsecgss"
 	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/test/addc"
+	"github.com/basin-nas/basin/test/nfsraw"
 )
 
 // krbSeq numbers the Kerberos root test's subnet (10.99.<krbSeq>.0/24) and
@@ -203,4 +207,111 @@ func TestNFSKerberosPrincipalRoot(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Ganesha serves a Kerberos export with the instance's identity: an AD user
+// with a ticket for nfs/<fqdn> writes and reads at krb5, krb5i and krb5p;
+// AUTH_SYS, and a flavor the matching rule does not list, get WRONGSEC.
+func TestNFSKerberosServeRoot(t *testing.T) {
+	l := newKrbLab(t)
+	ctx := context.Background()
+	k, err := l.m.NFSKerberos(ctx, l.network, l.mb.AD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.m.ServeNFSKerberos(ctx, l.network, &k); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(l.dataDir, "sandboxes", l.network, "logs", "ganesha.log"))
+			t.Logf("ganesha.log (tail):\n%s", b[max(0, len(b)-6000):])
+		}
+	})
+	vol := tmpfsVolume(t, l.mounts, "kv1", "size=4m,mode=0777")
+	addr := l.addr(20)
+	host := l.addr(1).String()
+	rule := func(sec ...nfs.Flavor) nfs.Export {
+		return nfs.Export{ID: 21, Path: vol, Pseudo: "/kv1", Protocols: []int{4}, Clients: []nfs.Client{
+			{Clients: []string{host}, Access: nfs.AccessRW, Squash: nfs.RootSquash, Protocols: []int{4}, Sec: sec}}}
+	}
+	if err := l.m.Export(ctx, l.network, addr, rule(nfs.FlavorKrb5p)); err != nil {
+		t.Fatal(err)
+	}
+	alice := l.dc.Users[0]
+	cl := l.krb5Client(t, alice)
+	spn := "nfs/bkr-1a2b." + strings.ToLower(l.dc.Realm)
+	dial := func(svc rpcsecgss.Service) (*nfsraw.Client, error) {
+		a := nfsraw.Auth{Machine: "bkr-client"}
+		if svc != 0 {
+			a.Sec = nfsraw.Krb5(cl, spn, svc)
+		}
+		return nfsraw.Dial41(ctx, addr.String(), 2049, a)
+	}
+	names := map[rpcsecgss.Service]string{0: "sys", rpcsecgss.None: "krb5", rpcsecgss.Integrity: "krb5i", rpcsecgss.Privacy: "krb5p"}
+	// lookup reaches the export's root as svc; WRONGSEC when the rule does
+	// not admit it.
+	lookup := func(svc rpcsecgss.Service) (*nfsraw.Client, []byte, error) {
+		c, err := dial(svc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: dial: %w", names[svc], err)
+		}
+		fh, err := c.LookupPath(ctx, "kv1")
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return c, fh, nil
+	}
+	for _, svc := range []rpcsecgss.Service{0, rpcsecgss.None, rpcsecgss.Integrity} {
+		if c, _, err := lookup(svc); !isStatus(err, nfsraw.ErrWrongSec) {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("%s on a krb5p-only rule: %v, want WRONGSEC", names[svc], err)
+		}
+	}
+	writeRead := func(svc rpcsecgss.Service) {
+		t.Helper()
+		c, root, err := lookup(svc)
+		if err != nil {
+			t.Fatalf("%s: lookup: %v", names[svc], err)
+		}
+		defer c.Close()
+		name := "alice-" + names[svc]
+		data := []byte(strings.Repeat(name+" ", 1000))
+		fh, sid, err := c.OpenFile(ctx, root, name, nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, []byte(name), true)
+		if err != nil {
+			t.Fatalf("%s: create: %v", names[svc], err)
+		}
+		w := &nfsraw.Write{StateID: sid, Data: data}
+		if err := c.Run(ctx, &nfsraw.PutFH{FH: fh}, w); err != nil {
+			t.Fatalf("%s: write: %v", names[svc], err)
+		}
+		r := &nfsraw.Read{StateID: sid, Count: uint32(len(data))}
+		ga := &nfsraw.GetAttr{}
+		if err := c.Run(ctx, &nfsraw.PutFH{FH: fh}, r, ga); err != nil {
+			t.Fatalf("%s: read: %v", names[svc], err)
+		}
+		if string(r.Data) != string(data) {
+			t.Fatalf("%s: read %d bytes back, want the %d written", names[svc], len(r.Data), len(data))
+		}
+		st, err := os.Stat(filepath.Join(vol, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: owner %s/%s over NFS, %d on disk", names[svc], ga.Attr.Owner, ga.Attr.OwnerGroup, st.Sys().(*syscall.Stat_t).Uid)
+	}
+	writeRead(rpcsecgss.Privacy)
+	if err := l.m.Export(ctx, l.network, addr, rule(nfs.FlavorKrb5, nfs.FlavorKrb5i, nfs.FlavorKrb5p)); err != nil {
+		t.Fatal(err)
+	}
+	writeRead(rpcsecgss.None)
+	writeRead(rpcsecgss.Integrity)
+	if c, _, err := lookup(0); !isStatus(err, nfsraw.ErrWrongSec) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("sys on a Kerberos rule: %v, want WRONGSEC", err)
+	}
 }

@@ -98,6 +98,9 @@ const (
 	RestartDependency = "dependency"
 	// RestartUpgrade: ended to run a new build of its program (restart).
 	RestartUpgrade = "upgrade"
+	// RestartConfig: ended to start with a changed configuration that takes
+	// effect only at start (Ganesha's Kerberos identity).
+	RestartConfig = "config"
 )
 
 // readyPoll is how often a supervisor polls a starting service's Ready.

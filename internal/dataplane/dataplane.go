@@ -108,7 +108,7 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 // flight over DBus for the watchdog; log lines at a bounded rate;
 // docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-6"
+const GaneshaPatchSet = "basin-ganesha-4.3-7"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {

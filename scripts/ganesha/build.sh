@@ -25,7 +25,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 
-PATCHSET=basin-ganesha-4.3-6
+PATCHSET=basin-ganesha-4.3-7
 PREFIX=${BASIN_GANESHA_PREFIX:-/usr/local/lib/basin/ganesha}
 CACHE=${BASIN_GANESHA_CACHE:-/var/cache/basin/ganesha}
 SRC_PACKAGE=nfs-ganesha
@@ -34,7 +34,7 @@ ORIG=nfs-ganesha_4.3.orig.tar.gz
 # From the Checksums-Sha256 of Debian's nfs-ganesha_4.3-2.dsc.
 ORIG_SHA256=d4efd020edf4dfe65abfd0f0f66eb4390613360f99dce4354467ab297e0e1c0f
 # Debian packages the build needs (scripts/setup.sh installs them).
-GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev libcephfs-dev libkrb5-dev librados-dev"
+GANESHA_BUILD_DEPS="gcc make patch cmake bison flex pkgconf libntirpc-dev liburcu-dev libdbus-1-dev libblkid-dev uuid-dev libcap-dev libacl1-dev libnfsidmap-dev libcephfs-dev libkrb5-dev librados-dev libwbclient-dev"
 
 force=
 DESTDIR=
@@ -88,8 +88,11 @@ done
 # Debian's choices where they change what VFS
 # exports do (NFSv3 and v4 with NFSACL, DBus, capabilities, blkid fsids,
 # libnfsidmap, libc malloc, release build: the same -v output and log lines).
-# Off: GSS/krb5 and MSPAC (Basin uses sec=sys), NLM and RQUOTA (Basin's
-# config disables them), 9P, LTTng, the admin tools and other FSALs.
+# RPCSEC_GSS with Kerberos, and MSPAC: a Kerberos principal becomes the uid
+# and gid winbind gives its SID (from the ticket's PAC, through the AD
+# instance's winbindd), the ids SMB gives the same user.
+# Off: NLM and RQUOTA (Basin's config disables them), 9P, LTTng, the admin
+# tools and other FSALs.
 # Debian's hardening flags (relro, now, stack protector, fortify) as dh uses,
 # and Debian's compiled-in paths (/etc/ganesha/ganesha.conf, /var/run/ganesha,
 # /var/lib/nfs/ganesha), so only the binary's location differs.
@@ -111,7 +114,7 @@ start=$(date +%s)
   -DUSE_FSAL_PROXY_V4=OFF -DUSE_FSAL_PROXY_V3=OFF -DUSE_FSAL_LUSTRE=OFF -DUSE_FSAL_LIZARDFS=OFF \
   -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_CEPH=ON -DUSE_FSAL_GPFS=OFF -DUSE_FSAL_GLUSTER=OFF \
   -DUSE_FSAL_NULL=OFF -DUSE_FSAL_RGW=OFF -DUSE_FSAL_MEM=OFF \
-  -DUSE_GSS=ON -D_MSPAC_SUPPORT=OFF -DUSE_9P=OFF -DUSE_NLM=OFF -DUSE_RQUOTA=OFF -DUSE_NFSACL3=ON \
+  -DUSE_GSS=ON -D_MSPAC_SUPPORT=ON -DUSE_9P=OFF -DUSE_NLM=OFF -DUSE_RQUOTA=OFF -DUSE_NFSACL3=ON \
   -DUSE_DBUS=ON -DUSE_CAPS=ON -DUSE_NFSIDMAP=ON \
   -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=ON -DRADOS_URLS=OFF -DUSE_LTTNG=OFF \
   >"$work/cmake.log" 2>&1) || { tail -30 "$work/cmake.log" >&2; die "cmake failed"; }
@@ -122,6 +125,7 @@ grep -q "USE_FSAL_CEPH = ON" "$work/cmake.log" || die "cmake left FSAL_CEPH out 
 # (pynfs CSESS16), and Kerberos volumes need it. Clustered NFSv4 recovery on
 # RADOS (the rados_ng and rados_cluster backends, ganesha-rados-grace).
 grep -q "USE_GSS = ON" "$work/cmake.log" || die "cmake left GSS out (is libkrb5-dev installed?)"
+grep -q "_MSPAC_SUPPORT = ON" "$work/cmake.log" || die "cmake left MSPAC out (is libwbclient-dev installed?)"
 grep -q "USE_RADOS_RECOV = ON" "$work/cmake.log" || die "cmake left RADOS recovery out (is librados-dev installed?)"
 grep -q "USE_BLKID = ON" "$work/cmake.log" ||
   log "note: built without blkid (Debian's has it)"

@@ -65,7 +65,8 @@ func TestRenderExportKrb5(t *testing.T) {
 // its keytab; its callback credentials stay in its own directory.
 func TestRenderConfigKrb5(t *testing.T) {
 	o := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", Grace: true, Includes: []string{"exports/11.conf"},
-		Krb5: &Krb5{Principal: "nfs@basin-1a2b.basin.test", Keytab: "/var/lib/basin/sandboxes/default/smb/s1234abcd/private/krb5.keytab"}}
+		Krb5: &Krb5{Principal: "nfs@basin-1a2b.basin.test", Keytab: "/var/lib/basin/sandboxes/default/smb/s1234abcd/private/krb5.keytab",
+			IdmapConf: "/var/lib/basin/sandboxes/default/idmapd.conf"}}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +163,9 @@ func TestValidateConfig(t *testing.T) {
 		"quote in principal":        func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: `nfs@a"`, Keytab: "/k/krb5.keytab"} },
 		"relative keytab":           func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: "nfs@a.test", Keytab: "krb5.keytab"} },
 		"quote in keytab":           func(o *ConfigOptions) { o.Krb5 = &Krb5{Principal: "nfs@a.test", Keytab: `/k"; }`} },
+		"relative idmapd.conf": func(o *ConfigOptions) {
+			o.Krb5 = &Krb5{Principal: "nfs@a.test", Keytab: "/k", IdmapConf: "idmapd.conf"}
+		},
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // A sandbox whose network serves Kerberos volumes runs its Ganesha with one
@@ -18,10 +19,32 @@ import (
 // (prepareGanesha). Beside it Ganesha gets a krb5.conf of its own (the realm,
 // no DNS canonicalisation of host names: the sandbox resolves none) and its
 // own replay cache directory, through its environment (krb5Environ).
+//
+// Principals become the ids SMB gives the same users: Ganesha (built with
+// MSPAC) hands the ticket's PAC to the instance's winbindd, which gives the
+// user's SID, and its uid and gid (idmap rid: 100000 + RID), and the user's
+// groups through nss_winbind. For that the sandbox's mount namespace has the
+// instance's winbindd socket directory at libwbclient's compiled-in
+// /run/samba/winbindd, and its nsswitch.conf asks winbind after files.
+// idmapd.conf maps no principal by name (GSS-Methods = static, with no
+// entries): an AD user called root must not become the sandbox's root.
+// Ganesha itself maps nfs/, host/ and root/ principals (clients' machine
+// credentials) to uid 0, which export rules squash unless they grant root.
 
 func (sb *sandbox) krb5File() string      { return filepath.Join(sb.dir, "krb5.json") }
 func (sb *sandbox) krb5Conf() string      { return filepath.Join(sb.dir, "krb5.conf") }
 func (sb *sandbox) krb5RcacheDir() string { return filepath.Join(sb.dir, "krb5rcache") }
+func (sb *sandbox) idmapConf() string     { return filepath.Join(sb.dir, "idmapd.conf") }
+
+// nsswitch is the sandbox's nsswitch.conf: files only, and winbind after
+// files for users and groups while Ganesha serves Kerberos.
+func nsswitch(winbind bool) string {
+	w := ""
+	if winbind {
+		w = " winbind"
+	}
+	return "passwd: files" + w + "\ngroup: files" + w + "\nshadow: files\nhosts: files\nservices: files\nrpc: files\nnetgroup: files\n"
+}
 
 // krb5Environ is Ganesha's Kerberos environment: its krb5.conf and replay
 // cache, the sandbox's own (MIT's defaults are /etc/krb5.conf and /var/tmp,
@@ -74,7 +97,52 @@ func (sb *sandbox) prepareKrb5() error {
 	if err := os.MkdirAll(sb.krb5RcacheDir(), 0o700); err != nil {
 		return err
 	}
-	return writeFileAtomic(sb.krb5Conf(), []byte(conf), 0o644)
+	if err := writeFileAtomic(sb.krb5Conf(), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	winbind := ""
+	if k != nil {
+		idmap := fmt.Sprintf("[General]\nDomain = %s\nLocal-Realms = %s\n[Translation]\nMethod = nsswitch\nGSS-Methods = static\n",
+			strings.ToLower(k.realm()), k.realm())
+		if err := writeFileAtomic(sb.idmapConf(), []byte(idmap), 0o644); err != nil {
+			return err
+		}
+		winbind = k.Winbind
+	}
+	// /etc is bound read-only into the sandbox: the file is rewritten in
+	// place of itself, which the bind of the directory sees.
+	if err := writeFileAtomic(filepath.Join(sb.dir, "etc", "nsswitch.conf"), []byte(nsswitch(k != nil)), 0o644); err != nil {
+		return err
+	}
+	if winbind == "" && !sb.winbindBound {
+		// Nothing bound by this Basin. One an earlier Basin left in an
+		// adopted sandbox is harmless without Kerberos: no flavor asks
+		// winbindd, and nsswitch.conf no longer names it.
+		return nil
+	}
+	if err := sb.bindWinbind(winbind); err != nil {
+		return err
+	}
+	sb.winbindBound = winbind != ""
+	return nil
+}
+
+// bindWinbind mounts dir (an instance's winbindd socket directory) at
+// /run/samba/winbindd in the sandbox's mount namespace, in place of what was
+// there; "" leaves nothing there. The instances' namespaces, slaves of the
+// sandbox's, get the mount under their own /run/samba, which hides it.
+func (sb *sandbox) bindWinbind(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const script = `set -eu
+mkdir -p /run/samba/winbindd
+while mountpoint -q /run/samba/winbindd; do umount -l /run/samba/winbindd; done
+if [ -n "$1" ]; then mount --bind "$1" /run/samba/winbindd; fi`
+	args := []string{"-t", pidString(sb.holder), "-m", "--", "sh", "-c", script, "bind-winbind", dir}
+	if _, err := sb.run.Run(ctx, "nsenter", args...); err != nil {
+		return fmt.Errorf("winbindd's socket in the sandbox: %w", err)
+	}
+	return nil
 }
 
 // ServeNFSKerberos makes network's Ganesha accept Kerberos with k (what

@@ -67,6 +67,9 @@ type sandbox struct {
 	watch watchOptions
 	// ceph is the sandbox's link to a Ceph cluster (nil: none).
 	ceph *CephLink
+	// winbindBound: an AD instance's winbindd socket directory is bound in
+	// the sandbox's mount namespace for Ganesha (nfskrb5.go).
+	winbindBound bool
 }
 
 // watchOptions are the Manager's Options for the Ganesha watchdog.
@@ -637,7 +640,7 @@ func (sb *sandbox) ganeshaConfig(includes []string) (string, error) {
 		return "", err
 	}
 	if k != nil {
-		o.Krb5 = &nfs.Krb5{Principal: k.hostBased(), Keytab: k.Keytab}
+		o.Krb5 = &nfs.Krb5{Principal: k.hostBased(), Keytab: k.Keytab, IdmapConf: sb.idmapConf()}
 	}
 	if err := o.Validate(); err != nil {
 		return "", err

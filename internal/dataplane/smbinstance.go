@@ -44,6 +44,9 @@ import (
 //	krb5.conf        KRB5_CONFIG of every process of the instance
 //	etc/ var/        bound over /etc and /var inside its mount namespace
 //	private/ lock/ state/ cache/ run/ log/   Samba's directories (smb.Dirs)
+//	winbindd/        bound at /run/samba/winbindd: winbindd's socket, which
+//	                 the sandbox's Ganesha reaches too when it serves Kerberos
+//	                 with this instance's identity (nfskrb5.go)
 
 // smbInstanceID names an AD connection's instance: "s" and the first 8 hex digits
 // of the SHA-256 of the AD connection's resource name.
@@ -202,6 +205,8 @@ func instanceDirModes(dir string) []dirMode {
 		{d.NCALRPC, 0o755},
 		{d.Log, 0o700},
 		{filepath.Join(dir, "etc"), 0o755},
+		// winbindd refuses a socket directory that is not root's with mode 0755.
+		{filepath.Join(dir, "winbindd"), 0o755},
 		{filepath.Join(dir, "var"), 0o755},
 		{filepath.Join(dir, "var", "log"), 0o755},
 		{filepath.Join(dir, "var", "log", "samba"), 0o700},
@@ -334,7 +339,9 @@ func (in *smbInstance) renderConf(mb SMBMembership, addrs []netip.Addr) error {
 }
 
 // instanceHolderScript builds the instance's mount namespace inside the
-// sandbox's: a private tmpfs at /run/samba, the instance's etc/ and var/ over
+// sandbox's: a private tmpfs at /run/samba (with the instance's winbindd/ at
+// /run/samba/winbindd, so that winbindd's socket lives in the instance's
+// directory, where the sandbox's Ganesha can be given it), the instance's etc/ and var/ over
 // /etc and /var, and a tmpfs over the sandbox's directory holding only the
 // instance's own directory (moved back to its path): the instance's processes,
 // whatever user they act as, see neither the sandbox's files (Ganesha's
@@ -351,6 +358,8 @@ inst="$1"; box="$2"
 if [ -s "$inst/etc/hostname" ]; then hostname "$(cat "$inst/etc/hostname")"; fi
 mkdir -p /run/samba
 mount -t tmpfs -o mode=0755,nosuid,nodev,noexec tmpfs /run/samba
+mkdir /run/samba/winbindd
+mount --bind "$inst/winbindd" /run/samba/winbindd
 mount --bind "$inst/etc" /etc
 mount -o remount,bind,ro,nosuid,nodev /etc
 mount --bind "$inst/var" /var

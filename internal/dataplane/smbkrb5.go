@@ -24,6 +24,9 @@ type NFSKerberos struct {
 	Keytab string
 	// Krb5Conf is the instance's krb5.conf (its realm and KDCs).
 	Krb5Conf string
+	// Winbind is the host path of the instance's winbindd socket directory:
+	// Ganesha maps a principal to the uid and gid winbindd gives its SID.
+	Winbind string
 }
 
 // NFSKerberos makes the joined instance of (network, ad) an NFS service
@@ -38,7 +41,8 @@ func (m *Manager) NFSKerberos(ctx context.Context, network, ad string) (NFSKerbe
 	defer unlock()
 	spn := smb.ServicePrincipal(smb.NFSService, fqdn(rec))
 	principal := spn + "@" + strings.ToUpper(rec.Realm)
-	k := NFSKerberos{Principal: principal, Keytab: in.keytab(), Krb5Conf: filepath.Join(in.dir, "krb5.conf")}
+	k := NFSKerberos{Principal: principal, Keytab: in.keytab(), Krb5Conf: filepath.Join(in.dir, "krb5.conf"),
+		Winbind: filepath.Join(in.dir, "winbindd")}
 
 	args, err := smb.SPNListArgs(in.conf())
 	if err != nil {

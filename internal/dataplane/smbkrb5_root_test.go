@@ -210,8 +210,9 @@ func TestNFSKerberosPrincipalRoot(t *testing.T) {
 }
 
 // Ganesha serves a Kerberos export with the instance's identity: an AD user
-// with a ticket for nfs/<fqdn> writes and reads at krb5, krb5i and krb5p;
-// AUTH_SYS, and a flavor the matching rule does not list, get WRONGSEC.
+// with a ticket for nfs/<fqdn> writes and reads at krb5, krb5i and krb5p, as
+// the uid and gid winbind gives her (SMB's); AUTH_SYS, and a flavor the
+// matching rule does not list, get WRONGSEC.
 func TestNFSKerberosServeRoot(t *testing.T) {
 	l := newKrbLab(t)
 	ctx := context.Background()
@@ -241,6 +242,14 @@ func TestNFSKerberosServeRoot(t *testing.T) {
 	alice := l.dc.Users[0]
 	cl := l.krb5Client(t, alice)
 	spn := "nfs/bkr-1a2b." + strings.ToLower(l.dc.Realm)
+	// alice's ids as the instance's winbindd gives them (to SMB too).
+	out, err := instanceOf(t, l.m, l.network, l.mb.AD).run(ctx, nil, "wbinfo", "-i", l.dc.Domain+`\`+alice.Name)
+	f := strings.Split(strings.TrimSpace(out), ":")
+	if err != nil || len(f) < 4 {
+		t.Fatalf("wbinfo -i %s: %v %s", alice.Name, err, out)
+	}
+	uid, gid := f[2], f[3]
+	t.Logf("alice is %s:%s", uid, gid)
 	dial := func(svc rpcsecgss.Service) (*nfsraw.Client, error) {
 		a := nfsraw.Auth{Machine: "bkr-client"}
 		if svc != 0 {
@@ -300,7 +309,11 @@ func TestNFSKerberosServeRoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: owner %s/%s over NFS, %d on disk", names[svc], ga.Attr.Owner, ga.Attr.OwnerGroup, st.Sys().(*syscall.Stat_t).Uid)
+		sys := st.Sys().(*syscall.Stat_t)
+		if ga.Attr.Owner != uid || fmt.Sprint(sys.Uid) != uid || fmt.Sprint(sys.Gid) != gid {
+			t.Fatalf("%s: %s is %s:%s over NFS, %d:%d on disk; want alice's %s:%s, as SMB maps her", names[svc], name,
+				ga.Attr.Owner, ga.Attr.OwnerGroup, sys.Uid, sys.Gid, uid, gid)
+		}
 	}
 	writeRead(rpcsecgss.Privacy)
 	if err := l.m.Export(ctx, l.network, addr, rule(nfs.FlavorKrb5, nfs.FlavorKrb5i, nfs.FlavorKrb5p)); err != nil {

@@ -96,6 +96,10 @@ type Options struct {
 	SMB SMB
 	// Secrets opens the Active Directory passwords SMB joins with.
 	Secrets Secrets
+	// Kerberos serves Kerberos volumes over NFS as the pool's Active
+	// Directory machine; nil (or SMB nil) = their exports admit Kerberos
+	// flavors only, with no Kerberos identity to accept them: no client.
+	Kerberos Kerberos
 	// QoS holds volumes to their service levels with traffic control; nil = no
 	// enforcement.
 	QoS *QoS
@@ -177,6 +181,7 @@ type Controller struct {
 	parkWait  map[string]time.Duration
 	smbMu     sync.Mutex // joins and leaves, one at a time
 	smb       smbState
+	krb       krbState
 	ready     chan struct{}
 	wg        sync.WaitGroup
 	qos       qosState

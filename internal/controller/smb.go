@@ -274,6 +274,7 @@ func (c *Controller) leaveUnused(ctx context.Context, network string) error {
 			return fmt.Errorf("leaving %s (network %s): %w", a.Domain, network, err)
 		}
 		delete(c.smb.running, memberKey(network, a.Name()))
+		c.forgetKerberos(network, a.Name())
 		err = c.st.Update(ctx, func(tx store.Tx) error {
 			cur, err := store.Get[model.ActiveDirectory](tx, store.KindActiveDirectory, a.Name())
 			if err != nil {

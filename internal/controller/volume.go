@@ -141,7 +141,13 @@ func (c *Controller) exportOf(v *model.Volume) (ex nfs.Export, ok bool) {
 	}
 	ex = nfs.Export{ID: v.ExportID, Path: c.be.MountPath(v.Key), Pseudo: "/" + v.ShareName, Protocols: versions}
 	for _, r := range v.ExportRules {
-		ex.Clients = append(ex.Clients, clientOf(r, versions)...)
+		cls := clientOf(r, versions)
+		if v.KerberosEnabled {
+			for i := range cls {
+				kerberosClient(&cls[i], r)
+			}
+		}
+		ex.Clients = append(ex.Clients, cls...)
 	}
 	return ex, true
 }
@@ -381,6 +387,9 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 			return nil
 		}
 		if err := c.ensureVolumeExportID(ctx, v); err != nil {
+			return err
+		}
+		if err := c.ensureKerberos(ctx, v); err != nil {
 			return err
 		}
 		ex, _, err := c.servedExport(ctx, v)

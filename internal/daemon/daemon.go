@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}()
 	}
 	ctrl := controller.New(controller.Options{NodeID: nodeID, Cluster: cluster, Failover: cfg.Failover, Fence: fence, FenceAddrs: fenceAddrs, Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
-		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Secrets: state.secrets, OperationDone: operationDone(health),
+		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Kerberos: dp, Secrets: state.secrets, OperationDone: operationDone(health),
 		Resync: cfg.TestResyncInterval, HealthInterval: cfg.TestResyncInterval, SpaceNoted: spaceNoted,
 		OnHealthChange: func(ctx context.Context, ch controller.HealthChange) error {
 			return srv.RecordSystemCall(ctx, healthAudit(ch))

@@ -662,6 +662,13 @@ func (m *Manager) LeaveDomain(ctx context.Context, network, ad string, cred SMBC
 		}
 		return jerr
 	}
+	// Ganesha serving Kerberos as this machine stops: its keys and winbindd
+	// go with the instance.
+	if k, _ := sb.readKrb5(); k != nil && strings.HasPrefix(k.Keytab, dir+string(filepath.Separator)) {
+		if err := m.ServeNFSKerberos(ctx, network, nil); err != nil {
+			m.log.Warn("turn Kerberos off in the network's NFS server", "network", network, "err", err)
+		}
+	}
 	addrs, _ := readAddrs(in.addrsFile())
 	sb.dropInstance(id)
 	if err := sb.loopback(smbLoopback(id), false); err != nil {

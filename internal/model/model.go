@@ -247,6 +247,43 @@ type ExportRule struct {
 	AnonUID             *int64  `json:"anonUid,omitempty"`
 }
 
+// Kerberos flavors, as NFS and Ganesha name them.
+const (
+	FlavorKrb5  = "krb5"  // authentication
+	FlavorKrb5i = "krb5i" // and integrity
+	FlavorKrb5p = "krb5p" // and privacy
+)
+
+// KerberosGrant is what a rule's flags give one Kerberos flavor.
+type KerberosGrant struct {
+	Flavor    string // FlavorKrb5, FlavorKrb5i or FlavorKrb5p
+	Field     string // the flag that grants it, e.g. "kerberos5pReadWrite"
+	ReadWrite bool   // read-write; else read-only
+}
+
+// KerberosGrants lists the flavors r's Kerberos flags admit, krb5 first. A
+// flavor's read-write flag wins over its read-only one (upstream: the
+// read-only flag is ignored when read-write is set).
+func (r ExportRule) KerberosGrants() []KerberosGrant {
+	var gs []KerberosGrant
+	for _, f := range []struct {
+		flavor, name string
+		ro, rw       *bool
+	}{
+		{FlavorKrb5, "kerberos5", r.Kerberos5ReadOnly, r.Kerberos5ReadWrite},
+		{FlavorKrb5i, "kerberos5i", r.Kerberos5iReadOnly, r.Kerberos5iReadWrite},
+		{FlavorKrb5p, "kerberos5p", r.Kerberos5pReadOnly, r.Kerberos5pReadWrite},
+	} {
+		switch {
+		case f.rw != nil && *f.rw:
+			gs = append(gs, KerberosGrant{Flavor: f.flavor, Field: f.name + "ReadWrite", ReadWrite: true})
+		case f.ro != nil && *f.ro:
+			gs = append(gs, KerberosGrant{Flavor: f.flavor, Field: f.name + "ReadOnly"})
+		}
+	}
+	return gs
+}
+
 // Schedule is one snapshot schedule (hourly, daily, weekly or monthly).
 type Schedule struct {
 	SnapshotsToKeep *float64 `json:"snapshotsToKeep,omitempty"`

@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"sync"
+
+	"github.com/basin-nas/basin/internal/dataplane"
+	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/store"
+)
+
+// Kerberos is what the controller needs to serve Kerberos volumes
+// (dataplane.Manager): a network's AD instance made the NFS service principal
+// nfs/<its name>, and the network's NFS server accepting Kerberos as it.
+type Kerberos interface {
+	NFSKerberos(ctx context.Context, network, ad string) (dataplane.NFSKerberos, error)
+	ServeNFSKerberos(ctx context.Context, network string, k *dataplane.NFSKerberos) error
+}
+
+// krbState remembers the networks whose NFS server this process made accept
+// Kerberos, and as which policy's machine, so that exports do not ask the
+// domain every time.
+type krbState struct {
+	mu     sync.Mutex
+	served map[string]string // network → policy name
+}
+
+// ensureKerberos makes v's network serve Kerberos as the machine of v's
+// pool's policy: the policy's Samba instance joined and running
+// (ensureMember), its machine the service principal nfs/<fqdn> with its keys
+// in its keytab, and the network's Ganesha accepting tickets for it. A
+// non-Kerberos volume needs nothing.
+func (c *Controller) ensureKerberos(ctx context.Context, v *model.Volume) error {
+	if !v.KerberosEnabled {
+		return nil
+	}
+	if c.opts.SMB == nil || c.opts.Kerberos == nil {
+		// As SMB volumes without an SMB data plane: recorded, and exported
+		// with rules that admit Kerberos flavors only, which an NFS server
+		// without a Kerberos identity grants no one.
+		return nil
+	}
+	var ad string
+	if err := c.st.View(ctx, func(tx store.Tx) error {
+		p, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+		if err == nil {
+			ad = p.ActiveDirectory
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	if ad == "" {
+		return model.Errorf(model.ErrFailedPrecondition, "volume %s: its pool has no Active Directory policy for Kerberos", v.ID)
+	}
+	// Not held across the work: leaveUnused forgets a network under smbMu,
+	// which ensureMember takes. Two exports doing it at once do it twice,
+	// which changes nothing.
+	c.krb.mu.Lock()
+	served := c.krb.served[v.Network] == ad
+	c.krb.mu.Unlock()
+	if served {
+		return nil
+	}
+	if err := c.ensureMember(ctx, v.Network, ad); err != nil {
+		return err
+	}
+	k, err := c.opts.Kerberos.NFSKerberos(ctx, v.Network, ad)
+	if err != nil {
+		return err
+	}
+	if err := c.opts.Kerberos.ServeNFSKerberos(ctx, v.Network, &k); err != nil {
+		return err
+	}
+	c.krb.mu.Lock()
+	if c.krb.served == nil {
+		c.krb.served = map[string]string{}
+	}
+	c.krb.served[v.Network] = ad
+	c.krb.mu.Unlock()
+	return nil
+}
+
+// forgetKerberos drops what krbState knows of network's NFS server serving
+// Kerberos as policy ad's machine (the machine left the domain).
+func (c *Controller) forgetKerberos(network, ad string) {
+	c.krb.mu.Lock()
+	defer c.krb.mu.Unlock()
+	if c.krb.served[network] == ad {
+		delete(c.krb.served, network)
+	}
+}
+
+// kerberosClient gives cl the flavors and access a Kerberos volume's rule r
+// grants: the flavors its flags name, read-write only if they grant it (the
+// API refuses a rule mixing read-write and read-only flavors) and the rule's
+// accessType allows it. A rule naming no flavor admits no one.
+func kerberosClient(cl *nfs.Client, r model.ExportRule) {
+	grants := r.KerberosGrants()
+	if len(grants) == 0 {
+		cl.Access, cl.Sec = nfs.AccessNone, nil
+		return
+	}
+	rw := true
+	cl.Sec = nil
+	for _, g := range grants {
+		cl.Sec = append(cl.Sec, nfs.Flavor(g.Flavor))
+		rw = rw && g.ReadWrite
+	}
+	if cl.Access == nfs.AccessRW && !rw {
+		cl.Access = nfs.AccessRO
+	}
+}

@@ -161,7 +161,9 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 		}
 	}
 	if v.KerberosEnabled {
-		return model.Errorf(model.ErrFailedPrecondition, "kerberosEnabled: Kerberos is not configured for this Basin service")
+		if err := s.validateKerberos(tx, pool, v); err != nil {
+			return err
+		}
 	}
 	if err := s.validateExportRules(v, nfs); err != nil {
 		return err
@@ -355,10 +357,49 @@ func (s *Service) validateExportRules(v *model.Volume, nfs bool) error {
 		if r.AnonUID != nil && (*r.AnonUID < 0 || *r.AnonUID > math.MaxUint32) {
 			return model.Invalid(f("anonUid"), "must be between 0 and 4294967295")
 		}
-		for _, k := range []*bool{r.Kerberos5ReadOnly, r.Kerberos5ReadWrite, r.Kerberos5iReadOnly, r.Kerberos5iReadWrite, r.Kerberos5pReadOnly, r.Kerberos5pReadWrite} {
-			if k != nil && *k {
-				return model.Errorf(model.ErrFailedPrecondition, "%s: Kerberos export rules need kerberosEnabled volumes, and Kerberos is not configured for this Basin service", f("kerberos5ReadOnly"))
+		grants := r.KerberosGrants()
+		if len(grants) > 0 && !v.KerberosEnabled {
+			return model.Invalid(f(grants[0].Field), "Kerberos flags apply to Kerberos volumes only (kerberosEnabled)")
+		}
+		for _, g := range grants[min(1, len(grants)):] {
+			if g.ReadWrite != grants[0].ReadWrite {
+				return model.Invalid(f(g.Field), "one rule's Kerberos flavors must all be read-write or all read-only "+
+					"(Basin's NFS server gives a rule's clients one access, whatever the flavor): %s and %s differ", grants[0].Field, g.Field)
 			}
+		}
+	}
+	return nil
+}
+
+// validateKerberos checks a Kerberos volume: NFSv4.1 (the only version Basin
+// serves Kerberos on, as upstream), a pool with an Active Directory policy
+// (the domain is the KDC, and its machine on the network the NFS service
+// principal), and no Kerberos volume on the network under another policy: a
+// network's NFS server has one Kerberos identity. Networks are shared by
+// projects and locations, so the last check reads every volume, on Kerberos
+// volumes' creates and updates only.
+func (s *Service) validateKerberos(tx store.Tx, pool *model.Pool, v *model.Volume) error {
+	if !slices.Contains(v.Protocols, model.ProtocolNFSv4) || slices.Contains(v.Protocols, model.ProtocolNFSv3) {
+		return model.Invalid("kerberosEnabled", "Kerberos volumes are NFSv4.1 volumes: protocols must be [NFSV4] or [NFSV4, SMB]")
+	}
+	if pool.ActiveDirectory == "" {
+		return model.Errorf(model.ErrFailedPrecondition, "kerberosEnabled: Kerberos volumes need a storage pool with an Active Directory policy (its domain issues the tickets); pool %s has none", pool.ID)
+	}
+	others, err := store.List[model.Volume](tx, store.KindVolume, "")
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if !o.KerberosEnabled || o.Name() == v.Name() || model.NetworkName(pool.Network) != o.Network {
+			continue
+		}
+		op, err := store.Get[model.Pool](tx, store.KindPool, o.PoolName())
+		if err != nil {
+			return err
+		}
+		if op.ActiveDirectory != pool.ActiveDirectory {
+			return model.Errorf(model.ErrFailedPrecondition, "kerberosEnabled: volume %s on network %s is a Kerberos volume of Active Directory policy %s; "+
+				"a network's Kerberos volumes share one policy", o.ID, o.Network, op.ActiveDirectory)
 		}
 	}
 	return nil

@@ -12,10 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	krb5client "github.com/jcmturner/gokrb5/v8/client"
-	krb5config "github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
 	"github.com/basin-nas/basin/internal/nfs"
@@ -101,26 +99,13 @@ func newKrbLab(t *testing.T) *krbLab {
 	return l
 }
 
-// krb5Client logs u on at the DC's KDC with gokrb5 (from the host, which has an
-// address on the bridge).
+// krb5Client logs u on at the DC's KDC (from the host, which has an address
+// on the bridge).
 func (l *krbLab) krb5Client(t *testing.T, u addc.User) *krb5client.Client {
 	t.Helper()
-	cfg, err := krb5config.NewFromString(fmt.Sprintf("[libdefaults]\n default_realm = %[1]s\n dns_lookup_kdc = false\n"+
-		" default_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
-		" default_tgs_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
-		"[realms]\n %[1]s = {\n  kdc = %[2]s:88\n }\n", l.dc.Realm, l.dc.Addr))
+	cl, err := l.dc.Login(u)
 	if err != nil {
 		t.Fatal(err)
-	}
-	cl := krb5client.NewWithPassword(u.Name, l.dc.Realm, u.Password, cfg, krb5client.DisablePAFXFAST(true))
-	// The DC's KDC has been seen refusing a first TCP connection: a few tries.
-	err = cl.Login()
-	for i := 0; err != nil && i < 10 && strings.Contains(err.Error(), "connection refused"); i++ {
-		time.Sleep(500 * time.Millisecond)
-		err = cl.Login()
-	}
-	if err != nil {
-		t.Fatalf("kerberos logon as %s: %v", u.Name, err)
 	}
 	t.Cleanup(cl.Destroy)
 	return cl

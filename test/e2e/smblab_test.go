@@ -16,8 +16,6 @@ import (
 	"time"
 
 	smb2 "github.com/cloudsoda/go-smb2"
-	krb5client "github.com/jcmturner/gokrb5/v8/client"
-	"github.com/jcmturner/gokrb5/v8/config"
 
 	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/test/addc"
@@ -245,27 +243,13 @@ func (l *smbLab) dialNTLM(ctx context.Context, sh smbShare, u addc.User) (*smb2.
 // dialKrb5 opens a go-smb2 session from the client host as u with Kerberos
 // (gokrb5 against the DC's KDC, a ticket for cifs/<server name>).
 func (l *smbLab) dialKrb5(ctx context.Context, sh smbShare, u addc.User) (*smb2.Session, error) {
-	cfg, err := config.NewFromString(fmt.Sprintf("[libdefaults]\n default_realm = %[1]s\n dns_lookup_kdc = false\n"+
-		" default_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
-		" default_tgs_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96\n"+
-		"[realms]\n %[1]s = {\n  kdc = %[2]s:88\n }\n", l.dc.Realm, l.dc.Addr))
-	if err != nil {
-		return nil, err
-	}
 	var sess *smb2.Session
 	// The KDC is reached from the client host: logon and the service ticket (during
 	// session setup) both open their sockets inside it.
-	err = l.h.Within(func() error {
-		cl := krb5client.NewWithPassword(u.Name, l.dc.Realm, u.Password, cfg, krb5client.DisablePAFXFAST(true))
-		// The DC's KDC answers large replies over TCP only, and its TCP
-		// listener has been seen refusing a first connection: a few tries.
-		err := cl.Login()
-		for i := 0; err != nil && i < 10 && strings.Contains(err.Error(), "connection refused"); i++ {
-			time.Sleep(500 * time.Millisecond)
-			err = cl.Login()
-		}
+	err := l.h.Within(func() error {
+		cl, err := l.dc.Login(u)
 		if err != nil {
-			return fmt.Errorf("kerberos logon as %s: %w", u.Name, err)
+			return err
 		}
 		d := &smb2.Dialer{Initiator: &smb2.Krb5Initiator{Client: cl, TargetSPN: "cifs/" + sh.Server}}
 		sess, err = l.dialIn(ctx, sh, d)

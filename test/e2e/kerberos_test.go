@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	krb5client "github.com/jcmturner/gokrb5/v8/client"
+
+	"github.com/basin-nas/basin/internal/oncrpc/rpcsecgss"
+	"github.com/basin-nas/basin/test/addc"
+	"github.com/basin-nas/basin/test/clienthost"
+	"github.com/basin-nas/basin/test/nfsraw"
+)
+
+// A Kerberos volume of a pool with an AD policy, against a real DC: AD users
+// with tickets from it write and read over NFSv4.1 at krb5, krb5i and krb5p,
+// their files owned by the uid and gid SMB gives them (100000 + RID); AUTH_SYS
+// is refused with WRONGSEC, and so are krb5 and krb5i from a client whose
+// rule admits krb5p only (rules apply in order: it comes first).
+func TestKerberosNFS(t *testing.T) {
+	l := newSMBLab(t, nil)
+	ctx := context.Background()
+	strict, open := l.s.host(151), l.h // .151: krb5p only; .150: the subnet's rule
+	rule := func(clients string, flags ...string) map[string]any {
+		r := map[string]any{"allowedClients": clients, "accessType": "READ_WRITE", "nfsv4": true, "hasRootAccess": "false"}
+		for _, f := range flags {
+			r[f] = true
+		}
+		return r
+	}
+	mutate(t, l.c, "POST", loc+"/volumes?volumeId=kv", map[string]any{"shareName": "kv", "storagePool": "smb", "capacityGib": 100,
+		"protocols": []string{"NFSV4"}, "kerberosEnabled": true, "unixPermissions": "0777",
+		"exportPolicy": map[string]any{"rules": []any{
+			rule(l.s.addrN(151), "kerberos5pReadWrite"),
+			rule(l.s.subnet.String(), "kerberos5ReadWrite", "kerberos5iReadWrite", "kerberos5pReadWrite"),
+		}}})
+	ep := endpoint(t, l.c, "kv")
+	spn := l.nfsPrincipal(ctx)
+	t.Logf("volume kv on %s, service principal %s", ep, spn)
+
+	names := map[rpcsecgss.Service]string{0: "sys", rpcsecgss.None: "krb5", rpcsecgss.Integrity: "krb5i", rpcsecgss.Privacy: "krb5p"}
+	// session runs fn with an NFSv4.1 session from host h as u at svc (0:
+	// AUTH_SYS as uid 1000) and the export's root handle.
+	session := func(h *clienthost.Host, u addc.User, svc rpcsecgss.Service, fn func(c *nfsraw.Client, root []byte) error) error {
+		return h.Within(func() error {
+			a := nfsraw.Auth{UID: 1000, GID: 1000, Machine: h.Name()}
+			if svc != 0 {
+				a.Sec = nfsraw.Krb5(l.krb5Login(u), spn, svc)
+			}
+			c, err := nfsraw.Dial41(ctx, ep.String(), 2049, a)
+			if err != nil {
+				return fmt.Errorf("dial: %w", err)
+			}
+			defer c.Close()
+			root, err := c.LookupPath(ctx, "kv")
+			if err != nil {
+				return err
+			}
+			return fn(c, root)
+		})
+	}
+	for _, u := range []addc.User{l.user("alice"), l.user("bob")} {
+		uid, gid := l.rid(ctx, "(sAMAccountName="+u.Name+")")+100000, l.rid(ctx, "(sAMAccountName=Domain Users)")+100000
+		for _, svc := range []rpcsecgss.Service{rpcsecgss.None, rpcsecgss.Integrity, rpcsecgss.Privacy} {
+			name := u.Name + "-" + names[svc]
+			data := []byte(strings.Repeat(name+"\n", 500))
+			err := session(open, u, svc, func(c *nfsraw.Client, root []byte) error {
+				fh, sid, err := c.OpenFile(ctx, root, name, nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, []byte(name), true)
+				if err != nil {
+					return fmt.Errorf("create: %w", err)
+				}
+				if err := c.Run(ctx, &nfsraw.PutFH{FH: fh}, &nfsraw.Write{StateID: sid, Data: data}); err != nil {
+					return fmt.Errorf("write: %w", err)
+				}
+				r, ga := &nfsraw.Read{StateID: sid, Count: uint32(len(data))}, &nfsraw.GetAttr{}
+				if err := c.Run(ctx, &nfsraw.PutFH{FH: fh}, r, ga); err != nil {
+					return fmt.Errorf("read: %w", err)
+				}
+				if string(r.Data) != string(data) {
+					return fmt.Errorf("read %d bytes back, not the %d written", len(r.Data), len(data))
+				}
+				if ga.Attr.Owner != strconv.Itoa(uid) || ga.Attr.OwnerGroup != strconv.Itoa(gid) {
+					return fmt.Errorf("owner %s:%s, want %d:%d (as SMB maps %s)", ga.Attr.Owner, ga.Attr.OwnerGroup, uid, gid, u.Name)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%s at %s: %v", u.Name, names[svc], err)
+			}
+		}
+	}
+	alice := l.user("alice")
+	refused := func(h *clienthost.Host, svc rpcsecgss.Service) {
+		t.Helper()
+		err := session(h, alice, svc, func(*nfsraw.Client, []byte) error { return nil })
+		if s, ok := nfsraw.StatusOf(err); !ok || s != nfsraw.ErrWrongSec {
+			t.Fatalf("%s from %s: %v, want WRONGSEC", names[svc], h.Name(), err)
+		}
+	}
+	refused(open, 0)
+	refused(strict, 0)
+	refused(strict, rpcsecgss.None)
+	refused(strict, rpcsecgss.Integrity)
+	if err := session(strict, alice, rpcsecgss.Privacy, func(c *nfsraw.Client, root []byte) error {
+		entries, err := c.ReadDirAll(ctx, root)
+		if err == nil && len(entries) != 6 {
+			err = fmt.Errorf("%d entries, want the 6 files written", len(entries))
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("krb5p from the krb5p-only client: %v", err)
+	}
+}
+
+// nfsPrincipal is the NFS service principal the pool's machine got in the
+// domain: nfs/<its DNS name>.
+func (l *smbLab) nfsPrincipal(ctx context.Context) string {
+	l.t.Helper()
+	out, err := l.dc.Exec(ctx, "ldbsearch", "-H", filepath.Join(l.dc.Dir, "state", "private", "sam.ldb"), "-b", l.dc.BaseDN,
+		"(servicePrincipalName=nfs/*)", "servicePrincipalName")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var spns []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "servicePrincipalName: "); ok && strings.HasPrefix(v, "nfs/") && strings.Contains(v, ".") {
+			spns = append(spns, strings.ToLower(v))
+		}
+	}
+	if len(spns) != 1 {
+		l.t.Fatalf("NFS service principals in the domain: %q, want one", spns)
+	}
+	return spns[0]
+}
+
+// rid is the RID of the one object filter finds (the last part of its SID).
+func (l *smbLab) rid(ctx context.Context, filter string) int {
+	l.t.Helper()
+	out, err := l.dc.Exec(ctx, "ldbsearch", "-H", filepath.Join(l.dc.Dir, "state", "private", "sam.ldb"), "-b", l.dc.BaseDN, filter, "objectSid")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "objectSid: "); ok {
+			n, err := strconv.Atoi(v[strings.LastIndexByte(v, '-')+1:])
+			if err == nil {
+				return n
+			}
+		}
+	}
+	l.t.Fatalf("no objectSid for %s:\n%s", filter, out)
+	return 0
+}
+
+// krb5Login logs u on at the DC's KDC (from where it is called: inside a
+// client host, its sockets are the host's).
+func (l *smbLab) krb5Login(u addc.User) *krb5client.Client {
+	l.t.Helper()
+	cl, err := l.dc.Login(u)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(cl.Destroy)
+	return cl
+}

@@ -31,8 +31,10 @@ type NFSKerberos struct {
 
 // NFSKerberos makes the joined instance of (network, ad) an NFS service
 // principal: the SPN nfs/<fqdn> on its machine account (added as the machine
-// itself) and the service's keys in its keytab. Idempotent: what is there
-// already is left alone. Nothing of the keys is logged or returned.
+// itself) and the service's keys at the account's current key version in its
+// keytab. Idempotent: what is there already is left alone; call it again
+// after the machine password may have changed (the keys follow). Nothing of
+// the keys is logged or returned.
 func (m *Manager) NFSKerberos(ctx context.Context, network, ad string) (NFSKerberos, error) {
 	in, rec, unlock, err := m.lockedInstance(ctx, network, ad)
 	if err != nil {
@@ -62,18 +64,31 @@ func (m *Manager) NFSKerberos(ctx context.Context, network, ad string) (NFSKerbe
 		in.log.Info("service principal added", "spn", spn)
 	}
 
+	// The keys at the account's current key version: winbindd changes the
+	// machine password (every week by default) without rewriting the keytab.
+	if args, err = smb.KvnoArgs(in.conf(), rec.MachineName); err != nil {
+		return NFSKerberos{}, err
+	}
+	out, err = in.run(ctx, nil, args...)
+	if err != nil {
+		return NFSKerberos{}, fmt.Errorf("the machine account's key version: %s: %w", firstLine(out), err)
+	}
+	kvno, err := smb.ParseKvno(out)
+	if err != nil {
+		return NFSKerberos{}, err
+	}
 	if args, err = smb.KeytabListArgs(in.conf()); err != nil {
 		return NFSKerberos{}, err
 	}
 	out, _ = in.run(ctx, nil, args...) // no keytab yet: an error, and no principals
-	if !slices.Contains(smb.ParseKeytabPrincipals(out), principal) {
+	if !smb.KeytabHas(out, principal, kvno) {
 		if args, err = smb.KeytabAddArgs(in.conf(), smb.NFSService); err != nil {
 			return NFSKerberos{}, err
 		}
 		if out, err := in.run(ctx, nil, args...); err != nil {
 			return NFSKerberos{}, fmt.Errorf("add %s to the keytab: %s: %w", smb.NFSService, firstLine(out), err)
 		}
-		in.log.Info("service keys added to the keytab", "principal", principal)
+		in.log.Info("service keys added to the keytab", "principal", principal, "kvno", kvno)
 	}
 	// net writes the keytab through MIT Kerberos, which creates it 0600; a
 	// keytab made otherwise is corrected.

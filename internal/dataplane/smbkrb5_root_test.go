@@ -146,6 +146,20 @@ func TestNFSKerberosPrincipalRoot(t *testing.T) {
 		t.Fatal("the second call rewrote the keytab")
 	}
 
+	// winbindd changes the machine password (every week by default) without
+	// rewriting the keytab: NFSKerberos adds the new key version's keys, and
+	// a ticket the KDC issues under it decrypts.
+	in := instanceOf(t, l.m, l.network, l.mb.AD)
+	if out, err := in.run(ctx, nil, "wbinfo", "--change-secret"); err != nil {
+		t.Fatalf("wbinfo --change-secret: %v %s", err, out)
+	}
+	if _, err := l.m.NFSKerberos(ctx, l.network, l.mb.AD); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(k.Keytab); string(after) == string(before) {
+		t.Fatal("the keytab did not follow the machine password's change")
+	}
+
 	// The SPN is the computer object's.
 	out, err := l.dc.Exec(ctx, "ldbsearch", "-H", filepath.Join(l.dc.Dir, "state", "private", "sam.ldb"), "-b", l.dc.BaseDN,
 		"(sAMAccountName="+l.mb.MachineName+"$)", "servicePrincipalName")
@@ -169,6 +183,9 @@ func TestNFSKerberosPrincipalRoot(t *testing.T) {
 	}
 	if err := tkt.DecryptEncPart(kt, nil); err != nil {
 		t.Fatalf("the keytab does not decrypt alice's ticket for %s: %v", spn, err)
+	}
+	if tkt.EncPart.KVNO < 2 {
+		t.Fatalf("ticket under key version %d, want the changed password's", tkt.EncPart.KVNO)
 	}
 	if got := tkt.DecryptedEncPart.CName.PrincipalNameString(); got != alice.Name {
 		t.Fatalf("ticket's client %q, want %q", got, alice.Name)

@@ -1,7 +1,9 @@
 package smb
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -55,9 +57,11 @@ func SPNAddArgs(conf, spn string) ([]string, error) {
 // which Environ points at its own file): net ads keytab add -s <conf> -P
 // <service>. net writes service/<netbios name> and service/<fqdn> under every
 // encryption type of the machine account, from the machine password Samba keeps
-// (no round trip to the domain for the keys); `kerberos method = secrets and
-// keytab` (RenderGlobal) makes winbindd rewrite the keytab for every SPN of the
-// account when it changes the machine password.
+// (no round trip to the domain for the keys), at the account's current key
+// version (msDS-KeyVersionNumber, KvnoArgs), keeping the previous version's.
+// winbindd does not rewrite the keytab when it changes the machine password
+// (Samba 4.17, `kerberos method = secrets and keytab`; seen with `wbinfo
+// --change-secret`): run it again when the key version moves.
 func KeytabAddArgs(conf, service string) ([]string, error) {
 	if err := validateConfPath(conf); err != nil {
 		return nil, err
@@ -89,7 +93,7 @@ func ParseSPNs(out string) []string {
 	return spns
 }
 
-var keytabLineRE = regexp.MustCompile(`(?m)^\s*\d+\s+\S+\s+(\S+@\S+)\s*$`)
+var keytabLineRE = regexp.MustCompile(`(?m)^\s*(\d+)\s+\S+\s+(\S+@\S+)\s*$`)
 
 // ParseKeytabPrincipals reads `net ads keytab list`'s answer ("Vno  Type
 // Principal" rows): the principals, each once, in the order they first appear.
@@ -97,10 +101,45 @@ func ParseKeytabPrincipals(out string) []string {
 	var ps []string
 	seen := map[string]bool{}
 	for _, m := range keytabLineRE.FindAllStringSubmatch(out, -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			ps = append(ps, m[1])
+		if !seen[m[2]] {
+			seen[m[2]] = true
+			ps = append(ps, m[2])
 		}
 	}
 	return ps
+}
+
+// KeytabHas reports whether `net ads keytab list`'s answer has keys of
+// principal at key version kvno.
+func KeytabHas(out, principal string, kvno int) bool {
+	for _, m := range keytabLineRE.FindAllStringSubmatch(out, -1) {
+		if m[2] == principal && m[1] == strconv.Itoa(kvno) {
+			return true
+		}
+	}
+	return false
+}
+
+// KvnoArgs asks the domain for the machine account's key version with its
+// own credentials: net ads search -s <conf> -P (sAMAccountName=<NAME>$)
+// msDS-KeyVersionNumber. ParseKvno reads the answer.
+func KvnoArgs(conf, machineName string) ([]string, error) {
+	if err := validateConfPath(conf); err != nil {
+		return nil, err
+	}
+	if err := validateMachineName("machineName", machineName); err != nil {
+		return nil, err
+	}
+	return []string{NetBinary, "ads", "search", "-s", conf, "-P", "(sAMAccountName=" + machineName + "$)", "msDS-KeyVersionNumber"}, nil
+}
+
+var kvnoRE = regexp.MustCompile(`(?m)^msDS-KeyVersionNumber:\s*(\d+)\s*$`)
+
+// ParseKvno reads KvnoArgs' answer.
+func ParseKvno(out string) (int, error) {
+	m := kvnoRE.FindAllStringSubmatch(out, -1)
+	if len(m) != 1 {
+		return 0, fmt.Errorf("net ads search: %d msDS-KeyVersionNumber lines, want one", len(m))
+	}
+	return strconv.Atoi(m[0][1])
 }

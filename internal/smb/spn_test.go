@@ -34,6 +34,9 @@ func TestSPNArgs(t *testing.T) {
 		{"keytab add an option", func() ([]string, error) { return KeytabAddArgs(conf, "-d10") }, nil},
 		{"keytab list", func() ([]string, error) { return KeytabListArgs(conf) },
 			[]string{"net", "ads", "keytab", "list", "-s", conf}},
+		{"kvno", func() ([]string, error) { return KvnoArgs(conf, "BKR-1A2B") },
+			[]string{"net", "ads", "search", "-s", conf, "-P", "(sAMAccountName=BKR-1A2B$)", "msDS-KeyVersionNumber"}},
+		{"kvno of a filter", func() ([]string, error) { return KvnoArgs(conf, "X)(cn=*") }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.args()
@@ -83,6 +86,31 @@ func TestParseKeytabPrincipals(t *testing.T) {
 	}
 }
 
+func TestKeytabHasAndParseKvno(t *testing.T) {
+	out, err := os.ReadFile("testdata/spn/keytab-list.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !KeytabHas(string(out), "nfs/bkr-1a2b.basin.test@BASIN.TEST", 1) {
+		t.Error("kvno 1 not found")
+	}
+	if KeytabHas(string(out), "nfs/bkr-1a2b.basin.test@BASIN.TEST", 2) || KeytabHas(string(out), "nfs/other.basin.test@BASIN.TEST", 1) {
+		t.Error("found what is not there")
+	}
+	kv, err := os.ReadFile("testdata/spn/kvno.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ParseKvno(string(kv)); n != 2 || err != nil {
+		t.Fatalf("ParseKvno = %d, %v", n, err)
+	}
+	for _, bad := range []string{"Got 0 replies\n", "msDS-KeyVersionNumber: 1\nmsDS-KeyVersionNumber: 2\n", "msDS-KeyVersionNumber: x\n"} {
+		if _, err := ParseKvno(bad); err == nil {
+			t.Errorf("ParseKvno(%q) accepted", bad)
+		}
+	}
+}
+
 func FuzzParseKeytabPrincipals(f *testing.F) {
 	if out, err := os.ReadFile("testdata/spn/keytab-list.txt"); err == nil {
 		f.Add(string(out))
@@ -90,5 +118,7 @@ func FuzzParseKeytabPrincipals(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		ParseKeytabPrincipals(s)
 		ParseSPNs(s)
+		ParseKvno(s)
+		KeytabHas(s, "nfs/a.test@A.TEST", 1)
 	})
 }

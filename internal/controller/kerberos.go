@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/model"
@@ -19,12 +22,24 @@ type Kerberos interface {
 }
 
 // krbState remembers the networks whose NFS server this process made accept
-// Kerberos, and as which policy's machine, so that exports do not ask the
-// domain every time.
+// Kerberos, as which policy's machine and when, so that exports do not ask
+// the domain every time.
 type krbState struct {
 	mu     sync.Mutex
-	served map[string]string // network → policy name
+	served map[string]krbServed // by network
 }
+
+type krbServed struct {
+	ad string
+	at time.Time
+}
+
+// krbRecheck is how long a network's Kerberos identity is taken as it was
+// made. The machine password changes (winbindd, weekly by default) without
+// the keytab following; a resync pass past this asks again (NFSKerberos adds
+// the new keys), so tickets under the new key version fail for at most about
+// this long after the change.
+const krbRecheck = 5 * time.Minute
 
 // ensureKerberos makes v's network serve Kerberos as the machine of v's
 // pool's policy: the policy's Samba instance joined and running
@@ -58,9 +73,9 @@ func (c *Controller) ensureKerberos(ctx context.Context, v *model.Volume) error 
 	// which ensureMember takes. Two exports doing it at once do it twice,
 	// which changes nothing.
 	c.krb.mu.Lock()
-	served := c.krb.served[v.Network] == ad
+	s, ok := c.krb.served[v.Network]
 	c.krb.mu.Unlock()
-	if served {
+	if ok && s.ad == ad && c.opts.Now().Sub(s.at) < krbRecheck {
 		return nil
 	}
 	if err := c.ensureMember(ctx, v.Network, ad); err != nil {
@@ -75,11 +90,29 @@ func (c *Controller) ensureKerberos(ctx context.Context, v *model.Volume) error 
 	}
 	c.krb.mu.Lock()
 	if c.krb.served == nil {
-		c.krb.served = map[string]string{}
+		c.krb.served = map[string]krbServed{}
 	}
-	c.krb.served[v.Network] = ad
+	c.krb.served[v.Network] = krbServed{ad: ad, at: c.opts.Now()}
 	c.krb.mu.Unlock()
 	return nil
+}
+
+// resyncKerberos keeps the Kerberos identity of every network with Kerberos
+// volumes among vols (this node's) current: after a restart, and when the
+// machine's keys changed (krbRecheck). Volumes an operation holds are its.
+func (c *Controller) resyncKerberos(ctx context.Context, vols []*model.Volume) error {
+	var errs []error
+	done := map[string]bool{}
+	for _, v := range vols {
+		if !v.KerberosEnabled || v.State.Busy() || v.Network == "" || done[v.Network] {
+			continue
+		}
+		done[v.Network] = true
+		if err := c.ensureKerberos(ctx, v); err != nil {
+			errs = append(errs, fmt.Errorf("kerberos on network %s: %w", v.Network, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // forgetKerberos drops what krbState knows of network's NFS server serving
@@ -87,7 +120,7 @@ func (c *Controller) ensureKerberos(ctx context.Context, v *model.Volume) error 
 func (c *Controller) forgetKerberos(network, ad string) {
 	c.krb.mu.Lock()
 	defer c.krb.mu.Unlock()
-	if c.krb.served[network] == ad {
+	if c.krb.served[network].ad == ad {
 		delete(c.krb.served, network)
 	}
 }

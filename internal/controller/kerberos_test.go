@@ -47,7 +47,10 @@ func TestKerberosVolumeExport(t *testing.T) {
 	h := newHarness(t)
 	dp := h.withDataPlane()
 	f, k := newFakeSMB(), &fakeKerberos{}
-	c := h.startWith(t, Options{SMB: f, Kerberos: k, Secrets: fakeSecrets{}})
+	var clockMu sync.Mutex
+	now := t0
+	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	c := h.startWith(t, Options{SMB: f, Kerberos: k, Secrets: fakeSecrets{}, Now: clock})
 	ad := newAD("ad1")
 	p := newSMBPool("pool", ad.Name())
 	seedPoolAD(t, h, p, ad)
@@ -122,5 +125,23 @@ func TestKerberosVolumeExport(t *testing.T) {
 	}
 	if len(k.made) != 1 {
 		t.Fatalf("identities made %q", k.made)
+	}
+
+	// A resync pass within krbRecheck asks nothing; past it, the identity
+	// is made again (the machine's keys may have changed).
+	ctx := context.Background()
+	if err := c.resync(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	clockMu.Lock()
+	now = now.Add(krbRecheck + time.Second)
+	clockMu.Unlock()
+	if err := c.resync(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.made) != 2 {
+		t.Fatalf("identities made %q, want a second one past the recheck interval", k.made)
 	}
 }

@@ -41,7 +41,7 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 	if err != nil {
 		return err
 	}
-	memberErr := c.resyncMembers(ctx)
+	memberErr := errors.Join(c.resyncMembers(ctx), c.resyncKerberos(ctx, vols))
 	views := &viewCache{c: c, views: map[string]ExportView{}, shares: map[string]map[string]map[string]string{}}
 	var (
 		mu       sync.Mutex

@@ -791,10 +791,21 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 }
 
 // registerDNS registers the machine's FQDN with the addresses in AD DNS with the
-// machine account (best effort).
+// machine account (best effort), and the endpoints of the Kerberos volumes it
+// serves as NFS principal (nfskrb5.go), which clients mount by that name.
 func (m *Manager) registerDNS(ctx context.Context, in *smbInstance, rec SMBMembership, addrs []netip.Addr) {
+	krb, err := in.krbAddrs()
+	if err != nil {
+		in.log.Warn("DNS registration", "err", err)
+	}
+	addrs = slices.Clone(addrs)
+	for _, a := range krb {
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
 	var args []string
-	var err error
 	if len(addrs) == 0 {
 		args, err = smb.DNSUnregisterArgs(in.conf(), fqdn(rec))
 	} else {

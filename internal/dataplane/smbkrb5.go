@@ -2,7 +2,11 @@ package dataplane
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,3 +104,57 @@ func (m *Manager) NFSKerberos(ctx context.Context, network, ad string) (NFSKerbe
 
 // keytab is the instance's keytab (smb.GlobalOptions.Keytab).
 func (in *smbInstance) keytab() string { return smb.GlobalOptions{StateDir: in.dir}.Keytab() }
+
+func (in *smbInstance) krbAddrsFile() string { return filepath.Join(in.dir, "krb5addrs.json") }
+
+// krbAddrs are the endpoints of the Kerberos volumes the instance's machine
+// serves as NFS principal (empty when none).
+func (in *smbInstance) krbAddrs() ([]netip.Addr, error) {
+	var addrs []netip.Addr
+	data, err := os.ReadFile(in.krbAddrsFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &addrs); err != nil {
+		return nil, fmt.Errorf("%s: %w", in.krbAddrsFile(), err)
+	}
+	return addrs, nil
+}
+
+// NFSKerberosEndpoint adds addr (serve) to, or removes it from, the addresses
+// the AD instance of (network, ad) registers its DNS name with: clients of a
+// Kerberos volume mount it by that name (their tickets are for nfs/<name>),
+// which must lead to an endpoint of the volume's network. Idempotent; the
+// registration itself is best effort, as for SMB shares.
+func (m *Manager) NFSKerberosEndpoint(ctx context.Context, network, ad string, addr netip.Addr, serve bool) error {
+	in, rec, unlock, err := m.lockedInstance(ctx, network, ad)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	addrs, err := in.krbAddrs()
+	if err != nil {
+		return err
+	}
+	has := slices.Contains(addrs, addr)
+	switch {
+	case serve && !has:
+		addrs = append(addrs, addr)
+	case !serve && has:
+		addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool { return a == addr })
+	default:
+		return nil
+	}
+	if err := writeJSON(in.krbAddrsFile(), addrs); err != nil {
+		return err
+	}
+	shares, err := readAddrs(in.addrsFile())
+	if err != nil {
+		return err
+	}
+	m.registerDNS(ctx, in, rec, addrList(shares))
+	return nil
+}

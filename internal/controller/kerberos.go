@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +21,9 @@ import (
 type Kerberos interface {
 	NFSKerberos(ctx context.Context, network, ad string) (dataplane.NFSKerberos, error)
 	ServeNFSKerberos(ctx context.Context, network string, k *dataplane.NFSKerberos) error
+	// NFSKerberosEndpoint adds a Kerberos volume's endpoint to (or removes
+	// it from) the addresses the machine's DNS name leads to.
+	NFSKerberosEndpoint(ctx context.Context, network, ad string, addr netip.Addr, serve bool) error
 }
 
 // krbState remembers the networks whose NFS server this process made accept
@@ -30,8 +35,8 @@ type krbState struct {
 }
 
 type krbServed struct {
-	ad string
-	at time.Time
+	ad, host string // the policy; its machine's DNS name
+	at       time.Time
 }
 
 // krbRecheck is how long a network's Kerberos identity is taken as it was
@@ -44,30 +49,17 @@ const krbRecheck = 5 * time.Minute
 // ensureKerberos makes v's network serve Kerberos as the machine of v's
 // pool's policy: the policy's Samba instance joined and running
 // (ensureMember), its machine the service principal nfs/<fqdn> with its keys
-// in its keytab, and the network's Ganesha accepting tickets for it. A
-// non-Kerberos volume needs nothing.
-func (c *Controller) ensureKerberos(ctx context.Context, v *model.Volume) error {
-	if !v.KerberosEnabled {
-		return nil
+// in its keytab, and the network's Ganesha accepting tickets for it. It
+// returns the policy and the machine's DNS name ("" for a non-Kerberos volume,
+// or without an SMB data plane: then its export admits Kerberos flavors only,
+// which an NFS server without a Kerberos identity grants no one, as SMB volumes
+// without one are recorded and not served).
+func (c *Controller) ensureKerberos(ctx context.Context, v *model.Volume) (ad, host string, err error) {
+	if !v.KerberosEnabled || c.opts.SMB == nil || c.opts.Kerberos == nil {
+		return "", "", nil
 	}
-	if c.opts.SMB == nil || c.opts.Kerberos == nil {
-		// As SMB volumes without an SMB data plane: recorded, and exported
-		// with rules that admit Kerberos flavors only, which an NFS server
-		// without a Kerberos identity grants no one.
-		return nil
-	}
-	var ad string
-	if err := c.st.View(ctx, func(tx store.Tx) error {
-		p, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
-		if err == nil {
-			ad = p.ActiveDirectory
-		}
-		return err
-	}); err != nil {
-		return err
-	}
-	if ad == "" {
-		return model.Errorf(model.ErrFailedPrecondition, "volume %s: its pool has no Active Directory policy for Kerberos", v.ID)
+	if ad, err = c.poolAD(ctx, v); err != nil {
+		return "", "", err
 	}
 	// Not held across the work: leaveUnused forgets a network under smbMu,
 	// which ensureMember takes. Two exports doing it at once do it twice,
@@ -76,25 +68,81 @@ func (c *Controller) ensureKerberos(ctx context.Context, v *model.Volume) error 
 	s, ok := c.krb.served[v.Network]
 	c.krb.mu.Unlock()
 	if ok && s.ad == ad && c.opts.Now().Sub(s.at) < krbRecheck {
-		return nil
+		return ad, s.host, nil
 	}
 	if err := c.ensureMember(ctx, v.Network, ad); err != nil {
-		return err
+		return "", "", err
 	}
 	k, err := c.opts.Kerberos.NFSKerberos(ctx, v.Network, ad)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	if err := c.opts.Kerberos.ServeNFSKerberos(ctx, v.Network, &k); err != nil {
-		return err
+		return "", "", err
 	}
+	name, _, _ := strings.Cut(k.Principal, "@")
+	_, host, _ = strings.Cut(name, "/")
 	c.krb.mu.Lock()
 	if c.krb.served == nil {
 		c.krb.served = map[string]krbServed{}
 	}
-	c.krb.served[v.Network] = krbServed{ad: ad, at: c.opts.Now()}
+	c.krb.served[v.Network] = krbServed{ad: ad, host: host, at: c.opts.Now()}
 	c.krb.mu.Unlock()
-	return nil
+	return ad, host, nil
+}
+
+// poolAD is the Active Directory policy of v's pool.
+func (c *Controller) poolAD(ctx context.Context, v *model.Volume) (string, error) {
+	var ad string
+	err := c.st.View(ctx, func(tx store.Tx) error {
+		p, err := store.Get[model.Pool](tx, store.KindPool, v.PoolName())
+		if err == nil {
+			ad = p.ActiveDirectory
+		}
+		return err
+	})
+	if err == nil && ad == "" {
+		err = model.Errorf(model.ErrFailedPrecondition, "volume %s: its pool has no Active Directory policy for Kerberos", v.ID)
+	}
+	return ad, err
+}
+
+// kerberosExported follows a Kerberos volume's export at addr: its endpoint
+// leads to the machine's DNS name, which is recorded on the volume for its
+// mount options.
+func (c *Controller) kerberosExported(ctx context.Context, v *model.Volume, ad, host string, addr netip.Addr) error {
+	if host == "" {
+		return nil
+	}
+	if err := c.opts.Kerberos.NFSKerberosEndpoint(ctx, v.Network, ad, addr, true); err != nil {
+		return err
+	}
+	if v.KerberosServer == host {
+		return nil
+	}
+	return c.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return err
+		}
+		cur.KerberosServer, v.KerberosServer = host, host
+		return store.PutVolume(tx, cur)
+	})
+}
+
+// kerberosUnexported drops a Kerberos volume's endpoint from its machine's DNS
+// name (best effort: the machine may have left the domain already).
+func (c *Controller) kerberosUnexported(ctx context.Context, v *model.Volume, addr netip.Addr) {
+	if !v.KerberosEnabled || c.opts.SMB == nil || c.opts.Kerberos == nil {
+		return
+	}
+	ad, err := c.poolAD(ctx, v)
+	if err == nil {
+		err = c.opts.Kerberos.NFSKerberosEndpoint(ctx, v.Network, ad, addr, false)
+	}
+	if err != nil {
+		c.log.Warn("drop a Kerberos volume's endpoint from its server's DNS name", "volume", v.Name(), "err", err)
+	}
 }
 
 // resyncKerberos keeps the Kerberos identity of every network with Kerberos
@@ -108,7 +156,7 @@ func (c *Controller) resyncKerberos(ctx context.Context, vols []*model.Volume) e
 			continue
 		}
 		done[v.Network] = true
-		if err := c.ensureKerberos(ctx, v); err != nil {
+		if _, _, err := c.ensureKerberos(ctx, v); err != nil {
 			errs = append(errs, fmt.Errorf("kerberos on network %s: %w", v.Network, err))
 		}
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -16,9 +17,25 @@ import (
 // fakeKerberos models the data plane's Kerberos: the identity each
 // network's NFS server serves with.
 type fakeKerberos struct {
-	mu     sync.Mutex
-	made   []string // "network|policy" per NFSKerberos
-	served map[string]*dataplane.NFSKerberos
+	mu        sync.Mutex
+	made      []string // "network|policy" per NFSKerberos
+	served    map[string]*dataplane.NFSKerberos
+	endpoints map[string]bool // "network|policy|addr" the machine's name leads to
+}
+
+func (f *fakeKerberos) NFSKerberosEndpoint(_ context.Context, network, ad string, addr netip.Addr, serve bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.endpoints == nil {
+		f.endpoints = map[string]bool{}
+	}
+	key := network + "|" + ad + "|" + addr.String()
+	if serve {
+		f.endpoints[key] = true
+	} else {
+		delete(f.endpoints, key)
+	}
+	return nil
 }
 
 func (f *fakeKerberos) NFSKerberos(_ context.Context, network, ad string) (dataplane.NFSKerberos, error) {
@@ -110,6 +127,13 @@ func TestKerberosVolumeExport(t *testing.T) {
 	if len(f.joins) != 1 || !slices.Equal(k.made, []string{"default|" + ad.Name()}) || k.served["default"] == nil {
 		t.Fatalf("joins %q, identities made %q, served %v: want one each, on default", f.joins, k.made, k.served)
 	}
+	// Clients mount it by the machine's name, which leads to its endpoint.
+	if got, err := c.loadVolume(context.Background(), v.Name()); err != nil || got.KerberosServer != "basin-1a2b.basin.test" {
+		t.Fatalf("recorded server %q, %v", got.KerberosServer, err)
+	}
+	if !k.endpoints["default|"+ad.Name()+"|"+v.Endpoint] || len(k.endpoints) != 1 {
+		t.Fatalf("endpoints of the machine's name: %v", k.endpoints)
+	}
 
 	// A volume without Kerberos renders AUTH_SYS rules as before, and asks
 	// for no identity.
@@ -140,8 +164,14 @@ func TestKerberosVolumeExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if len(k.made) != 2 {
 		t.Fatalf("identities made %q, want a second one past the recheck interval", k.made)
+	}
+	k.mu.Unlock()
+
+	// Deleted, its endpoint no longer leads there.
+	h.runDelete(t, c, v, t0.Add(4*time.Second))
+	if len(k.endpoints) != 0 {
+		t.Fatalf("endpoints after the delete: %v", k.endpoints)
 	}
 }

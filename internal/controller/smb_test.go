@@ -189,6 +189,20 @@ func (h *harness) runOps(t *testing.T, c *Controller, ops ...*model.Operation) {
 	}
 }
 
+// runDelete marks volume v DELETING and runs its delete operation, made at at.
+func (h *harness) runDelete(t *testing.T, c *Controller, v *model.Volume, at time.Time) {
+	t.Helper()
+	h.seed(t, func(tx store.Tx) error {
+		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
+		if err != nil {
+			return err
+		}
+		cur.State = model.StateDeleting
+		return store.PutVolume(tx, cur)
+	})
+	h.runOps(t, c, newOp(model.OpVolumeDelete, v.Name(), at))
+}
+
 func getAD(t *testing.T, h *harness, name string) *model.ActiveDirectory {
 	t.Helper()
 	var a *model.ActiveDirectory
@@ -254,15 +268,7 @@ func TestSMBJoinShareLeave(t *testing.T) {
 		t.Fatalf("joins %q: the second pool of the policy joined again", f.joins)
 	}
 
-	h.seed(t, func(tx store.Tx) error {
-		cur, err := store.Get[model.Volume](tx, store.KindVolume, v.Name())
-		if err != nil {
-			return err
-		}
-		cur.State = model.StateDeleting
-		return store.PutVolume(tx, cur)
-	})
-	h.runOps(t, c, newOp(model.OpVolumeDelete, v.Name(), t0.Add(3*time.Second)))
+	h.runDelete(t, c, v, t0.Add(3*time.Second))
 	if _, ok := f.shares[memberKey("default", ad.Name())]["docs"]; ok {
 		t.Fatal("the deleted volume's share is still there")
 	}

@@ -389,7 +389,8 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		if err := c.ensureVolumeExportID(ctx, v); err != nil {
 			return err
 		}
-		if err := c.ensureKerberos(ctx, v); err != nil {
+		ad, host, err := c.ensureKerberos(ctx, v)
+		if err != nil {
 			return err
 		}
 		ex, _, err := c.servedExport(ctx, v)
@@ -400,7 +401,10 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		if err != nil {
 			return err
 		}
-		return c.dp.Export(ctx, v.Network, addr, ex)
+		if err := c.dp.Export(ctx, v.Network, addr, ex); err != nil {
+			return err
+		}
+		return c.kerberosExported(ctx, v, ad, host, addr)
 	case StepUnexport:
 		if c.dp == nil || v.Endpoint == "" || v.ExportID == 0 {
 			return nil
@@ -409,7 +413,11 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		if err != nil {
 			return err
 		}
-		return c.dp.Unexport(ctx, v.Network, addr, v.ExportID)
+		if err := c.dp.Unexport(ctx, v.Network, addr, v.ExportID); err != nil {
+			return err
+		}
+		c.kerberosUnexported(ctx, v, addr)
+		return nil
 	case StepShare:
 		return c.share(ctx, v)
 	case StepUnshare:

@@ -340,6 +340,11 @@ type Volume struct {
 	// volume (the machine account its network joined to the pool's Active
 	// Directory as, e.g. "BASIN-1A2B.basin.test"), once shared; "" = not yet.
 	SMBServer string `json:"smbServer,omitempty"`
+	// KerberosServer is the DNS name a Kerberos volume's NFS clients mount it
+	// by (their tickets are for nfs/<name>): the pool's AD machine on the
+	// volume's network, e.g. "basin-1a2b.basin.test", once exported; "" = not
+	// yet.
+	KerberosServer string `json:"kerberosServer,omitempty"`
 
 	// Node is the ID of the node the volume is placed on: its storage is there,
 	// that node's data plane serves it and runs its operations. Set at create

@@ -229,6 +229,10 @@ func mountOptions(v *model.Volume) []apiv1.MountOption {
 		default:
 			continue
 		}
+		if p == model.ProtocolNFSv4 && v.KerberosEnabled {
+			out = append(out, kerberosMountOption(v))
+			continue
+		}
 		full := v.Endpoint + ":/" + v.ShareName
 		rw, ro := nfsAccess(v.ExportRules, p)
 		mode, note := "rw", "Only clients its export policy allows can mount it."
@@ -247,6 +251,52 @@ func mountOptions(v *model.Volume) []apiv1.MountOption {
 		})
 	}
 	return out
+}
+
+// kerberosMountOption is a Kerberos volume's NFSv4.1 mount: by its server's
+// DNS name (clients' tickets are for nfs/<name>; known once it is exported),
+// with the strongest flavor its rules admit, and the access they grant.
+func kerberosMountOption(v *model.Volume) apiv1.MountOption {
+	server := v.KerberosServer
+	if server == "" {
+		server = "SERVER"
+	}
+	full := server + ":/" + v.ShareName
+	rank := map[string]int{model.FlavorKrb5: 1, model.FlavorKrb5i: 2, model.FlavorKrb5p: 3}
+	sec, anyRW := "", false
+	var clients []string
+	for _, r := range v.ExportRules {
+		gs := r.KerberosGrants()
+		if r.NFSv4 == nil || !*r.NFSv4 || len(gs) == 0 || r.AccessType == nil || *r.AccessType == model.AccessReadNone || r.AllowedClients == nil {
+			continue
+		}
+		clients = append(clients, *r.AllowedClients)
+		rw := *r.AccessType == model.AccessReadWrite
+		for _, g := range gs {
+			if rank[g.Flavor] > rank[sec] {
+				sec = g.Flavor
+			}
+			rw = rw && g.ReadWrite
+		}
+		anyRW = anyRW || rw
+	}
+	mode := "rw"
+	if !anyRW {
+		mode = "ro"
+	}
+	note := "Only clients its export policy allows (" + strings.Join(clients, ", ") + ") can mount it, with the flavors their rule names."
+	if sec == "" {
+		sec, note = model.FlavorKrb5p, "Its export policy lets no client mount it yet: add a rule with a Kerberos flag."
+	}
+	if v.KerberosServer == "" {
+		note += " Its server's name (SERVER here) is known once the volume is exported."
+	}
+	return apiv1.MountOption{
+		Export: "/" + v.ShareName, ExportFull: full, Protocol: apiv1.Protocol(model.ProtocolNFSv4), IPAddress: v.Endpoint,
+		Instructions: fmt.Sprintf("Linux, with rpc-gssd running and the user's Kerberos ticket from the domain (kinit): "+
+			"sudo mkdir -p /mnt/%[1]s && sudo mount -t nfs -o %[4]s,hard,sec=%[5]s,vers=4.1,rsize=1048576,wsize=1048576 %[2]s /mnt/%[1]s "+
+			"(mount by the name %[3]s, not the address: tickets are for nfs/%[3]s). %[6]s", v.ShareName, full, server, mode, sec, note),
+	}
 }
 
 // nfsAccess lists the clients of the export rules that apply to NFS protocol p

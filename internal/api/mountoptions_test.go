@@ -73,3 +73,26 @@ func TestNFSMountOptionsFollowExportPolicy(t *testing.T) {
 		}
 	}
 }
+
+// A Kerberos volume's NFSv4.1 mount names its server by DNS name (its
+// tickets are for nfs/<name>) with the strongest flavor its rules admit.
+func TestKerberosMountOptions(t *testing.T) {
+	yes, clients := true, "10.99.0.0/24"
+	rw := model.AccessReadWrite
+	v := &model.Volume{ShareName: "krb", Endpoint: "10.99.0.20", Protocols: []model.Protocol{model.ProtocolNFSv4}, KerberosEnabled: true,
+		ExportRules: []model.ExportRule{{AllowedClients: &clients, AccessType: &rw, NFSv4: &yes, Kerberos5ReadWrite: &yes, Kerberos5iReadWrite: &yes}}}
+	mo := mountOptions(v)
+	if len(mo) != 1 || mo[0].ExportFull != "SERVER:/krb" || !strings.Contains(mo[0].Instructions, "known once") {
+		t.Fatalf("before its export: %+v", mo)
+	}
+	v.KerberosServer = "basin-1a2b.basin.test"
+	m := mountOptions(v)[0]
+	if m.ExportFull != "basin-1a2b.basin.test:/krb" || m.IPAddress != "10.99.0.20" ||
+		!strings.Contains(m.Instructions, "-o rw,hard,sec=krb5i,vers=4.1") || !strings.Contains(m.Instructions, "nfs/basin-1a2b.basin.test") {
+		t.Fatalf("mount option %+v", m)
+	}
+	v.ExportRules[0].Kerberos5pReadOnly = &yes
+	if m := mountOptions(v)[0]; !strings.Contains(m.Instructions, "-o ro,hard,sec=krb5p,") {
+		t.Fatalf("with a read-only krb5p flavor: %q", m.Instructions)
+	}
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	krb5client "github.com/jcmturner/gokrb5/v8/client"
 
+	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/oncrpc/rpcsecgss"
 	"github.com/basin-nas/basin/test/addc"
 	"github.com/basin-nas/basin/test/clienthost"
@@ -41,6 +43,18 @@ func TestKerberosNFS(t *testing.T) {
 	ep := endpoint(t, l.c, "kv")
 	spn := l.nfsPrincipal(ctx)
 	t.Logf("volume kv on %s, service principal %s", ep, spn)
+	// Clients mount it by the machine's name, which leads to its endpoint.
+	server := strings.TrimPrefix(spn, "nfs/")
+	var vol client.Object
+	if err := l.c.Do(ctx, "GET", loc+"/volumes/kv", nil, nil, &vol); err != nil {
+		t.Fatal(err)
+	}
+	if mo := vol["mountOptions"].([]any)[0].(map[string]any); mo["exportFull"] != server+":/kv" || !strings.Contains(fmt.Sprint(mo["instructions"]), "sec=krb5p") {
+		t.Fatalf("mount option %v, want %s:/kv with sec=krb5p", mo, server)
+	}
+	if a, err := l.dc.LookupA(ctx, server); err != nil || !slices.Contains(a, ep.String()) {
+		t.Fatalf("%s resolves to %v (%v), want %s among them", server, a, err, ep)
+	}
 
 	names := map[rpcsecgss.Service]string{0: "sys", rpcsecgss.None: "krb5", rpcsecgss.Integrity: "krb5i", rpcsecgss.Privacy: "krb5p"}
 	// session runs fn with an NFSv4.1 session from host h as u at svc (0:
@@ -113,6 +127,12 @@ func TestKerberosNFS(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatalf("krb5p from the krb5p-only client: %v", err)
+	}
+
+	// Deleted, its endpoint no longer answers for the name.
+	mutate(t, l.c, "DELETE", loc+"/volumes/kv", nil)
+	if a, _ := l.dc.LookupA(ctx, server); slices.Contains(a, ep.String()) {
+		t.Fatalf("%s still resolves to %s after the volume went: %v", server, ep, a)
 	}
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -56,31 +57,13 @@ func TestKerberosNFS(t *testing.T) {
 		t.Fatalf("%s resolves to %v (%v), want %s among them", server, a, err, ep)
 	}
 
-	names := map[rpcsecgss.Service]string{0: "sys", rpcsecgss.None: "krb5", rpcsecgss.Integrity: "krb5i", rpcsecgss.Privacy: "krb5p"}
-	// session runs fn with an NFSv4.1 session from host h as u at svc (0:
-	// AUTH_SYS as uid 1000) and the export's root handle.
 	session := func(h *clienthost.Host, u addc.User, svc rpcsecgss.Service, fn func(c *nfsraw.Client, root []byte) error) error {
-		return h.Within(func() error {
-			a := nfsraw.Auth{UID: 1000, GID: 1000, Machine: h.Name()}
-			if svc != 0 {
-				a.Sec = nfsraw.Krb5(l.krb5Login(u), spn, svc)
-			}
-			c, err := nfsraw.Dial41(ctx, ep.String(), 2049, a)
-			if err != nil {
-				return fmt.Errorf("dial: %w", err)
-			}
-			defer c.Close()
-			root, err := c.LookupPath(ctx, "kv")
-			if err != nil {
-				return err
-			}
-			return fn(c, root)
-		})
+		return l.krbSession(ctx, h, ep, spn, "kv", u, svc, fn)
 	}
 	for _, u := range []addc.User{l.user("alice"), l.user("bob")} {
 		uid, gid := l.rid(ctx, "(sAMAccountName="+u.Name+")")+100000, l.rid(ctx, "(sAMAccountName=Domain Users)")+100000
 		for _, svc := range []rpcsecgss.Service{rpcsecgss.None, rpcsecgss.Integrity, rpcsecgss.Privacy} {
-			name := u.Name + "-" + names[svc]
+			name := u.Name + "-" + flavorNames[svc]
 			data := []byte(strings.Repeat(name+"\n", 500))
 			err := session(open, u, svc, func(c *nfsraw.Client, root []byte) error {
 				fh, sid, err := c.OpenFile(ctx, root, name, nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, []byte(name), true)
@@ -103,7 +86,7 @@ func TestKerberosNFS(t *testing.T) {
 				return nil
 			})
 			if err != nil {
-				t.Fatalf("%s at %s: %v", u.Name, names[svc], err)
+				t.Fatalf("%s at %s: %v", u.Name, flavorNames[svc], err)
 			}
 		}
 	}
@@ -112,7 +95,7 @@ func TestKerberosNFS(t *testing.T) {
 		t.Helper()
 		err := session(h, alice, svc, func(*nfsraw.Client, []byte) error { return nil })
 		if s, ok := nfsraw.StatusOf(err); !ok || s != nfsraw.ErrWrongSec {
-			t.Fatalf("%s from %s: %v, want WRONGSEC", names[svc], h.Name(), err)
+			t.Fatalf("%s from %s: %v, want WRONGSEC", flavorNames[svc], h.Name(), err)
 		}
 	}
 	refused(open, 0)
@@ -134,6 +117,31 @@ func TestKerberosNFS(t *testing.T) {
 	if a, _ := l.dc.LookupA(ctx, server); slices.Contains(a, ep.String()) {
 		t.Fatalf("%s still resolves to %s after the volume went: %v", server, ep, a)
 	}
+}
+
+// flavorNames name the RPC security flavors as mount's sec= does (0: AUTH_SYS).
+var flavorNames = map[rpcsecgss.Service]string{0: "sys", rpcsecgss.None: "krb5", rpcsecgss.Integrity: "krb5i", rpcsecgss.Privacy: "krb5p"}
+
+// krbSession runs fn with an NFSv4.1 session to ep from host h as u at svc
+// (0: AUTH_SYS as uid 1000), tickets for spn, and the handle of share's root.
+func (l *smbLab) krbSession(ctx context.Context, h *clienthost.Host, ep netip.Addr, spn, share string, u addc.User, svc rpcsecgss.Service,
+	fn func(c *nfsraw.Client, root []byte) error) error {
+	return h.Within(func() error {
+		a := nfsraw.Auth{UID: 1000, GID: 1000, Machine: h.Name()}
+		if svc != 0 {
+			a.Sec = nfsraw.Krb5(l.krb5Login(u), spn, svc)
+		}
+		c, err := nfsraw.Dial41(ctx, ep.String(), 2049, a)
+		if err != nil {
+			return fmt.Errorf("dial: %w", err)
+		}
+		defer c.Close()
+		root, err := c.LookupPath(ctx, share)
+		if err != nil {
+			return err
+		}
+		return fn(c, root)
+	})
 }
 
 // nfsPrincipal is the NFS service principal the pool's machine got in the
@@ -186,4 +194,62 @@ func (l *smbLab) krb5Login(u addc.User) *krb5client.Client {
 	}
 	l.t.Cleanup(cl.Destroy)
 	return cl
+}
+
+// A dual-protocol Kerberos volume: what alice writes over SMB is hers over
+// NFS with her ticket, and the other way round, by the same ids; after Basin
+// restarts, the network's NFS server still accepts her tickets.
+func TestKerberosDual(t *testing.T) {
+	l := newSMBLab(t, nil)
+	ctx := context.Background()
+	sh := l.volume("kd", map[string]any{"protocols": []string{"NFSV4", "SMB"}, "kerberosEnabled": true, "unixPermissions": "0777",
+		"exportPolicy": map[string]any{"rules": []any{map[string]any{"allowedClients": l.s.subnet.String(), "accessType": "READ_WRITE",
+			"nfsv4": true, "hasRootAccess": "false", "kerberos5pReadWrite": true}}}})
+	spn := l.nfsPrincipal(ctx)
+	if spn != "nfs/"+sh.Server {
+		t.Fatalf("service principal %s, want nfs/ and the SMB server's name %s", spn, sh.Server)
+	}
+	alice := l.user("alice")
+	uid := strconv.Itoa(l.rid(ctx, "(sAMAccountName=alice)") + 100000)
+	fromSMB, fromNFS := []byte("written over SMB\n"), []byte("written over NFS with krb5p\n")
+	fs := l.mount(ctx, sh, alice, sh.Share)
+	if err := fs.WriteFile("from-smb.txt", fromSMB, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nfs := func(what string, fn func(c *nfsraw.Client, root []byte) error) {
+		t.Helper()
+		if err := l.krbSession(ctx, l.h, sh.Endpoint, spn, "kd", alice, rpcsecgss.Privacy, fn); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	nfs("NFS", func(c *nfsraw.Client, root []byte) error {
+		ga := &nfsraw.GetAttr{}
+		if err := c.Run(ctx, &nfsraw.PutFH{FH: root}, &nfsraw.Lookup{Name: "from-smb.txt"}, ga); err != nil {
+			return fmt.Errorf("lookup from-smb.txt: %w", err)
+		}
+		if ga.Attr.Owner != uid {
+			return fmt.Errorf("from-smb.txt is %s's over NFS, want alice's %s", ga.Attr.Owner, uid)
+		}
+		fh, sid, err := c.OpenFile(ctx, root, "from-nfs.txt", nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, []byte("alice"), true)
+		if err != nil {
+			return err
+		}
+		return c.Run(ctx, &nfsraw.PutFH{FH: fh}, &nfsraw.Write{StateID: sid, Data: fromNFS})
+	})
+	if b, err := fs.ReadFile("from-nfs.txt"); err != nil || string(b) != string(fromNFS) {
+		t.Fatalf("from-nfs.txt over SMB: %q, %v", b, err)
+	}
+	fs.Umount()
+
+	l.restart()
+	nfs("NFS after a restart", func(c *nfsraw.Client, root []byte) error {
+		r := &nfsraw.Read{Count: 4096}
+		if err := c.Run(ctx, &nfsraw.PutFH{FH: root}, &nfsraw.Lookup{Name: "from-nfs.txt"}, r); err != nil {
+			return err
+		}
+		if string(r.Data) != string(fromNFS) {
+			return fmt.Errorf("read %q", r.Data)
+		}
+		return nil
+	})
 }

@@ -23,7 +23,8 @@ import (
 // with tickets from it write and read over NFSv4.1 at krb5, krb5i and krb5p,
 // their files owned by the uid and gid SMB gives them (100000 + RID); AUTH_SYS
 // is refused with WRONGSEC, and so are krb5 and krb5i from a client whose
-// rule admits krb5p only (rules apply in order: it comes first).
+// rule admits krb5p only (rules apply in order: it comes first), and a handle
+// carried to an export of another flavor.
 func TestKerberosNFS(t *testing.T) {
 	l := newSMBLab(t, nil)
 	ctx := context.Background()
@@ -110,6 +111,42 @@ func TestKerberosNFS(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatalf("krb5p from the krb5p-only client: %v", err)
+	}
+
+	// A handle crosses no flavor: a handle of an AUTH_SYS volume sent with
+	// krb5p, and of the Kerberos volume sent with AUTH_SYS, get WRONGSEC.
+	mutate(t, l.c, "POST", loc+"/volumes?volumeId=sv", map[string]any{"shareName": "sv", "storagePool": "pool1", "capacityGib": 1,
+		"protocols": []string{"NFSV4"}, "exportPolicy": map[string]any{"rules": []any{map[string]any{"allowedClients": l.s.subnet.String(),
+			"accessType": "READ_WRITE", "nfsv4": true}}}})
+	sysEP := endpoint(t, l.c, "sv")
+	var sysFH, krbFH []byte
+	if err := l.krbSession(ctx, open, sysEP, spn, "sv", alice, 0, func(_ *nfsraw.Client, root []byte) error { sysFH = root; return nil }); err != nil {
+		t.Fatalf("AUTH_SYS on the AUTH_SYS volume: %v", err)
+	}
+	if err := session(open, alice, rpcsecgss.Privacy, func(_ *nfsraw.Client, root []byte) error { krbFH = root; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		what string
+		ep   netip.Addr
+		svc  rpcsecgss.Service
+		fh   []byte
+	}{{"the AUTH_SYS volume's handle with krb5p", ep, rpcsecgss.Privacy, sysFH}, {"the Kerberos volume's handle with AUTH_SYS", sysEP, 0, krbFH}} {
+		err := open.Within(func() error {
+			a := nfsraw.Auth{UID: 1000, GID: 1000, Machine: open.Name()}
+			if x.svc != 0 {
+				a.Sec = nfsraw.Krb5(l.krb5Login(alice), spn, x.svc)
+			}
+			c, err := nfsraw.Dial41(ctx, x.ep.String(), 2049, a)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return c.Run(ctx, &nfsraw.PutFH{FH: x.fh}, &nfsraw.GetAttr{})
+		})
+		if s, ok := nfsraw.StatusOf(err); !ok || s != nfsraw.ErrWrongSec {
+			t.Fatalf("%s: %v, want WRONGSEC", x.what, err)
+		}
 	}
 
 	// Deleted, its endpoint no longer answers for the name.

@@ -23,11 +23,9 @@ type NFSKerberos struct {
 	// for when they mount by the machine's DNS name.
 	Principal string
 	// Keytab is the host path of the instance's keytab (mode 0600, in its
-	// private directory): the keys of every SPN of the machine account, which
-	// winbindd rewrites when it changes the machine password.
+	// private directory): the machine account's keys under its SPNs, which
+	// NFSKerberos brings up to the account's key version.
 	Keytab string
-	// Krb5Conf is the instance's krb5.conf (its realm and KDCs).
-	Krb5Conf string
 	// Winbind is the host path of the instance's winbindd socket directory:
 	// Ganesha maps a principal to the uid and gid winbindd gives its SID.
 	Winbind string
@@ -45,10 +43,21 @@ func (m *Manager) NFSKerberos(ctx context.Context, network, ad string) (NFSKerbe
 		return NFSKerberos{}, err
 	}
 	defer unlock()
+	// An instance an earlier Basin started keeps winbindd's socket in its own
+	// tmpfs, out of Ganesha's reach, where principals would map to no one: it
+	// is started again in the layout that has it in its directory (its
+	// clients reconnect, as after a restart of its daemons).
+	if _, err := os.Stat(filepath.Join(in.dir, "winbindd", "pipe")); errors.Is(err, fs.ErrNotExist) {
+		in.log.Info("restarting the samba instance: its winbindd socket is not where Ganesha can reach it")
+		sb := in.sb
+		sb.dropInstance(in.id)
+		if in, err = m.bringUp(ctx, sb, in.id, rec); err != nil {
+			return NFSKerberos{}, err
+		}
+	}
 	spn := smb.ServicePrincipal(smb.NFSService, fqdn(rec))
 	principal := spn + "@" + strings.ToUpper(rec.Realm)
-	k := NFSKerberos{Principal: principal, Keytab: in.keytab(), Krb5Conf: filepath.Join(in.dir, "krb5.conf"),
-		Winbind: filepath.Join(in.dir, "winbindd")}
+	k := NFSKerberos{Principal: principal, Keytab: in.keytab(), Winbind: filepath.Join(in.dir, "winbindd")}
 
 	args, err := smb.SPNListArgs(in.conf())
 	if err != nil {

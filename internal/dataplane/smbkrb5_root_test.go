@@ -213,14 +213,29 @@ func TestNFSKerberosPrincipalRoot(t *testing.T) {
 
 // Ganesha serves a Kerberos export with the instance's identity: an AD user
 // with a ticket for nfs/<fqdn> writes and reads at krb5, krb5i and krb5p, as
-// the uid and gid winbind gives her (SMB's); AUTH_SYS, and a flavor the
-// matching rule does not list, get WRONGSEC.
+// the uid and gid winbind gives her (SMB's), Ganesha asking the instance's
+// winbindd through its socket in the instance's directory; AUTH_SYS, and a
+// flavor the matching rule does not list, get WRONGSEC.
 func TestNFSKerberosServeRoot(t *testing.T) {
 	l := newKrbLab(t)
 	ctx := context.Background()
+	// winbindd's socket is in the instance's directory, where the sandbox can
+	// give it to Ganesha. An instance without it there (as an earlier Basin
+	// laid instances out: here, the socket's name removed) is started again.
+	pipe := filepath.Join(l.m.instanceDir(l.network, smbInstanceID(l.mb.AD)), "winbindd", "pipe")
+	if _, err := os.Stat(pipe); err != nil {
+		t.Fatalf("winbindd's socket: %v", err)
+	}
+	old := l.m.SMBPID(l.network, l.mb.AD, "winbindd")
+	if err := os.Remove(pipe); err != nil {
+		t.Fatal(err)
+	}
 	k, err := l.m.NFSKerberos(ctx, l.network, l.mb.AD)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(pipe); err != nil || l.m.SMBPID(l.network, l.mb.AD, "winbindd") == old {
+		t.Fatalf("winbindd not started again with its socket in the instance's directory: %v", err)
 	}
 	if err := l.m.ServeNFSKerberos(ctx, l.network, &k); err != nil {
 		t.Fatal(err)

@@ -160,6 +160,20 @@ func (s *Session) Handle() []byte { return s.handle }
 // with several services.
 func (s *Session) Auth(svc Service) oncrpc.Auth { return &data{s: s, svc: svc, proc: procData} }
 
+// Forged returns the Auth of data calls with service svc as an attacker
+// would send them, for attack tests: with replay, under the last sequence
+// number already sent (each call sends it again); with other set, naming
+// other's context handle while the verifier and the wrapping still come from
+// s's context (a handle seen on the wire, without its keys). A server must
+// serve none of them.
+func (s *Session) Forged(svc Service, replay bool, other *Session) oncrpc.Auth {
+	a := &data{s: s, svc: svc, proc: procData, replay: replay}
+	if other != nil {
+		a.handle = other.handle
+	}
+	return a
+}
+
 // Destroy asks the server to forget the context. Its arguments and results
 // are not wrapped (as Linux sends it), so it goes with service none.
 func (s *Session) Destroy(ctx context.Context, c Caller, prog, vers uint32) error {
@@ -216,20 +230,32 @@ func (c *control) Open(v oncrpc.OpaqueAuth, res []byte) ([]byte, error) {
 	return res, nil
 }
 
-// data is the Auth of data (and DESTROY) calls.
+// data is the Auth of data (and DESTROY) calls; replay and handle forge them
+// (Forged).
 type data struct {
-	s    *Session
-	svc  Service
-	proc uint32
+	s      *Session
+	svc    Service
+	proc   uint32
+	replay bool
+	handle []byte
 }
 
 func (a *data) Seal(b []byte, head int, args []byte) ([]byte, oncrpc.Opener, error) {
-	seq, err := a.s.nextSeq()
-	if err != nil {
+	var seq uint32
+	var err error
+	if a.replay {
+		a.s.mu.Lock()
+		seq = a.s.seq
+		a.s.mu.Unlock()
+	} else if seq, err = a.s.nextSeq(); err != nil {
 		return nil, nil, err
 	}
+	handle := a.s.handle
+	if a.handle != nil {
+		handle = a.handle
+	}
 	e := encoderOn(b)
-	cred(e, a.proc, seq, a.svc, a.s.handle)
+	cred(e, a.proc, seq, a.svc, handle)
 	// The verifier is a MIC of the header, from the xid through the
 	// credential.
 	mic, err := a.s.ctx.GetMIC(e.Bytes()[head:])

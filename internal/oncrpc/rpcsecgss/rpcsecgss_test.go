@@ -138,3 +138,32 @@ func TestSequenceNumbersBounded(t *testing.T) {
 		t.Fatal("sequence number 2^31 sent")
 	}
 }
+
+// Forged calls are what attack tests send: a replay carries the last
+// sequence number again (which the server drops), a stolen handle names
+// another context while the verifier is still the caller's.
+func TestForged(t *testing.T) {
+	srv := &server{}
+	s, l, err := fakeInit(t, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := fakeInit(t, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Call(context.Background(), prog, vers, 1, s.Auth(Integrity), secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Call(context.Background(), prog, vers, 1, s.Forged(Integrity, true, nil), secret); err == nil || !strings.Contains(err.Error(), "replayed") {
+		t.Fatalf("replayed call: %v", err)
+	}
+	// The replay took no new number: the next call goes on from it.
+	if _, err := l.Call(context.Background(), prog, vers, 1, s.Auth(Integrity), secret); err != nil {
+		t.Fatalf("call after the replay: %v", err)
+	}
+	l.Call(context.Background(), prog, vers, 1, s.Forged(None, false, other), secret) //nolint:errcheck // the wire is what is checked
+	if !bytes.Contains(l.sent, other.Handle()) || bytes.Contains(l.sent, s.Handle()) {
+		t.Fatalf("a stolen handle's call names %q", l.sent)
+	}
+}

@@ -10,13 +10,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	krb5client "github.com/jcmturner/gokrb5/v8/client"
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
 	"github.com/basin-nas/basin/internal/nfs"
+	"github.com/basin-nas/basin/internal/oncrpc"
 	"github.com/basin-nas/basin/internal/oncrpc/rpcsecgss"
 	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/test/addc"
@@ -344,4 +347,71 @@ func TestNFSKerberosServeRoot(t *testing.T) {
 		}
 		t.Fatalf("sys on a Kerberos rule: %v, want WRONGSEC", err)
 	}
+
+	// Forged RPCSEC_GSS calls are not served: alice's last sequence number
+	// sent again, and bob's context handle (seen on the wire) used without
+	// bob's keys.
+	bobConn, _, bob := krbConn(t, l.krb5Client(t, l.dc.Users[1]), addr, spn)
+	defer bobConn.Close()
+	for _, f := range []struct {
+		name   string
+		forged func(alice *rpcsecgss.Session) oncrpc.Auth
+	}{
+		{"a replayed sequence number", func(a *rpcsecgss.Session) oncrpc.Auth { return a.Forged(rpcsecgss.Integrity, true, nil) }},
+		{"another principal's context", func(a *rpcsecgss.Session) oncrpc.Auth { return a.Forged(rpcsecgss.Integrity, false, bob) }},
+	} {
+		c, sw, alice := krbConn(t, cl, addr, spn)
+		root, err := c.LookupPath(ctx, "kv1")
+		if err != nil {
+			t.Fatalf("%s: lookup before forging: %v", f.name, err)
+		}
+		sw.set(f.forged(alice))
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		ga := &nfsraw.GetAttr{}
+		err = c.Run(cctx, &nfsraw.PutFH{FH: root}, ga)
+		cancel()
+		c.Close()
+		if _, answered := nfsraw.StatusOf(err); err == nil || answered {
+			t.Fatalf("%s: served (%v, owner %q)", f.name, err, ga.Attr.Owner)
+		}
+		t.Logf("%s: %v", f.name, err)
+	}
+}
+
+// switchAuth is an RPC Auth that can be replaced while a client uses it.
+type switchAuth struct {
+	mu sync.Mutex
+	a  oncrpc.Auth
+}
+
+func (s *switchAuth) set(a oncrpc.Auth) { s.mu.Lock(); s.a = a; s.mu.Unlock() }
+
+func (s *switchAuth) Seal(b []byte, head int, args []byte) ([]byte, oncrpc.Opener, error) {
+	s.mu.Lock()
+	a := s.a
+	s.mu.Unlock()
+	return a.Seal(b, head, args)
+}
+
+// krbConn opens an NFSv4.1 session to addr at krb5i as cl's principal, and
+// returns it with the Auth its calls go through (to be replaced by forged
+// ones) and its RPCSEC_GSS context.
+func krbConn(t *testing.T, cl *krb5client.Client, addr netip.Addr, spn string) (*nfsraw.Client, *switchAuth, *rpcsecgss.Session) {
+	t.Helper()
+	sw := &switchAuth{}
+	var sess *rpcsecgss.Session
+	c, err := nfsraw.Dial41(context.Background(), addr.String(), 2049, nfsraw.Auth{Machine: "bkr-forge",
+		Sec: func(ctx context.Context, caller rpcsecgss.Caller) (oncrpc.Auth, error) {
+			s, err := nfsraw.Krb5Session(ctx, caller, cl, spn)
+			if err != nil {
+				return nil, err
+			}
+			sess = s
+			sw.set(s.Auth(rpcsecgss.Integrity))
+			return sw, nil
+		}})
+	if err != nil {
+		t.Fatalf("krb5i session: %v", err)
+	}
+	return c, sw, sess
 }

@@ -35,22 +35,29 @@ type Auth struct {
 // krb5p (Privacy).
 func Krb5(cl *client.Client, spn string, svc rpcsecgss.Service) func(context.Context, rpcsecgss.Caller) (oncrpc.Auth, error) {
 	return func(ctx context.Context, c rpcsecgss.Caller) (oncrpc.Auth, error) {
-		in, err := krb5gss.NewInitiator(cl, spn)
-		if err != nil {
-			return nil, err
-		}
-		s, err := rpcsecgss.Init(ctx, c, 100003, 4, in.Token(), func(reply []byte) ([]byte, rpcsecgss.Context, error) {
-			k, err := in.Step(reply)
-			if err != nil {
-				return nil, nil, err
-			}
-			return nil, k, nil
-		})
+		s, err := Krb5Session(ctx, c, cl, spn)
 		if err != nil {
 			return nil, err
 		}
 		return s.Auth(svc), nil
 	}
+}
+
+// Krb5Session establishes Krb5's RPCSEC_GSS context over c and returns it:
+// for an Auth.Sec that keeps the session (attack tests forge calls with it,
+// rpcsecgss.Session.Forged).
+func Krb5Session(ctx context.Context, c rpcsecgss.Caller, cl *client.Client, spn string) (*rpcsecgss.Session, error) {
+	in, err := krb5gss.NewInitiator(cl, spn)
+	if err != nil {
+		return nil, err
+	}
+	return rpcsecgss.Init(ctx, c, 100003, 4, in.Token(), func(reply []byte) ([]byte, rpcsecgss.Context, error) {
+		k, err := in.Step(reply)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, k, nil
+	})
 }
 
 // rpcConn is one TCP connection carrying one ONC RPC call at a time.

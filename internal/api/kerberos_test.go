@@ -67,6 +67,13 @@ func TestKerberosVolumeAPI(t *testing.T) {
 			}
 		})
 	}
+	// The pool's policy is its Kerberos volumes' identity: it cannot change
+	// under them.
+	r0 := e.fails("PATCH", loc+"/storagePools/krb?updateMask=activeDirectory",
+		map[string]any{"activeDirectory": "projects/p1/locations/us-east4/activeDirectories/ad2"}, 400, "FAILED_PRECONDITION")
+	if !strings.Contains(r0.raw, "activeDirectory cannot change") {
+		t.Fatalf("policy change under Kerberos volumes: %s", r0.raw)
+	}
 	// kerberosEnabled is set at creation only.
 	r := e.fails("PATCH", loc+"/volumes/kv1?updateMask=kerberosEnabled", map[string]any{"kerberosEnabled": false}, 400, "INVALID_ARGUMENT")
 	if !strings.Contains(r.raw, "kerberosEnabled") {

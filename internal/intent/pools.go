@@ -155,6 +155,11 @@ func (s *Service) validatePoolSpec(tx store.Tx, pl, prev *model.Pool) error {
 			return err
 		}
 	}
+	if prev != nil && prev.ActiveDirectory != pl.ActiveDirectory {
+		if err := noKerberosVolumes(tx, pl); err != nil {
+			return err
+		}
+	}
 	if pl.CustomPerformanceEnabled && pl.ServiceLevel != model.LevelFlex {
 		return model.Invalid("customPerformanceEnabled", "is only available for FLEX pools")
 	}
@@ -241,6 +246,24 @@ func LongNetwork(project, ref string) string {
 		return ref
 	}
 	return "projects/" + project + "/global/networks/" + ref
+}
+
+// noKerberosVolumes refuses a change of pool pl's Active Directory policy while
+// it has Kerberos volumes: its policy's machine is their NFS service principal,
+// and their clients' tickets are for it. It reads the location's volumes, on
+// policy changes only.
+func noKerberosVolumes(tx store.Tx, pl *model.Pool) error {
+	vols, err := store.List[model.Volume](tx, store.KindVolume, model.LocationName(pl.Project, pl.Location))
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if v.KerberosEnabled && v.PoolName() == pl.Name() {
+			return model.Errorf(model.ErrFailedPrecondition, "activeDirectory cannot change while the pool has Kerberos volumes (%s): "+
+				"its policy's machine is their NFS server's identity", v.ID)
+		}
+	}
+	return nil
 }
 
 // LongActiveDirectory returns a pool's Active Directory reference in its long form:

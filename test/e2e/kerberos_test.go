@@ -149,6 +149,45 @@ func TestKerberosNFS(t *testing.T) {
 		}
 	}
 
+	// A user removed from the domain gets no new ticket; a ticket issued
+	// before goes on serving until it expires: the PAC in it is trusted and
+	// the ids follow from the RID (idmap rid), so nothing asks the domain.
+	bob := l.user("bob")
+	var bobCl *krb5client.Client
+	if err := open.Within(func() error {
+		bobCl = l.krb5Login(bob)
+		_, _, err := bobCl.GetServiceTicket(spn)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bobWant := strconv.Itoa(l.rid(ctx, "(sAMAccountName=bob)") + 100000)
+	if out, err := l.dc.Exec(ctx, "samba-tool", "user", "delete", bob.Name); err != nil {
+		t.Fatalf("delete bob: %v %s", err, out)
+	}
+	if err := open.Within(func() error { _, err := l.dc.Login(bob); return err }); err == nil {
+		t.Fatal("bob logged on after his account was deleted")
+	}
+	bobUID := ""
+	err := open.Within(func() error {
+		c, err := nfsraw.Dial41(ctx, ep.String(), 2049, nfsraw.Auth{Machine: open.Name(), Sec: nfsraw.Krb5(bobCl, spn, rpcsecgss.Privacy)})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		fh, sid, err := c.OpenFile(ctx, krbFH, "bob-after", nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, []byte("bob"), true)
+		if err != nil {
+			return err
+		}
+		ga := &nfsraw.GetAttr{}
+		err = c.Run(ctx, &nfsraw.PutFH{FH: fh}, &nfsraw.Write{StateID: sid, Data: []byte("still here\n")}, ga)
+		bobUID = ga.Attr.Owner
+		return err
+	})
+	if err != nil || bobUID != bobWant {
+		t.Fatalf("deleted bob with a ticket from before: %v, owner %s; want served as %s until the ticket expires", err, bobUID, bobWant)
+	}
+
 	// Deleted, its endpoint no longer answers for the name.
 	mutate(t, l.c, "DELETE", loc+"/volumes/kv", nil)
 	if a, _ := l.dc.LookupA(ctx, server); slices.Contains(a, ep.String()) {

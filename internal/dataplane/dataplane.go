@@ -362,17 +362,9 @@ func (m *Manager) Detach() {
 // Stop stops every sandbox, removes the bridges and host addresses Basin made, and
 // lets the bridges go: the teardown of the whole data plane.
 func (m *Manager) Stop(ctx context.Context) error {
-	m.stopUpgrades()
-	m.mu.Lock()
-	boxes := m.sandboxes
-	m.sandboxes = map[string]*sandbox{}
-	m.mu.Unlock()
-	var errs []error
-	for _, sb := range boxes {
-		sb.stop()
-	}
+	errs := m.stopSandboxes(ctx)
 	for _, n := range m.opts.Networks {
-		errs = append(errs, m.removeSandbox(ctx, n), m.removeBridge(ctx, n))
+		errs = append(errs, m.removeBridge(ctx, n))
 	}
 	m.unlockBridges()
 	return errors.Join(errs...)
@@ -382,8 +374,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 // sandbox, for a node that may have lost its serving lease (failover): first
 // the host end of each sandbox's veth and of its link to the Ceph cluster go
 // (the sandbox's endpoint addresses go with its end, so no NFS or SMB client
-// reaches it from that moment), then Stop kills the daemons and removes the
-// rest. Each link is tried whatever the one before did.
+// reaches it from that moment), then the sandboxes' daemons and namespaces.
+// The bridges stay: the segment is the other nodes' too. Each step is tried
+// whatever the one before did.
 func (m *Manager) Fence(ctx context.Context) error {
 	var errs []error
 	for _, n := range m.opts.Networks {
@@ -392,8 +385,25 @@ func (m *Manager) Fence(ctx context.Context) error {
 	for _, n := range m.opts.Networks {
 		errs = append(errs, m.deleteCephLink(ctx, n))
 	}
-	errs = append(errs, m.Stop(ctx))
-	return errors.Join(errs...)
+	return errors.Join(append(errs, m.stopSandboxes(ctx)...)...)
+}
+
+// stopSandboxes stops every sandbox's daemons and removes its namespace and
+// links.
+func (m *Manager) stopSandboxes(ctx context.Context) []error {
+	m.stopUpgrades()
+	m.mu.Lock()
+	boxes := m.sandboxes
+	m.sandboxes = map[string]*sandbox{}
+	m.mu.Unlock()
+	for _, sb := range boxes {
+		sb.stop()
+	}
+	var errs []error
+	for _, n := range m.opts.Networks {
+		errs = append(errs, m.removeSandbox(ctx, n))
+	}
+	return errs
 }
 
 // removeSandbox kills every process in the network's namespace and deletes the

@@ -129,6 +129,12 @@ func startFailoverPair(t *testing.T, ctx context.Context, dbA func(string) strin
 	if b.storage[last] == a.storage[last] {
 		t.Fatalf("node2's --ceph-network is node1's: %s", b.storage[last])
 	}
+	// The segment's bridges are the operator's, as on hosts whose bridge
+	// enslaves the uplink: Basin neither makes nor removes them, so a node
+	// that stops (or fences itself) leaves the segment to the others.
+	operatorBridge(t, a.bridge)
+	operatorBridge(t, b.bridge)
+	joinBridges(t, a.bridge, b.bridge)
 	public := "http://" + a.addr + "/"
 	p := &failoverPair{a: a, b: b, cl: cl}
 	p.flags = func(id string) []string {
@@ -164,13 +170,12 @@ func startFailoverPair(t *testing.T, ctx context.Context, dbA func(string) strin
 		return z
 	}
 	// Placement takes the node with the fewest volumes: v1 on one, v2 on
-	// the other, whose sandboxes (and bridges) then exist.
+	// the other.
 	volume("v1")
 	volume("v2")
 	if z1, z2 := zone("v1"), zone("v2"); z1 != "node1" || z2 != "node2" {
 		t.Fatalf("v1 on %q, v2 on %q; want node1 and node2", z1, z2)
 	}
-	joinBridges(t, a.bridge, b.bridge)
 	h := a.host(150)
 	ep := endpoint(t, p.ca, "v1")
 	p.w = &nfsWriter{t: t, h: h, ep: ep}
@@ -283,6 +288,19 @@ func checkAcked(t *testing.T, ctx context.Context, w *nfsWriter) {
 		}
 	}
 	t.Logf("%d acknowledged writes read back", len(w.acked))
+}
+
+// operatorBridge makes bridge br, up, as an operator would, removed at the
+// end of the test (before the servers' checks that nothing of theirs is
+// left).
+func operatorBridge(t *testing.T, br string) {
+	t.Helper()
+	for _, args := range [][]string{{"link", "add", br, "type", "bridge"}, {"link", "set", br, "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "delete", br).Run() }) //nolint:errcheck // best effort
 }
 
 // joinBridges makes one segment of two bridges with a veth pair, removed at

@@ -281,6 +281,9 @@ func (c *Config) Validate() error {
 	if c.Failover && (c.Database == "" || !IsCephFSURL(c.Storage)) {
 		return errors.New("--failover needs several nodes on one PostgreSQL database (--database postgres://…) and CephFS storage (--storage cephfs://…): only then can another node serve a node's volumes")
 	}
+	if c.Failover && c.CephNetwork == "" {
+		return errors.New("--failover needs --ceph-network: a lost node's clients of the cluster are cut off by their addresses there before another node serves its volumes")
+	}
 	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("--data-dir must be an absolute path, got %q", c.DataDir)
 	}

@@ -150,6 +150,10 @@ func TestCephNetwork(t *testing.T) {
 	}
 	c = Default()
 	c.Failover, c.Database, c.Storage = true, "postgres://db/basin", "cephfs://"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--failover needs --ceph-network") {
+		t.Errorf("--failover without --ceph-network: %v", err)
+	}
+	c.CephNetwork = "bceph0,10.99.79.0/24,10.99.79.100-10.99.79.119"
 	if err := c.Validate(); err != nil {
 		t.Errorf("--failover on PostgreSQL and CephFS: %v", err)
 	}

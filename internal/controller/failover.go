@@ -157,6 +157,8 @@ func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
 		}
 		if changed {
 			c.hostingsChanged(ctx)
+		} else {
+			c.startReleases(ctx)
 		}
 	}
 	renew()
@@ -271,6 +273,17 @@ func (c *Controller) releaseServing() {}
 // moved away from it, and re-applies its volumes (what moved to it) at once
 // rather than at the next resync.
 func (c *Controller) hostingsChanged(ctx context.Context) {
+	c.startReleases(ctx)
+	c.Wake()
+	c.KickQoS()
+	c.kickResync()
+}
+
+// startReleases releases, each in a goroutine of its own, the moves away from
+// this node that wait for it and are not being released now. Every renewal
+// runs it, so a release that failed (or found the move changed under it) is
+// tried again at the next.
+func (c *Controller) startReleases(ctx context.Context) {
 	c.failover.mu.Lock()
 	var release []*model.Hosting
 	for k, h := range c.failover.hostings {
@@ -297,9 +310,6 @@ func (c *Controller) hostingsChanged(ctx context.Context) {
 			}
 		}()
 	}
-	c.Wake()
-	c.KickQoS()
-	c.kickResync()
 }
 
 // release takes the volumes of h out of this node's data plane (NFS exports,
@@ -339,18 +349,20 @@ func (c *Controller) release(ctx context.Context, h *model.Hosting) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	acked := false
 	err = c.st.Update(ctx, func(tx store.Tx) error {
+		acked = false
 		cur, err := store.Get[model.Hosting](tx, store.KindHosting, model.HostingName(h.Network, h.Home))
 		if err != nil {
 			return err
 		}
 		if cur.Epoch != h.Epoch || cur.From != c.opts.NodeID || cur.Released {
-			return nil // moved again meanwhile: the next read sees it
+			return nil // moved again meanwhile: the next renewal releases the new move
 		}
-		cur.Released = true
+		cur.Released, acked = true, true
 		return tx.Put(store.KindHosting, model.HostingName(h.Network, h.Home), "", cur)
 	})
-	if err == nil {
+	if err == nil && acked {
 		c.kickServe()
 		c.log.Info("released volumes to another node", "network", h.Network, "home", h.Home, "to", h.Host, "volumes", len(vols))
 	}
@@ -443,7 +455,21 @@ func (c *Controller) fenceLost(ctx context.Context) error {
 			}
 			c.log.Info("cut a lost node's clients off the storage", "node", l.h.From, "addrs", l.addrs)
 		}
+		back := false
 		err := c.st.Update(ctx, func(tx store.Tx) error {
+			back = false
+			// The node may have come back while its clients were being cut
+			// off: then it releases the move itself, and the cut is undone
+			// below (its rejoin may have let them in before the cut landed).
+			var lease store.Lease
+			err := tx.Get(store.KindLease, serveLeaseName(l.h.From), &lease)
+			if err != nil && !errors.Is(err, model.ErrNotFound) {
+				return err
+			}
+			if err == nil && lease.Holder == l.h.From && c.opts.Now().Before(lease.Expire) {
+				back = true
+				return nil
+			}
 			name := model.HostingName(l.h.Network, l.h.Home)
 			cur, err := store.Get[model.Hosting](tx, store.KindHosting, name)
 			if err != nil || cur.Epoch != l.h.Epoch || cur.Released {
@@ -452,6 +478,12 @@ func (c *Controller) fenceLost(ctx context.Context) error {
 			cur.Released = true
 			return tx.Put(store.KindHosting, name, "", cur)
 		})
+		if err == nil && back && len(l.addrs) > 0 {
+			if f, ok := c.be.(storage.ClientFencer); ok {
+				err = f.UnfenceClients(ctx, l.addrs)
+				c.log.Info("a node came back while its clients were cut off the storage: let them in again", "node", l.h.From, "err", err)
+			}
+		}
 		errs = append(errs, err)
 		c.kickServe()
 	}
@@ -636,6 +668,11 @@ func planHostings(in hostingInput) []*model.Hosting {
 			// The current host never started: the one to wait for is still
 			// the host before it.
 			n.From = h.From
+		}
+		if n.From == want {
+			// Back to the host that was letting go and has not: it never
+			// stopped serving (a drain undone before its release).
+			n.From, n.Released = "", true
 		}
 		load[h.Host] -= g.volumes
 		load[want] += g.volumes

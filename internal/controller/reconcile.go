@@ -59,6 +59,10 @@ func (c *Controller) resync(ctx context.Context, collect bool) error {
 		if !c.locks.tryAcquire(ls) {
 			continue // an operation started on it since the list was read
 		}
+		if !c.mine(v) {
+			c.locks.release(ls) // moved to another node since the list was read (failover.go)
+			continue
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {

@@ -359,6 +359,11 @@ func gib(n int64) string {
 // step applies one step. Everything it needs is in the step and the volume; op is
 // nil in a resync, and only the revert's marker step uses it.
 func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Volume, s Step) error {
+	if (s.Op == StepExport || s.Op == StepShare) && c.failover.fenced.Load() {
+		// A pass or an operation already under way when the node fenced
+		// itself must not bring an endpoint back (failover.go).
+		return errors.New("this node fenced itself: it serves nothing until it is started again")
+	}
 	switch s.Op {
 	case StepCreateVolume:
 		return c.be.EnsureVolume(ctx, v.Key, s.Bytes, s.From)

@@ -403,6 +403,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		<-metricsDone
 	}
 	srv.Close() // writes the refused calls still being aggregated, before the store closes
+	if cfg.Failover && fenceErr == nil {
+		// The data plane goes while this node still holds its serving lease:
+		// no other node takes its volumes before that lease lapses, and none
+		// of its endpoints outlives it.
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := dp.Fence(fctx); err != nil {
+			log.Warn("take the data plane down", "err", err)
+		}
+		cancel()
+	}
 	stopCtrl()
 	if err := <-ctrlDone; err != nil {
 		log.Warn("controller", "err", err)

@@ -201,6 +201,8 @@ type Manager struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	// fenced: Fence ran; no sandbox is (re)built from then on.
+	fenced bool
 	// locks are the open lock files of the networks' bridges (Start to Stop).
 	locks []*os.File
 
@@ -378,6 +380,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 // The bridges stay: the segment is the other nodes' too. Each step is tried
 // whatever the one before did.
 func (m *Manager) Fence(ctx context.Context) error {
+	m.mu.Lock()
+	m.fenced = true // nothing in flight builds a sandbox again
+	m.mu.Unlock()
 	var errs []error
 	for _, n := range m.opts.Networks {
 		errs = append(errs, deleteLink(ctx, m.run, vethName(n)))
@@ -540,6 +545,9 @@ func (m *Manager) sandboxFor(ctx context.Context, network string) (*sandbox, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.fenced {
+		return nil, errors.New("this node fenced itself: its data plane serves nothing until Basin is started again")
+	}
 	if sb := m.sandboxes[network]; sb != nil && sb.alive() {
 		return sb, nil
 	} else if sb != nil {

@@ -155,7 +155,7 @@ func (s *Server) volumeToWire(v *model.Volume, pool *model.Pool) apiv1.Volume {
 		if h := s.nodes.hosting(v.Network, v.Node); h != nil && h.Host != v.Node {
 			at = h.Host
 			if v.State == model.StateReady && v.Details == "" {
-				w.StateDetails = fmt.Sprintf("served by node %s since %s (node %s %s)", h.Host, apiv1.FormatTime(h.Since), v.Node,
+				w.StateDetails = fmt.Sprintf("served by node %s since %s (node %s %s)", h.Host, apiv1.FormatTime(h.Since), h.From,
 					map[string]string{model.HostingLost: "was lost", model.HostingDrained: "is drained"}[h.Reason])
 				if !h.ServesFor(h.Host) {
 					w.StateDetails = fmt.Sprintf("moving to node %s: node %s is letting it go", h.Host, h.From)

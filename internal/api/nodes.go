@@ -30,10 +30,13 @@ type nodeJSON struct {
 	// Drained: basin nodes drain; its volumes are served by other nodes.
 	Drained bool `json:"drained,omitempty"`
 	// Serving lists the other nodes' volumes this node serves, as
-	// NETWORK@NODE, and Served the networks whose volumes of this node
-	// another node serves, as NETWORK@HOST (failover).
+	// NETWORK@NODE, Served the networks whose volumes of this node another
+	// node serves, as NETWORK@HOST, and Moving the groups moving to or from
+	// this node, waiting for the node they leave to let go, as
+	// NETWORK@HOME (failover). A drain is over when nothing is moving.
 	Serving []string `json:"serving,omitempty"`
 	Served  []string `json:"served,omitempty"`
+	Moving  []string `json:"moving,omitempty"`
 }
 
 // nodesView is what the nodes' answers are made of, read in one transaction.
@@ -72,6 +75,10 @@ func (v nodesView) toWire(n *model.Node, now time.Time) nodeJSON {
 		SharedStorage: n.SharedStorage, Drained: v.drained[n.ID]}
 	for _, h := range v.hostings {
 		switch {
+		case !h.ServesFor(h.Host):
+			if h.Host == n.ID || h.From == n.ID {
+				w.Moving = append(w.Moving, model.HostingName(h.Network, h.Home))
+			}
 		case h.Home == h.Host:
 		case h.Host == n.ID:
 			w.Serving = append(w.Serving, model.HostingName(h.Network, h.Home))

@@ -138,9 +138,20 @@ func TestDrainNode(t *testing.T) {
 	if n1["drained"] != true || fmt.Sprint(n1["serving"]) != "[default@n2]" || fmt.Sprint(n2["served"]) != "[default@n1]" || n2["drained"] != nil {
 		t.Fatalf("nodes: %v", nodes)
 	}
+	// A move waiting for its release shows as moving on both nodes, and
+	// served or serving on neither.
+	put(func(tx store.Tx) error {
+		return tx.Put(store.KindHosting, model.HostingName("other", "n1"), "", &model.Hosting{Network: "other", Home: "n1", Host: "n2", From: "n1",
+			Epoch: 1, Reason: model.HostingDrained, Since: now})
+	})
+	nodes = e.ok("GET", "/v1/nodes", nil)["nodes"].([]any)
+	n1, n2 = nodes[0].(map[string]any), nodes[1].(map[string]any)
+	if fmt.Sprint(n1["moving"]) != "[other@n1]" || fmt.Sprint(n2["moving"]) != "[other@n1]" || fmt.Sprint(n2["serving"]) != "<nil>" {
+		t.Fatalf("nodes with a move under way: %v", nodes)
+	}
 	time.Sleep(1100 * time.Millisecond) // the node cache's second
 	v := e.ok("GET", loc+"/volumes/vol1", nil)
-	if v["state"] != "READY" || !strings.Contains(fmt.Sprint(v["stateDetails"]), "served by node n1") {
+	if v["state"] != "READY" || !strings.Contains(fmt.Sprint(v["stateDetails"]), "served by node n1") || !strings.Contains(fmt.Sprint(v["stateDetails"]), "node n2 was lost") {
 		t.Fatalf("volume of a lost node served by another: state %v, details %v", v["state"], v["stateDetails"])
 	}
 	put(func(tx store.Tx) error {

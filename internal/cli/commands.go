@@ -58,7 +58,7 @@ func v1Commands() []*command {
 		{group: "locations", verb: "list", help: "list locations", run: listCmd("locations", "locations", []string{"locationId", "displayName"}, loc)},
 		{group: "locations", verb: "get", args: "LOCATION", help: "show a location", run: getCmd(kindLocation)},
 		{group: "nodes", verb: "list", help: "list the service's nodes, UP or DOWN by their heartbeat (the owner account only)",
-			run: listCmd("nodes", "nodes", []string{"nodeId", "state", "drained", "serving", "apiUrl", "startTime", "heartbeatTime"}, func(*session) string { return "/v1/nodes" })},
+			run: listCmd("nodes", "nodes", []string{"nodeId", "state", "drained", "serving", "moving", "apiUrl", "startTime", "heartbeatTime"}, func(*session) string { return "/v1/nodes" })},
 		{group: "nodes", verb: "drain", args: "NODE", mutating: true, help: "move a node's volumes to other nodes reaching the same storage, while they serve (--failover; the owner account only)",
 			run: drainCmd(":drain")},
 		{group: "nodes", verb: "undrain", args: "NODE", mutating: true, help: "let a drained node serve its volumes again (they move back)", run: drainCmd(":undrain")},

@@ -1,6 +1,7 @@
 package intent
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/basin-nas/basin/internal/model"
@@ -46,6 +47,7 @@ func (s *Service) place(tx store.Tx, r *reads, v *model.Volume) error {
 		bestCount int
 		down      []string
 		full      []string
+		drained   []string
 	)
 	for _, n := range nodes {
 		if want != "" && n.ID != want {
@@ -58,6 +60,17 @@ func (s *Service) place(tx store.Tx, r *reads, v *model.Volume) error {
 		if !n.Up(now) {
 			down = append(down, n.ID)
 			continue
+		}
+		if want == "" {
+			// A drained node takes no new volume (basin nodes drain); a
+			// clone still goes where its source is.
+			var d model.Drain
+			if err := tx.Get(store.KindDrain, n.ID, &d); err == nil {
+				drained = append(drained, n.ID)
+				continue
+			} else if !errors.Is(err, model.ErrNotFound) {
+				return err
+			}
 		}
 		if s.opts.Capacity != nil {
 			free, known := s.nodeFree(r, n)
@@ -82,6 +95,8 @@ func (s *Service) place(tx store.Tx, r *reads, v *model.Volume) error {
 		case len(full) > 0:
 			return model.Errorf(model.ErrFailedPrecondition, "capacityGib: no Basin node serving network %q has %d GiB free for a volume (full: %s); delete volumes or ask the administrator",
 				v.Network, v.CapacityGib, strings.Join(full, ", "))
+		case len(drained) > 0:
+			return model.Errorf(model.ErrUnavailable, "every Basin node serving network %q is drained (%s) or down; try again once one is undrained", v.Network, strings.Join(drained, ", "))
 		case len(down) > 0:
 			return model.Errorf(model.ErrUnavailable, "every Basin node serving network %q is down (%s); try again later", v.Network, strings.Join(down, ", "))
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,29 @@ func TestPlacement(t *testing.T) {
 		if v.Node != "n1" {
 			t.Errorf("with n2 full, %s placed on %q", v.ID, v.Node)
 		}
+	}
+
+	// n1 drained: new volumes go to n2 (room again), and with both drained
+	// the create is refused UNAVAILABLE, naming them.
+	putNode(model.Node{ID: "n2", HeartbeatTime: up, Networks: []model.Network{net("default", "10.99.2.0/24")}, StoreBytes: 1 << 40, FreeBytes: 1 << 40})
+	drain := func(id string) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.Put(store.KindDrain, id, "", &model.Drain{Node: id}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain("n1")
+	if v, err := create("d1", nil); err != nil || v.Node != "n2" {
+		t.Errorf("with n1 drained: %v on %q, want n2", err, v.Node)
+	}
+	drain("n2")
+	if _, err := create("d2", nil); !errors.Is(err, model.ErrUnavailable) || !strings.Contains(err.Error(), "drained (n1, n2)") {
+		t.Errorf("every node drained: %v, want UNAVAILABLE naming them", err)
+	}
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.Delete(store.KindDrain, "n1"), tx.Delete(store.KindDrain, "n2"))
+	}); err != nil {
+		t.Fatal(err)
 	}
 
 	// Every node with the network down: refused, nothing recorded.

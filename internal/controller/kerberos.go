@@ -178,6 +178,16 @@ func (c *Controller) forgetKerberos(network, ad string) {
 // API refuses a rule mixing read-write and read-only flavors) and the rule's
 // accessType allows it. A rule naming no flavor admits no one.
 func kerberosClient(cl *nfs.Client, r model.ExportRule) {
+	// Root only when the rule says so. Ganesha takes nfs/, host/ and root/
+	// principals of any realm for root, and any domain user may make a
+	// computer account (ms-DS-MachineAccountQuota, 10 by default) and get a
+	// ticket as host/<its name>: upstream's default of keeping root would
+	// make every such user root on every Kerberos volume.
+	explicit := (r.HasRootAccess != nil && strings.EqualFold(*r.HasRootAccess, "true")) ||
+		(r.SquashMode != nil && *r.SquashMode == model.SquashNoRoot)
+	if cl.Squash == nfs.NoRootSquash && !explicit {
+		cl.Squash = nfs.RootSquash
+	}
 	grants := r.KerberosGrants()
 	if len(grants) == 0 {
 		cl.Access, cl.Sec = nfs.AccessNone, nil

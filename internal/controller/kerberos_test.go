@@ -90,7 +90,12 @@ func TestKerberosVolumeExport(t *testing.T) {
 		rule("10.99.0.103", model.AccessReadOnly, nil, yes, nil, yes, nil, yes),   // read-write flags, a read-only rule
 		rule("10.99.0.0/24", model.AccessReadWrite, no, no, no, no, no, no),       // no flavor
 		rule("10.99.1.0/24", model.AccessReadWrite, yes, yes, nil, nil, yes, nil), // RW wins over RO for krb5
+		rule("10.99.2.0/24", model.AccessReadWrite, nil, yes, nil, nil, nil, nil), // root explicitly granted
 	}
+	// Root access left unset: squashed all the same for Kerberos (a machine
+	// principal any domain user can make is root to Ganesha).
+	v.ExportRules[4].HasRootAccess = nil
+	v.ExportRules[5].HasRootAccess = ptr("true")
 	h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
 	for i, u := range []time.Duration{1, 2} {
 		op := newOp(model.OpVolumeCreate, v.Name(), t0.Add(u*time.Second))
@@ -115,13 +120,18 @@ func TestKerberosVolumeExport(t *testing.T) {
 		{nfs.AccessRO, []nfs.Flavor{nfs.FlavorKrb5, nfs.FlavorKrb5i, nfs.FlavorKrb5p}},
 		{nfs.AccessNone, nil},
 		{nfs.AccessRO, []nfs.Flavor{nfs.FlavorKrb5, nfs.FlavorKrb5p}},
+		{nfs.AccessRW, []nfs.Flavor{nfs.FlavorKrb5}},
 	}
 	if len(ex.Clients) != len(want) {
 		t.Fatalf("clients %+v", ex.Clients)
 	}
 	for i, w := range want {
-		if cl := ex.Clients[i]; cl.Access != w.access || !slices.Equal(cl.Sec, w.sec) || cl.Squash != nfs.RootSquash {
-			t.Errorf("rule %d: %s %v %s, want %s %v Root_Squash", i, cl.Access, cl.Sec, cl.Squash, w.access, w.sec)
+		squash := nfs.RootSquash
+		if i == 5 {
+			squash = nfs.NoRootSquash
+		}
+		if cl := ex.Clients[i]; cl.Access != w.access || !slices.Equal(cl.Sec, w.sec) || cl.Squash != squash {
+			t.Errorf("rule %d: %s %v %s, want %s %v %s", i, cl.Access, cl.Sec, cl.Squash, w.access, w.sec, squash)
 		}
 	}
 	if len(f.joins) != 1 || !slices.Equal(k.made, []string{"default|" + ad.Name()}) || k.served["default"] == nil {

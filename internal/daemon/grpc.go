@@ -23,9 +23,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/config"
+	"github.com/basin-nas/basin/internal/connlimit"
 	"github.com/basin-nas/basin/internal/grpcapi"
 )
 
@@ -63,18 +65,40 @@ func serveGRPC(cfg config.Config, a *api.Server, log *slog.Logger, now time.Time
 	// credentials.NewTLS offers h2 by ALPN and refuses clients that offer
 	// another protocol only.
 	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	ln, err := net.Listen("tcp", cfg.GRPCListen)
+	inner, err := net.Listen("tcp", cfg.GRPCListen)
 	if err != nil {
 		return nil, err
 	}
-	opts := []grpc.ServerOption{grpc.Creds(creds)}
+	// REST's bounds, as far as they translate: connections in all and per
+	// source (the oldest that never sent a byte goes first at a cap), a
+	// request the size of REST's largest body, REST's header bound, streams
+	// per connection, and idle connections closed. grpc-go reads a request
+	// before the interceptor authenticates it: without these an anonymous
+	// client could hold 4 MiB per stream on unbounded streams and
+	// connections.
+	ln := connlimit.New(inner, connlimit.Options{Max: cfg.HTTP.MaxConns, PerSource: cfg.HTTP.MaxConnsPerSource})
+	opts := []grpc.ServerOption{grpc.Creds(creds), grpc.MaxRecvMsgSize(grpcMaxRequest), grpc.MaxConcurrentStreams(grpcMaxStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})}
 	if t := cfg.HTTP.ReadHeaderTimeout; t > 0 {
 		opts = append(opts, grpc.ConnectionTimeout(t)) // the TLS and HTTP/2 handshakes
+	}
+	if n := cfg.HTTP.MaxHeaderBytes; n > 0 {
+		opts = append(opts, grpc.MaxHeaderListSize(uint32(n)))
+	}
+	if t := cfg.HTTP.IdleTimeout; t > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: t}))
 	}
 	s := &grpcServer{g: grpcapi.New(a, opts...), ln: ln, done: make(chan error, 1), log: log}
 	go func() { s.done <- s.g.Serve(ln) }()
 	return s, nil
 }
+
+// The gRPC listener's bounds beside cfg.HTTP's: a request message no larger
+// than REST's largest body, and streams (calls in flight) per connection.
+const (
+	grpcMaxRequest = 1 << 20
+	grpcMaxStreams = 100
+)
 
 // Addr is the address the server listens on.
 func (s *grpcServer) Addr() net.Addr { return s.ln.Addr() }
@@ -110,10 +134,17 @@ func grpcCertificate(cfg config.Config, log *slog.Logger, now time.Time) (tls.Ce
 		return tls.LoadX509KeyPair(cfg.GRPCCertFile, cfg.GRPCKeyFile)
 	}
 	dir := cfg.DataDir
-	ca, caKey, err := loadPair(filepath.Join(dir, GRPCCAFile), filepath.Join(dir, grpcCAKeyFile))
+	caFile := filepath.Join(dir, GRPCCAFile)
+	ca, caKey, err := loadPair(caFile, filepath.Join(dir, grpcCAKeyFile))
+	if _, statErr := os.Stat(caFile); err != nil && (!errors.Is(err, os.ErrNotExist) || statErr == nil) {
+		// Clients trust this CA: a new one would break every one of them
+		// silently. A first start cut short leaves a key without its
+		// certificate (writePair writes the key first), which is made anew.
+		return tls.Certificate{}, fmt.Errorf("Basin's gRPC CA %s cannot be used (%w); fix it, or remove it and its key to make a new one, which clients must then trust again", caFile, err)
+	}
 	if err != nil || now.After(ca.NotAfter) {
-		if !errors.Is(err, os.ErrNotExist) {
-			log.Warn("grpc: Basin's CA is unusable or expired; making a new one, which clients must trust again", "err", err)
+		if err == nil {
+			log.Warn("grpc: Basin's CA expired; making a new one, which clients must trust again", "not_after", ca.NotAfter)
 		}
 		if ca, caKey, err = issue(nil, nil, pkix.Name{CommonName: "Basin gRPC CA"}, nil, now, grpcCALife); err != nil {
 			return tls.Certificate{}, err

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +136,13 @@ func TestGRPCListener(t *testing.T) {
 	if status.Code(err) != codes.Unauthenticated {
 		t.Errorf("no token: %v", err)
 	}
+	// A request larger than REST's largest body is refused before anything
+	// reads it as a request (an anonymous client could otherwise have the
+	// server hold 4 MiB per call).
+	big := &netapppb.ListStoragePoolsRequest{Parent: "projects/p1/locations/local", Filter: strings.Repeat("x", grpcMaxRequest)}
+	if _, err := na.ListStoragePools(context.Background(), big); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a %d-byte request: %v, want RESOURCE_EXHAUSTED", grpcMaxRequest, err)
+	}
 
 	// TLS with ALPN h2, the certificate chaining to the CA file.
 	pool := x509.NewCertPool()
@@ -197,5 +205,20 @@ func TestGRPCCertificateKept(t *testing.T) {
 	}
 	if late.Leaf.Equal(moved.Leaf) {
 		t.Error("a certificate about to expire was kept")
+	}
+	// The CA's key unreadable (moved away, a bad backup): refused, not
+	// replaced by a CA no client trusts.
+	before, err := os.ReadFile(filepath.Join(cfg.DataDir, GRPCCAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(cfg.DataDir, grpcCAKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grpcCertificate(cfg, log, now.Add(3*time.Hour)); err == nil || !strings.Contains(err.Error(), "cannot be used") {
+		t.Errorf("CA without its key: %v, want a refusal", err)
+	}
+	if after, err := os.ReadFile(filepath.Join(cfg.DataDir, GRPCCAFile)); err != nil || string(after) != string(before) {
+		t.Errorf("the CA file was replaced: %v", err)
 	}
 }

@@ -187,7 +187,8 @@ func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
 		}
 	}
 	<-done
-	c.releaseServing()
+	// On a clean stop the lease is left to lapse: the daemon took the data
+	// plane down first, and another node takes the volumes once it lapses.
 }
 
 // rejoin lets this node's clients back into the storage at start, once no
@@ -262,12 +263,6 @@ func (c *Controller) fence(why string) {
 		c.opts.Fence(why)
 	}
 }
-
-// releaseServing gives the serving lease up on a clean stop... not: a node
-// stopped cleanly keeps serving through its detached data plane (Detach), so
-// its lease is left to lapse and, if it is not back by then, another node
-// takes its volumes. Nothing to do; kept for symmetry with the leader lease.
-func (c *Controller) releaseServing() {}
 
 // hostingsChanged runs when what this node serves changed: it releases what
 // moved away from it, and re-applies its volumes (what moved to it) at once

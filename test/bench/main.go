@@ -7,11 +7,12 @@
 //     under Basin for reference.
 //
 // Its other sections (flags -nfs, -smb, -calibrate, -qos, -metrics, -scale,
-// -space, -cephfs) measure the data path: NFS and SMB volumes against bare servers sharing
+// -space, -store, -grpc, -cephfs) measure the data path: NFS and SMB volumes against bare servers sharing
 // the same directories (the SMB section with a real AD DC, at three protection
 // levels), basin bench against fio, service levels, what sampling metrics costs,
 // scale, and what reserving space costs (the storage layout before and after
-// issue 25, built side by side), and CephFS volumes against a bare FSAL_CEPH
+// issue 25, built side by side), the metadata stores, the API over gRPC against
+// REST, and CephFS volumes against a bare FSAL_CEPH
 // Ganesha and btrfs volumes, with clone and revert costs. -only runs some
 // sections alone.
 //
@@ -64,6 +65,7 @@ type result struct {
 	Space        *spaceResult         `json:"space,omitempty"`
 	Store        *storeResult         `json:"store,omitempty"`
 	CephFS       *cephfsResult        `json:"cephfs,omitempty"`
+	GRPC         *grpcResult          `json:"grpc,omitempty"`
 }
 
 func main() {
@@ -101,6 +103,9 @@ func main() {
 	withStore := flag.Bool("store", true, "also compare the metadata stores: create→READY and GET latency on a server with SQLite beside one with PostgreSQL")
 	storeCreates := flag.Int("store-creates", 10, "volume creates per round and store in the store section")
 	storeGets := flag.Int("store-gets", 300, "GETs per round and store in the store section")
+	withGRPC := flag.Bool("grpc", true, "also compare the API over gRPC with REST on one server: GET p50 and p99, create→READY, calls alternating")
+	grpcGets := flag.Int("grpc-gets", 1000, "volume GETs per round and transport in the grpc section")
+	grpcCreates := flag.Int("grpc-creates", 10, "volume creates per round and transport in the grpc section")
 	withCephFS := flag.Bool("cephfs", true, "also measure CephFS: NFS sequential throughput of a Basin CephFS volume against a bare patched Ganesha's FSAL_CEPH export of the same (private) cluster and a Basin btrfs volume, and clone and revert per GiB")
 	cephfsRounds := flag.Int("cephfs-rounds", 3, "interleaved rounds of the cephfs section")
 	cephfsMiB := flag.Int("cephfs-mib", 256, "MiB each write of the cephfs section writes (and its reads read)")
@@ -111,7 +116,7 @@ func main() {
 	flag.Parse()
 	if *only != "" {
 		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "calibrate": withCal,
-			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore, "cephfs": withCephFS}
+			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore, "grpc": withGRPC, "cephfs": withCephFS}
 		names := strings.Split(*only, ",")
 		for _, n := range names {
 			if sections[n] == nil {
@@ -161,6 +166,9 @@ func main() {
 		}
 		if !*withCephFS {
 			rep.CephFS = nil
+		}
+		if !*withGRPC {
+			rep.GRPC = nil
 		}
 		if err := updateDoc(*doc, rep); err != nil {
 			fatalf("%v", err)
@@ -242,6 +250,12 @@ func main() {
 		st := runStore(ctx, *basin, *rounds, *storeCreates, *storeGets)
 		rep.Store = &st
 	}
+	if *withGRPC {
+		// A server of its own, with the others gone.
+		runCleanups()
+		g := runGRPC(ctx, *basin, *rounds, *grpcGets, *grpcCreates)
+		rep.GRPC = &g
+	}
 	if *withCephFS {
 		// A cluster and servers of its own, with the others gone.
 		runCleanups()
@@ -263,7 +277,7 @@ func main() {
 }
 
 // sectionNames are the sections -only may name.
-var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space", "store", "cephfs"}
+var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space", "store", "grpc", "cephfs"}
 
 // gibList parses a comma-separated list of GiB.
 func gibList(flagName, s string) []int {
@@ -284,7 +298,7 @@ func gibList(flagName, s string) []int {
 // keepUnmeasured returns rep with the sections this run did not measure taken
 // from the results file at path, if there is one: a run of some sections
 // (-only) replaces theirs and keeps the others. The date, machine and rounds
-// belong to the sections that do not record their own (all but space, store and cephfs), and are
+// belong to the sections that do not record their own (all but space, store, grpc and cephfs), and are
 // kept with them when none of those ran.
 func keepUnmeasured(path string, rep result) result {
 	data, err := os.ReadFile(path)
@@ -329,6 +343,9 @@ func keepUnmeasured(path string, rep result) result {
 	}
 	if rep.CephFS == nil {
 		rep.CephFS = old.CephFS
+	}
+	if rep.GRPC == nil {
+		rep.GRPC = old.GRPC
 	}
 	return rep
 }
@@ -609,6 +626,11 @@ func updateDoc(path string, r result) error {
 	}
 	if r.CephFS != nil {
 		if doc, err = replaceSection(doc, "cephfsbench", r.CephFS.markdown()); err != nil {
+			return err
+		}
+	}
+	if r.GRPC != nil {
+		if doc, err = replaceSection(doc, "grpcbench", r.GRPC.markdown()); err != nil {
 			return err
 		}
 	}

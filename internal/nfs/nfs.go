@@ -206,7 +206,7 @@ func (e Export) Render() string {
 		if c.Squash != NoRootSquash && c.AnonUID != 0 {
 			anon = c.AnonUID
 		}
-		fmt.Fprintf(&b, "\tCLIENT {\n\t\tClients = %s;\n\t\tAccess_Type = %s;\n\t\tSquash = %s;\n", strings.Join(c.Clients, ", "), c.Access, c.Squash)
+		fmt.Fprintf(&b, "\tCLIENT {\n\t\tClients = %s;\n\t\tAccess_Type = %s;\n\t\tSquash = %s;\n", clientList(c.Clients), c.Access, c.Squash)
 		fmt.Fprintf(&b, "\t\tAnonymous_Uid = %d;\n\t\tAnonymous_Gid = %d;\n\t\tProtocols = %s;\n", anon, anon, versions(c.Protocols))
 		if len(c.Sec) > 0 {
 			fmt.Fprintf(&b, "\t\tSecType = %s;\n", flavors(c.Sec))
@@ -215,6 +215,21 @@ func (e Export) Render() string {
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// clientList is a CLIENT block's Clients value. A prefix of every address
+// (0.0.0.0/0, Trident's default export rule) is Ganesha's "*": its parser
+// takes prefix lengths 1 to 99 only (conf_lex.l's CIDR), and refuses the
+// whole export for a /0.
+func clientList(clients []string) string {
+	out := make([]string, len(clients))
+	for i, a := range clients {
+		out[i] = a
+		if p, err := netip.ParsePrefix(a); err == nil && p.Bits() == 0 {
+			out[i] = "*"
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // flavors lists fs once each, in Ganesha's order: sys, krb5, krb5i, krb5p.

@@ -46,6 +46,20 @@ func TestRenderExport(t *testing.T) {
 		Clients: []Client{{Clients: []string{"10.99.0.0/24"}, Access: AccessRW, Squash: RootSquash, Protocols: []int{3, 4}}}}.Render())
 }
 
+// A rule for every address (Trident's default export rule, 0.0.0.0/0) is
+// written as Ganesha's "*", which its parser takes where it refuses a /0.
+func TestRenderExportAnyClient(t *testing.T) {
+	ex := Export{ID: 12, Path: "/var/lib/basin/mounts/vany", Pseudo: "/pvc-1", Protocols: []int{3, 4}, Clients: []Client{
+		{Clients: []string{"10.99.0.101"}, Access: AccessNone, Squash: RootSquash, Protocols: []int{3, 4}},
+		{Clients: []string{"10.99.0.0/24", "0.0.0.0/0"}, Access: AccessRO, Squash: RootSquash, Protocols: []int{3}},
+		{Clients: []string{"0.0.0.0/0"}, Access: AccessRW, Squash: NoRootSquash, Protocols: []int{3, 4}},
+	}}
+	if err := ex.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "export_any_client.conf", ex.Render())
+}
+
 // A Kerberos volume's rules: each CLIENT block admits the flavors of its rule
 // (SecType), in the rule's order; a block without flavors keeps the export's
 // (sys).

@@ -76,6 +76,23 @@ def test_flow_over_grpc(basin_grpc):
     assert [p.name for p in client.list_storage_pools(parent=PARENT)] == []
 
 
+def test_trident_default_export_rule(basin_grpc):
+    """A volume as Trident's GCNV driver makes it by default: every client
+    (0.0.0.0/0) read-write over NFSv3 and NFSv4.1, which Ganesha takes only as
+    "*"."""
+    client = basin_grpc.grpc_client(basin_grpc.grpc_endpoint)
+    pool = client.create_storage_pool(parent=PARENT, storage_pool_id="tpool", storage_pool=netapp_v1.StoragePool(
+        service_level=netapp_v1.ServiceLevel.PREMIUM, capacity_gib=100, network=NETWORK)).result(timeout=60)
+    vol = client.create_volume(parent=PARENT, volume_id="pvc-any", volume=netapp_v1.Volume(
+        name="pvc-any", share_name="pvc-any", storage_pool="tpool", capacity_gib=100, unix_permissions="0777",
+        protocols=[netapp_v1.Protocols.NFSV3, netapp_v1.Protocols.NFSV4], security_style=netapp_v1.SecurityStyle.UNIX,
+        export_policy=netapp_v1.ExportPolicy(rules=[netapp_v1.SimpleExportPolicyRule(
+            allowed_clients="0.0.0.0/0", access_type=netapp_v1.AccessType.READ_WRITE, nfsv3=True, nfsv4=True)]))).result(timeout=60)
+    assert vol.state == netapp_v1.Volume.State.READY and vol.mount_options
+    client.delete_volume(request=netapp_v1.DeleteVolumeRequest(name=vol.name, force=True)).result(timeout=60)
+    client.delete_storage_pool(name=pool.name).result(timeout=60)
+
+
 def test_errors_over_grpc(basin_grpc, forged_key_grpc):
     client = basin_grpc.grpc_client(basin_grpc.grpc_endpoint)
     with pytest.raises(exceptions.NotFound) as e:

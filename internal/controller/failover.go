@@ -62,6 +62,16 @@ func (c *Controller) fenceAfter() time.Duration {
 // serveLeaseName names node's serving lease.
 func serveLeaseName(node string) string { return "serve/" + node }
 
+// servingAt reports whether node holds its serving lease at now, as tx reads it.
+func servingAt(tx store.Tx, node string, now time.Time) (bool, error) {
+	var l store.Lease
+	err := tx.Get(store.KindLease, serveLeaseName(node), &l)
+	if errors.Is(err, model.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && l.Holder == node && now.Before(l.Expire), err
+}
+
 // hostingState is what this node knows of the hostings, as last read.
 type hostingState struct {
 	mu       sync.Mutex
@@ -413,12 +423,9 @@ func (c *Controller) fenceLost(ctx context.Context) error {
 			if h.Released {
 				continue
 			}
-			var l store.Lease
-			err := tx.Get(store.KindLease, serveLeaseName(h.From), &l)
-			if err != nil && !errors.Is(err, model.ErrNotFound) {
+			if serving, err := servingAt(tx, h.From, now); err != nil {
 				return err
-			}
-			if err == nil && l.Holder == h.From && now.Before(l.Expire) {
+			} else if serving {
 				continue // From serves: it releases itself
 			}
 			n, err := store.Get[model.Node](tx, store.KindNode, h.From)
@@ -456,14 +463,10 @@ func (c *Controller) fenceLost(ctx context.Context) error {
 			// The node may have come back while its clients were being cut
 			// off: then it releases the move itself, and the cut is undone
 			// below (its rejoin may have let them in before the cut landed).
-			var lease store.Lease
-			err := tx.Get(store.KindLease, serveLeaseName(l.h.From), &lease)
-			if err != nil && !errors.Is(err, model.ErrNotFound) {
+			serving, err := servingAt(tx, l.h.From, c.opts.Now())
+			if err != nil || serving {
+				back = serving
 				return err
-			}
-			if err == nil && lease.Holder == l.h.From && c.opts.Now().Before(lease.Expire) {
-				back = true
-				return nil
 			}
 			name := model.HostingName(l.h.Network, l.h.Home)
 			cur, err := store.Get[model.Hosting](tx, store.KindHosting, name)
@@ -547,10 +550,7 @@ func readHostingInput(tx store.Tx, now time.Time, givebackAfter time.Duration) (
 	}
 	for _, n := range nodes {
 		in.nodes[n.ID] = n
-		var l store.Lease
-		if err := tx.Get(store.KindLease, serveLeaseName(n.ID), &l); err == nil {
-			in.serving[n.ID] = l.Holder == n.ID && now.Before(l.Expire)
-		} else if !errors.Is(err, model.ErrNotFound) {
+		if in.serving[n.ID], err = servingAt(tx, n.ID, now); err != nil {
 			return in, err
 		}
 	}

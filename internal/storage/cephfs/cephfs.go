@@ -426,16 +426,14 @@ func (b *Backend) dropIfDead(ctx context.Context, key string) (bool, error) {
 // dropDeadMounts detaches every volume whose ceph-fuse is gone (dropIfDead):
 // at start, before anything observes the volumes.
 func (b *Backend) dropDeadMounts(ctx context.Context) error {
-	ents, err := os.ReadDir(b.fsDir)
+	keys, err := b.attachedKeys()
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, e := range ents {
-		if e.IsDir() && !strings.ContainsAny(e.Name(), "@*?[\\") {
-			_, err := b.dropIfDead(ctx, e.Name())
-			errs = append(errs, err)
-		}
+	for _, k := range keys {
+		_, err := b.dropIfDead(ctx, k)
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

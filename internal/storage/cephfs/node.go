@@ -44,7 +44,7 @@ func (b *Backend) Teardown(ctx context.Context) error { return b.Stop(ctx) }
 // unmountNode detaches every volume with a mount point under fsDir, then
 // unmounts fsDir itself.
 func (b *Backend) unmountNode(ctx context.Context) error {
-	ents, err := os.ReadDir(b.fsDir)
+	keys, err := b.attachedKeys()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -52,13 +52,9 @@ func (b *Backend) unmountNode(ctx context.Context) error {
 		return err
 	}
 	var errs []error
-	for _, e := range ents {
-		// A volume's key: no '@' (snapshots' mount points) and no glob character
-		// (detach globs for them).
-		if e.IsDir() && !strings.ContainsAny(e.Name(), "@*?[\\") {
-			if err := b.detach(ctx, e.Name()); err != nil {
-				errs = append(errs, fmt.Errorf("volume %s: %w", e.Name(), err))
-			}
+	for _, k := range keys {
+		if err := b.detach(ctx, k); err != nil {
+			errs = append(errs, fmt.Errorf("volume %s: %w", k, err))
 		}
 	}
 	if len(errs) > 0 {
@@ -128,6 +124,23 @@ func confValue(conf, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// attachedKeys lists the volumes with a mount point under fsDir: a volume's
+// key has no '@' (snapshots' mount points) and no glob character (detach
+// globs for them).
+func (b *Backend) attachedKeys() ([]string, error) {
+	ents, err := os.ReadDir(b.fsDir)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.ContainsAny(e.Name(), "@*?[\\") {
+			keys = append(keys, e.Name())
+		}
+	}
+	return keys, nil
 }
 
 // VolumeUsedBytes is what the volume holds now, as the MDS counts it (the

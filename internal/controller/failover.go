@@ -374,12 +374,16 @@ func (c *Controller) release(ctx context.Context, h *model.Hosting) error {
 	return err
 }
 
-// unserve takes volume v out of this node's data plane.
+// unserve takes volume v out of this node's data plane. Its export goes first:
+// that takes its endpoint address off first, with the connections to it
+// (Manager.Unexport), so no client of the volume or of its snapshot exports,
+// which share the address, meets an export already gone (NFS3ERR_STALE);
+// clients wait for the new host instead.
 func (c *Controller) unserve(ctx context.Context, v *model.Volume) error {
-	if err := c.takeDownSnapshotExports(ctx, v); err != nil {
+	if err := c.step(ctx, nil, v, Step{Op: StepUnexport}); err != nil {
 		return err
 	}
-	if err := c.step(ctx, nil, v, Step{Op: StepUnexport}); err != nil {
+	if err := c.takeDownSnapshotExports(ctx, v); err != nil {
 		return err
 	}
 	return c.unshare(ctx, v) // nothing for a volume without a share

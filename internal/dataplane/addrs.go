@@ -15,7 +15,8 @@ import (
 type addrTable interface {
 	// Add puts p on the interface; already there is success.
 	Add(p netip.Prefix) error
-	// Del takes p off; already gone is success.
+	// Del takes p off and cuts the TCP connections to it; already gone is
+	// success.
 	Del(p netip.Prefix) error
 	// List returns the interface's IPv4 addresses with their prefix lengths.
 	List() ([]netip.Prefix, error)
@@ -37,7 +38,8 @@ func openNetlinkAddrs(nsName, dev string) (*netlinkAddrs, error) {
 		return nil, fmt.Errorf("network namespace %s: %w", nsName, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	// rtnetlink for the addresses, sock_diag for the connections to them.
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE, unix.NETLINK_INET_DIAG)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", nsName, err)
 	}
@@ -71,12 +73,54 @@ func (a *netlinkAddrs) Add(p netip.Prefix) error {
 	return nil
 }
 
+// Del takes p off the interface, then destroys (SOCK_DESTROY) every TCP
+// connection whose local address is p's: the sockets a server accepted on it
+// fail at once, so it answers nothing it read before. The address goes first,
+// so no new connection can be made meanwhile. Why: a volume is unexported
+// after its address goes (Manager.Unexport), and a request Ganesha had read
+// but not yet looked up would otherwise be answered for a missing export
+// (NFS3ERR_STALE, which a client hands its application); with the connection
+// gone the client retransmits to whoever holds the address next. Connections
+// to other addresses and the listeners (on every address) stay.
 func (a *netlinkAddrs) Del(p netip.Prefix) error {
 	if err := a.h.AddrDel(a.link, nlAddr(p)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("delete %s: %w", p, err)
 	}
+	return a.cut(p.Addr())
+}
+
+// cut destroys the TCP connections whose local address is addr. A kernel
+// built without CONFIG_INET_DIAG_DESTROY refuses (EOPNOTSUPP): then the
+// connections end as they would have before, when the client next sends.
+func (a *netlinkAddrs) cut(addr netip.Addr) error {
+	socks, err := a.h.SocketDiagTCP(unix.AF_INET)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return fmt.Errorf("list the connections to %s: %w", addr, err)
+	}
+	ip := net.IP(addr.AsSlice())
+	var errs []error
+	for _, s := range socks {
+		if s.State == tcpListen || !s.ID.Source.Equal(ip) {
+			continue
+		}
+		err := a.h.SocketDestroy(&net.TCPAddr{IP: s.ID.Source, Port: int(s.ID.SourcePort)},
+			&net.TCPAddr{IP: s.ID.Destination, Port: int(s.ID.DestinationPort)})
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT): // gone meanwhile
+		case errors.Is(err, unix.EOPNOTSUPP):
+			return nil
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cut the connections to %s: %w", addr, err)
+	}
 	return nil
 }
+
+// tcpListen is TCP_LISTEN in sock_diag's states.
+const tcpListen = 10
 
 func (a *netlinkAddrs) List() ([]netip.Prefix, error) {
 	as, err := a.h.AddrList(a.link, netlink.FAMILY_V4)

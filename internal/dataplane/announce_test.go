@@ -2,11 +2,8 @@ package dataplane
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -27,23 +24,7 @@ func TestGratuitousARPPacket(t *testing.T) {
 // the interface's MAC, within the announcement schedule; adding an address
 // that is already there announces nothing.
 func TestEndpointAnnounced(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
-	nsA, nsB := fmt.Sprintf("basin-garp-a-%d", os.Getpid()), fmt.Sprintf("basin-garp-b-%d", os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	for _, ns := range []string{nsA, nsB} {
-		run("ip", "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	run("ip", "-n", nsA, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", nsB)
-	run("ip", "-n", nsA, "link", "set", "eth0", "up")
-	run("ip", "-n", nsB, "link", "set", "eth0", "up")
+	nsA, nsB := vethPair(t, "basin-garp")
 	var fd int
 	if err := inNetns(nsB, func() (err error) {
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ARP)))

@@ -584,9 +584,13 @@ func (m *Manager) Export(ctx context.Context, network string, addr netip.Addr, e
 	return sb.export(ctx, ex)
 }
 
-// Unexport removes export id and, if addr is valid, the endpoint address from the
-// network's sandbox (a volume's snapshot exports share its address: they pass the
-// zero Addr). A sandbox that is not running has nothing to remove but stale files.
+// Unexport removes, if addr is valid, the endpoint address from the network's
+// sandbox and then export id (a volume's snapshot exports share its address:
+// they pass the zero Addr). The address goes first, with the connections to it
+// (netlinkAddrs.Del): a client never meets the export missing, which Ganesha
+// answers NFS3ERR_STALE, but an address nobody answers at until its next
+// holder (a volume moving to another node) takes it. A sandbox that is not
+// running has nothing to remove but stale files.
 func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error {
 	m.mu.Lock()
 	sb := m.sandboxes[network]
@@ -595,13 +599,12 @@ func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr,
 		os.Remove(filepath.Join(m.sandboxDir(network), "exports", fmt.Sprintf("%d.conf", id)))
 		return nil
 	}
-	if err := sb.unexport(ctx, id); err != nil {
-		return err
+	if addr.IsValid() {
+		if err := sb.delAddr(ctx, addr); err != nil {
+			return err
+		}
 	}
-	if !addr.IsValid() {
-		return nil
-	}
-	return sb.delAddr(ctx, addr)
+	return sb.unexport(ctx, id)
 }
 
 // QoSLink returns the link all of a network's traffic crosses — its sandbox's

@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -44,3 +46,30 @@ func tmpfsVolume(t *testing.T, mounts, name, opts string) string {
 // testGanesha is the Ganesha build root tests run: BASIN_GANESHA_PREFIX if set
 // (a build of a newer patch set beside the installed one), else the default.
 func testGanesha() Ganesha { return Ganesha{Prefix: os.Getenv("BASIN_GANESHA_PREFIX")} }
+
+// vethPair makes two network namespaces named prefix-a-PID and prefix-b-PID,
+// joined by a veth whose ends are both eth0 and up, deleted at cleanup, and
+// returns their names. It skips the test without root.
+func vethPair(t *testing.T, prefix string) (nsA, nsB string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	nsA, nsB = fmt.Sprintf("%s-a-%d", prefix, os.Getpid()), fmt.Sprintf("%s-b-%d", prefix, os.Getpid())
+	for _, ns := range []string{nsA, nsB} {
+		runIP(t, "netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	runIP(t, "-n", nsA, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", nsB)
+	runIP(t, "-n", nsA, "link", "set", "eth0", "up")
+	runIP(t, "-n", nsB, "link", "set", "eth0", "up")
+	return nsA, nsB
+}
+
+// runIP runs ip with args and fails the test on an error.
+func runIP(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}

@@ -73,16 +73,21 @@ func (a *netlinkAddrs) Add(p netip.Prefix) error {
 	return nil
 }
 
-// Del takes p off the interface, then destroys (SOCK_DESTROY) every TCP
-// connection whose local address is p's: the sockets a server accepted on it
-// fail at once, so it answers nothing it read before. The address goes first,
-// so no new connection can be made meanwhile. Why: a volume is unexported
-// after its address goes (Manager.Unexport), and a request Ganesha had read
-// but not yet looked up would otherwise be answered for a missing export
-// (NFS3ERR_STALE, which a client hands its application); with the connection
-// gone the client retransmits to whoever holds the address next. Connections
-// to other addresses and the listeners (on every address) stay.
+// Del destroys (SOCK_DESTROY) every TCP connection whose local address is
+// p's, takes p off the interface, and destroys those made in between: the
+// sockets a server accepted on it fail at once, so it answers nothing it read
+// before. Why: a volume is unexported after its address goes
+// (Manager.Unexport), and a request Ganesha had read but not yet looked up
+// would otherwise be answered for a missing export (NFS3ERR_STALE, which a
+// client hands its application). The first pass runs while the address is
+// still there, so the resets reach the clients: they reconnect at once, to
+// whoever holds the address next, rather than wait out a call's timeout (the
+// second pass's resets, from an address gone, are not sent). Connections to
+// other addresses and the listeners (on every address) stay.
 func (a *netlinkAddrs) Del(p netip.Prefix) error {
+	if err := a.cut(p.Addr()); err != nil {
+		return err
+	}
 	if err := a.h.AddrDel(a.link, nlAddr(p)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("delete %s: %w", p, err)
 	}
@@ -93,14 +98,21 @@ func (a *netlinkAddrs) Del(p netip.Prefix) error {
 // built without CONFIG_INET_DIAG_DESTROY refuses (EOPNOTSUPP): then the
 // connections end as they would have before, when the client next sends.
 func (a *netlinkAddrs) cut(addr netip.Addr) error {
-	socks, err := a.h.SocketDiagTCP(unix.AF_INET)
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-		return fmt.Errorf("list the connections to %s: %w", addr, err)
+	// Ganesha listens on [::]: its IPv4 connections are IPv6 sockets with
+	// IPv4-mapped addresses, listed with IPv6's. A destroy by IPv4
+	// addresses finds them too (one table of established connections).
+	var socks []*netlink.Socket
+	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		s, err := a.h.SocketDiagTCP(family)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return fmt.Errorf("list the connections to %s: %w", addr, err)
+		}
+		socks = append(socks, s...)
 	}
 	ip := net.IP(addr.AsSlice())
 	var errs []error
 	for _, s := range socks {
-		if s.State == tcpListen || !s.ID.Source.Equal(ip) {
+		if s.State == tcpListen || !s.ID.Source.Equal(ip) { // Equal: IPv4-mapped too
 			continue
 		}
 		err := a.h.SocketDestroy(&net.TCPAddr{IP: s.ID.Source, Port: int(s.ID.SourcePort)},

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Taking an endpoint address off a sandbox cuts the TCP connections to it:
-// a server (Ganesha) can then answer no request it read before. Without the
+// a server (Ganesha) can then answer no request it read before, and its
+// clients are told. Without the
 // cut, a request in flight when a volume is unexported (its release to
 // another node, a delete) was answered NFS3ERR_STALE by the export's absence,
 // an error a real client hands its application, where a client whose
@@ -29,10 +33,11 @@ func TestAddressDelCutsConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// One listener on every address, as Ganesha's; a connection to each
-	// endpoint address.
+	// One listener on every address, IPv6 and IPv4 (whose connections are
+	// IPv6 sockets with IPv4-mapped addresses), as Ganesha's; a connection to
+	// each endpoint address.
 	var ln net.Listener
-	if err := inNetns(nsA, func() (err error) { ln, err = net.Listen("tcp4", "0.0.0.0:2049"); return err }); err != nil {
+	if err := inNetns(nsA, func() (err error) { ln, err = dualStackListener(2049); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
@@ -52,7 +57,7 @@ func TestAddressDelCutsConnections(t *testing.T) {
 		return client, server
 	}
 	_, keptServer := dial(kept)
-	_, cutServer := dial(cut)
+	cutClient, cutServer := dial(cut)
 
 	if err := a.Del(cut); err != nil {
 		t.Fatal(err)
@@ -64,6 +69,12 @@ func TestAddressDelCutsConnections(t *testing.T) {
 	var ne net.Error
 	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
 		t.Fatalf("the connection to %s is still open after the address was taken off (read: %v)", cut.Addr(), err)
+	}
+	// The client is told (a reset): it reconnects at once rather than wait
+	// out its call's timeout.
+	cutClient.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := cutClient.Read(make([]byte, 1)); err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("the client of %s was not told its connection ended (read: %v)", cut.Addr(), err)
 	}
 	// The other address's connection is untouched.
 	keptServer.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
@@ -77,4 +88,28 @@ func TestAddressDelCutsConnections(t *testing.T) {
 	if err := a.Del(cut); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dualStackListener listens on [::]:port for IPv6 and IPv4 alike, as Ganesha
+// does (Go's own listener may pick IPv4 alone).
+func dualStackListener(port int) (net.Listener, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+		return nil, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet6{Port: port}); err != nil {
+		return nil, err
+	}
+	if err := unix.Listen(fd, 16); err != nil {
+		return nil, err
+	}
+	return net.FileListener(f)
 }

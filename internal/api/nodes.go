@@ -157,6 +157,9 @@ func (s *Server) drainNode(rq *request, id string, drain bool) {
 	if rq.principal != nil {
 		by = rq.principal.Email
 	}
+	if s.opts.Operations != nil {
+		s.opts.Operations.MoveVolumes()
+	}
 	s.log.Info("node "+verb, "node", id, "by", by, "request_id", rq.id)
 	s.writeJSON(rq, http.StatusOK, v.toWire(node, s.now()))
 }

@@ -62,6 +62,9 @@ type Operations interface {
 	Wake()
 	// WaitDone waits for an operation to finish, until ctx ends.
 	WaitDone(ctx context.Context, name string) bool
+	// MoveVolumes asks for the volumes' hostings to be planned now: a node
+	// was drained or undrained.
+	MoveVolumes()
 }
 
 // Health is the storage's health as the controller observes it (without the

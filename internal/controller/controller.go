@@ -54,7 +54,7 @@ type Options struct {
 	// them (failover.go).
 	Failover bool
 	// ServeLease is how long a node's serving lease lasts unless renewed
-	// (every ServeLease/4); a node fences itself 2 s before it could lapse.
+	// (every 500 ms at most); a node fences itself 2 s before it could lapse.
 	// 0 = DefaultServeLease.
 	ServeLease time.Duration
 	// GivebackAfter: volumes moved off a node go back to it once it has run
@@ -68,7 +68,11 @@ type Options struct {
 	// addresses first), with why: it may no longer hold its serving lease. It
 	// must not block on the store. After it the node serves nothing until it
 	// is started again.
-	Fence   func(why string)
+	Fence func(why string)
+	// Standby, with Failover, runs once this node rejoined, before it is
+	// ready: it readies the data plane for volumes that may move here (the
+	// daemon starts a sandbox on every network).
+	Standby func(ctx context.Context)
 	Store   store.Store
 	Backend storage.Backend
 	Logger  *slog.Logger
@@ -235,7 +239,7 @@ func New(opts Options) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{opts: opts, st: fencedStore{opts.Store}, be: opts.Backend, dp: opts.DataPlane, log: log, qos: qosState{kick: make(chan struct{}, 1)},
-		locks: newLockTable(), wake: make(chan struct{}, 1), resyncKick: make(chan struct{}, 1), failover: hostingState{kick: make(chan struct{}, 1)}, changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
+		locks: newLockTable(), wake: make(chan struct{}, 1), resyncKick: make(chan struct{}, 1), failover: hostingState{kick: make(chan struct{}, 1), plan: make(chan struct{}, 1)}, changed: make(chan struct{}, 1), subs: map[string][]chan struct{}{},
 		running: map[string]bool{}, parkedOps: map[string]parked{}, parkWait: map[string]time.Duration{}, ready: make(chan struct{}), smb: smbState{running: map[string]bool{}, joinedAs: map[string]string{}}}
 	c.handlers = map[model.OpKind]handler{}
 	for _, h := range []handler{poolHandler{c}, validateHandler{c}, adHandler{c}, volumeHandler{c}, snapshotHandler{c}} {
@@ -377,6 +381,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 		<-first // what this node serves is known before its first resync
 		c.rejoin(ctx)
+		if c.opts.Standby != nil {
+			c.opts.Standby(ctx) // before ready: a node ready takes moves at full speed
+		}
 	}
 	if err := c.adopt(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error("place unplaced volumes", "err", err)

@@ -21,13 +21,14 @@ import (
 // (CephFS) keep serving when their node is lost or drained. Three pieces:
 //
 //   - Each node holds a serving lease (serveLoop): a store lease of its own,
-//     renewed every ServeLease/4. A node that has not renewed it for
+//     renewed every readBeat. A node that has not renewed it for
 //     ServeLease − fenceMargin (fenceAfter) fences itself (Options.Fence: its endpoint
 //     addresses go, its daemons stop) before the lease can lapse, so by the
 //     time another node may take its volumes it serves nothing. Nodes' clocks
 //     must agree to well within fenceMargin (NTP): the lease's expiry is
 //     written with the renewing node's clock and read with the leader's.
-//   - Every failover node moves hostings (moveHostings, every ServeLease/4),
+//   - Every failover node moves hostings (moveHostings, every ServeLease/4;
+//     faster during moves and drains, see pace),
 //     not only the controller lease's holder, whose own loss would otherwise
 //     add its lease (30 s) to every failover: the plan is a function of what
 //     the store holds, applied in one serialised transaction, so a second
@@ -64,12 +65,21 @@ func serveLeaseName(node string) string { return "serve/" + node }
 
 // servingAt reports whether node holds its serving lease at now, as tx reads it.
 func servingAt(tx store.Tx, node string, now time.Time) (bool, error) {
+	serving, _, err := servingUntil(tx, node, now)
+	return serving, err
+}
+
+// servingUntil is servingAt with the lease's expiry, when it is held.
+func servingUntil(tx store.Tx, node string, now time.Time) (bool, time.Time, error) {
 	var l store.Lease
 	err := tx.Get(store.KindLease, serveLeaseName(node), &l)
 	if errors.Is(err, model.ErrNotFound) {
-		return false, nil
+		return false, time.Time{}, nil
 	}
-	return err == nil && l.Holder == node && now.Before(l.Expire), err
+	if err != nil || l.Holder != node || !now.Before(l.Expire) {
+		return false, time.Time{}, err
+	}
+	return true, l.Expire, nil
 }
 
 // hostingState is what this node knows of the hostings, as last read.
@@ -84,6 +94,69 @@ type hostingState struct {
 	releasing map[string]bool // hostings being released now
 	// kick asks serveLoop to read the hostings now: this node changed one.
 	kick chan struct{}
+	// plan asks failoverLoop to plan now: a node was drained or undrained.
+	plan chan struct{}
+	// lastDrain is when the last node drained was, as last read; zero if none.
+	lastDrain time.Time
+	// nextLapse is the earliest expiry of a serving lease held at the last
+	// plan: a lost node's, unless renewed meanwhile.
+	nextLapse time.Time
+}
+
+// readBeat is how often serveLoop renews the serving lease and reads the
+// hostings: nodes learn of each other's moves and releases only there, so a
+// drain's pause is a few of these. A renewal is one short transaction.
+const readBeat = 500 * time.Millisecond
+
+// hurryTick is how often failoverLoop plans while volumes move (for hurryFor
+// at most after a move: it waits for its release, or its new host has not
+// read it) and for hurryFor after a node was drained; ServeLease/4 otherwise.
+// A plan is one transaction that reads every volume.
+const (
+	hurryTick = 200 * time.Millisecond
+	hurryFor  = 30 * time.Second
+)
+
+// renewPace returns how long serveLoop waits before its next renewal.
+func (c *Controller) renewPace() time.Duration {
+	return min(readBeat, c.opts.ServeLease/4)
+}
+
+// lapseMargin is how long after a serving lease's expiry failoverLoop plans:
+// the lease of a node lost right then is found lapsed at once, not at the
+// next beat (up to ServeLease/4 later).
+const lapseMargin = 20 * time.Millisecond
+
+// pace returns how long failoverLoop waits before its next plan.
+func (c *Controller) pace() time.Duration {
+	c.failover.mu.Lock()
+	defer c.failover.mu.Unlock()
+	now := c.opts.Now()
+	beat := c.opts.ServeLease / 4
+	if l := c.failover.nextLapse; !l.IsZero() {
+		beat = min(beat, max(l.Sub(now)+lapseMargin, lapseMargin))
+	}
+	if beat <= hurryTick {
+		return beat
+	}
+	for _, h := range c.failover.hostings {
+		if !h.Released && now.Sub(h.Since) < hurryFor {
+			return hurryTick
+		}
+	}
+	if d := c.failover.lastDrain; !d.IsZero() && now.Sub(d) < hurryFor {
+		return hurryTick
+	}
+	return beat
+}
+
+// MoveVolumes has this node plan the hostings now (failoverLoop): the API
+// calls it when it drained or undrained a node. It never blocks.
+func (c *Controller) MoveVolumes() {
+	select {
+	case c.failover.plan <- struct{}{}:
+	default:
+	}
 }
 
 // serving reports whether this node serves the volumes of home on network.
@@ -128,7 +201,7 @@ func (c *Controller) servesIn(tx store.Tx, network, home string) (bool, error) {
 func (c *Controller) Fenced() bool { return c.failover.fenced.Load() }
 
 // serveLoop renews this node's serving lease and reads the hostings now and
-// every ServeLease/4 until ctx ends, and fences the node once a renewal has
+// every readBeat until ctx ends, and fences the node once a renewal has
 // not committed for ServeLease − fenceMargin (watched every 100 ms, so a
 // renewal that hangs does not hold the fence back).
 func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
@@ -138,9 +211,20 @@ func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
 		}
 		start := time.Now()
 		var hs []*model.Hosting
+		var lastDrain time.Time
 		err := c.st.Update(ctx, func(tx store.Tx) (err error) {
 			if _, _, err = store.TakeLease(tx, serveLeaseName(c.opts.NodeID), c.opts.NodeID, c.opts.Now(), c.opts.ServeLease); err != nil {
 				return err
+			}
+			drains, err := store.List[model.Drain](tx, store.KindDrain, "")
+			if err != nil {
+				return err
+			}
+			lastDrain = time.Time{}
+			for _, d := range drains {
+				if d.Since.After(lastDrain) {
+					lastDrain = d.Since
+				}
 			}
 			hs, err = store.List[model.Hosting](tx, store.KindHosting, "")
 			return err
@@ -160,7 +244,12 @@ func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
 			c.failover.lastRenew = start
 		}
 		changed := c.setHostingsLocked(hs)
+		drained := lastDrain.After(c.failover.lastDrain)
+		c.failover.lastDrain = lastDrain
 		c.failover.mu.Unlock()
+		if drained {
+			c.MoveVolumes() // a node was drained since the last renewal: plan now
+		}
 		if late {
 			c.fence("a renewal of the serving lease committed after it could have lapsed")
 			return
@@ -185,17 +274,8 @@ func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
 			}
 		})
 	}()
-	t := time.NewTicker(c.opts.ServeLease / 4)
-	defer t.Stop()
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-			renew()
-		case <-c.failover.kick: // this node moved or released a hosting
-			renew()
-		}
-	}
+	// Kicked when this node moved or released a hosting.
+	tick.Paced(ctx, c.renewPace, c.failover.kick, renew)
 	<-done
 	// On a clean stop the lease is left to lapse: the daemon took the data
 	// plane down first, and another node takes the volumes once it lapses.
@@ -389,10 +469,11 @@ func (c *Controller) unserve(ctx context.Context, v *model.Volume) error {
 	return c.unshare(ctx, v) // nothing for a volume without a share
 }
 
-// failoverLoop moves hostings every ServeLease/4 until ctx ends, and
-// releases the moves away from lost nodes.
+// failoverLoop moves hostings every ServeLease/4 (hurryTick while volumes
+// move, or at once when MoveVolumes asks) until ctx ends, and releases the
+// moves away from lost nodes.
 func (c *Controller) failoverLoop(ctx context.Context) {
-	tick.Every(ctx, c.opts.ServeLease/4, func() {
+	tick.Paced(ctx, c.pace, c.failover.plan, func() {
 		if c.failover.fenced.Load() {
 			return
 		}
@@ -503,12 +584,14 @@ func (c *Controller) kickServe() {
 // moveHostings applies planHostings to the store in one transaction.
 func (c *Controller) moveHostings(ctx context.Context) error {
 	var moved []*model.Hosting
+	var nextLapse time.Time
 	err := c.st.Update(ctx, func(tx store.Tx) error {
 		moved = nil
 		in, err := readHostingInput(tx, c.opts.Now(), c.opts.GivebackAfter)
 		if err != nil {
 			return err
 		}
+		nextLapse = in.nextLapse
 		for _, h := range planHostings(in) {
 			if err := tx.Put(store.KindHosting, model.HostingName(h.Network, h.Home), "", h); err != nil {
 				return err
@@ -517,6 +600,11 @@ func (c *Controller) moveHostings(ctx context.Context) error {
 		}
 		return nil
 	})
+	if err == nil {
+		c.failover.mu.Lock()
+		c.failover.nextLapse = nextLapse
+		c.failover.mu.Unlock()
+	}
 	if len(moved) > 0 {
 		c.kickServe()
 	}
@@ -533,6 +621,7 @@ type hostingInput struct {
 	givebackAfter time.Duration
 	nodes         map[string]*model.Node
 	serving       map[string]bool // node → its serving lease is held now
+	nextLapse     time.Time       // the earliest expiry of a serving lease held now
 	drained       map[string]bool
 	hostings      map[string]*model.Hosting
 	groups        map[string]*hostingGroup // model.HostingName → its volumes
@@ -554,8 +643,12 @@ func readHostingInput(tx store.Tx, now time.Time, givebackAfter time.Duration) (
 	}
 	for _, n := range nodes {
 		in.nodes[n.ID] = n
-		if in.serving[n.ID], err = servingAt(tx, n.ID, now); err != nil {
+		var until time.Time
+		if in.serving[n.ID], until, err = servingUntil(tx, n.ID, now); err != nil {
 			return in, err
+		}
+		if in.serving[n.ID] && (in.nextLapse.IsZero() || until.Before(in.nextLapse)) {
+			in.nextLapse = until
 		}
 	}
 	drains, err := store.List[model.Drain](tx, store.KindDrain, "")

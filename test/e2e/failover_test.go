@@ -247,6 +247,10 @@ func TestCephFSFailover(t *testing.T) {
 	if blocklisted() {
 		t.Errorf("node1's Ceph address is still on the blocklist once it is back")
 	}
+	// The client writes up to the drain (it stood still while node1
+	// started), so the pause measured is the drain's alone.
+	before = len(w.acked)
+	w.run(ctx, func() bool { return len(w.acked) >= before+3 })
 	var drained client.Object
 	if err := cb.Do(ctx, "POST", "/v1/nodes/node2:drain", nil, nil, &drained); err != nil || drained["drained"] != true {
 		t.Fatalf("drain node2: %v %v", drained, err)

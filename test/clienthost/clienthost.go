@@ -183,6 +183,9 @@ type Client struct {
 	Version int // 3 or 4 (4.0)
 	UID     int
 	GID     int
+	// Timeout bounds each call (a whole file's copy: five times it); 0 is
+	// a minute. A check that a server no longer answers sets it short.
+	Timeout time.Duration
 }
 
 // NFS returns a client speaking version as uid/gid.
@@ -195,7 +198,12 @@ func (c *Client) URL(server netip.Addr, path string) string {
 	return fmt.Sprintf("nfs://%s%s?version=%d&uid=%d&gid=%d", server, path, c.Version, c.UID, c.GID)
 }
 
-const timeout = 60 * time.Second
+func (c *Client) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return time.Minute
+}
 
 // Entry is one line of a directory listing.
 type Entry struct {
@@ -207,7 +215,7 @@ type Entry struct {
 
 // Ls lists a directory.
 func (c *Client) Ls(server netip.Addr, path string) ([]Entry, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout())
 	defer cancel()
 	out, err := c.h.Run(ctx, "nfs-ls", c.URL(server, path))
 	if err != nil {
@@ -244,7 +252,7 @@ func (c *Client) Stat(server netip.Addr, path string) (Entry, error) {
 
 // Read returns a file's contents.
 func (c *Client) Read(server netip.Addr, path string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.h.ns, "nfs-cat", c.URL(server, path))
 	var stdout, stderr bytes.Buffer
@@ -277,7 +285,7 @@ func (c *Client) WriteFile(server netip.Addr, path, local string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*c.timeout())
 	defer cancel()
 	out, err := c.h.Run(ctx, bin, local, c.URL(server, path))
 	if err != nil {

@@ -2,7 +2,7 @@
 GO        ?= go
 BIN       := bin/basin
 DATA_DIR  ?= /var/lib/basin
-FUZZTIME  ?= 10s
+FUZZTIME  ?= 5s
 VERSION   ?=
 DIST      ?= dist
 export GOFLAGS := -buildvcs=false

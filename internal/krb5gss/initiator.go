@@ -52,6 +52,14 @@ func NewInitiator(cl *client.Client, spn string) (*Initiator, error) {
 	return newInitiator(cl.Credentials.Domain(), cl.Credentials.CName(), tkt, key, FlagMutual|FlagConf|FlagInteg)
 }
 
+// NewInitiatorTicket makes the initial token, as NewInitiator does, from a
+// service ticket the caller already holds for cname of realm, with key its
+// session key: no KDC is asked, and nothing checks the ticket's times, so a
+// test can offer the acceptor one that has expired.
+func NewInitiatorTicket(realm string, cname types.PrincipalName, tkt messages.Ticket, key types.EncryptionKey) (*Initiator, error) {
+	return newInitiator(realm, cname, tkt, key, FlagMutual|FlagConf|FlagInteg)
+}
+
 func newInitiator(realm string, cname types.PrincipalName, tkt messages.Ticket, key types.EncryptionKey, flagBits uint32) (*Initiator, error) {
 	if !cfxEtype(key.KeyType) {
 		return nil, fmt.Errorf("krb5gss: the ticket's session key is of encryption type %d, which has no RFC 4121 tokens", key.KeyType)

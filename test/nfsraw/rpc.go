@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/client"
+	"github.com/jcmturner/gokrb5/v8/messages"
+	"github.com/jcmturner/gokrb5/v8/types"
 
 	"github.com/basin-nas/basin/internal/krb5gss"
 	"github.com/basin-nas/basin/internal/oncrpc"
@@ -51,6 +53,28 @@ func Krb5Session(ctx context.Context, c rpcsecgss.Caller, cl *client.Client, spn
 	if err != nil {
 		return nil, err
 	}
+	return krb5Init(ctx, c, in)
+}
+
+// Krb5Ticket is an Auth.Sec like Krb5 that offers tkt, a service ticket cname
+// of realm holds (key: its session key), on each new connection, as it is:
+// also after it expired.
+func Krb5Ticket(realm string, cname types.PrincipalName, tkt messages.Ticket, key types.EncryptionKey,
+	svc rpcsecgss.Service) func(context.Context, rpcsecgss.Caller) (oncrpc.Auth, error) {
+	return func(ctx context.Context, c rpcsecgss.Caller) (oncrpc.Auth, error) {
+		in, err := krb5gss.NewInitiatorTicket(realm, cname, tkt, key)
+		if err != nil {
+			return nil, err
+		}
+		s, err := krb5Init(ctx, c, in)
+		if err != nil {
+			return nil, err
+		}
+		return s.Auth(svc), nil
+	}
+}
+
+func krb5Init(ctx context.Context, c rpcsecgss.Caller, in *krb5gss.Initiator) (*rpcsecgss.Session, error) {
 	return rpcsecgss.Init(ctx, c, 100003, 4, in.Token(), func(reply []byte) ([]byte, rpcsecgss.Context, error) {
 		k, err := in.Step(reply)
 		if err != nil {

@@ -346,6 +346,14 @@ func serve(args []string) int {
 		}
 		cfg.TestResyncInterval = interval
 	}
+	if d := os.Getenv("BASIN_TEST_KRB5_CLOCKSKEW"); d != "" {
+		skew, err := time.ParseDuration(d)
+		if err != nil || skew < time.Second {
+			fmt.Fprintln(os.Stderr, "basin serve: BASIN_TEST_KRB5_CLOCKSKEW: want a duration of at least 1s")
+			return 2
+		}
+		cfg.TestKrb5ClockSkew = skew
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		fmt.Fprintln(os.Stderr, "basin serve: --log-level:", err)

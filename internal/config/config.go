@@ -152,6 +152,11 @@ type Config struct {
 	// state and observes the storage's health (30 s and 10 s otherwise), so that
 	// a test sees several passes; for tests only (env BASIN_TEST_RESYNC_INTERVAL).
 	TestResyncInterval time.Duration
+	// TestKrb5ClockSkew, if set, is the clock skew Ganesha's Kerberos
+	// acceptor allows instead of MIT's default 5 minutes, which is also its
+	// grace for an expired ticket, so that a test sees a ticket expire; for
+	// tests only (env BASIN_TEST_KRB5_CLOCKSKEW).
+	TestKrb5ClockSkew time.Duration
 }
 
 // HTTPLimits bound what one client can hold of the API's HTTP server.

@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	dp := dataplane.New(dataplane.Options{DataDir: cfg.DataDir, Networks: dpNetworks, NodeID: clusterNode, Ganesha: dataplane.Ganesha{Prefix: cfg.GaneshaPrefix},
 		Logger: log.With("component", "dataplane"), OnRestart: health.DaemonRestarted,
 		StuckRequestAfter: cfg.NFSStuckAfter, WedgedAfter: cfg.NFSWedgedAfter, OnStuckRequests: health.NFSStuckRequests,
-		Detach: keep, Ceph: cephLink})
+		Detach: keep, Ceph: cephLink, TestKrb5ClockSkew: cfg.TestKrb5ClockSkew})
 	if err := dp.Start(ctx); err != nil {
 		return fmt.Errorf("data plane: %w", err)
 	}
@@ -185,6 +185,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		tcCounters = qosCounters{driver: driver, link: dp.QoSLink}
 	} else {
 		log.Warn("service levels are not enforced (--qos=false): every volume gets whatever bandwidth it can take")
+	}
+	if cfg.TestKrb5ClockSkew > 0 {
+		log.Warn("test mode: Ganesha's Kerberos acceptor allows a clock skew other than 5 minutes", "skew", cfg.TestKrb5ClockSkew)
 	}
 	if cfg.TestResyncInterval > 0 {
 		log.Warn("test mode: the controller resyncs and observes the storage's health more often", "interval", cfg.TestResyncInterval)

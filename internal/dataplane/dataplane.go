@@ -191,6 +191,12 @@ type Options struct {
 	// Ceph, when set, links the sandboxes to a Ceph cluster, for exports of
 	// CephFS volumes (cephlink.go).
 	Ceph *CephLink
+	// TestKrb5ClockSkew, if set, replaces MIT's default 5 minutes as the
+	// clock skew Ganesha's Kerberos acceptor allows, which is also how long
+	// after a ticket's end it still takes the ticket and keeps a context
+	// made with it: for tests only, which see a ticket expire without
+	// waiting 5 minutes more (nfskrb5.go).
+	TestKrb5ClockSkew time.Duration
 }
 
 // Manager owns the sandboxes.

@@ -94,6 +94,9 @@ func (sb *sandbox) prepareKrb5() error {
 	if k != nil {
 		conf += "\tdefault_realm = " + k.realm() + "\n"
 	}
+	if s := sb.krb5ClockSkew; s > 0 {
+		conf += fmt.Sprintf("\tclockskew = %d\n", int(s.Round(time.Second)/time.Second))
+	}
 	if err := os.MkdirAll(sb.krb5RcacheDir(), 0o700); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // recRunner records the commands it is given and runs none.
@@ -82,9 +83,23 @@ func TestGaneshaStartRendersKerberos(t *testing.T) {
 	if got := read("idmapd.conf"); got != "[General]\nDomain = basin.test\nLocal-Realms = BASIN.TEST\n[Translation]\nMethod = nsswitch\nGSS-Methods = static\n" {
 		t.Errorf("idmapd.conf:\n%s", got)
 	}
-	if got := read("krb5.conf"); !strings.Contains(got, "default_realm = BASIN.TEST\n") || !strings.Contains(got, "dns_canonicalize_hostname = false\n") {
+	// MIT's default clock skew (5 minutes) unless a test sets its own.
+	if got := read("krb5.conf"); !strings.Contains(got, "default_realm = BASIN.TEST\n") || !strings.Contains(got, "dns_canonicalize_hostname = false\n") ||
+		strings.Contains(got, "clockskew") {
 		t.Errorf("krb5.conf:\n%s", got)
 	}
+	sb.krb5ClockSkew = 5 * time.Second
+	if err := sb.prepareKrb5(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("krb5.conf"); !strings.Contains(got, "\tclockskew = 5\n") {
+		t.Errorf("krb5.conf with a test's clock skew:\n%s", got)
+	}
+	sb.krb5ClockSkew = 0
+	if err := sb.prepareKrb5(); err != nil {
+		t.Fatal(err)
+	}
+	run.argv = run.argv[:1]
 	if n := read("etc/nsswitch.conf"); !strings.HasPrefix(n, "passwd: files winbind\ngroup: files winbind\n") {
 		t.Errorf("nsswitch.conf with Kerberos: %s", n)
 	}

@@ -70,6 +70,8 @@ type sandbox struct {
 	// winbindBound: an AD instance's winbindd socket directory is bound in
 	// the sandbox's mount namespace for Ganesha (nfskrb5.go).
 	winbindBound bool
+	// krb5ClockSkew is Options.TestKrb5ClockSkew (0: MIT's default).
+	krb5ClockSkew time.Duration
 }
 
 // watchOptions are the Manager's Options for the Ganesha watchdog.
@@ -134,7 +136,8 @@ func (m *Manager) newSandbox(n Network) *sandbox {
 		timeout: m.opts.ReadyTimeout, dead: make(chan struct{}), ganesha: m.opts.Ganesha,
 		loaded: map[uint64]loadedExport{}, smb: map[string]*smbInstance{},
 		watch:    watchOptions{stuckAfter: m.opts.StuckRequestAfter, wedgedAfter: m.opts.WedgedAfter, onStuck: m.opts.OnStuckRequests},
-		detached: m.opts.Detach, starter: m.opts.Starter, onRestart: m.opts.OnRestart}
+		detached: m.opts.Detach, starter: m.opts.Starter, onRestart: m.opts.OnRestart,
+		krb5ClockSkew: m.opts.TestKrb5ClockSkew}
 	sb.bus = &nfs.DBus{Address: sb.busAddress()}
 	if _, ok := m.cephAddr(n); ok {
 		sb.ceph = m.opts.Ceph

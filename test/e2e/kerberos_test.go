@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -9,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	krb5client "github.com/jcmturner/gokrb5/v8/client"
 
 	"github.com/basin-nas/basin/internal/client"
+	"github.com/basin-nas/basin/internal/oncrpc"
 	"github.com/basin-nas/basin/internal/oncrpc/rpcsecgss"
 	"github.com/basin-nas/basin/test/addc"
 	"github.com/basin-nas/basin/test/clienthost"
@@ -24,9 +27,10 @@ import (
 // their files owned by the uid and gid SMB gives them (100000 + RID); AUTH_SYS
 // is refused with WRONGSEC, and so are krb5 and krb5i from a client whose
 // rule admits krb5p only (rules apply in order: it comes first), and a handle
-// carried to an export of another flavor.
+// carried to an export of another flavor. A ticket's end ends what it
+// opened, and opens nothing after (ticketExpiry, alongside the rest).
 func TestKerberosNFS(t *testing.T) {
-	l := newSMBLab(t, nil)
+	l := startSMBLab(t, newServer(t, "BASIN_TEST_KRB5_CLOCKSKEW="+krbTestSkew.String()), nil)
 	ctx := context.Background()
 	strict, open := l.s.host(151), l.h // .151: krb5p only; .150: the subnet's rule
 	rule := func(clients string, flags ...string) map[string]any {
@@ -61,6 +65,7 @@ func TestKerberosNFS(t *testing.T) {
 	session := func(h *clienthost.Host, u addc.User, svc rpcsecgss.Service, fn func(c *nfsraw.Client, root []byte) error) error {
 		return l.krbSession(ctx, h, ep, spn, "kv", u, svc, fn)
 	}
+	expiry := l.ticketExpiry(ctx, open, ep, spn, "kv", l.user("alice"))
 	for _, u := range []addc.User{l.user("alice"), l.user("bob")} {
 		uid, gid := l.rid(ctx, "(sAMAccountName="+u.Name+")")+100000, l.rid(ctx, "(sAMAccountName=Domain Users)")+100000
 		for _, svc := range []rpcsecgss.Service{rpcsecgss.None, rpcsecgss.Integrity, rpcsecgss.Privacy} {
@@ -188,11 +193,126 @@ func TestKerberosNFS(t *testing.T) {
 		t.Fatalf("deleted bob with a ticket from before: %v, owner %s; want served as %s until the ticket expires", err, bobUID, bobWant)
 	}
 
+	if note, err := expiry(); err != nil {
+		t.Fatalf("a ticket that expired: %v", err)
+	} else {
+		t.Log(note)
+	}
+
 	// Deleted, its endpoint no longer answers for the name.
 	mutate(t, l.c, "DELETE", loc+"/volumes/kv", nil)
 	if a, _ := l.dc.LookupA(ctx, server); slices.Contains(a, ep.String()) {
 		t.Fatalf("%s still resolves to %s after the volume went: %v", server, ep, a)
 	}
+}
+
+// The Kerberos times of TestKerberosNFS: Basin serves with a clock skew of
+// 5 s, not MIT's 5 minutes (BASIN_TEST_KRB5_CLOCKSKEW; the skew is also the
+// grace MIT's acceptor gives a ticket past its end), and a ticket lasts 15 s.
+const (
+	krbTestSkew     = 5 * time.Second
+	krbTestLifetime = 15 * time.Second
+)
+
+// ticketExpiry starts checking, while the caller goes on, that the NFS
+// server holds a Kerberos ticket's end: u gets a ticket from host h that
+// lasts krbTestLifetime, and opens a krb5p session to ep with it, which it
+// uses every second. The RPCSEC_GSS context lives as long as the ticket
+// (RFC 2203 §5.3.3.3): ntirpc gives it the time left that the acceptor
+// reports, the ticket's end and the skew, less 5 s, and answers a call after
+// that with RPCSEC_GSS_CREDPROBLEM. A new context with the ticket is then
+// refused (the acceptor takes no ticket past its end and the skew: the
+// client's credential rejected), and one with a new ticket is not.
+// The returned wait returns what the check found, and when.
+func (l *smbLab) ticketExpiry(ctx context.Context, h *clienthost.Host, ep netip.Addr, spn, share string, u addc.User) (wait func() (string, error)) {
+	done := make(chan error, 1)
+	var note string
+	go func() {
+		var tk *addc.Ticket
+		dial := func(sec func(context.Context, rpcsecgss.Caller) (oncrpc.Auth, error)) (c *nfsraw.Client, root []byte, err error) {
+			err = h.Within(func() error {
+				if tk == nil {
+					if tk, err = l.dc.ServiceTicket(u, spn, krbTestLifetime); err != nil {
+						return err
+					}
+					sec = nfsraw.Krb5Ticket(tk.Realm, tk.CName, tk.Ticket, tk.Key, rpcsecgss.Privacy)
+				}
+				if c, err = nfsraw.Dial41(ctx, ep.String(), 2049, nfsraw.Auth{Machine: h.Name(), Sec: sec}); err != nil {
+					return err
+				}
+				if root, err = c.LookupPath(ctx, share); err != nil {
+					c.Close()
+				}
+				return err
+			})
+			return c, root, err
+		}
+		done <- func() error {
+			c, root, err := dial(nil)
+			if err != nil {
+				return fmt.Errorf("a session with a fresh ticket: %w", err)
+			}
+			defer c.Close()
+			if got := tk.End.Sub(tk.Start); got > krbTestLifetime+time.Second {
+				return fmt.Errorf("the KDC gave a ticket for %s, asked for %s", got, krbTestLifetime)
+			}
+			// Served until about the context's end (the ticket's end, with
+			// the test's skew of 5 s; a call a second, ntirpc's clock in whole
+			// seconds), refused before the skew is past.
+			servedTo, refuseBy := tk.End.Add(krbTestSkew-5*time.Second-4*time.Second), tk.End.Add(krbTestSkew+2*time.Second)
+			var lastOK time.Time
+			for {
+				err := c.Run(ctx, &nfsraw.PutFH{FH: root}, &nfsraw.GetAttr{})
+				now := time.Now()
+				if err != nil {
+					var re *nfsraw.RPCError
+					if !errors.As(err, &re) || !re.Denied || re.Auth != oncrpc.GSSCredProblem {
+						return fmt.Errorf("the session at %s of its ticket's end: %w, want RPCSEC_GSS_CREDPROBLEM", now.Sub(tk.End), err)
+					}
+					if lastOK.IsZero() {
+						return fmt.Errorf("the session refused from its first call, %s before its ticket's end", tk.End.Sub(now))
+					}
+					if lastOK.Before(servedTo) {
+						return fmt.Errorf("the context ended %s before its ticket did", tk.End.Sub(lastOK))
+					}
+					note = fmt.Sprintf("a ticket of %s: its session served at %+.1fs of its end, refused (CREDPROBLEM) at %+.1fs",
+						tk.End.Sub(tk.Start), lastOK.Sub(tk.End).Seconds(), now.Sub(tk.End).Seconds())
+					break
+				}
+				if now.After(refuseBy) {
+					return fmt.Errorf("the session still served %s after its ticket ended (skew %s)", now.Sub(tk.End), krbTestSkew)
+				}
+				lastOK = now
+				time.Sleep(time.Second)
+			}
+			// The ticket again, once past its end and the skew.
+			time.Sleep(time.Until(tk.End.Add(krbTestSkew + 1500*time.Millisecond)))
+			c2, _, err := dial(nfsraw.Krb5Ticket(tk.Realm, tk.CName, tk.Ticket, tk.Key, rpcsecgss.Privacy))
+			refusedAt := time.Since(tk.End)
+			if err == nil {
+				c2.Close()
+				return fmt.Errorf("a new context with the ticket %s after its end was accepted", time.Since(tk.End))
+			}
+			var re *nfsraw.RPCError
+			if !errors.As(err, &re) || !re.Denied || re.Auth != oncrpc.AuthRejectedCred {
+				return fmt.Errorf("a new context with the expired ticket: %w, want the credential rejected", err)
+			}
+			// A new ticket does.
+			var cl *krb5client.Client
+			if err := h.Within(func() (err error) { cl, err = l.dc.Login(u); return err }); err != nil {
+				return err
+			}
+			defer cl.Destroy()
+			c3, _, err := dial(nfsraw.Krb5(cl, spn, rpcsecgss.Privacy))
+			if err != nil {
+				return fmt.Errorf("a new ticket after the old one expired: %w", err)
+			}
+			c3.Close()
+			note += fmt.Sprintf("; a new context with it refused at %+.1fs, with a new ticket accepted", refusedAt.Seconds())
+			return nil
+		}()
+	}()
+	return func() (string, error) { err := <-done; return note, err }
 }
 
 // flavorNames name the RPC security flavors as mount's sec= does (0: AUTH_SYS).

@@ -134,8 +134,14 @@ func (f *nfsFile) layOut(ctx context.Context, size int64) error {
 }
 
 func (f *nfsFile) write(ctx context.Context, p []byte, off int64, how nfs3.Stable) error {
+	return writeAll(p, off, func(p []byte, off int64) (int, error) { return f.c.Write(ctx, f.fh, p, off, how) })
+}
+
+// writeAll writes p at off with write, which may take less than it is given,
+// until all is written.
+func writeAll(p []byte, off int64, write func(p []byte, off int64) (int, error)) error {
 	for len(p) > 0 {
-		n, err := f.c.Write(ctx, f.fh, p, off, how)
+		n, err := write(p, off)
 		if err != nil {
 			return err
 		}
@@ -148,8 +154,14 @@ func (f *nfsFile) write(ctx context.Context, p []byte, off int64, how nfs3.Stabl
 }
 
 func (f *nfsFile) ReadAt(p []byte, off int64) error {
+	return readAll(p, off, func(p []byte, off int64) (int, bool, error) { return f.c.Read(context.Background(), f.fh, p, off) })
+}
+
+// readAll fills p from off with read, which may return less than asked and
+// says whether it reached the end of the file; a short file is an error.
+func readAll(p []byte, off int64, read func(p []byte, off int64) (int, bool, error)) error {
 	for len(p) > 0 {
-		n, eof, err := f.c.Read(context.Background(), f.fh, p, off)
+		n, eof, err := read(p, off)
 		if err != nil {
 			return err
 		}

@@ -26,7 +26,7 @@ func benchCommands() []*command {
 
 func benchFlags() []flagSpec {
 	return []flagSpec{
-		{name: "engine", usage: "local (files), nfs (NFSv3 from user space) or smb (SMB 2/3 from user space)"},
+		{name: "engine", usage: "local (files), nfs (NFSv3 or NFSv4.1 from user space) or smb (SMB 2/3 from user space)"},
 		{name: "name", usage: "job name (default basin-bench)"},
 		{name: "rw", usage: "read, write, randread, randwrite, rw or randrw"},
 		{name: "bs", usage: "block size, e.g. 4k, 64k, 1m"},
@@ -42,11 +42,15 @@ func benchFlags() []flagSpec {
 		{name: "directory", usage: "local engine: where the files go"},
 		{name: "filename", usage: "local engine: one file to use"},
 		{name: "url", usage: "nfs engine: nfs://HOST/export[/dir]"},
-		{name: "nfs-version", usage: "nfs engine: 3 (the only one so far)"},
+		{name: "nfs-version", usage: "nfs engine: 3 (default) or 4.1"},
+		{name: "sec", usage: "nfs engine, 4.1: sys (default), krb5, krb5i or krb5p"},
+		{name: "krb5-conf", usage: "nfs engine, krb5*: the realm's KDCs (default /etc/krb5.conf)"},
+		{name: "keytab", usage: "nfs engine, krb5*: log on as --user with this keytab"},
+		{name: "sec-principal", usage: "nfs engine, krb5*: the server's principal (default nfs/HOST of --url)"},
 		{name: "nconnect", usage: "nfs engine: TCP connections (default 1, at most 16)"},
 		{name: "uid", usage: "nfs engine: AUTH_SYS uid (default 0)"},
 		{name: "gid", usage: "nfs engine: AUTH_SYS gid (default 0)"},
-		{name: "user", usage: "smb engine: user name (DOMAIN\\user or user)"},
+		{name: "user", usage: "smb engine: user name (DOMAIN\\user or user); nfs engine, krb5*: principal (user or user@REALM) with $BASIN_KRB5_PASSWORD or --keytab, else the credential cache's (kinit; $KRB5CCNAME)"},
 		{name: "password", usage: "smb engine: password (default: $BASIN_SMB_PASSWORD, which stays out of ps)"},
 		{name: "protection", usage: "smb engine: off (default), sign or encrypt (the share must require encryption)"},
 		{name: "channels", usage: "smb engine: sessions, each on its own connection (default 1, at most 16)"},
@@ -112,23 +116,9 @@ func jobFromFlags(p *parsed, getenv func(string) string) (bench.Job, bench.Engin
 	case "", "local":
 		engine = bench.Local{Directory: p.str("directory"), Filename: p.str("filename")}
 	case "nfs":
-		if v := p.str("nfs-version"); v != "" && v != "3" {
-			return j, nil, fmt.Errorf("--nfs-version %s is not supported; the nfs engine speaks NFSv3", v)
-		}
-		if _, _, err := bench.ParseNFSURL(p.str("url")); err != nil {
+		if engine, err = nfsEngine(p, getenv); err != nil {
 			return j, nil, err
 		}
-		ids := map[string]int{"nconnect": 1, "uid": 0, "gid": 0}
-		for name := range ids {
-			if v := p.str(name); v != "" {
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 0 || (name == "nconnect" && (n < 1 || n > 16)) {
-					return j, nil, fmt.Errorf("--%s %q is out of range", name, v)
-				}
-				ids[name] = n
-			}
-		}
-		engine = &bench.NFS{URL: p.str("url"), Conns: ids["nconnect"], UID: uint32(ids["uid"]), GID: uint32(ids["gid"])}
 	case "smb":
 		if _, _, _, err := bench.ParseSMBURL(p.str("url")); err != nil {
 			return j, nil, err
@@ -165,6 +155,81 @@ func jobFromFlags(p *parsed, getenv func(string) string) (bench.Job, bench.Engin
 	return j, engine, nil
 }
 
+// nfsEngine reads the nfs engine's flags: NFSv3, or NFSv4.1 with a security
+// flavor.
+func nfsEngine(p *parsed, getenv func(string) string) (bench.Engine, error) {
+	version := p.str("nfs-version")
+	if version != "" && version != "3" && version != "4.1" {
+		return nil, fmt.Errorf("--nfs-version %s is not supported: want 3 or 4.1", version)
+	}
+	sec := p.str("sec")
+	if _, ok := bench.SecServices[sec]; sec != "" && !ok {
+		return nil, fmt.Errorf("--sec %q: want sys, krb5, krb5i or krb5p", sec)
+	}
+	v41 := version == "4.1"
+	if !v41 && sec != "" && sec != "sys" {
+		return nil, fmt.Errorf("--sec %s needs --nfs-version 4.1 (Kerberos is NFSv4.1 only here)", sec)
+	}
+	krb := sec != "" && sec != "sys"
+	for _, name := range []string{"krb5-conf", "keytab", "sec-principal"} {
+		if p.str(name) != "" && !krb {
+			return nil, fmt.Errorf("--%s is for --sec krb5, krb5i or krb5p", name)
+		}
+	}
+	if p.str("password") != "" {
+		return nil, errors.New("--password is the smb engine's; the nfs engine reads $BASIN_KRB5_PASSWORD")
+	}
+	if _, _, err := bench.ParseNFSURL(p.str("url")); err != nil {
+		return nil, err
+	}
+	ids := map[string]int{"nconnect": 1, "uid": 0, "gid": 0}
+	for name := range ids {
+		if v := p.str(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || (name == "nconnect" && (n < 1 || n > 16)) {
+				return nil, fmt.Errorf("--%s %q is out of range", name, v)
+			}
+			ids[name] = n
+		}
+	}
+	if !v41 {
+		if p.str("user") != "" {
+			return nil, errors.New("--user is for the smb engine, or the nfs engine with --sec krb5*")
+		}
+		return &bench.NFS{URL: p.str("url"), Conns: ids["nconnect"], UID: uint32(ids["uid"]), GID: uint32(ids["gid"])}, nil
+	}
+	e := &bench.NFS4{URL: p.str("url"), Conns: ids["nconnect"], UID: uint32(ids["uid"]), GID: uint32(ids["gid"]), Sec: sec}
+	if !krb {
+		if p.str("user") != "" {
+			return nil, errors.New("--user is for --sec krb5, krb5i or krb5p (AUTH_SYS takes --uid and --gid)")
+		}
+		return e, nil
+	}
+	user := p.str("user")
+	if strings.Count(user, "@") > 1 || strings.HasPrefix(user, "@") || strings.HasSuffix(user, "@") || strings.ContainsAny(user, `\/ `) {
+		return nil, fmt.Errorf("--user %q: want a principal, user or user@REALM", user)
+	}
+	if spn := p.str("sec-principal"); spn != "" {
+		svc, host, ok := strings.Cut(spn, "/")
+		if !ok || svc == "" || host == "" || strings.ContainsAny(host, "/ ") {
+			return nil, fmt.Errorf("--sec-principal %q: want service/host, such as nfs/server.example.com", spn)
+		}
+	}
+	password := ""
+	if getenv != nil {
+		password = getenv("BASIN_KRB5_PASSWORD")
+	}
+	if password != "" && p.str("keytab") != "" {
+		return nil, errors.New("--keytab and $BASIN_KRB5_PASSWORD: give one")
+	}
+	if (password != "" || p.str("keytab") != "") && user == "" {
+		return nil, errors.New("$BASIN_KRB5_PASSWORD and --keytab need --user")
+	}
+	e.Krb5 = bench.Krb5{Conf: p.str("krb5-conf"), User: user, Password: password, Keytab: p.str("keytab"),
+		Principal: p.str("sec-principal"), Getenv: getenv}
+	return e, nil
+}
+
 func runBench(ctx context.Context, c *session, p *parsed) error {
 	j, engine, err := jobFromFlags(p, c.env.Getenv)
 	if err != nil {
@@ -184,6 +249,10 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 	switch e := engine.(type) {
 	case *bench.NFS:
 		io.WriteString(c.env.Stderr, connectionNote("nfs", e.MaxInFlight()))
+	case *bench.NFS4:
+		if want := j.IODepth * j.NumJobs; e.Slots() > 0 && e.Slots() < want {
+			fmt.Fprintf(c.env.Stderr, "nfs: the server granted %d session slots: at most %d I/Os were in flight, not %d\n", e.Slots(), e.Slots(), want)
+		}
 	case *bench.SMB:
 		io.WriteString(c.env.Stderr, connectionNote("smb", e.MaxInFlight()))
 		if j.Direct {

@@ -58,6 +58,7 @@ type result struct {
 	RoundMedians map[string][]float64 `json:"roundMedianMillis"`
 	NFS          []patternResult      `json:"nfs,omitempty"`
 	SMB          []patternResult      `json:"smb,omitempty"`
+	Krb5         []krb5Result         `json:"krb5,omitempty"`
 	Calibration  []calJob             `json:"calibration,omitempty"`
 	Scale        *scaleResult         `json:"scale,omitempty"`
 	QoS          *qosResult           `json:"qos,omitempty"`
@@ -80,6 +81,7 @@ func main() {
 	perRound := flag.Int("n", 15, "operations per round and kind")
 	withNFS := flag.Bool("nfs", true, "also measure NFS throughput and IOPS (Basin, bare Ganesha, local)")
 	withSMB := flag.Bool("smb", true, "also measure SMB through Basin SMB volumes (an AD DC, a joined Samba instance) and a bare smbd: off, sign, encrypt")
+	withKrb5 := flag.Bool("krb5", true, "also measure NFSv4.1 with basin bench at sec=sys, krb5, krb5i and krb5p on Basin volumes of a domain pool (a real AD DC)")
 	withCal := flag.Bool("calibrate", true, "also compare basin bench --engine local with fio")
 	calRuns := flag.Int("calibrate-runs", 5, "interleaved runs per tool and job")
 	calSecs := flag.Float64("calibrate-seconds", 5, "seconds per calibration run")
@@ -115,7 +117,7 @@ func main() {
 	renderFrom := flag.String("render-from", "", "only rewrite -doc's generated sections from this results file (no measurement); with -only, those sections' alone")
 	flag.Parse()
 	if *only != "" {
-		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "calibrate": withCal,
+		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "krb5": withKrb5, "calibrate": withCal,
 			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore, "grpc": withGRPC, "cephfs": withCephFS}
 		names := strings.Split(*only, ",")
 		for _, n := range names {
@@ -145,6 +147,9 @@ func main() {
 		}
 		if !*withSMB {
 			rep.SMB = nil
+		}
+		if !*withKrb5 {
+			rep.Krb5 = nil
 		}
 		if !*withCal {
 			rep.Calibration = nil
@@ -186,7 +191,7 @@ func main() {
 	defer runCleanups()
 	ctx := context.Background()
 	var c *client.Client
-	if *withCP || *withNFS || *withSMB {
+	if *withCP || *withNFS || *withSMB || *withKrb5 {
 		addr := freeAddr()
 		// The pool promises far more than the 24 GiB store (allocated in full on the
 		// host; volumes are thin-provisioned): allow it.
@@ -214,6 +219,9 @@ func main() {
 	}
 	if *withSMB {
 		rep.SMB = runSMB(ctx, c, dataDir, *rounds, *nfsSecs)
+	}
+	if *withKrb5 {
+		rep.Krb5 = runKrb5(ctx, c, dataDir, *rounds, *nfsSecs)
 	}
 	if *withCal {
 		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
@@ -277,7 +285,7 @@ func main() {
 }
 
 // sectionNames are the sections -only may name.
-var sectionNames = []string{"controlplane", "nfs", "smb", "calibrate", "qos", "metrics", "scale", "space", "store", "grpc", "cephfs"}
+var sectionNames = []string{"controlplane", "nfs", "smb", "krb5", "calibrate", "qos", "metrics", "scale", "space", "store", "grpc", "cephfs"}
 
 // gibList parses a comma-separated list of GiB.
 func gibList(flagName, s string) []int {
@@ -310,7 +318,7 @@ func keepUnmeasured(path string, rep result) result {
 		log.Printf("%s: %v; writing this run's sections alone", path, err)
 		return rep
 	}
-	others := len(rep.Millis) > 0 || rep.NFS != nil || rep.SMB != nil || rep.Calibration != nil || rep.Scale != nil || rep.QoS != nil || rep.Metrics != nil
+	others := len(rep.Millis) > 0 || rep.NFS != nil || rep.SMB != nil || rep.Krb5 != nil || rep.Calibration != nil || rep.Scale != nil || rep.QoS != nil || rep.Metrics != nil
 	if !others {
 		rep.Date, rep.Machine, rep.Rounds, rep.PerRound = old.Date, old.Machine, old.Rounds, old.PerRound
 	}
@@ -322,6 +330,9 @@ func keepUnmeasured(path string, rep result) result {
 	}
 	if rep.SMB == nil {
 		rep.SMB = old.SMB
+	}
+	if rep.Krb5 == nil {
+		rep.Krb5 = old.Krb5
 	}
 	if rep.Calibration == nil {
 		rep.Calibration = old.Calibration
@@ -585,6 +596,11 @@ func updateDoc(path string, r result) error {
 	}
 	if len(r.SMB) > 0 {
 		if doc, err = replaceSection(doc, "smbbench", smbMarkdown(r.Date, r.Rounds, r.SMB)); err != nil {
+			return err
+		}
+	}
+	if len(r.Krb5) > 0 {
+		if doc, err = replaceSection(doc, "krb5bench", krb5Markdown(r.Date, r.Rounds, r.Krb5)); err != nil {
 			return err
 		}
 	}

@@ -54,19 +54,7 @@ type smbTarget struct {
 // signing and encryption: twelve targets interleaved per round, one connection
 // each, from a client namespace on the network's bridge.
 func runSMB(ctx context.Context, c *client.Client, dataDir string, runs int, secs float64) []patternResult {
-	// The network's bridge comes with its sandbox: an NFS volume brings it up, and
-	// the DC joins the bridge before any SMB pool exists.
-	open := map[string]any{"rules": []any{map[string]any{"allowedClients": benchHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
-	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=smbnet", map[string]any{"shareName": "smbnet", "storagePool": "pool",
-		"capacityGib": 1, "protocols": []string{"NFSV3"}, "exportPolicy": open}))
-	dc := startDC(ctx, dataDir)
-	ad := strings.TrimPrefix(loc, "/v1/") + "/activeDirectories/bench"
-	must(mutate(ctx, c, "POST", loc+"/activeDirectories?activeDirectoryId=bench", map[string]any{"domain": dc.DNSDomain, "dns": dc.Addr,
-		"netBiosPrefix": "BENCH", "organizationalUnit": dc.OU, "username": dc.Delegated.Name, "password": dc.Delegated.Password}))
-	// QoS is off on this server (--qos=false), and a Premium pool's limits would sit
-	// far above what one connection moves anyway.
-	must(mutate(ctx, c, "POST", loc+"/storagePools?storagePoolId=smb", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100000,
-		"network": "projects/bench/global/networks/default", "activeDirectory": ad}))
+	dc := domain(ctx, c, dataDir)
 	start := time.Now()
 	plainEP := smbVolume(ctx, c, "smbplain", nil)
 	// The defaults (BROWSABLE, CHANGE_NOTIFY, OPLOCKS) and encryption: only the
@@ -132,6 +120,33 @@ func runSMB(ctx context.Context, c *client.Client, dataDir string, runs int, sec
 		out = append(out, r)
 	}
 	return out
+}
+
+// theDomain is what domain made, once per run: the SMB and krb5 sections
+// share it.
+var theDomain *addc.DC
+
+// domain starts the AD DC on the first server's network, and makes an Active
+// Directory policy "bench" with it and a pool "smb" joined to it; once.
+func domain(ctx context.Context, c *client.Client, dataDir string) *addc.DC {
+	if theDomain != nil {
+		return theDomain
+	}
+	// The network's bridge comes with its sandbox: an NFS volume brings it up, and
+	// the DC joins the bridge before any SMB pool exists.
+	open := map[string]any{"rules": []any{map[string]any{"allowedClients": benchHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
+	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=smbnet", map[string]any{"shareName": "smbnet", "storagePool": "pool",
+		"capacityGib": 1, "protocols": []string{"NFSV3"}, "exportPolicy": open}))
+	dc := startDC(ctx, dataDir)
+	ad := strings.TrimPrefix(loc, "/v1/") + "/activeDirectories/bench"
+	must(mutate(ctx, c, "POST", loc+"/activeDirectories?activeDirectoryId=bench", map[string]any{"domain": dc.DNSDomain, "dns": dc.Addr,
+		"netBiosPrefix": "BENCH", "organizationalUnit": dc.OU, "username": dc.Delegated.Name, "password": dc.Delegated.Password}))
+	// QoS is off on this server (--qos=false), and a Premium pool's limits would sit
+	// far above what one connection moves anyway.
+	must(mutate(ctx, c, "POST", loc+"/storagePools?storagePoolId=smb", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 100000,
+		"network": "projects/bench/global/networks/default", "activeDirectory": ad}))
+	theDomain = dc
+	return dc
 }
 
 // startDC starts the AD DC on the first server's bridge; it goes at exit.

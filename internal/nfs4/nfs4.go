@@ -37,7 +37,8 @@ type Options struct {
 	// Conns is how many TCP connections (nconnect); default 1.
 	Conns int
 	// Slots is how many calls may be in flight at once (the session's
-	// slots, as the server grants them); default 64.
+	// slots, as the server grants them, and no more than an RPCSEC_GSS
+	// context's sequence window); default 64.
 	Slots int
 	// Port is the server's; default 2049.
 	Port int
@@ -69,8 +70,16 @@ func Krb5(cl *krb5client.Client, spn string, svc rpcsecgss.Service) func(context
 		if err != nil {
 			return nil, err
 		}
-		return s.Auth(svc), nil
+		return windowed{s.Auth(svc), s.Window()}, nil
 	}
+}
+
+// windowed is an Auth whose server drops calls more than window sequence
+// numbers behind the newest it has seen (RPCSEC_GSS): no more calls than that
+// may be in flight on its connection.
+type windowed struct {
+	oncrpc.Auth
+	window uint32
 }
 
 // MaxIO is the most a READ or WRITE of this client moves: larger ones are
@@ -114,6 +123,9 @@ func Dial(ctx context.Context, host, dir string, o Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{conns: []*conn{cn}}
+	if w, ok := cn.auth.(windowed); ok && int(w.window) < o.Slots {
+		o.Slots = int(w.window)
+	}
 	if err := c.establish(ctx, o.Slots); err != nil {
 		cn.close()
 		return nil, err
@@ -208,6 +220,7 @@ func (c *Client) raw(ctx context.Context, cp *compound) (*results, error) {
 // read reads the results of the operations after it; it retries after
 // NFS4ERR_DELAY and NFS4ERR_GRACE for up to a minute.
 func (c *Client) run(ctx context.Context, cp *compound, read func(*results) error) (*results, error) {
+	defer cp.put()
 	give := time.Now().Add(time.Minute)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		r, err := c.runOnce(ctx, cp, read)

@@ -3,6 +3,7 @@ package nfs4
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/basin-nas/basin/internal/oncrpc"
 )
@@ -76,11 +77,24 @@ type compound struct {
 }
 
 func newCompound() *compound {
-	c := &compound{Encoder: oncrpc.NewEncoder(make([]byte, 0, 256))}
+	c := compounds.Get().(*compound)
+	c.Reset()
+	c.n = 0
 	c.U32(0) // tag
 	c.U32(1) // minor version
 	c.U32(0) // operation count: set by bytes
 	return c
+}
+
+// compounds are the encoders of calls done (put), for the next ones: a
+// WRITE's is as large as its data.
+var compounds = sync.Pool{New: func() any { return &compound{Encoder: oncrpc.NewEncoder(make([]byte, 0, 512))} }}
+
+// put gives the compound back once its call is done (the call copied it).
+func (c *compound) put() {
+	if cap(c.Bytes()) <= 2*MaxIO {
+		compounds.Put(c)
+	}
 }
 
 // op starts operation code; its arguments follow.

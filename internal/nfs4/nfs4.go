@@ -98,6 +98,8 @@ type Client struct {
 	slots chan uint32
 	seqs  []uint32
 	maxIO int
+	// broken is the error of a call that failed its connection.
+	broken atomic.Pointer[error]
 	// Root is the handle of the directory Dial looked up.
 	Root []byte
 }
@@ -245,11 +247,21 @@ func (c *Client) runOnce(ctx context.Context, cp *compound, read func(*results) 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if err := c.broken.Load(); err != nil {
+		c.slots <- slot // for the next caller to fail as well
+		return nil, *err
+	}
 	cp.setSequence(c.session, c.seqs[slot], slot, uint32(len(c.seqs)-1))
 	res, err := c.conn().call(ctx, 1, cp.bytes())
 	if err != nil {
 		// Whether the server saw the call is unknown: the slot's sequence
-		// id is too, so the slot is not used again.
+		// id is too, so the slot is not used again. A call that failed
+		// otherwise than by its context's end failed the connection: every
+		// call after it fails.
+		if ctx.Err() == nil {
+			c.broken.CompareAndSwap(nil, &err)
+			c.slots <- slot
+		}
 		return nil, err
 	}
 	r, err := newResults(res)

@@ -27,6 +27,8 @@ type NFS4 struct {
 	URL      string
 	Conns    int
 	UID, GID uint32
+	// Port overrides 2049 (tests).
+	Port int
 	// Sec is sys (or ""), krb5, krb5i or krb5p.
 	Sec  string
 	Krb5 Krb5
@@ -127,7 +129,7 @@ func (e *NFS4) mount(ctx context.Context, slots int) (*nfs4.Client, error) {
 			e.err = err
 			return
 		}
-		o := nfs4.Options{Conns: e.Conns, Slots: slots, UID: e.UID, GID: e.GID}
+		o := nfs4.Options{Conns: e.Conns, Slots: slots, UID: e.UID, GID: e.GID, Port: e.Port}
 		sec := e.Sec
 		if sec == "" {
 			sec = "sys"

@@ -165,6 +165,14 @@ func (e *NFS4) Slots() int {
 	return e.client.Slots()
 }
 
+// Resent is how many calls went again for want of a reply.
+func (e *NFS4) Resent() int64 {
+	if e.client == nil {
+		return 0
+	}
+	return e.client.Resent()
+}
+
 // Close destroys the session and closes the connections.
 func (e *NFS4) Close() error {
 	if e.client == nil {

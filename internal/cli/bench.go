@@ -253,6 +253,9 @@ func runBench(ctx context.Context, c *session, p *parsed) error {
 		if want := j.IODepth * j.NumJobs; e.Slots() > 0 && e.Slots() < want {
 			fmt.Fprintf(c.env.Stderr, "nfs: the server granted %d session slots: at most %d I/Os were in flight, not %d\n", e.Slots(), e.Slots(), want)
 		}
+		if n := e.Resent(); n > 0 {
+			fmt.Fprintf(c.env.Stderr, "nfs: %d calls went unanswered for 5 s and were sent again (the RPCSEC_GSS server dropped them)\n", n)
+		}
 	case *bench.SMB:
 		io.WriteString(c.env.Stderr, connectionNote("smb", e.MaxInFlight()))
 		if j.Direct {

@@ -203,6 +203,15 @@ func (c *Client) establish(ctx context.Context, slots int) error {
 // MaxIOSize is the most one READ or WRITE moves on this client's session.
 func (c *Client) MaxIOSize() int { return c.maxIO }
 
+// Resent is how many calls went again for want of a reply (conn.Call).
+func (c *Client) Resent() int64 {
+	var n int64
+	for _, cn := range c.conns {
+		n += cn.resent.Load()
+	}
+	return n
+}
+
 // Slots is how many slots the server granted.
 func (c *Client) Slots() int { return len(c.seqs) }
 
@@ -266,7 +275,9 @@ func (c *Client) runOnce(ctx context.Context, cp *compound, read func(*results) 
 	}
 	r, err := newResults(res)
 	if err == nil {
-		if err = r.sequence(); err == nil {
+		// NFS4ERR_RETRY_UNCACHED_REP: a call sent again (conn.Call) that
+		// the server had done after all; the slot's sequence id was used.
+		if err = r.sequence(); err == nil || errors.Is(err, Status(10068)) {
 			c.seqs[slot]++
 		}
 	}

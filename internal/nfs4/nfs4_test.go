@@ -33,6 +33,8 @@ type fakeServer struct {
 	maxSeen  int
 	destroy  []string // DESTROY_* seen
 	errs     []string
+	calls    atomic.Int32
+	drop     int32 // the call (counting from 1) left unanswered, as an RPCSEC_GSS server drops one
 }
 
 func newFakeServer(t *testing.T, slots, maxReq uint32) *fakeServer {
@@ -70,6 +72,9 @@ func (s *fakeServer) serve(c net.Conn) {
 		msg, err := oncrpc.ReadRecord(br)
 		if err != nil {
 			return
+		}
+		if s.calls.Add(1) == s.drop {
+			continue
 		}
 		s.mu.Lock()
 		s.inFlight++
@@ -407,6 +412,37 @@ func TestClientAgainstFakeServer(t *testing.T) {
 	}
 	if strings.Join(s.destroy, ",") != "session,clientid" {
 		t.Fatalf("destroyed %v", s.destroy)
+	}
+}
+
+// A call the server drops is sent again after the connection's resend
+// interval, on the same slot and sequence id, and done.
+func TestResendUnanswered(t *testing.T) {
+	s := newFakeServer(t, 4, 1<<20+64<<10)
+	s.drop = 6 // EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE, LOOKUP, OPEN: the first WRITE
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "127.0.0.1", "/vol", Options{Port: s.port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.conns[0].resend = 100 * time.Millisecond
+	f, err := c.Create(ctx, c.Root, "f", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Write(ctx, []byte("hello"), 0, FileSync); err != nil || n != 5 {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	if c.Resent() != 1 {
+		t.Fatalf("%d calls resent, want 1", c.Resent())
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.errs) > 0 {
+		t.Fatal(s.errs)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/basin-nas/basin/internal/oncrpc"
@@ -32,7 +33,16 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[uint32]chan rpcReply
 	err     error // why the connection failed; set once
+
+	// resend, if not 0, is how long a call waits for its reply before it is
+	// sent again (Call); resent counts those.
+	resend time.Duration
+	resent atomic.Int64
 }
+
+// resendGSS is how long an RPCSEC_GSS call waits for its reply before it is
+// sent again.
+const resendGSS = 5 * time.Second
 
 type rpcReply struct {
 	msg []byte
@@ -50,6 +60,7 @@ func dialConn(ctx context.Context, addr string, o *Options) (*conn, error) {
 		auth: oncrpc.AuthSys{Stamp: uint32(time.Now().Unix()), Machine: o.Machine, UID: o.UID, GID: o.GID}}
 	go cn.read()
 	if o.Sec != nil {
+		cn.resend = resendGSS
 		if cn.auth, err = o.Sec(ctx, cn); err != nil {
 			c.Close()
 			return nil, err
@@ -106,23 +117,55 @@ func (cn *conn) call(ctx context.Context, proc uint32, args []byte) ([]byte, err
 }
 
 // Call sends one call with auth and returns its results as auth opens them
-// (rpcsecgss.Caller).
+// (rpcsecgss.Caller). On a connection with a resend interval, a call without
+// a reply after it is sent again, under a new XID (and so, with RPCSEC_GSS,
+// a new sequence number): an RPCSEC_GSS server drops calls it judges
+// replays or outside its window without a word (RFC 2203 §5.3.3.1), and
+// Ganesha has been seen dropping one call in thousands of a full window.
 func (cn *conn) Call(ctx context.Context, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) ([]byte, error) {
-	ch := make(chan rpcReply, 1)
+	for {
+		ch := make(chan rpcReply, 1)
+		xid, o, err := cn.send(ch, prog, vers, proc, auth, args)
+		if err != nil {
+			return nil, err
+		}
+		var resend <-chan time.Time
+		if cn.resend > 0 {
+			t := time.NewTimer(cn.resend)
+			defer t.Stop()
+			resend = t.C
+		}
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				return nil, r.err
+			}
+			return oncrpc.OpenReply(r.msg, o)
+		case <-resend:
+			cn.forget(xid)
+			cn.resent.Add(1)
+		case <-ctx.Done():
+			cn.forget(xid)
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// send seals and sends one call whose reply goes to ch.
+func (cn *conn) send(ch chan rpcReply, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) (uint32, oncrpc.Opener, error) {
 	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
 	cn.xid++
 	xid := cn.xid
 	msg, o, err := oncrpc.AppendCall(cn.out[:0], xid, prog, vers, proc, auth, args)
 	if err != nil {
-		cn.wmu.Unlock()
-		return nil, err
+		return 0, nil, err
 	}
 	cn.mu.Lock()
 	if cn.err != nil {
 		err = cn.err
 		cn.mu.Unlock()
-		cn.wmu.Unlock()
-		return nil, err
+		return 0, nil, err
 	}
 	cn.pending[xid] = ch
 	cn.mu.Unlock()
@@ -131,20 +174,16 @@ func (cn *conn) Call(ctx context.Context, prog, vers, proc uint32, auth oncrpc.A
 	if cap(msg) <= 4<<20 {
 		cn.out = msg
 	}
-	cn.wmu.Unlock()
 	if err != nil {
+		// This fails ch too: the caller gets the error from it.
 		cn.fail(fmt.Errorf("rpc: send: %w", err))
 	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, r.err
-		}
-		return oncrpc.OpenReply(r.msg, o)
-	case <-ctx.Done():
-		cn.mu.Lock()
-		delete(cn.pending, xid)
-		cn.mu.Unlock()
-		return nil, ctx.Err()
-	}
+	return xid, o, nil
+}
+
+// forget drops a call given up; its reply, if it comes, is skipped.
+func (cn *conn) forget(xid uint32) {
+	cn.mu.Lock()
+	delete(cn.pending, xid)
+	cn.mu.Unlock()
 }

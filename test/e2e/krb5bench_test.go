@@ -58,8 +58,14 @@ func TestKerberosBench(t *testing.T) {
 			e := &bench.NFS4{URL: "nfs://127.0.0.1/" + vol, Port: relay.port(), Sec: sec, UID: 1000, GID: 1000,
 				Krb5: bench.Krb5{Conf: conf, User: alice.Name + "@" + l.dc.Realm, Password: alice.Password, Principal: spn}}
 			defer e.Close()
+			// 64 KiB writes four at a time, 4 KiB reads sixteen at a time
+			// (as many as the session's slots).
 			for _, rw := range []string{"write", "randread"} {
-				res, err := bench.Run(ctx, e, bench.Job{Name: "kb-" + sec, RW: rw, BS: 64 << 10, IODepth: 4, NumJobs: 1, NrFiles: 1,
+				bs, qd := int64(64<<10), 4
+				if rw == "randread" {
+					bs, qd = 4<<10, 16
+				}
+				res, err := bench.Run(ctx, e, bench.Job{Name: "kb-" + sec, RW: rw, BS: bs, IODepth: qd, NumJobs: 1, NrFiles: 1,
 					Size: 4 << 20, Runtime: 2 * time.Second, TimeBased: true}, nil)
 				if err != nil {
 					return fmt.Errorf("%s job: %w", rw, err)

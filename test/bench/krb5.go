@@ -22,6 +22,14 @@ var secFlavors = []string{"sys", "krb5", "krb5i", "krb5p"}
 // take longer than the measurements.
 const krb5FileSize = 256 << 20
 
+// krb5Section is the krb5 section's results, with its own date and machine.
+type krb5Section struct {
+	Date     string       `json:"date"`
+	Machine  string       `json:"machine"`
+	Rounds   int          `json:"rounds"`
+	Patterns []krb5Result `json:"patterns"`
+}
+
 // krb5Result is one pattern of the krb5 section: the rates per flavor, and
 // how busy the client (this process: basin bench's engine) and Ganesha kept
 // the CPUs, in cores (CPU seconds per second), medians of the rounds.
@@ -29,6 +37,9 @@ type krb5Result struct {
 	patternResult
 	ClientCores map[string]float64 `json:"clientCores"`
 	ServerCores map[string]float64 `json:"serverCores"`
+	// Resent counts the calls sent again after 5 s without a reply, per
+	// flavor, over the pattern's runs (each stalled its run).
+	Resent map[string]int64 `json:"resent,omitempty"`
 }
 
 // runKrb5 measures NFSv4.1 through Basin volumes of the domain's pool with
@@ -59,6 +70,7 @@ func runKrb5(ctx context.Context, c *client.Client, dataDir string, runs int, se
 		return &bench.NFS4{URL: "nfs://" + krbEP + "/krbvol", Sec: sec,
 			Krb5: bench.Krb5{Conf: conf, User: alice.Name + "@" + dc.Realm, Password: alice.Password, Principal: "nfs/" + server}}
 	}
+	resent := map[string]int64{}
 	run := func(sec string, p pattern, secs float64) (mibps, iops, client, server float64) {
 		name := "k-" + sec + "-read"
 		if p.RW == "write" || p.RW == "randwrite" {
@@ -73,6 +85,10 @@ func runKrb5(ctx context.Context, c *client.Client, dataDir string, runs int, se
 			fatalf("basin bench nfs 4.1 sec=%s %s: %v", sec, p.Name, err)
 		}
 		wall := time.Since(t0).Seconds()
+		if n := e.Resent(); n > 0 {
+			resent[sec] += n
+			log.Printf("krb5 %s %s: %d calls went unanswered for 5 s and were sent again", sec, p.Name, n)
+		}
 		var buf strings.Builder
 		must(res.WriteJSON(&buf))
 		mibps, iops = fioRate("basin bench", []byte(buf.String()))
@@ -84,6 +100,7 @@ func runKrb5(ctx context.Context, c *client.Client, dataDir string, runs int, se
 	for _, sec := range secFlavors {
 		run(sec, pattern{Name: "lay out", RW: "read", BS: 1 << 20, QD: 8}, 0.5)
 	}
+	resent = map[string]int64{}
 	var out []krb5Result
 	for _, p := range patterns {
 		r := krb5Result{patternResult: patternResult{Pattern: p.Name}, ClientCores: map[string]float64{}, ServerCores: map[string]float64{}}
@@ -98,6 +115,7 @@ func runKrb5(ctx context.Context, c *client.Client, dataDir string, runs int, se
 		r.MiBps, r.IOPS = medians(samples)
 		r.Samples = samples
 		r.ClientCores, r.ServerCores = medians(cpu)
+		r.Resent, resent = resent, map[string]int64{}
 		unit, get := r.headline()
 		var line strings.Builder
 		for _, sec := range secFlavors {
@@ -147,17 +165,29 @@ func ganeshaCPU() time.Duration {
 
 // krb5Markdown renders the section: per workload, the four flavors side by
 // side with their ratios to sys, and the CPU each side spent.
-func krb5Markdown(date string, rounds int, res []krb5Result) string {
+func krb5Markdown(sec *krb5Section) string {
+	res := sec.Patterns
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s on the same machine; NFSv4.1 over one TCP connection with `basin bench --engine nfs --nfs-version 4.1 --sec …` "+
+	fmt.Fprintf(&b, "Measured %s on %s; NFSv4.1 over one TCP connection with `basin bench --engine nfs --nfs-version 4.1 --sec …` "+
 		"from the host (the server's bridge); sys on a volume without Kerberos, krb5* on a Kerberos volume as the domain user alice "+
 		"with a ticket from a real Samba AD DC; both volumes of the same domain pool; %d rounds, the four flavors interleaved in each; "+
-		"figures are medians of the rounds, ratios medians of each round's ratio. Reads read a 256 MiB file (in the server's page cache).\n\n", date, rounds)
+		"figures are medians of the rounds, ratios medians of each round's ratio. Reads read a 256 MiB file (in the server's page cache).\n\n", sec.Date, sec.Machine, sec.Rounds)
 	b.WriteString("| workload | sys | krb5 | krb5i | krb5p | krb5 / sys | krb5i / sys | krb5p / sys |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range res {
 		unit, get := x.headline()
 		fmt.Fprintf(&b, "| %s | %.0f %s | %.0f %s | %.0f %s | %.0f %s | %.2f | %.2f | %.2f |\n", x.Pattern, get["sys"], unit, get["krb5"], unit,
 			get["krb5i"], unit, get["krb5p"], unit, x.ratio("krb5", "sys"), x.ratio("krb5i", "sys"), x.ratio("krb5p", "sys"))
+	}
+	var drops []string
+	for _, x := range res {
+		for _, sec := range secFlavors {
+			if n := x.Resent[sec]; n > 0 {
+				drops = append(drops, fmt.Sprintf("%s at %s: %d", x.Pattern, sec, n))
+			}
+		}
+	}
+	if len(drops) > 0 {
+		fmt.Fprintf(&b, "\nCalls Ganesha left unanswered, sent again after 5 s (each stalled a slot of its run; all rounds): %s.\n", strings.Join(drops, "; "))
 	}
 	b.WriteString("\nCPU the same runs kept busy, in cores (CPU seconds per second of the run): the client (basin bench's engine) / Ganesha.\n\n")
 	b.WriteString("| workload | sys | krb5 | krb5i | krb5p |\n|---|---|---|---|---|\n")

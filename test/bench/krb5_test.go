@@ -20,7 +20,7 @@ func TestKrb5Markdown(t *testing.T) {
 	}}, ClientCores: map[string]float64{"sys": 0.5, "krb5": 0.6, "krb5i": 0.8, "krb5p": 1.2},
 		ServerCores: map[string]float64{"sys": 0.7, "krb5": 0.8, "krb5i": 0.9, "krb5p": 0.75}}
 	r.MiBps, r.IOPS = medians(r.Samples)
-	md := krb5Markdown("2026-01-01T00:00:00Z", 3, []krb5Result{r})
+	md := krb5Markdown(&krb5Section{Date: "2026-01-01T00:00:00Z", Machine: "2 cores", Rounds: 3, Patterns: []krb5Result{r}})
 	for _, want := range []string{
 		"| rand read 4 KiB, qd 16 | 1000 IOPS | 900 IOPS | 800 IOPS | 500 IOPS | 0.90 | 0.80 | 0.50 |",
 		"| rand read 4 KiB, qd 16 | 0.50 / 0.70 | 0.60 / 0.80 | 0.80 / 0.90 | 1.20 / 0.75 |",

@@ -58,7 +58,7 @@ type result struct {
 	RoundMedians map[string][]float64 `json:"roundMedianMillis"`
 	NFS          []patternResult      `json:"nfs,omitempty"`
 	SMB          []patternResult      `json:"smb,omitempty"`
-	Krb5         []krb5Result         `json:"krb5,omitempty"`
+	Krb5         *krb5Section         `json:"krb5,omitempty"`
 	Calibration  []calJob             `json:"calibration,omitempty"`
 	Scale        *scaleResult         `json:"scale,omitempty"`
 	QoS          *qosResult           `json:"qos,omitempty"`
@@ -221,7 +221,8 @@ func main() {
 		rep.SMB = runSMB(ctx, c, dataDir, *rounds, *nfsSecs)
 	}
 	if *withKrb5 {
-		rep.Krb5 = runKrb5(ctx, c, dataDir, *rounds, *nfsSecs)
+		rep.Krb5 = &krb5Section{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: *rounds,
+			Patterns: runKrb5(ctx, c, dataDir, *rounds, *nfsSecs)}
 	}
 	if *withCal {
 		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
@@ -306,7 +307,7 @@ func gibList(flagName, s string) []int {
 // keepUnmeasured returns rep with the sections this run did not measure taken
 // from the results file at path, if there is one: a run of some sections
 // (-only) replaces theirs and keeps the others. The date, machine and rounds
-// belong to the sections that do not record their own (all but space, store, grpc and cephfs), and are
+// belong to the sections that do not record their own (all but krb5, space, store, grpc and cephfs), and are
 // kept with them when none of those ran.
 func keepUnmeasured(path string, rep result) result {
 	data, err := os.ReadFile(path)
@@ -318,7 +319,7 @@ func keepUnmeasured(path string, rep result) result {
 		log.Printf("%s: %v; writing this run's sections alone", path, err)
 		return rep
 	}
-	others := len(rep.Millis) > 0 || rep.NFS != nil || rep.SMB != nil || rep.Krb5 != nil || rep.Calibration != nil || rep.Scale != nil || rep.QoS != nil || rep.Metrics != nil
+	others := len(rep.Millis) > 0 || rep.NFS != nil || rep.SMB != nil || rep.Calibration != nil || rep.Scale != nil || rep.QoS != nil || rep.Metrics != nil
 	if !others {
 		rep.Date, rep.Machine, rep.Rounds, rep.PerRound = old.Date, old.Machine, old.Rounds, old.PerRound
 	}
@@ -599,8 +600,8 @@ func updateDoc(path string, r result) error {
 			return err
 		}
 	}
-	if len(r.Krb5) > 0 {
-		if doc, err = replaceSection(doc, "krb5bench", krb5Markdown(r.Date, r.Rounds, r.Krb5)); err != nil {
+	if r.Krb5 != nil && len(r.Krb5.Patterns) > 0 {
+		if doc, err = replaceSection(doc, "krb5bench", krb5Markdown(r.Krb5)); err != nil {
 			return err
 		}
 	}

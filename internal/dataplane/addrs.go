@@ -73,8 +73,8 @@ func (a *netlinkAddrs) Add(p netip.Prefix) error {
 	return nil
 }
 
-// Del destroys (SOCK_DESTROY) every TCP connection whose local address is
-// p's, takes p off the interface, and destroys those made in between: the
+// Del destroys (SOCK_DESTROY) the TCP connections clients made to p's
+// address, takes p off the interface, and destroys those made in between: the
 // sockets a server accepted on it fail at once, so it answers nothing it read
 // before. Why: a volume is unexported after its address goes
 // (Manager.Unexport), and a request Ganesha had read but not yet looked up
@@ -83,20 +83,31 @@ func (a *netlinkAddrs) Add(p netip.Prefix) error {
 // still there, so the resets reach the clients: they reconnect at once, to
 // whoever holds the address next, rather than wait out a call's timeout (the
 // second pass's resets, from an address gone, are not sent). Connections to
-// other addresses and the listeners (on every address) stay.
+// other addresses, the listeners, and the sandbox's own connections out (to
+// a DC, from the first address as their source) stay. The cut is best
+// effort: when only it failed, the address is off and Del returns a
+// *cutError.
 func (a *netlinkAddrs) Del(p netip.Prefix) error {
-	if err := a.cut(p.Addr()); err != nil {
-		return err
-	}
+	first := a.cut(p.Addr())
 	if err := a.h.AddrDel(a.link, nlAddr(p)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("delete %s: %w", p, err)
 	}
-	return a.cut(p.Addr())
+	if err := errors.Join(first, a.cut(p.Addr())); err != nil {
+		return &cutError{fmt.Errorf("cut the connections to %s: %w", p.Addr(), err)}
+	}
+	return nil
 }
 
-// cut destroys the TCP connections whose local address is addr. A kernel
-// built without CONFIG_INET_DIAG_DESTROY refuses (EOPNOTSUPP): then the
-// connections end as they would have before, when the client next sends.
+// cutError is Del's error when the address went but not every connection
+// to it could be cut.
+type cutError struct{ error }
+
+func (e *cutError) Unwrap() error { return e.error }
+
+// cut destroys the TCP connections to a listening port whose local address
+// is addr. Sockets the kernel cannot destroy (EOPNOTSUPP: a kernel without
+// CONFIG_INET_DIAG_DESTROY, or one socket's state) are left to end as they
+// would have before, when the client next sends.
 func (a *netlinkAddrs) cut(addr netip.Addr) error {
 	// Ganesha listens on [::]: its IPv4 connections are IPv6 sockets with
 	// IPv4-mapped addresses, listed with IPv6's. A destroy by IPv4
@@ -104,15 +115,30 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 	var socks []*netlink.Socket
 	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		s, err := a.h.SocketDiagTCP(family)
+		for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 3; try++ {
+			s, err = a.h.SocketDiagTCP(family) // changed while listed: again, whole
+		}
 		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
 			return fmt.Errorf("list the connections to %s: %w", addr, err)
 		}
 		socks = append(socks, s...)
 	}
+	// Connections clients made are to a port something listens on; the
+	// sandbox's own, out to a DC or a client's callback service, are from
+	// a port of their own.
+	listening := map[uint16]bool{}
+	for _, s := range socks {
+		if s.State == tcpListen {
+			listening[s.ID.SourcePort] = true
+		}
+	}
 	ip := net.IP(addr.AsSlice())
 	var errs []error
 	for _, s := range socks {
-		if s.State == tcpListen || !s.ID.Source.Equal(ip) { // Equal: IPv4-mapped too
+		switch {
+		case s.State == tcpListen || s.State == tcpTimeWait || s.State == tcpClose:
+			continue // nothing to answer on
+		case !s.ID.Source.Equal(ip) || !listening[s.ID.SourcePort]: // Equal: IPv4-mapped too
 			continue
 		}
 		err := a.h.SocketDestroy(&net.TCPAddr{IP: s.ID.Source, Port: int(s.ID.SourcePort)},
@@ -120,19 +146,19 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 		switch {
 		case err == nil, errors.Is(err, unix.ENOENT): // gone meanwhile
 		case errors.Is(err, unix.EOPNOTSUPP):
-			return nil
 		default:
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("cut the connections to %s: %w", addr, err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// tcpListen is TCP_LISTEN in sock_diag's states.
-const tcpListen = 10
+// TCP states as sock_diag gives them (include/net/tcp_states.h).
+const (
+	tcpTimeWait = 6
+	tcpClose    = 7
+	tcpListen   = 10
+)
 
 func (a *netlinkAddrs) List() ([]netip.Prefix, error) {
 	as, err := a.h.AddrList(a.link, netlink.FAMILY_V4)

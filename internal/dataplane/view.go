@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -143,7 +144,15 @@ func (sb *sandbox) addAddr(ctx context.Context, addr netip.Addr) error {
 	return sb.addrT.Add(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
 }
 
-// delAddr takes addr off the sandbox's interface; already gone is success.
+// delAddr takes addr off the sandbox's interface, cutting its clients'
+// connections (netlinkAddrs.Del); already gone is success. A cut that failed
+// is logged: the address is off all the same.
 func (sb *sandbox) delAddr(ctx context.Context, addr netip.Addr) error {
-	return sb.addrT.Del(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
+	err := sb.addrT.Del(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
+	var cut *cutError
+	if errors.As(err, &cut) {
+		sb.log.Warn("endpoint address taken off; its clients' connections end when they next send", "addr", addr, "err", err)
+		return nil
+	}
+	return err
 }

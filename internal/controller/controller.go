@@ -69,9 +69,9 @@ type Options struct {
 	// must not block on the store. After it the node serves nothing until it
 	// is started again.
 	Fence func(why string)
-	// Standby, with Failover, runs once this node rejoined, before it is
-	// ready: it readies the data plane for volumes that may move here (the
-	// daemon starts a sandbox on every network).
+	// Standby, with Failover, runs once this node serves its own volumes
+	// again, before it is ready: it readies the data plane for volumes that
+	// may move here (the daemon starts a sandbox on every network).
 	Standby func(ctx context.Context)
 	Store   store.Store
 	Backend storage.Backend
@@ -381,9 +381,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 		<-first // what this node serves is known before its first resync
 		c.rejoin(ctx)
-		if c.opts.Standby != nil {
-			c.opts.Standby(ctx) // before ready: a node ready takes moves at full speed
-		}
 	}
 	if err := c.adopt(ctx); err != nil && ctx.Err() == nil {
 		c.log.Error("place unplaced volumes", "err", err)
@@ -392,6 +389,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.log.Error("initial reconcile", "err", err)
 	}
 	c.resumeAll(ctx)
+	if c.opts.Failover && c.opts.Standby != nil {
+		// After this node's own volumes are served again, before ready: a
+		// node ready takes moves at full speed.
+		c.opts.Standby(ctx)
+	}
 	c.healthPass(ctx) // before ready: a restart onto failing storage is not ready
 	close(c.ready)
 	c.wg.Add(3)

@@ -27,8 +27,8 @@ import (
 //     time another node may take its volumes it serves nothing. Nodes' clocks
 //     must agree to well within fenceMargin (NTP): the lease's expiry is
 //     written with the renewing node's clock and read with the leader's.
-//   - Every failover node moves hostings (moveHostings, every ServeLease/4;
-//     faster during moves and drains, see pace),
+//   - Every failover node moves hostings (moveHostings, every ServeLease/4,
+//     right after a serving lease can lapse, at once after a drain: pace),
 //     not only the controller lease's holder, whose own loss would otherwise
 //     add its lease (30 s) to every failover: the plan is a function of what
 //     the store holds, applied in one serialised transaction, so a second
@@ -105,17 +105,9 @@ type hostingState struct {
 
 // readBeat is how often serveLoop renews the serving lease and reads the
 // hostings: nodes learn of each other's moves and releases only there, so a
-// drain's pause is a few of these. A renewal is one short transaction.
+// drain's pause is a few of these. A renewal is one short transaction (an
+// Update, serialised with every node's), the read a View.
 const readBeat = 500 * time.Millisecond
-
-// hurryTick is how often failoverLoop plans while volumes move (for hurryFor
-// at most after a move: it waits for its release, or its new host has not
-// read it) and for hurryFor after a node was drained; ServeLease/4 otherwise.
-// A plan is one transaction that reads every volume.
-const (
-	hurryTick = 200 * time.Millisecond
-	hurryFor  = 30 * time.Second
-)
 
 // renewPace returns how long serveLoop waits before its next renewal.
 func (c *Controller) renewPace() time.Duration {
@@ -127,25 +119,17 @@ func (c *Controller) renewPace() time.Duration {
 // next beat (up to ServeLease/4 later).
 const lapseMargin = 20 * time.Millisecond
 
-// pace returns how long failoverLoop waits before its next plan.
+// pace returns how long failoverLoop waits before its next plan: ServeLease/4,
+// or less when a serving lease can lapse before. A plan is an Update that
+// reads every volume, serialised with every node's Updates; a drain is
+// planned at once instead (MoveVolumes), and so is a lost node's release
+// (fenceLost runs right after the plan that found it lost).
 func (c *Controller) pace() time.Duration {
 	c.failover.mu.Lock()
 	defer c.failover.mu.Unlock()
-	now := c.opts.Now()
 	beat := c.opts.ServeLease / 4
 	if l := c.failover.nextLapse; !l.IsZero() {
-		beat = min(beat, max(l.Sub(now)+lapseMargin, lapseMargin))
-	}
-	if beat <= hurryTick {
-		return beat
-	}
-	for _, h := range c.failover.hostings {
-		if !h.Released && now.Sub(h.Since) < hurryFor {
-			return hurryTick
-		}
-	}
-	if d := c.failover.lastDrain; !d.IsZero() && now.Sub(d) < hurryFor {
-		return hurryTick
+		beat = min(beat, max(l.Sub(c.opts.Now())+lapseMargin, lapseMargin))
 	}
 	return beat
 }
@@ -213,22 +197,25 @@ func (c *Controller) serveLoop(ctx context.Context, first chan<- struct{}) {
 		var hs []*model.Hosting
 		var lastDrain time.Time
 		err := c.st.Update(ctx, func(tx store.Tx) (err error) {
-			if _, _, err = store.TakeLease(tx, serveLeaseName(c.opts.NodeID), c.opts.NodeID, c.opts.Now(), c.opts.ServeLease); err != nil {
-				return err
-			}
-			drains, err := store.List[model.Drain](tx, store.KindDrain, "")
-			if err != nil {
-				return err
-			}
-			lastDrain = time.Time{}
-			for _, d := range drains {
-				if d.Since.After(lastDrain) {
-					lastDrain = d.Since
-				}
-			}
-			hs, err = store.List[model.Hosting](tx, store.KindHosting, "")
+			_, _, err = store.TakeLease(tx, serveLeaseName(c.opts.NodeID), c.opts.NodeID, c.opts.Now(), c.opts.ServeLease)
 			return err
 		})
+		if err == nil {
+			err = c.st.View(ctx, func(tx store.Tx) error {
+				drains, err := store.List[model.Drain](tx, store.KindDrain, "")
+				if err != nil {
+					return err
+				}
+				lastDrain = time.Time{}
+				for _, d := range drains {
+					if d.Since.After(lastDrain) {
+						lastDrain = d.Since
+					}
+				}
+				hs, err = store.List[model.Hosting](tx, store.KindHosting, "")
+				return err
+			})
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Warn("renew the serving lease", "err", err)
@@ -469,9 +456,9 @@ func (c *Controller) unserve(ctx context.Context, v *model.Volume) error {
 	return c.unshare(ctx, v) // nothing for a volume without a share
 }
 
-// failoverLoop moves hostings every ServeLease/4 (hurryTick while volumes
-// move, or at once when MoveVolumes asks) until ctx ends, and releases the
-// moves away from lost nodes.
+// failoverLoop moves hostings at the pace pace sets (at once when
+// MoveVolumes asks) until ctx ends, and releases the moves away from lost
+// nodes.
 func (c *Controller) failoverLoop(ctx context.Context) {
 	tick.Paced(ctx, c.pace, c.failover.plan, func() {
 		if c.failover.fenced.Load() {
@@ -600,11 +587,12 @@ func (c *Controller) moveHostings(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err == nil {
-		c.failover.mu.Lock()
-		c.failover.nextLapse = nextLapse
-		c.failover.mu.Unlock()
+	if err != nil {
+		nextLapse = time.Time{} // the beat after a failed plan, not a spin
 	}
+	c.failover.mu.Lock()
+	c.failover.nextLapse = nextLapse
+	c.failover.mu.Unlock()
 	if len(moved) > 0 {
 		c.kickServe()
 	}

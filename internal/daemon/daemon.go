@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -223,18 +222,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 			fenced <- fmt.Errorf("%w: %s", ErrFenced, why)
 		}()
 	}
-	// A failover node keeps a sandbox on every network (Manager.Warm), all
-	// started at once.
+	// A failover node starts a sandbox on every network (Manager.Warm; one
+	// after another: the data plane starts one at a time), ~3 s each.
 	standby := func(ctx context.Context) {
-		var wg sync.WaitGroup
 		for _, n := range networks {
-			wg.Go(func() {
-				if err := dp.Warm(ctx, n.Name); err != nil && ctx.Err() == nil {
-					log.Warn("start the sandbox of a network, ready for volumes moving here", "network", n.Name, "err", err)
-				}
-			})
+			if err := dp.Warm(ctx, n.Name); err != nil && ctx.Err() == nil {
+				log.Warn("start the sandbox of a network, ready for volumes moving here", "network", n.Name, "err", err)
+			}
 		}
-		wg.Wait()
 	}
 	ctrl := controller.New(controller.Options{NodeID: nodeID, Cluster: cluster, Failover: cfg.Failover, Fence: fence, Standby: standby, FenceAddrs: fenceAddrs, Store: st, Backend: be, DataPlane: controller.AdaptDataPlane(dp), Logger: log.With("component", "controller"),
 		StepDelay: cfg.FaultStepDelay, QoS: shaping, SMB: dp, Kerberos: dp, Secrets: state.secrets, OperationDone: operationDone(health),

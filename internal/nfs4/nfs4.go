@@ -178,6 +178,9 @@ func (c *Client) establish(ctx context.Context, slots int) error {
 	if fore.maxReqs == 0 {
 		return errors.New("nfs4: CREATE_SESSION granted no slots")
 	}
+	// Never more than asked for: a server's count sizes the slot table, and
+	// slots stays within the RPCSEC_GSS window.
+	fore.maxReqs = min(fore.maxReqs, uint32(slots))
 	c.clientID, c.session = clientID, id
 	c.maxIO = MaxIO
 	// Room for the COMPOUND around the data, and for RPCSEC_GSS's wrapping.
@@ -385,6 +388,9 @@ func (f *File) Write(ctx context.Context, p []byte, off int64, how Stable) (n in
 			return err
 		}
 		n, err = r.write()
+		if err == nil && (n < 0 || n > len(p)) {
+			n, err = 0, fmt.Errorf("nfs4: WRITE of %d bytes answered %d written", len(p), n)
+		}
 		return err
 	})
 	return n, err

@@ -45,6 +45,7 @@ type conn struct {
 const resendGSS = 5 * time.Second
 
 type rpcReply struct {
+	xid uint32
 	msg []byte
 	err error
 }
@@ -60,11 +61,13 @@ func dialConn(ctx context.Context, addr string, o *Options) (*conn, error) {
 		auth: oncrpc.AuthSys{Stamp: uint32(time.Now().Unix()), Machine: o.Machine, UID: o.UID, GID: o.GID}}
 	go cn.read()
 	if o.Sec != nil {
-		cn.resend = resendGSS
+		// The context's set-up is not sent again: a second AP-REQ would be
+		// a replay to the acceptor.
 		if cn.auth, err = o.Sec(ctx, cn); err != nil {
 			c.Close()
 			return nil, err
 		}
+		cn.resend = resendGSS
 	}
 	return cn, nil
 }
@@ -87,7 +90,7 @@ func (cn *conn) read() {
 		delete(cn.pending, xid)
 		cn.mu.Unlock()
 		if ch != nil { // else a reply to a call given up
-			ch <- rpcReply{msg: msg}
+			ch <- rpcReply{xid: xid, msg: msg}
 		}
 	}
 }
@@ -119,33 +122,46 @@ func (cn *conn) call(ctx context.Context, proc uint32, args []byte) ([]byte, err
 // Call sends one call with auth and returns its results as auth opens them
 // (rpcsecgss.Caller). On a connection with a resend interval, a call without
 // a reply after it is sent again, under a new XID (and so, with RPCSEC_GSS,
-// a new sequence number): an RPCSEC_GSS server drops calls it judges
-// replays or outside its window without a word (RFC 2203 §5.3.3.1), and
-// Ganesha has been seen dropping one call in thousands of a full window.
+// a new sequence number), up to maxSends times in all: an RPCSEC_GSS server
+// drops calls it judges replays or outside its window without a word
+// (RFC 2203 §5.3.3.1), and Ganesha was seen dropping some under load (why is
+// not known). The first reply to any of the sends is the call's: a slow
+// server's answer to the first is not lost to the second's (which, on the
+// same NFSv4.1 slot and sequence id, may be NFS4ERR_RETRY_UNCACHED_REP).
 func (cn *conn) Call(ctx context.Context, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) ([]byte, error) {
-	for {
-		ch := make(chan rpcReply, 1)
-		xid, o, err := cn.send(ch, prog, vers, proc, auth, args)
-		if err != nil {
-			return nil, err
+	const maxSends = 4
+	ch := make(chan rpcReply, maxSends) // a reply or a failure per send at most
+	openers := make(map[uint32]oncrpc.Opener, 1)
+	defer func() {
+		for xid := range openers {
+			cn.forget(xid)
 		}
-		var resend <-chan time.Time
-		if cn.resend > 0 {
-			t := time.NewTimer(cn.resend)
-			defer t.Stop()
-			resend = t.C
+	}()
+	var resend <-chan time.Time
+	for {
+		if len(openers) < maxSends {
+			xid, o, err := cn.send(ch, prog, vers, proc, auth, args)
+			if err != nil {
+				return nil, err
+			}
+			openers[xid] = o
+			if cn.resend > 0 && len(openers) < maxSends {
+				t := time.NewTimer(cn.resend)
+				defer t.Stop()
+				resend = t.C
+			} else {
+				resend = nil
+			}
 		}
 		select {
 		case r := <-ch:
 			if r.err != nil {
 				return nil, r.err
 			}
-			return oncrpc.OpenReply(r.msg, o)
+			return oncrpc.OpenReply(r.msg, openers[r.xid])
 		case <-resend:
-			cn.forget(xid)
 			cn.resent.Add(1)
 		case <-ctx.Done():
-			cn.forget(xid)
 			return nil, ctx.Err()
 		}
 	}

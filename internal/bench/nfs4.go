@@ -39,7 +39,7 @@ type NFS4 struct {
 }
 
 // Krb5 is where the Kerberos credentials of a krb5* run come from: a password
-// (for User), else a keytab (for User, or its first principal), else a
+// (for User), else a keytab (for User), else a
 // credential cache (a kinit's: CCache, $KRB5CCNAME, /tmp/krb5cc_UID).
 type Krb5 struct {
 	// Conf is the krb5.conf naming the realm's KDCs (default /etc/krb5.conf).

@@ -35,6 +35,10 @@ type fakeServer struct {
 	errs     []string
 	calls    atomic.Int32
 	drop     int32 // the call (counting from 1) left unanswered, as an RPCSEC_GSS server drops one
+	// late is a call answered lateBy after it came; the calls after it up
+	// to dropTo are left unanswered.
+	late, dropTo int32
+	lateBy       time.Duration
 }
 
 func newFakeServer(t *testing.T, slots, maxReq uint32) *fakeServer {
@@ -73,15 +77,20 @@ func (s *fakeServer) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		if s.calls.Add(1) == s.drop {
+		n := s.calls.Add(1)
+		if n == s.drop || (s.late > 0 && n > s.late && n <= s.dropTo) {
 			continue
+		}
+		delay := time.Duration(0)
+		if n == s.late {
+			delay = s.lateBy
 		}
 		s.mu.Lock()
 		s.inFlight++
 		s.maxSeen = max(s.maxSeen, s.inFlight)
 		s.mu.Unlock()
 		go func() {
-			time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond) // replies out of order
+			time.Sleep(delay + time.Duration(rand.IntN(500))*time.Microsecond) // replies out of order
 			out := s.call(msg)
 			s.mu.Lock()
 			s.inFlight--
@@ -437,6 +446,37 @@ func TestResendUnanswered(t *testing.T) {
 	}
 	if c.Resent() != 1 {
 		t.Fatalf("%d calls resent, want 1", c.Resent())
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.errs) > 0 {
+		t.Fatal(s.errs)
+	}
+}
+
+// A call's first reply is the call's even when it comes after the call was
+// sent again: a slow server's answer is not lost to a resend it drops.
+func TestLateReplyToAResentCall(t *testing.T) {
+	s := newFakeServer(t, 4, 1<<20+64<<10)
+	s.late, s.lateBy, s.dropTo = 6, 500*time.Millisecond, 9 // the first WRITE; its three resends dropped
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "127.0.0.1", "/vol", Options{Port: s.port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.conns[0].resend = 100 * time.Millisecond
+	f, err := c.Create(ctx, c.Root, "f", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Write(ctx, []byte("hello"), 0, FileSync); err != nil || n != 5 {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	if got := c.Resent(); got != 3 {
+		t.Fatalf("%d sends again, want 3 (four sends at most)", got)
 	}
 	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)

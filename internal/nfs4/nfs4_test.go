@@ -602,3 +602,41 @@ func TestResultsDecoding(t *testing.T) {
 		t.Fatalf("GETFH after OPEN: %q %v", fh, err)
 	}
 }
+
+// No call goes while one sent window or more calls before it is unanswered,
+// however few are in flight; a wait ends with its context.
+func TestSeqSpan(t *testing.T) {
+	s := newSeqSpan(4)
+	for want := uint64(0); want < 4; want++ {
+		if i, ok := s.take(); !ok || i != want {
+			t.Fatalf("take %d: %d, %v", want, i, ok)
+		}
+	}
+	if _, ok := s.take(); ok {
+		t.Fatal("a fifth call went with the first unanswered")
+	}
+	s.done(1)
+	s.done(2)
+	s.done(3)
+	if _, ok := s.take(); ok {
+		t.Fatal("a call went 4 numbers after an unanswered one, with one in flight")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() { waited <- s.wait(ctx) }()
+	s.done(0)
+	if err := <-waited; err != nil {
+		t.Fatalf("wait after the oldest was answered: %v", err)
+	}
+	if i, ok := s.take(); !ok || i != 4 {
+		t.Fatalf("take after the oldest was answered: %d, %v", i, ok)
+	}
+	for range 3 {
+		s.take()
+	}
+	go func() { waited <- s.wait(ctx) }()
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with its context ended: %v", err)
+	}
+}

@@ -38,6 +38,82 @@ type conn struct {
 	// sent again (Call); resent counts those.
 	resend time.Duration
 	resent atomic.Int64
+	// span, with RPCSEC_GSS, keeps the unanswered calls' sequence numbers
+	// within the server's window.
+	span *seqSpan
+}
+
+// seqSpan keeps an RPCSEC_GSS connection's unanswered calls within the
+// server's window of sequence numbers. Ganesha 4.3's libntirpc checks each
+// call's number against the highest it has checked so far, on whichever
+// thread reads it, and drops without a reply a call that window later ones
+// overtook before its check (svc_auth_gss.c: gr_win is 32, a call with
+// seqlast − seq ≥ 32 is not dispatched; upstream widened what it enforces
+// after 4.3). The calls in flight do not bound that: while one waits, others
+// finish and new ones go. So no call goes while a call sent window or more
+// numbers before it is unanswered. (Seen: 6–13 calls dropped per 30 s of
+// 4 KiB I/O with 16 in flight, before this.)
+type seqSpan struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	window uint64
+	next   uint64              // the index of the next call sent
+	out    map[uint64]struct{} // the indexes of the unanswered calls
+}
+
+func newSeqSpan(window uint32) *seqSpan {
+	s := &seqSpan{window: uint64(max(window, 1)), out: map[uint64]struct{}{}}
+	s.cond.L = &s.mu
+	return s
+}
+
+func (s *seqSpan) roomLocked() bool {
+	for i := range s.out {
+		if s.next-i >= s.window {
+			return false
+		}
+	}
+	return true
+}
+
+// wait returns once the next call may go, or ctx ended.
+func (s *seqSpan) wait(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.roomLocked() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.cond.Wait()
+	}
+	return nil
+}
+
+// take gives the next call its index, if it may go now.
+func (s *seqSpan) take() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.roomLocked() {
+		return 0, false
+	}
+	i := s.next
+	s.next++
+	s.out[i] = struct{}{}
+	return i, true
+}
+
+// done ends the wait for call i (answered, given up, or sent again).
+func (s *seqSpan) done(i uint64) {
+	s.mu.Lock()
+	delete(s.out, i)
+	s.cond.Broadcast()
+	s.mu.Unlock()
 }
 
 // resendGSS is how long an RPCSEC_GSS call waits for its reply before it is
@@ -68,6 +144,9 @@ func dialConn(ctx context.Context, addr string, o *Options) (*conn, error) {
 			return nil, err
 		}
 		cn.resend = resendGSS
+		if w, ok := cn.auth.(windowed); ok {
+			cn.span = newSeqSpan(w.window)
+		}
 	}
 	return cn, nil
 }
@@ -114,9 +193,10 @@ func (cn *conn) close() error {
 	return nil
 }
 
-// call makes a call with the connection's Auth.
+// call makes a call with the connection's Auth, its sequence numbers kept
+// within the server's window (seqSpan).
 func (cn *conn) call(ctx context.Context, proc uint32, args []byte) ([]byte, error) {
-	return cn.Call(ctx, progNFS, 4, proc, cn.auth, args)
+	return cn.callWith(ctx, cn.span, progNFS, 4, proc, cn.auth, args)
 }
 
 // Call sends one call with auth and returns its results as auth opens them
@@ -129,22 +209,39 @@ func (cn *conn) call(ctx context.Context, proc uint32, args []byte) ([]byte, err
 // server's answer to the first is not lost to the second's (which, on the
 // same NFSv4.1 slot and sequence id, may be NFS4ERR_RETRY_UNCACHED_REP).
 func (cn *conn) Call(ctx context.Context, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) ([]byte, error) {
+	return cn.callWith(ctx, nil, prog, vers, proc, auth, args)
+}
+
+// callWith is Call, its sends' sequence numbers within span if not nil.
+func (cn *conn) callWith(ctx context.Context, span *seqSpan, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) ([]byte, error) {
 	const maxSends = 4
 	ch := make(chan rpcReply, maxSends) // a reply or a failure per send at most
 	openers := make(map[uint32]oncrpc.Opener, 1)
+	var spanned []uint64 // span's indexes of the sends, the last one still counted
 	defer func() {
 		for xid := range openers {
 			cn.forget(xid)
+		}
+		if len(spanned) > 0 {
+			span.done(spanned[len(spanned)-1])
 		}
 	}()
 	var resend <-chan time.Time
 	for {
 		if len(openers) < maxSends {
-			xid, o, err := cn.send(ch, prog, vers, proc, auth, args)
+			if len(spanned) > 0 {
+				// Sent again: the server dropped the last send, or will
+				// when it comes to it; it no longer holds the window.
+				span.done(spanned[len(spanned)-1])
+			}
+			xid, o, i, err := cn.send(ctx, span, ch, prog, vers, proc, auth, args)
 			if err != nil {
 				return nil, err
 			}
 			openers[xid] = o
+			if span != nil {
+				spanned = append(spanned, i)
+			}
 			if cn.resend > 0 && len(openers) < maxSends {
 				t := time.NewTimer(cn.resend)
 				defer t.Stop()
@@ -167,21 +264,43 @@ func (cn *conn) Call(ctx context.Context, prog, vers, proc uint32, auth oncrpc.A
 	}
 }
 
-// send seals and sends one call whose reply goes to ch.
-func (cn *conn) send(ch chan rpcReply, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) (uint32, oncrpc.Opener, error) {
-	cn.wmu.Lock()
+// send seals and sends one call whose reply goes to ch; with span, once the
+// span has room for it, and it returns the call's index in span.
+func (cn *conn) send(ctx context.Context, span *seqSpan, ch chan rpcReply, prog, vers, proc uint32, auth oncrpc.Auth, args []byte) (uint32, oncrpc.Opener, uint64, error) {
+	var i uint64
+	for {
+		// Waited for without wmu: the call holding the span back may need
+		// it to be sent again.
+		if span != nil {
+			if err := span.wait(ctx); err != nil {
+				return 0, nil, 0, err
+			}
+		}
+		cn.wmu.Lock()
+		if span == nil {
+			break
+		}
+		var ok bool
+		if i, ok = span.take(); ok {
+			break
+		}
+		cn.wmu.Unlock()
+	}
 	defer cn.wmu.Unlock()
 	cn.xid++
 	xid := cn.xid
 	msg, o, err := oncrpc.AppendCall(cn.out[:0], xid, prog, vers, proc, auth, args)
-	if err != nil {
-		return 0, nil, err
+	if err == nil {
+		cn.mu.Lock()
+		if err = cn.err; err != nil {
+			cn.mu.Unlock()
+		}
 	}
-	cn.mu.Lock()
-	if cn.err != nil {
-		err = cn.err
-		cn.mu.Unlock()
-		return 0, nil, err
+	if err != nil {
+		if span != nil {
+			span.done(i)
+		}
+		return 0, nil, 0, err
 	}
 	cn.pending[xid] = ch
 	cn.mu.Unlock()
@@ -194,7 +313,7 @@ func (cn *conn) send(ch chan rpcReply, prog, vers, proc uint32, auth oncrpc.Auth
 		// This fails ch too: the caller gets the error from it.
 		cn.fail(fmt.Errorf("rpc: send: %w", err))
 	}
-	return xid, o, nil
+	return xid, o, i, nil
 }
 
 // forget drops a call given up; its reply, if it comes, is skipped.

@@ -132,6 +132,9 @@ type Options struct {
 type DataPlane interface {
 	Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error
 	Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error
+	// Release is Unexport for a volume moving to another node: its clients'
+	// connections are reset as its address goes.
+	Release(ctx context.Context, network string, addr netip.Addr, id uint64) error
 	// View observes a network's sandbox once (its addresses, loaded exports and the
 	// mounts under them), for any number of Exported questions.
 	View(ctx context.Context, network string) (ExportView, error)
@@ -148,6 +151,7 @@ type ExportView interface {
 type dataPlaneOf[V ExportView] interface {
 	Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error
 	Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error
+	Release(ctx context.Context, network string, addr netip.Addr, id uint64) error
 	View(ctx context.Context, network string) (V, error)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -441,14 +442,21 @@ func (c *Controller) release(ctx context.Context, h *model.Hosting) error {
 	return err
 }
 
-// unserve takes volume v out of this node's data plane. Its export goes first:
-// that takes its endpoint address off first, with the connections to it
-// (Manager.Unexport), so no client of the volume or of its snapshot exports,
-// which share the address, meets an export already gone (NFS3ERR_STALE);
-// clients wait for the new host instead.
+// unserve takes volume v out of this node's data plane. Its export goes first
+// (DataPlane.Release): that takes its endpoint address off first, resetting
+// its clients' connections, so no client of the volume or of its snapshot
+// exports, which share the address, meets an export already gone
+// (NFS3ERR_STALE); clients reconnect to the new host instead.
 func (c *Controller) unserve(ctx context.Context, v *model.Volume) error {
-	if err := c.step(ctx, nil, v, Step{Op: StepUnexport}); err != nil {
-		return err
+	if c.dp != nil && v.Endpoint != "" && v.ExportID != 0 {
+		addr, err := netip.ParseAddr(v.Endpoint)
+		if err != nil {
+			return err
+		}
+		if err := c.dp.Release(ctx, v.Network, addr, v.ExportID); err != nil {
+			return err
+		}
+		c.kerberosUnexported(ctx, v, addr)
 	}
 	if err := c.takeDownSnapshotExports(ctx, v); err != nil {
 		return err

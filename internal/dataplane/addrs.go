@@ -15,9 +15,10 @@ import (
 type addrTable interface {
 	// Add puts p on the interface; already there is success.
 	Add(p netip.Prefix) error
-	// Del takes p off and cuts the TCP connections to it; already gone is
-	// success.
+	// Del takes p off; already gone is success.
 	Del(p netip.Prefix) error
+	// Cut takes p off as Del does, and resets its clients' TCP connections.
+	Cut(p netip.Prefix) error
 	// List returns the interface's IPv4 addresses with their prefix lengths.
 	List() ([]netip.Prefix, error)
 	Close()
@@ -73,11 +74,11 @@ func (a *netlinkAddrs) Add(p netip.Prefix) error {
 	return nil
 }
 
-// Del destroys (SOCK_DESTROY) the TCP connections clients made to p's
+// Cut destroys (SOCK_DESTROY) the TCP connections clients made to p's
 // address, takes p off the interface, and destroys those made in between: the
 // sockets a server accepted on it fail at once, so it answers nothing it read
 // before. Why: a volume is unexported after its address goes
-// (Manager.Unexport), and a request Ganesha had read but not yet looked up
+// (Manager.Release), and a request Ganesha had read but not yet looked up
 // would otherwise be answered for a missing export (NFS3ERR_STALE, which a
 // client hands its application). The first pass runs while the address is
 // still there, so the resets reach the clients: they reconnect at once, to
@@ -85,12 +86,13 @@ func (a *netlinkAddrs) Add(p netip.Prefix) error {
 // second pass's resets, from an address gone, are not sent). Connections to
 // other addresses, the listeners, and the sandbox's own connections out (to
 // a DC, from the first address as their source) stay. The cut is best
-// effort: when only it failed, the address is off and Del returns a
-// *cutError.
-func (a *netlinkAddrs) Del(p netip.Prefix) error {
+// effort: when only it failed, the address is off and Cut returns a
+// *cutError. (Del keeps the connections: a volume reverted or remounted
+// keeps its address, and its clients their connections.)
+func (a *netlinkAddrs) Cut(p netip.Prefix) error {
 	first := a.cut(p.Addr())
-	if err := a.h.AddrDel(a.link, nlAddr(p)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("delete %s: %w", p, err)
+	if err := a.Del(p); err != nil {
+		return err
 	}
 	if err := errors.Join(first, a.cut(p.Addr())); err != nil {
 		return &cutError{fmt.Errorf("cut the connections to %s: %w", p.Addr(), err)}
@@ -98,11 +100,19 @@ func (a *netlinkAddrs) Del(p netip.Prefix) error {
 	return nil
 }
 
-// cutError is Del's error when the address went but not every connection
+// cutError is Cut's error when the address went but not every connection
 // to it could be cut.
 type cutError struct{ error }
 
 func (e *cutError) Unwrap() error { return e.error }
+
+// Del takes p off the interface; already gone is success.
+func (a *netlinkAddrs) Del(p netip.Prefix) error {
+	if err := a.h.AddrDel(a.link, nlAddr(p)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete %s: %w", p, err)
+	}
+	return nil
+}
 
 // cut destroys the TCP connections to a listening port whose local address
 // is addr. Sockets the kernel cannot destroy (EOPNOTSUPP: a kernel without

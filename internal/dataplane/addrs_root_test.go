@@ -18,7 +18,7 @@ import (
 // another node, a delete) was answered NFS3ERR_STALE by the export's absence,
 // an error a real client hands its application, where a client whose
 // connection is gone retransmits to the address's next holder.
-func TestAddressDelCutsConnections(t *testing.T) {
+func TestAddressCutResetsConnections(t *testing.T) {
 	nsA, nsB := vethPair(t, "basin-cut")
 	runIP(t, "-n", nsB, "addr", "add", "10.99.252.20/24", "dev", "eth0")
 
@@ -59,7 +59,7 @@ func TestAddressDelCutsConnections(t *testing.T) {
 	_, keptServer := dial(kept)
 	cutClient, cutServer := dial(cut)
 
-	if err := a.Del(cut); err != nil {
+	if err := a.Cut(cut); err != nil {
 		t.Fatal(err)
 	}
 	// The server's side of the connection to the address taken off fails at
@@ -85,8 +85,17 @@ func TestAddressDelCutsConnections(t *testing.T) {
 		t.Fatalf("write to the connection whose address stays: %v", err)
 	}
 	// Taking an address off twice is still success.
-	if err := a.Del(cut); err != nil {
+	if err := a.Cut(cut); err != nil {
 		t.Fatal(err)
+	}
+	// Del, as a revert or a remount does, keeps the clients' connections:
+	// the address comes back.
+	if err := a.Del(kept); err != nil {
+		t.Fatal(err)
+	}
+	keptServer.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := keptServer.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Del broke the connection to %s: %v", kept.Addr(), err)
 	}
 }
 

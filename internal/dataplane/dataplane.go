@@ -600,12 +600,23 @@ func (m *Manager) Export(ctx context.Context, network string, addr netip.Addr, e
 
 // Unexport removes, if addr is valid, the endpoint address from the network's
 // sandbox and then export id (a volume's snapshot exports share its address:
-// they pass the zero Addr). The address goes first, with the connections to it
-// (netlinkAddrs.Del): a client never meets the export missing, which Ganesha
-// answers NFS3ERR_STALE, but an address nobody answers at until its next
-// holder (a volume moving to another node) takes it. A sandbox that is not
-// running has nothing to remove but stale files.
+// they pass the zero Addr). Clients keep their connections: a volume reverted
+// or remounted comes back at the same address. A sandbox that is not running
+// has nothing to remove but stale files.
 func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error {
+	return m.unexport(ctx, network, addr, id, false)
+}
+
+// Release is Unexport for a volume leaving this node (another serves it at
+// the same address): the address goes with its clients' connections, reset
+// (netlinkAddrs.Cut), before the export. A client never meets the export
+// missing, which Ganesha answers NFS3ERR_STALE, but is told its connection
+// ended and reconnects, to the address's next holder.
+func (m *Manager) Release(ctx context.Context, network string, addr netip.Addr, id uint64) error {
+	return m.unexport(ctx, network, addr, id, true)
+}
+
+func (m *Manager) unexport(ctx context.Context, network string, addr netip.Addr, id uint64, cut bool) error {
 	m.mu.Lock()
 	sb := m.sandboxes[network]
 	m.mu.Unlock()
@@ -613,7 +624,13 @@ func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr,
 		os.Remove(filepath.Join(m.sandboxDir(network), "exports", fmt.Sprintf("%d.conf", id)))
 		return nil
 	}
-	if addr.IsValid() {
+	switch {
+	case !addr.IsValid():
+	case cut:
+		if err := sb.cutAddr(ctx, addr); err != nil {
+			return err
+		}
+	default:
 		if err := sb.delAddr(ctx, addr); err != nil {
 			return err
 		}

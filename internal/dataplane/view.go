@@ -144,11 +144,16 @@ func (sb *sandbox) addAddr(ctx context.Context, addr netip.Addr) error {
 	return sb.addrT.Add(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
 }
 
-// delAddr takes addr off the sandbox's interface, cutting its clients'
-// connections (netlinkAddrs.Del); already gone is success. A cut that failed
-// is logged: the address is off all the same.
+// delAddr takes addr off the sandbox's interface; already gone is success.
 func (sb *sandbox) delAddr(ctx context.Context, addr netip.Addr) error {
-	err := sb.addrT.Del(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
+	return sb.addrT.Del(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
+}
+
+// cutAddr takes addr off the sandbox's interface, resetting its clients'
+// connections (netlinkAddrs.Cut); already gone is success. A cut that failed
+// is logged: the address is off all the same.
+func (sb *sandbox) cutAddr(ctx context.Context, addr netip.Addr) error {
+	err := sb.addrT.Cut(netip.PrefixFrom(addr, sb.net.Prefix.Bits()))
 	var cut *cutError
 	if errors.As(err, &cut) {
 		sb.log.Warn("endpoint address taken off; its clients' connections end when they next send", "addr", addr, "err", err)

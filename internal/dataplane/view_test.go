@@ -56,6 +56,8 @@ func (r *ipRunner) Del(p netip.Prefix) error {
 	return nil
 }
 
+func (r *ipRunner) Cut(p netip.Prefix) error { return r.Del(p) }
+
 func (r *ipRunner) List() ([]netip.Prefix, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

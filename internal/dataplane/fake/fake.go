@@ -64,6 +64,11 @@ func (d *DataPlane) Export(_ context.Context, network string, addr netip.Addr, e
 	return nil
 }
 
+// Release implements controller.DataPlane: Unexport, as far as a fake sees.
+func (d *DataPlane) Release(ctx context.Context, network string, addr netip.Addr, id uint64) error {
+	return d.Unexport(ctx, network, addr, id)
+}
+
 // Unexport implements controller.DataPlane.
 func (d *DataPlane) Unexport(_ context.Context, _ string, _ netip.Addr, id uint64) error {
 	d.mu.Lock()

@@ -578,7 +578,7 @@ func (m *Manager) sandboxFor(ctx context.Context, network string) (*sandbox, err
 }
 
 // Warm starts the network's sandbox if it is not running, with no export:
-// a failover node keeps one on every network so that a volume moving to it is
+// a failover node starts one on every network so that a volume moving to it is
 // exported into a running Ganesha, not one that takes ~3 s to start.
 func (m *Manager) Warm(ctx context.Context, network string) error {
 	_, err := m.sandboxFor(ctx, network)

@@ -429,29 +429,8 @@ func TestClientAgainstFakeServer(t *testing.T) {
 func TestResendUnanswered(t *testing.T) {
 	s := newFakeServer(t, 4, 1<<20+64<<10)
 	s.drop = 6 // EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE, LOOKUP, OPEN: the first WRITE
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, "127.0.0.1", "/vol", Options{Port: s.port()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.conns[0].resend = 100 * time.Millisecond
-	f, err := c.Create(ctx, c.Root, "f", 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := f.Write(ctx, []byte("hello"), 0, FileSync); err != nil || n != 5 {
-		t.Fatalf("write: %d, %v", n, err)
-	}
-	if c.Resent() != 1 {
-		t.Fatalf("%d calls resent, want 1", c.Resent())
-	}
-	if err := f.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(s.errs) > 0 {
-		t.Fatal(s.errs)
+	if got := writeResending(t, s); got != 1 {
+		t.Fatalf("%d calls resent, want 1", got)
 	}
 }
 
@@ -460,6 +439,16 @@ func TestResendUnanswered(t *testing.T) {
 func TestLateReplyToAResentCall(t *testing.T) {
 	s := newFakeServer(t, 4, 1<<20+64<<10)
 	s.late, s.lateBy, s.dropTo = 6, 500*time.Millisecond, 9 // the first WRITE; its three resends dropped
+	if got := writeResending(t, s); got != 3 {
+		t.Fatalf("%d sends again, want 3 (four sends at most)", got)
+	}
+}
+
+// writeResending creates a file on s with a 100 ms resend interval, writes
+// it once (FILE_SYNC) and closes it, and returns how many calls were sent
+// again.
+func writeResending(t *testing.T, s *fakeServer) int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, "127.0.0.1", "/vol", Options{Port: s.port()})
@@ -475,15 +464,14 @@ func TestLateReplyToAResentCall(t *testing.T) {
 	if n, err := f.Write(ctx, []byte("hello"), 0, FileSync); err != nil || n != 5 {
 		t.Fatalf("write: %d, %v", n, err)
 	}
-	if got := c.Resent(); got != 3 {
-		t.Fatalf("%d sends again, want 3 (four sends at most)", got)
-	}
+	resent := c.Resent()
 	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(s.errs) > 0 {
 		t.Fatal(s.errs)
 	}
+	return resent
 }
 
 // The encoding of a COMPOUND with its SEQUENCE: the header with the count

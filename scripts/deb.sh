@@ -129,9 +129,10 @@ ganesha_shlibs=$(shlibs basin-ganesha "${elves[@]}")
 # dbus (dbus-daemon), Samba's smbd, samba-dcerpcd and smbstatus (samba),
 # winbindd (winbind), its NSS module (libnss-winbind), VFS modules
 # (samba-vfs-modules), net, smbcontrol and testparm (samba-common-bin),
-# tdbdump (tdb-tools), and the patched Ganesha of this very build. Not
+# tdbdump (tdb-tools), nft (nftables: the SMB endpoints' NAT), and the
+# patched Ganesha of this very build. Not
 # util-linux (nsenter, unshare, setpriv): it is essential, always there.
-depends="${basin_shlibs:+$basin_shlibs, }basin-ganesha (= $VERSION), btrfs-progs, mount, iproute2, rpcbind, dbus, samba, winbind, libnss-winbind, samba-vfs-modules, samba-common-bin, tdb-tools"
+depends="${basin_shlibs:+$basin_shlibs, }basin-ganesha (= $VERSION), btrfs-progs, mount, iproute2, rpcbind, dbus, samba, winbind, libnss-winbind, samba-vfs-modules, samba-common-bin, tdb-tools, nftables"
 control() { # package, depends, recommends, description
   local dir=$pkgs/$1
   printf 'Package: %s\nSource: basin\nVersion: %s\nArchitecture: %s\nMaintainer: %s\nInstalled-Size: %s\nDepends: %s\n%sSection: net\nPriority: optional\nDescription: %s\n' \

@@ -44,6 +44,8 @@ if [[ $mode != --deb ]]; then
   command -v net >/dev/null || need_pkgs+=(samba-common-bin)
   command -v smbd >/dev/null || need_pkgs+=(samba)
   command -v winbindd >/dev/null || need_pkgs+=(winbind)
+  # nft: a sandbox's SMB endpoints reach their smbd through NAT.
+  command -v nft >/dev/null || need_pkgs+=(nftables)
   for p in libnss-winbind samba-vfs-modules; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need_pkgs+=("$p")
   done

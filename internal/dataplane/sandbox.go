@@ -60,6 +60,8 @@ type sandbox struct {
 	// smb are the running Samba instances (smb.go), guarded by smbMu.
 	smbMu sync.Mutex
 	smb   map[string]*smbInstance
+	// smbNATMu orders the rewrites of the basin_smb table (smbnat.go).
+	smbNATMu sync.Mutex
 	// baseMounts are the lines of the sandbox's own mounts (its root, /usr, /etc…,
 	// not the volumes'), read once when it starts; see writeMtab.
 	baseMounts []string

@@ -230,7 +230,10 @@ func (m *Manager) bringUp(ctx context.Context, sb *sandbox, id string, rec SMBMe
 			return nil, err
 		}
 	}
-	if err := in.renderConf(rec, list); err != nil {
+	if err := in.renderConf(rec); err != nil {
+		return nil, err
+	}
+	if err := sb.applySMBNAT(ctx); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
@@ -517,7 +520,7 @@ func (m *Manager) join(ctx context.Context, sb *sandbox, id string, mb SMBMember
 	if err := in.writeFiles(mb, nil); err != nil {
 		return err
 	}
-	if err := in.renderConf(mb, nil); err != nil {
+	if err := in.renderConf(mb); err != nil {
 		return err
 	}
 	args, err := smb.JoinArgs(smb.JoinOptions{Conf: in.conf(), Username: cred.Username, OUPath: mb.OUPath, Server: mb.DCs[0]})
@@ -689,6 +692,10 @@ func (m *Manager) LeaveDomain(ctx context.Context, network, ad string, cred SMBC
 	if err != nil {
 		return err
 	}
+	// Its endpoints leave the NAT (another instance's volume may get one).
+	if err := sb.applySMBNAT(ctx); err != nil {
+		m.log.Warn("remove an instance's endpoints from the NAT", "err", err)
+	}
 	if ents, _ := os.ReadDir(filepath.Join(sb.dir, "smb")); len(ents) == 0 {
 		return sb.delAddr(ctx, sb.net.serviceAddr())
 	}
@@ -820,18 +827,16 @@ func (m *Manager) registerDNS(ctx context.Context, in *smbInstance, rec SMBMembe
 	}
 }
 
-// applyAddrs renders the instance's config with addrs and restarts smbd, so that
-// it listens on exactly those addresses (smbd opens its listening sockets as it
-// starts; whether a reload would bind a new address and drop an old one was not
-// tested); established sessions of the instance reconnect.
+// applyAddrs makes the instance's endpoints addrs (as its addrs.json lists
+// them by now): its files (the machine's name in hosts resolves to the first),
+// and the sandbox's NAT, which sends each endpoint's port 445 to the
+// instance's smbd (smbnat.go). smbd goes on: the instance's clients keep their
+// sessions and open files.
 func (m *Manager) applyAddrs(ctx context.Context, in *smbInstance, rec SMBMembership, addrs []netip.Addr) error {
 	if err := in.writeFiles(rec, addrs); err != nil {
 		return err
 	}
-	if err := in.renderConf(rec, addrs); err != nil {
-		return err
-	}
-	return in.restartSMBD(ctx, m.opts.ReadyTimeout)
+	return in.sb.applySMBNAT(ctx)
 }
 
 // shares reads the instance's registry shares.
@@ -994,25 +999,6 @@ func (m *Manager) SMBPID(network, ad, daemon string) int {
 		return 0
 	}
 	return in.pid(daemon)
-}
-
-// restartSMBD ends smbd (the supervisor starts it again with the current config)
-// and waits until the new one is ready.
-func (in *smbInstance) restartSMBD(ctx context.Context, timeout time.Duration) error {
-	sup := in.sup.Load()
-	if sup == nil {
-		return nil
-	}
-	old := sup.pid("smbd")
-	sup.signal("smbd", 15)
-	err := waitFor(ctx, timeout+5*time.Second, func() bool {
-		p := sup.pid("smbd")
-		return p != 0 && p != old && sup.isReady("smbd")
-	})
-	if err != nil {
-		return fmt.Errorf("smbd of samba instance %s did not come back: %w", in.id, err)
-	}
-	return nil
 }
 
 // isReady reports whether the service is ready.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -420,21 +421,22 @@ func TestSMBInstanceRoot(t *testing.T) {
 	if m.smbJoins.Load() != joins || guid() != account {
 		t.Fatal("the restart joined again")
 	}
-	// samba-dcerpcd, started again now that the instance has an endpoint,
-	// listens on TCP on the instance's loopback address only (lsarpc, samr,
-	// srvsvc, winreg were on the tenants' endpoint), epmapper's 135 included:
-	// without it samba-dcerpcd could stop accepting on every pipe. Only smbd
-	// listens where tenants reach.
+	// Samba's daemons listen on TCP on the instance's loopback address only:
+	// samba-dcerpcd (lsarpc, samr, srvsvc, winreg were on the tenants'
+	// endpoint), epmapper's 135 included (without it samba-dcerpcd could stop
+	// accepting on every pipe), and smbd, which the endpoints reach through
+	// the sandbox's NAT (smbnat.go).
 	lo := smbLoopback(smbInstanceID(mb.AD))
 	ls := sambaListeners(t, m.SMBPID("bss", mb.AD, "samba-dcerpcd"))
 	for _, l := range ls {
-		if l.Port() != 445 && l.Addr() != lo {
+		if l.Addr() != lo {
 			t.Errorf("a Samba daemon listens on %s: tenants reach it (all: %v)", l, ls)
 		}
 	}
-	if !slices.Contains(ls, netip.AddrPortFrom(lo, 135)) || !slices.Contains(ls, netip.AddrPortFrom(ep1, 445)) {
-		t.Errorf("Samba's listeners %v, want epmapper on %s:135 and smbd on %s:445", ls, lo, ep1)
+	if !slices.Contains(ls, netip.AddrPortFrom(lo, 135)) || !slices.Contains(ls, netip.AddrPortFrom(lo, 445)) {
+		t.Errorf("Samba's listeners %v, want epmapper on %s:135 and smbd on %s:445", ls, lo, lo)
 	}
+	loopbackUnreachable(t, m, ep1, lo)
 
 	// Another AD connection's instance on the same network does not serve vol1.
 	mb2 := SMBMembership{AD: "projects/p2/locations/l/activeDirectories/ad2", Realm: dc.Realm, MachineName: "BSS-2B3C",
@@ -457,6 +459,27 @@ func TestSMBInstanceRoot(t *testing.T) {
 	}
 	waitServes("vol1 after the second instance started")
 	checkInstanceDirs(t, m, "bss", mb.AD, mb2.AD)
+
+	// Another endpoint of the instance comes and goes: smbd goes on (its
+	// clients keep their sessions and open files), the new endpoint serves
+	// while it is there and reaches no smbd once its share is gone.
+	smbdPID := m.SMBPID("bss", mb.AD, "smbd")
+	ep3 := netip.MustParseAddr("10.99.73.22")
+	vols["v3"] = tmpfsVolume(t, mounts, "v3", "size=8m,mode=0777")
+	if err := m.SMBShare(ctx, "bss", mb.AD, ep3, smb.ShareSpec{Name: "vol3", Path: vols["v3"]}); err != nil {
+		t.Fatal(err)
+	}
+	serves("a share at a second endpoint", "//"+ep3.String()+"/vol3", "c.bin")
+	if err := m.SMBUnshare(ctx, "bss", mb.AD, ep3, "vol3"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli.run(ctx, ntlm, alice.Password, "//"+ep3.String()+"/vol1", "-t", "5", "-c", "ls"); err == nil {
+		t.Fatalf("the instance still answers at %s once its share there is gone:\n%s", ep3, out)
+	}
+	waitServes("vol1 after another endpoint came and went")
+	if p := m.SMBPID("bss", mb.AD, "smbd"); p != smbdPID {
+		t.Fatalf("smbd restarted (pid %d, was %d) as another endpoint came and went", p, smbdPID)
+	}
 	// The instance's host name is its machine's, resolved from its own hosts
 	// file: smbd looks it up on every negotiate and logon, and the host's name
 	// went to the domain's DNS (four lookups per connection) before.
@@ -631,6 +654,63 @@ func grepInstanceLogs(t *testing.T, dataDir, pattern string) []string {
 		}
 	}
 	return out
+}
+
+// loopbackUnreachable checks that a client on the network that routes an
+// instance's loopback address lo to the sandbox (through the endpoint ep)
+// reaches neither smbd nor samba-dcerpcd there, while ep's port 445 reaches
+// smbd; and that it is the sandbox's filter that keeps them apart: without
+// it, the same client reaches samba-dcerpcd's epmapper.
+func loopbackUnreachable(t *testing.T, m *Manager, ep, lo netip.Addr) {
+	t.Helper()
+	ns := fmt.Sprintf("bssx-%d", os.Getpid())
+	exec.Command("ip", "netns", "del", ns).Run() //nolint:errcheck // a leftover of a killed run
+	runIP(t, "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	runIP(t, "link", "add", "vbssx", "type", "veth", "peer", "name", "eth0", "netns", ns)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", "vbssx").Run() })
+	runIP(t, "link", "set", "vbssx", "master", bssBridge, "up")
+	runIP(t, "-n", ns, "addr", "add", "10.99.73.202/24", "dev", "eth0")
+	runIP(t, "-n", ns, "link", "set", "eth0", "up")
+	// Its 127/8 leaves through eth0 to the sandbox (its lo is down: no local
+	// route for 127/8).
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet").CombinedOutput(); err != nil {
+		t.Fatalf("route_localnet: %v %s", err, out)
+	}
+	runIP(t, "-n", ns, "route", "add", lo.String()+"/32", "via", ep.String(), "dev", "eth0")
+	ctx := context.Background()
+	dial := func(a netip.Addr, port uint16) error {
+		c, err := dialInNetns(ctx, ns, "tcp", netip.AddrPortFrom(a, port).String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(ep, 445); err != nil {
+		t.Fatalf("%s:445 from the client: %v", ep, err)
+	}
+	for _, port := range []uint16{445, 135} {
+		if err := dial(lo, port); err == nil {
+			t.Errorf("a client routing %s to the sandbox reached %s:%d", lo, lo, port)
+		}
+	}
+	// The control: the filter flushed, the same client gets through.
+	m.mu.Lock()
+	sb := m.sandboxes["bss"]
+	m.mu.Unlock()
+	if out, err := exec.Command("ip", "netns", "exec", sb.ns, "nft", "flush", "chain", "ip", smbNATTable, "filter_in").CombinedOutput(); err != nil {
+		t.Fatalf("nft flush: %v %s", err, out)
+	}
+	err := dial(lo, 135)
+	if aerr := sb.applySMBNAT(ctx); aerr != nil {
+		t.Fatal(aerr)
+	}
+	if err != nil {
+		t.Fatalf("the control: without the sandbox's filter, %s:135 still out of reach (%v): the check above proves nothing", lo, err)
+	}
+	if err := dial(lo, 135); err == nil {
+		t.Fatalf("%s:135 reached after the NAT was applied again", lo)
+	}
 }
 
 // sambaListeners lists the TCP sockets Samba's daemons (smbd, samba-dcerpcd

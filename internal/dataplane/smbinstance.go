@@ -124,10 +124,13 @@ func (in *smbInstance) dirs() smb.Dirs         { return smb.GlobalOptions{StateD
 func (in *smbInstance) membershipFile() string { return filepath.Join(in.dir, "membership.json") }
 func (in *smbInstance) addrsFile() string      { return filepath.Join(in.dir, "addrs.json") }
 
-// globalOptions is what the instance's smb.conf is rendered from.
-func (in *smbInstance) globalOptions(mb SMBMembership, addrs []netip.Addr) smb.GlobalOptions {
+// globalOptions is what the instance's smb.conf is rendered from. smbd
+// listens on the instance's loopback address alone, whatever its endpoints:
+// they reach it through NAT (smbnat.go), so that an endpoint's coming or going
+// never restarts smbd.
+func (in *smbInstance) globalOptions(mb SMBMembership) smb.GlobalOptions {
 	return smb.GlobalOptions{Realm: mb.Realm, Workgroup: mb.Workgroup, MachineName: mb.MachineName, StateDir: in.dir,
-		Addresses: addrs, Loopback: smbLoopback(in.id), AESOnly: mb.AESOnly, LDAPSigning: mb.LDAPSigning, DCs: mb.DCs}
+		Loopback: smbLoopback(in.id), AESOnly: mb.AESOnly, LDAPSigning: mb.LDAPSigning, DCs: mb.DCs}
 }
 
 // environ is every instance process's environment besides Basin's own.
@@ -320,10 +323,10 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp, path)
 }
 
-// renderConf writes smb.conf for the membership and addresses, and
-// samba-dcerpcd's dcerpcd.conf (the same, on the loopback address alone).
-func (in *smbInstance) renderConf(mb SMBMembership, addrs []netip.Addr) error {
-	o := in.globalOptions(mb, addrs)
+// renderConf writes smb.conf for the membership, and samba-dcerpcd's
+// dcerpcd.conf (the same).
+func (in *smbInstance) renderConf(mb SMBMembership) error {
+	o := in.globalOptions(mb)
 	rpc, err := smb.RenderDCERPC(o)
 	if err != nil {
 		return err

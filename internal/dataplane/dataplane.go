@@ -585,17 +585,21 @@ func (m *Manager) Warm(ctx context.Context, network string) error {
 	return err
 }
 
-// Export makes ex reachable on addr in the network's sandbox: the endpoint address
-// and the export loaded in Ganesha, provided its path is a mounted volume.
+// Export makes ex reachable on addr in the network's sandbox: the export loaded
+// in Ganesha, provided its path is a mounted volume, and then the endpoint
+// address. In that order: a client that reconnects the moment the address
+// answers (a volume moved here, or re-exported by a revert) is served; with
+// the address first, a request Ganesha read before the export was loaded was
+// answered NFS3ERR_STALE, which a real client hands its application.
 func (m *Manager) Export(ctx context.Context, network string, addr netip.Addr, ex nfs.Export) error {
 	sb, err := m.sandboxFor(ctx, network)
 	if err != nil {
 		return err
 	}
-	if err := sb.addAddr(ctx, addr); err != nil {
+	if err := sb.export(ctx, ex); err != nil {
 		return err
 	}
-	return sb.export(ctx, ex)
+	return sb.addAddr(ctx, addr)
 }
 
 // Unexport removes, if addr is valid, the endpoint address from the network's

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,26 +19,11 @@ import (
 // answered NFS3ERR_STALE for an export not loaded yet (an error a real client
 // hands its application). Root, Basin's Ganesha.
 func TestExportLoadedBeforeAddress(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root (namespaces, mounts, Ganesha)")
-	}
-	if err := testGanesha().Check(); err != nil {
-		t.Skipf("needs Basin's Ganesha: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := Network{Name: "bso", Bridge: "bso0", Prefix: netip.MustParsePrefix("10.99.217.0/24"),
 		FirstEndpoint: netip.MustParseAddr("10.99.217.10"), LastEndpoint: netip.MustParseAddr("10.99.217.127")}
-	dataDir, mounts := sharedMounts(t, ctx)
-	m := New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}})
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	m, mounts := rootManager(t, ctx, n)
 	addr := n.FirstEndpoint
 	vol := tmpfsVolume(t, mounts, "v1", "size=4m")
 	ex := nfs.Export{ID: 31, Path: vol, Pseudo: "/v1", Protocols: []int{3, 4},

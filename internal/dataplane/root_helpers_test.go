@@ -43,6 +43,30 @@ func tmpfsVolume(t *testing.T, mounts, name, opts string) string {
 	return p
 }
 
+// rootManager starts a Manager of network n on a data directory of its own
+// (root, Basin's Ganesha: the test is skipped without them), stopped at
+// cleanup; mounts is where tmpfsVolume makes its volumes.
+func rootManager(t *testing.T, ctx context.Context, n Network) (m *Manager, mounts string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root (namespaces, mounts, Ganesha)")
+	}
+	if err := testGanesha().Check(); err != nil {
+		t.Skipf("needs Basin's Ganesha: %v", err)
+	}
+	dataDir, mounts := sharedMounts(t, ctx)
+	m = New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}})
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return m, mounts
+}
+
 // testGanesha is the Ganesha build root tests run: BASIN_GANESHA_PREFIX if set
 // (a build of a newer patch set beside the installed one), else the default.
 func testGanesha() Ganesha { return Ganesha{Prefix: os.Getenv("BASIN_GANESHA_PREFIX")} }

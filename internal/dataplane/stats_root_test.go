@@ -23,26 +23,11 @@ import (
 // does not have is absent. Names: bridge bst0, namespace basin-bst0, subnet
 // 10.99.214.0/24.
 func TestExportsIOMatchesExportIO(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root (namespaces, mounts, Ganesha)")
-	}
-	if err := testGanesha().Check(); err != nil {
-		t.Skipf("needs Basin's Ganesha: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := Network{Name: "bst", Bridge: "bst0", Prefix: netip.MustParsePrefix("10.99.214.0/24"),
 		FirstEndpoint: netip.MustParseAddr("10.99.214.10"), LastEndpoint: netip.MustParseAddr("10.99.214.127")}
-	dataDir, mounts := sharedMounts(t, ctx)
-	m := New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}})
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	m, mounts := rootManager(t, ctx, n)
 	addr := n.FirstEndpoint
 	host := n.HostAddr().String()
 	ids := []uint64{21, 22, 23}

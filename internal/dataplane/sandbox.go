@@ -60,8 +60,10 @@ type sandbox struct {
 	// smb are the running Samba instances (smb.go), guarded by smbMu.
 	smbMu sync.Mutex
 	smb   map[string]*smbInstance
-	// smbNATMu orders the rewrites of the basin_smb table (smbnat.go).
+	// smbNATMu orders the rewrites of the basin_smb table (smbnat.go);
+	// smbNAT is the script last applied ("" none, or the last failed).
 	smbNATMu sync.Mutex
+	smbNAT   string
 	// baseMounts are the lines of the sandbox's own mounts (its root, /usr, /etc…,
 	// not the volumes'), read once when it starts; see writeMtab.
 	baseMounts []string

@@ -774,9 +774,15 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 		return err
 	}
 	if !slices.Equal(before, after) {
-		if err := m.applyAddrs(ctx, in, rec, after); err != nil {
+		if err := in.writeFiles(rec, after); err != nil {
 			return err
 		}
+	}
+	// Every time, not only when the list changed: a NAT that failed to apply
+	// after the list was written is applied by the next call (a no-op when
+	// the table is as it should be).
+	if err := in.sb.applySMBNAT(ctx); err != nil {
+		return err
 	}
 	cur, err := in.shares(ctx)
 	if err != nil {
@@ -825,18 +831,6 @@ func (m *Manager) registerDNS(ctx context.Context, in *smbInstance, rec SMBMembe
 	if out, err := in.run(ctx, nil, args...); err != nil {
 		in.log.Warn("DNS registration of the machine name failed", "fqdn", fqdn(rec), "out", firstLine(out), "err", err)
 	}
-}
-
-// applyAddrs makes the instance's endpoints addrs (as its addrs.json lists
-// them by now): its files (the machine's name in hosts resolves to the first),
-// and the sandbox's NAT, which sends each endpoint's port 445 to the
-// instance's smbd (smbnat.go). smbd goes on: the instance's clients keep their
-// sessions and open files.
-func (m *Manager) applyAddrs(ctx context.Context, in *smbInstance, rec SMBMembership, addrs []netip.Addr) error {
-	if err := in.writeFiles(rec, addrs); err != nil {
-		return err
-	}
-	return in.sb.applySMBNAT(ctx)
 }
 
 // shares reads the instance's registry shares.
@@ -895,9 +889,14 @@ func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip
 		return err
 	}
 	if !slices.Equal(before, after) {
-		if err := m.applyAddrs(ctx, in, rec, after); err != nil {
+		if err := in.writeFiles(rec, after); err != nil {
 			return err
 		}
+	}
+	if err := in.sb.applySMBNAT(ctx); err != nil {
+		return err
+	}
+	if !slices.Equal(before, after) {
 		m.registerDNS(ctx, in, rec, after)
 	}
 	return nil

@@ -702,6 +702,9 @@ func loopbackUnreachable(t *testing.T, m *Manager, ep, lo netip.Addr) {
 		t.Fatalf("nft flush: %v %s", err, out)
 	}
 	err := dial(lo, 135)
+	sb.smbNATMu.Lock()
+	sb.smbNAT = "" // what this sandbox applied was changed behind its back
+	sb.smbNATMu.Unlock()
 	if aerr := sb.applySMBNAT(ctx); aerr != nil {
 		t.Fatal(aerr)
 	}

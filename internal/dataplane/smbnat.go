@@ -111,10 +111,10 @@ func (sb *sandbox) smbEndpoints() (map[netip.Addr]netip.Addr, error) {
 }
 
 // applySMBNAT makes the sandbox's basin_smb table send each endpoint of its
-// instances (as their addrs.json list them) to its instance's smbd. The
-// callers hold the instance lock of the instance whose addresses changed;
-// smbNATMu orders the passes of different instances, each of which reads
-// every instance's list.
+// instances (as their addrs.json list them) to its instance's smbd; a table
+// this sandbox already made so is left alone. The callers hold the instance
+// lock of the instance whose addresses changed; smbNATMu orders the passes of
+// different instances, each of which reads every instance's list.
 func (sb *sandbox) applySMBNAT(ctx context.Context) error {
 	sb.smbNATMu.Lock()
 	defer sb.smbNATMu.Unlock()
@@ -122,8 +122,13 @@ func (sb *sandbox) applySMBNAT(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("smb endpoints: %w", err)
 	}
+	script := renderSMBNAT(eps)
+	if script == sb.smbNAT {
+		return nil
+	}
+	sb.smbNAT = ""
 	path := filepath.Join(sb.dir, "smb-nat.nft")
-	if err := writeFileAtomic(path, []byte(renderSMBNAT(eps)), 0o600); err != nil {
+	if err := writeFileAtomic(path, []byte(script), 0o600); err != nil {
 		return err
 	}
 	// nsenter --net, not ip netns exec: the latter runs its command in a copy
@@ -134,5 +139,6 @@ func (sb *sandbox) applySMBNAT(ctx context.Context) error {
 		"echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet && nft -f \"$0\"", path); err != nil {
 		return fmt.Errorf("smb endpoints' NAT: %s: %w", firstLine(string(out)), err)
 	}
+	sb.smbNAT = script
 	return nil
 }

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -49,5 +51,67 @@ func TestRenderSMBNAT(t *testing.T) {
 		if out, err := exec.Command("nft", "-c", "-f", f).CombinedOutput(); err != nil {
 			t.Errorf("nft -c: %v\n%s\n%s", err, out, script)
 		}
+	}
+}
+
+// nftRunner records the nft scripts it is asked to apply, failing while fail
+// is set.
+type nftRunner struct {
+	applied []string
+	fail    bool
+}
+
+func (r *nftRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	if r.fail {
+		return []byte("nft: no"), errors.New("exit status 1")
+	}
+	script, err := os.ReadFile(args[len(args)-1])
+	if err != nil {
+		return nil, err
+	}
+	r.applied = append(r.applied, string(script))
+	return nil, nil
+}
+
+// applySMBNAT maps every joined instance's endpoints (not a ValidateDomain's
+// namespace's), applies a changed table once, and after a failure applies it
+// again at the next call.
+func TestApplySMBNAT(t *testing.T) {
+	dir := t.TempDir()
+	r := &nftRunner{}
+	sb := &sandbox{dir: dir, ns: "basin-x", run: r}
+	write := func(id string, addrs map[string]netip.Addr) {
+		t.Helper()
+		os.MkdirAll(filepath.Join(dir, "smb", id), 0o700)
+		if err := writeJSON(filepath.Join(dir, "smb", id, "addrs.json"), addrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := netip.MustParseAddr("10.99.0.10"), netip.MustParseAddr("10.99.0.11")
+	write("s1", map[string]netip.Addr{"one": a})
+	write("s2", map[string]netip.Addr{"two": b})
+	write("v9", map[string]netip.Addr{"probe": netip.MustParseAddr("10.99.0.12")})
+	ctx := context.Background()
+	for range 2 {
+		if err := sb.applySMBNAT(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := renderSMBNAT(map[netip.Addr]netip.Addr{a: smbLoopback("s1"), b: smbLoopback("s2")})
+	if len(r.applied) != 1 || r.applied[0] != want {
+		t.Fatalf("applied %d scripts, want this one once:\n%s\ngot:\n%v", len(r.applied), want, r.applied)
+	}
+	write("s2", map[string]netip.Addr{})
+	r.fail = true
+	if err := sb.applySMBNAT(ctx); err == nil {
+		t.Fatal("a failed nft was not reported")
+	}
+	r.fail = false
+	if err := sb.applySMBNAT(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want = renderSMBNAT(map[netip.Addr]netip.Addr{a: smbLoopback("s1")})
+	if len(r.applied) != 2 || r.applied[1] != want {
+		t.Fatalf("after the failure: %d scripts, the last:\n%s\nwant:\n%s", len(r.applied), r.applied[len(r.applied)-1], want)
 	}
 }

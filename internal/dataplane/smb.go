@@ -733,12 +733,13 @@ func (m *Manager) runningInstance(ctx context.Context, sb *sandbox, id string) (
 }
 
 // SMBShare adds or changes a registry share served by the instance on endpoint
-// addr (smb.ShareParams / ShareDiff, live, no reload); adds addr to the
-// instance's listening addresses (and to the sandbox's eth0, as Export does for
-// NFS) and registers the machine's FQDN → the instance's endpoint addresses in
-// AD DNS (best effort, a logged warning if it fails). A share is reachable only
-// through the endpoints of its own instance: each instance's smbd binds its own
-// addresses only.
+// addr (smb.ShareParams / ShareDiff, live, no reload); sends addr's port 445 to
+// the instance's smbd (the sandbox's NAT, smbnat.go) and only then puts addr
+// on the sandbox's eth0 (as Export does for NFS: a client that reconnects the
+// moment the address answers finds its share), and registers the machine's
+// FQDN → the instance's endpoint addresses in AD DNS (best effort, a logged
+// warning if it fails). A share is reachable only through the endpoints of its
+// own instance: the NAT sends each endpoint to its own instance's smbd.
 func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.Addr, spec smb.ShareSpec) error {
 	params, err := smb.ShareParams(spec)
 	if err != nil {
@@ -760,28 +761,8 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 		// instance's view every directory on the way is crossable (0755, see
 		// instanceHolderScript), while on the host the sandbox's stay 0700.
 	}
-	if err := in.sb.addAddr(ctx, addr); err != nil {
-		return err
-	}
-	addrs, err := readAddrs(in.addrsFile())
+	before, after, err := in.setEndpoint(ctx, rec, spec.Name, addr)
 	if err != nil {
-		return err
-	}
-	before := addrList(addrs)
-	addrs[spec.Name] = addr
-	after := addrList(addrs)
-	if err := writeJSON(in.addrsFile(), addrs); err != nil {
-		return err
-	}
-	if !slices.Equal(before, after) {
-		if err := in.writeFiles(rec, after); err != nil {
-			return err
-		}
-	}
-	// Every time, not only when the list changed: a NAT that failed to apply
-	// after the list was written is applied by the next call (a no-op when
-	// the table is as it should be).
-	if err := in.sb.applySMBNAT(ctx); err != nil {
 		return err
 	}
 	cur, err := in.shares(ctx)
@@ -795,6 +776,9 @@ func (m *Manager) SMBShare(ctx context.Context, network, ad string, addr netip.A
 	}
 	cur[spec.Name] = params
 	if err := in.writeMtab(cur); err != nil {
+		return err
+	}
+	if err := in.sb.addAddr(ctx, addr); err != nil {
 		return err
 	}
 	if !slices.Equal(before, after) {
@@ -833,6 +817,36 @@ func (m *Manager) registerDNS(ctx context.Context, in *smbInstance, rec SMBMembe
 	}
 }
 
+// setEndpoint records addr as share's endpoint in the instance's addrs.json
+// (the zero Addr: share has none any more), rewrites the files naming the
+// instance's endpoints when the list changed, and applies the sandbox's NAT
+// every time, not only when the list changed: a NAT that failed to apply
+// after the list was written is applied by the next call (a no-op when the
+// table is as it should be). It returns the instance's endpoints before and
+// after.
+func (in *smbInstance) setEndpoint(ctx context.Context, rec SMBMembership, share string, addr netip.Addr) (before, after []netip.Addr, err error) {
+	addrs, err := readAddrs(in.addrsFile())
+	if err != nil {
+		return nil, nil, err
+	}
+	before = addrList(addrs)
+	if addr.IsValid() {
+		addrs[share] = addr
+	} else {
+		delete(addrs, share)
+	}
+	after = addrList(addrs)
+	if err := writeJSON(in.addrsFile(), addrs); err != nil {
+		return nil, nil, err
+	}
+	if !slices.Equal(before, after) {
+		if err := in.writeFiles(rec, after); err != nil {
+			return nil, nil, err
+		}
+	}
+	return before, after, in.sb.applySMBNAT(ctx)
+}
+
 // shares reads the instance's registry shares.
 func (in *smbInstance) shares(ctx context.Context) (map[string]map[string]string, error) {
 	out, err := in.run(ctx, nil, smb.NetBinary, "-s", in.conf(), "conf", "list")
@@ -842,10 +856,10 @@ func (in *smbInstance) shares(ctx context.Context) (map[string]map[string]string
 	return parseConfList(out), nil
 }
 
-// SMBUnshare removes the share, cutting open sessions (smbcontrol close-share),
-// and drops addr from the instance's listening addresses when no share uses it
-// any more. Idempotent. The address stays on the sandbox's eth0 (it may serve
-// NFS too): ReleaseAddr takes it off.
+// SMBUnshare takes addr out of the sandbox's NAT (its port 445 no longer
+// reaches the instance), then removes the share, cutting open sessions
+// (smbcontrol close-share). Idempotent. The address stays on the sandbox's
+// eth0 (it may serve NFS too): ReleaseAddr takes it off.
 func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip.Addr, share string) error {
 	if err := smb.ValidateShareName(share); err != nil {
 		return err
@@ -858,6 +872,13 @@ func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip
 		return err
 	}
 	defer unlock()
+	// The endpoint leaves the NAT first: were that to fail after the share
+	// went, nothing would call again (the share is gone), and the endpoint
+	// would go on reaching the instance's other shares.
+	before, after, err := in.setEndpoint(ctx, rec, share, netip.Addr{})
+	if err != nil {
+		return err
+	}
 	cur, err := in.shares(ctx)
 	if err != nil {
 		return err
@@ -876,24 +897,6 @@ func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip
 		in.log.Warn("close-share", "share", share, "out", firstLine(out), "err", err)
 	}
 	if err := os.RemoveAll(m.SMBSnapshotDir(network, ad, share)); err != nil {
-		return err
-	}
-	addrs, err := readAddrs(in.addrsFile())
-	if err != nil {
-		return err
-	}
-	before := addrList(addrs)
-	delete(addrs, share)
-	after := addrList(addrs)
-	if err := writeJSON(in.addrsFile(), addrs); err != nil {
-		return err
-	}
-	if !slices.Equal(before, after) {
-		if err := in.writeFiles(rec, after); err != nil {
-			return err
-		}
-	}
-	if err := in.sb.applySMBNAT(ctx); err != nil {
 		return err
 	}
 	if !slices.Equal(before, after) {

@@ -54,7 +54,15 @@ func renderSMBNAT(endpoints map[netip.Addr]netip.Addr) string {
 		m = "\t\telements = { " + strings.Join(elems, ", ") + " }\n"
 	}
 	// The first two lines make the delete succeed whether the table exists or
-	// not: the whole file is one transaction.
+	// not: the whole file is one transaction. raw_in drops 127/8 sources
+	// from eth0 (route_localnet would take them); ICMP is tracked with port
+	// 445, so that an error about a translated connection (fragmentation
+	// needed) reaches smbd's socket translated back. filter_in drops a
+	// packet to port 445 that conntrack found out of window: untranslated, it
+	// would meet no socket at the endpoint and be answered with a reset that
+	// ends the client's session. filter_out, after the replies' source is
+	// translated back (srcnat, 100), drops anything still leaving eth0 from
+	// 127/8.
 	return fmt.Sprintf(`table ip %[1]s
 delete table ip %[1]s
 table ip %[1]s {
@@ -63,12 +71,15 @@ table ip %[1]s {
 %[2]s	}
 	chain raw_in {
 		type filter hook prerouting priority raw; policy accept;
-		tcp dport 445 return
+		iifname "eth0" ip saddr 127.0.0.0/8 drop
+		iifname "eth0" tcp dport 445 return
+		iifname "eth0" meta l4proto icmp return
 		notrack
 	}
 	chain raw_out {
 		type filter hook output priority raw; policy accept;
-		tcp sport 445 return
+		oifname "eth0" tcp sport 445 return
+		oifname "eth0" meta l4proto icmp return
 		notrack
 	}
 	chain nat_in {
@@ -77,15 +88,23 @@ table ip %[1]s {
 	}
 	chain filter_in {
 		type filter hook input priority filter; policy accept;
+		iifname "eth0" tcp dport 445 ct state invalid drop
 		iifname "eth0" ip daddr 127.0.0.0/8 ct status dnat accept
 		iifname "eth0" ip daddr 127.0.0.0/8 drop
+	}
+	chain filter_out {
+		type filter hook postrouting priority 200; policy accept;
+		oifname "eth0" ip saddr 127.0.0.0/8 drop
 	}
 }
 `, smbNATTable, m)
 }
 
 // smbEndpoints reads, from the sandbox's instance directories, every joined
-// instance's endpoint addresses mapped to its loopback address.
+// instance's endpoint addresses mapped to its loopback address. An instance
+// whose list cannot be read is left out (and logged), not every instance of
+// the network with it; an address two instances list goes to the first by
+// name (logged).
 func (sb *sandbox) smbEndpoints() (map[netip.Addr]netip.Addr, error) {
 	ents, err := os.ReadDir(filepath.Join(sb.dir, "smb"))
 	if err != nil && !os.IsNotExist(err) {
@@ -98,11 +117,16 @@ func (sb *sandbox) smbEndpoints() (map[netip.Addr]netip.Addr, error) {
 		}
 		addrs, err := readAddrs(filepath.Join(sb.dir, "smb", e.Name(), "addrs.json"))
 		if err != nil {
-			return nil, err
+			sb.log.Warn("an SMB instance's endpoints left out of the NAT", "smb", e.Name(), "err", err)
+			continue
 		}
 		lo := smbLoopback(e.Name())
 		for _, a := range addrs {
-			if a.Is4() {
+			switch prev, ok := out[a]; {
+			case !a.Is4():
+			case ok && prev != lo:
+				sb.log.Warn("two SMB instances list one endpoint; the first keeps it", "addr", a, "smb", e.Name())
+			default:
 				out[a] = lo
 			}
 		}
@@ -135,8 +159,10 @@ func (sb *sandbox) applySMBNAT(ctx context.Context) error {
 	// of the host's mounts, which for as long as it runs keeps busy any volume
 	// being unmounted meanwhile. /proc/sys/net is the entering process's
 	// network namespace's.
+	// The table first: route_localnet without its filter would let a client
+	// reach the loopback sockets, so a failed nft leaves it off.
 	if out, err := sb.run.Run(ctx, "nsenter", "--net=/run/netns/"+sb.ns, "sh", "-c",
-		"echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet && nft -f \"$0\"", path); err != nil {
+		"nft -f \"$0\" && echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet", path); err != nil {
 		return fmt.Errorf("smb endpoints' NAT: %s: %w", firstLine(string(out)), err)
 	}
 	sb.smbNAT = script

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -23,10 +24,13 @@ func TestRenderSMBNAT(t *testing.T) {
 	for _, want := range []string{
 		"table ip basin_smb\ndelete table ip basin_smb\n",
 		"elements = { 10.99.0.10 : 127.1.2.3, 10.99.0.21 : 127.5.6.7 }",
-		"tcp dport 445 return\n\t\tnotrack",
-		"tcp sport 445 return\n\t\tnotrack",
+		`iifname "eth0" ip saddr 127.0.0.0/8 drop` + "\n\t\t" + `iifname "eth0" tcp dport 445 return` + "\n\t\t" +
+			`iifname "eth0" meta l4proto icmp return` + "\n\t\tnotrack",
+		`oifname "eth0" tcp sport 445 return` + "\n\t\t" + `oifname "eth0" meta l4proto icmp return` + "\n\t\tnotrack",
 		`iifname "eth0" tcp dport 445 dnat to ip daddr map @endpoints`,
-		`iifname "eth0" ip daddr 127.0.0.0/8 ct status dnat accept` + "\n\t\t" + `iifname "eth0" ip daddr 127.0.0.0/8 drop`,
+		`iifname "eth0" tcp dport 445 ct state invalid drop` + "\n\t\t" + `iifname "eth0" ip daddr 127.0.0.0/8 ct status dnat accept` +
+			"\n\t\t" + `iifname "eth0" ip daddr 127.0.0.0/8 drop`,
+		"hook postrouting priority 200; policy accept;\n\t\t" + `oifname "eth0" ip saddr 127.0.0.0/8 drop`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
@@ -65,6 +69,9 @@ func (r *nftRunner) Run(_ context.Context, name string, args ...string) ([]byte,
 	if r.fail {
 		return []byte("nft: no"), errors.New("exit status 1")
 	}
+	if cmd := strings.Join(args, " "); !strings.Contains(cmd, `nft -f "$0" && echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet`) {
+		return nil, errors.New("not the table first, then route_localnet: " + cmd)
+	}
 	script, err := os.ReadFile(args[len(args)-1])
 	if err != nil {
 		return nil, err
@@ -74,12 +81,13 @@ func (r *nftRunner) Run(_ context.Context, name string, args ...string) ([]byte,
 }
 
 // applySMBNAT maps every joined instance's endpoints (not a ValidateDomain's
-// namespace's), applies a changed table once, and after a failure applies it
-// again at the next call.
+// namespace's, nor an unreadable list's), applies a changed table once, and
+// after a failure applies it again at the next call; the table goes in before
+// route_localnet is turned on.
 func TestApplySMBNAT(t *testing.T) {
 	dir := t.TempDir()
 	r := &nftRunner{}
-	sb := &sandbox{dir: dir, ns: "basin-x", run: r}
+	sb := &sandbox{dir: dir, ns: "basin-x", run: r, log: slog.New(slog.DiscardHandler)}
 	write := func(id string, addrs map[string]netip.Addr) {
 		t.Helper()
 		os.MkdirAll(filepath.Join(dir, "smb", id), 0o700)
@@ -91,6 +99,11 @@ func TestApplySMBNAT(t *testing.T) {
 	write("s1", map[string]netip.Addr{"one": a})
 	write("s2", map[string]netip.Addr{"two": b})
 	write("v9", map[string]netip.Addr{"probe": netip.MustParseAddr("10.99.0.12")})
+	// An instance whose list is unreadable is left out, not the others; an
+	// address another instance lists first stays that one's.
+	os.MkdirAll(filepath.Join(dir, "smb", "s0"), 0o700)
+	os.WriteFile(filepath.Join(dir, "smb", "s0", "addrs.json"), []byte("{not json"), 0o600)
+	write("s3", map[string]netip.Addr{"dup": a})
 	ctx := context.Background()
 	for range 2 {
 		if err := sb.applySMBNAT(ctx); err != nil {

@@ -37,9 +37,10 @@ type GlobalOptions struct {
 	// StateDir holds every Samba directory of the sandbox (absolute): private/,
 	// lock/, state/, cache/, run/ (pid, ncalrpc) and log/ (see Dirs).
 	StateDir string
-	// Addresses are the endpoint addresses smbd listens on (`bind interfaces
-	// only`), besides 127.0.0.1, the sandbox's own loopback (always bound, so smbd
-	// has a socket before the first volume and probes from inside the sandbox work).
+	// Addresses are addresses smbd listens on (`bind interfaces only`) besides
+	// the loopback one. Basin's instances give none: their endpoints reach smbd
+	// on its loopback address through the sandbox's NAT (dataplane/smbnat.go),
+	// so that an endpoint's coming or going never restarts smbd.
 	Addresses []netip.Addr
 	// Loopback is the loopback address smbd also listens on; the zero Addr is
 	// 127.0.0.1. Several Samba instances share one network namespace (one per AD

@@ -39,8 +39,9 @@ func openNetlinkAddrs(nsName, dev string) (*netlinkAddrs, error) {
 		return nil, fmt.Errorf("network namespace %s: %w", nsName, err)
 	}
 	defer ns.Close()
-	// rtnetlink for the addresses, sock_diag for the connections to them.
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE, unix.NETLINK_INET_DIAG)
+	// rtnetlink for the addresses, sock_diag for the connections to them,
+	// netfilter's for the connections translated to them (conntrack).
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE, unix.NETLINK_INET_DIAG, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", nsName, err)
 	}
@@ -143,11 +144,21 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 		}
 	}
 	ip := net.IP(addr.AsSlice())
+	// Connections translated on their way in (SMB: the sandbox's NAT sends an
+	// endpoint's port 445 to its instance's smbd on a loopback address,
+	// smbnat.go) have the translated address as their local one: their
+	// conntrack entries name the endpoint they were made to, and the socket's
+	// own ends.
+	natted, err := a.translatedTo(ip)
 	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, s := range socks {
 		switch {
 		case s.State == tcpListen || s.State == tcpTimeWait || s.State == tcpClose:
 			continue // nothing to answer on
+		case natted[sockEnds{s.ID.Source.String(), s.ID.SourcePort, s.ID.Destination.String(), s.ID.DestinationPort}]:
 		case !s.ID.Source.Equal(ip) || !listening[s.ID.SourcePort]: // Equal: IPv4-mapped too
 			continue
 		}
@@ -161,6 +172,36 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sockEnds is a TCP socket's local and remote address and port.
+type sockEnds struct {
+	local     string
+	localPort uint16
+	remote    string
+	rPort     uint16
+}
+
+// translatedTo lists the sockets of the connections made to ip whose
+// destination the sandbox translated (DNAT): from each conntrack entry to
+// ip, the reply direction's ends, which are the socket's. A kernel or
+// namespace without connection tracking has none.
+func (a *netlinkAddrs) translatedTo(ip net.IP) (map[sockEnds]bool, error) {
+	flows, err := a.h.ConntrackTableList(netlink.ConntrackTable, netlink.InetFamily(unix.AF_INET))
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list the translated connections to %s: %w", ip, err)
+	}
+	out := map[sockEnds]bool{}
+	for _, f := range flows {
+		if f.Forward.Protocol != unix.IPPROTO_TCP || !f.Forward.DstIP.Equal(ip) || f.Reverse.SrcIP.Equal(ip) {
+			continue // not to ip, or not translated
+		}
+		out[sockEnds{f.Reverse.SrcIP.String(), f.Reverse.SrcPort, f.Reverse.DstIP.String(), f.Reverse.DstPort}] = true
+	}
+	return out, nil
 }
 
 // TCP states as sock_diag gives them (include/net/tcp_states.h).

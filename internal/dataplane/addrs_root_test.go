@@ -1,14 +1,19 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/basin-nas/basin/internal/runner"
 )
 
 // Taking an endpoint address off a sandbox cuts the TCP connections to it:
@@ -41,46 +46,13 @@ func TestAddressCutResetsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	dial := func(p netip.Prefix) (client, server net.Conn) {
-		t.Helper()
-		if err := inNetns(nsB, func() (err error) {
-			client, err = net.DialTimeout("tcp4", netip.AddrPortFrom(p.Addr(), 2049).String(), 5*time.Second)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		server, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { client.Close(); server.Close() })
-		return client, server
-	}
-	_, keptServer := dial(kept)
-	cutClient, cutServer := dial(cut)
-
+	_, keptServer := connect(t, nsB, ln, kept.Addr(), 2049)
+	cutClient, cutServer := connect(t, nsB, ln, cut.Addr(), 2049)
 	if err := a.Cut(cut); err != nil {
 		t.Fatal(err)
 	}
-	// The server's side of the connection to the address taken off fails at
-	// once: nothing is read from it or written to it any more.
-	cutServer.SetReadDeadline(time.Now().Add(3 * time.Second))
-	_, err = cutServer.Read(make([]byte, 1))
+	checkCut(t, cut.Addr(), cutClient, cutServer, keptServer)
 	var ne net.Error
-	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
-		t.Fatalf("the connection to %s is still open after the address was taken off (read: %v)", cut.Addr(), err)
-	}
-	// The client is told (a reset): it reconnects at once rather than wait
-	// out its call's timeout.
-	cutClient.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := cutClient.Read(make([]byte, 1)); err == nil || (errors.As(err, &ne) && ne.Timeout()) {
-		t.Fatalf("the client of %s was not told its connection ended (read: %v)", cut.Addr(), err)
-	}
-	// The other address's connection is untouched.
-	keptServer.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if _, err := keptServer.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("the connection to %s, whose address stays, broke: %v", kept.Addr(), err)
-	}
 	if _, err := keptServer.Write([]byte("x")); err != nil {
 		t.Fatalf("write to the connection whose address stays: %v", err)
 	}
@@ -121,4 +93,89 @@ func dualStackListener(port int) (net.Listener, error) {
 		return nil, err
 	}
 	return net.FileListener(f)
+}
+
+// The same for connections the sandbox translated on their way in (SMB: an
+// endpoint's port 445 sent to its instance's smbd on a loopback address,
+// smbnat.go): their sockets' local address is the loopback one, and Cut
+// finds them through their conntrack entries. Another endpoint translated to
+// the same listener keeps its connection.
+func TestAddressCutResetsTranslatedConnections(t *testing.T) {
+	nsA, nsB := vethPair(t, "basin-natcut")
+	runIP(t, "-n", nsB, "addr", "add", "10.99.254.20/24", "dev", "eth0")
+	runIP(t, "-n", nsA, "link", "set", "lo", "up")
+	runIP(t, "-n", nsA, "addr", "add", smbLoopback("s1").String()+"/32", "dev", "lo") // instance s1's
+	a, err := openNetlinkAddrs(nsA, "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	kept, cut := netip.MustParsePrefix("10.99.254.10/24"), netip.MustParsePrefix("10.99.254.11/24")
+	for _, p := range []netip.Prefix{kept, cut} {
+		if err := a.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := &sandbox{dir: t.TempDir(), ns: nsA, run: runner.Exec{}, log: slog.New(slog.DiscardHandler)}
+	os.MkdirAll(filepath.Join(sb.dir, "smb", "s1"), 0o700)
+	if err := writeJSON(filepath.Join(sb.dir, "smb", "s1", "addrs.json"), map[string]netip.Addr{"k": kept.Addr(), "c": cut.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.applySMBNAT(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	if err := inNetns(nsA, func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(smbLoopback("s1"), 445).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, keptServer := connect(t, nsB, ln, kept.Addr(), 445)
+	cutClient, cutServer := connect(t, nsB, ln, cut.Addr(), 445)
+	if err := a.Cut(cut); err != nil {
+		t.Fatal(err)
+	}
+	checkCut(t, cut.Addr(), cutClient, cutServer, keptServer)
+}
+
+// connect dials addr:port from namespace ns and accepts the connection on
+// ln; both ends are closed at cleanup.
+func connect(t *testing.T, ns string, ln net.Listener, addr netip.Addr, port uint16) (client, server net.Conn) {
+	t.Helper()
+	if err := inNetns(ns, func() (err error) {
+		client, err = net.DialTimeout("tcp4", netip.AddrPortFrom(addr, port).String(), 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// checkCut checks a Cut of addr: the server's side of the connection to it
+// fails at once (nothing is read from it or written to it any more), its
+// client is told (a reset: it reconnects at once rather than wait out its
+// call's timeout), and another address's connection (kept, the server's
+// side) is untouched.
+func checkCut(t *testing.T, addr netip.Addr, cutClient, cutServer, kept net.Conn) {
+	t.Helper()
+	var ne net.Error
+	cutServer.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := cutServer.Read(make([]byte, 1)); err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("the connection to %s is still open after the address was taken off (read: %v)", addr, err)
+	}
+	cutClient.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := cutClient.Read(make([]byte, 1)); err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("the client of %s was not told its connection ended (read: %v)", addr, err)
+	}
+	kept.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := kept.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("another address's connection broke: %v", err)
+	}
 }

@@ -1,12 +1,14 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -124,13 +126,17 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 	// IPv4-mapped addresses, listed with IPv6's. A destroy by IPv4
 	// addresses finds them too (one table of established connections).
 	var socks []*netlink.Socket
-	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		s, err := a.h.SocketDiagTCP(family)
+	family := map[*netlink.Socket]uint8{}
+	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		s, err := a.h.SocketDiagTCP(fam)
 		for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 3; try++ {
-			s, err = a.h.SocketDiagTCP(family) // changed while listed: again, whole
+			s, err = a.h.SocketDiagTCP(fam) // changed while listed: again, whole
 		}
 		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
 			return fmt.Errorf("list the connections to %s: %w", addr, err)
+		}
+		for _, x := range s {
+			family[x] = fam
 		}
 		socks = append(socks, s...)
 	}
@@ -162,16 +168,64 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 		case !s.ID.Source.Equal(ip) || !listening[s.ID.SourcePort]: // Equal: IPv4-mapped too
 			continue
 		}
-		err := a.h.SocketDestroy(&net.TCPAddr{IP: s.ID.Source, Port: int(s.ID.SourcePort)},
-			&net.TCPAddr{IP: s.ID.Destination, Port: int(s.ID.DestinationPort)})
+		err := a.destroy(family[s], s.ID)
 		switch {
-		case err == nil, errors.Is(err, unix.ENOENT): // gone meanwhile
+		case err == nil, errors.Is(err, unix.ENOENT), errors.Is(err, unix.ESTALE): // gone meanwhile
 		case errors.Is(err, unix.EOPNOTSUPP):
 		default:
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// destroy ends the TCP socket id (of family, as sock_diag listed it) with
+// SOCK_DESTROY, naming it by its cookie too. Without the cookie the kernel
+// looks the socket up by its addresses alone (inet_diag_find_one_icsk), and
+// when the connection has ended since it was listed, the lookup falls back
+// to the listener of its local address and port: the destroy then closed
+// Ganesha's listening socket, and the whole network's NFS with it.
+// netlink.Handle.SocketDestroy sends no cookie; so the request is made here,
+// in the sandbox's namespace. ESTALE: the cookie's socket is gone.
+func (a *netlinkAddrs) destroy(family uint8, id netlink.SocketID) error {
+	return inNetns(a.ns, func() error {
+		req := nl.NewNetlinkRequest(nl.SOCK_DESTROY, unix.NLM_F_ACK)
+		req.AddData(&sockDestroy{family: family, id: id})
+		_, err := req.Execute(unix.NETLINK_INET_DIAG, 0)
+		return err
+	})
+}
+
+// sockDestroy is SOCK_DESTROY's struct inet_diag_req_v2
+// (include/uapi/linux/inet_diag.h): family, protocol, extensions, padding,
+// states, and the socket's inet_diag_sockid: ports in network order, the
+// addresses in 16 bytes each (an IPv4 one in the first 4), interface, cookie.
+type sockDestroy struct {
+	family uint8
+	id     netlink.SocketID
+}
+
+func (r *sockDestroy) Len() int { return 56 }
+
+func (r *sockDestroy) Serialize() []byte {
+	b := make([]byte, r.Len())
+	b[0], b[1] = r.family, unix.IPPROTO_TCP
+	binary.NativeEndian.PutUint32(b[4:], ^uint32(0))
+	binary.BigEndian.PutUint16(b[8:], r.id.SourcePort)
+	binary.BigEndian.PutUint16(b[10:], r.id.DestinationPort)
+	put := func(off int, ip net.IP) {
+		if r.family == unix.AF_INET {
+			copy(b[off:off+4], ip.To4())
+		} else {
+			copy(b[off:off+16], ip.To16())
+		}
+	}
+	put(12, r.id.Source)
+	put(28, r.id.Destination)
+	binary.NativeEndian.PutUint32(b[44:], r.id.Interface)
+	binary.NativeEndian.PutUint32(b[48:], r.id.Cookie[0])
+	binary.NativeEndian.PutUint32(b[52:], r.id.Cookie[1])
+	return b
 }
 
 // sockEnds is a TCP socket's local and remote address and port.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/basin-nas/basin/internal/runner"
@@ -177,5 +178,73 @@ func checkCut(t *testing.T, addr netip.Addr, cutClient, cutServer, kept net.Conn
 	kept.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if _, err := kept.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("another address's connection broke: %v", err)
+	}
+}
+
+// A connection that ended between Cut's listing and its destroy must not take
+// the listener down with it: the kernel, asked to destroy a socket by its
+// addresses alone, falls back to the listener of its local address and port
+// when the connection is gone (the race that left Ganesha listening on no
+// 2049 in a sandbox, every NFS client of the network refused). destroy names
+// the socket by its cookie too: it answers ESTALE and the listener serves on.
+// The control: the same destroy without the cookie (netlink's SocketDestroy)
+// closes the listener.
+func TestDestroyOfAConnectionGoneSparesTheListener(t *testing.T) {
+	nsA, nsB := vethPair(t, "basin-stale")
+	runIP(t, "-n", nsA, "addr", "add", "10.99.255.10/24", "dev", "eth0")
+	runIP(t, "-n", nsB, "addr", "add", "10.99.255.20/24", "dev", "eth0")
+	a, err := openNetlinkAddrs(nsA, "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var ln net.Listener
+	if err := inNetns(nsA, func() (err error) { ln, err = dualStackListener(2049); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	server := netip.MustParseAddr("10.99.255.10")
+	// The listed connection, then its end.
+	client, conn := connect(t, nsB, ln, server, 2049)
+	var id netlink.SocketID
+	socks, err := a.h.SocketDiagTCP(unix.AF_INET6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range socks {
+		if s.State != tcpListen && s.ID.Source.Equal(net.IP(server.AsSlice())) && s.ID.SourcePort == 2049 {
+			id = s.ID
+		}
+	}
+	if id.SourcePort == 0 {
+		t.Fatal("the connection is not listed")
+	}
+	client.Close()
+	conn.Close()
+	time.Sleep(100 * time.Millisecond) // both sides closed (the server's in LAST_ACK or gone)
+	if err := a.destroy(unix.AF_INET6, id); err == nil {
+		t.Log("destroy of the ended connection succeeded (it was still there, closing)")
+	}
+	if c, _ := connect(t, nsB, ln, server, 2049); c == nil {
+		t.Fatal("no connection after the destroy")
+	}
+	// The control.
+	c2, s2 := connect(t, nsB, ln, server, 2049)
+	local, remote := s2.LocalAddr().(*net.TCPAddr), s2.RemoteAddr().(*net.TCPAddr)
+	c2.Close()
+	s2.Close()
+	time.Sleep(100 * time.Millisecond)
+	if err := a.h.SocketDestroy(&net.TCPAddr{IP: local.IP, Port: local.Port}, &net.TCPAddr{IP: remote.IP, Port: remote.Port}); err != nil {
+		t.Logf("the control's destroy: %v", err)
+	}
+	err = inNetns(nsB, func() error {
+		c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(server, 2049).String(), 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if err == nil {
+		t.Fatal("the control: a destroy by addresses alone of an ended connection left the listener serving; the check above proves nothing")
 	}
 }

@@ -408,3 +408,26 @@ func TestFailoverPace(t *testing.T) {
 		}
 	}
 }
+
+// An SMB-only volume has no export (ExportID 0), but an endpoint address of
+// its own on the sandbox (its share's): it leaves the node's data plane with
+// the volume, as an NFS volume's does, when the volume moves away (its
+// clients' connections reset) and when it is deleted. It stayed on before,
+// and after a move both nodes held the address.
+func TestSMBOnlyVolumeAddressLeaves(t *testing.T) {
+	h := newHarness(t)
+	dp := h.withDataPlane()
+	c := New(Options{Store: h.st, Backend: h.be, DataPlane: AdaptDataPlane(dp), Resync: time.Hour})
+	v := newVolume("smb1")
+	v.Protocols, v.Endpoint, v.Network = []model.Protocol{model.ProtocolSMB}, "10.99.0.30", "default"
+	ctx := context.Background()
+	if err := c.unserve(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.step(ctx, nil, v, Step{Op: StepUnexport}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dp.History(), []string{"unaddr 10.99.0.30", "unaddr 10.99.0.30"}; !slices.Equal(got, want) {
+		t.Fatalf("data plane calls %v, want the address taken off by the move and by the delete: %v", got, want)
+	}
+}

@@ -411,7 +411,8 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		}
 		return c.kerberosExported(ctx, v, ad, host, addr)
 	case StepUnexport:
-		if c.dp == nil || v.Endpoint == "" || v.ExportID == 0 {
+		// An SMB-only volume (ExportID 0) has its address alone to take off.
+		if c.dp == nil || v.Endpoint == "" {
 			return nil
 		}
 		addr, err := netip.ParseAddr(v.Endpoint)

@@ -604,7 +604,8 @@ func (m *Manager) Export(ctx context.Context, network string, addr netip.Addr, e
 
 // Unexport removes, if addr is valid, the endpoint address from the network's
 // sandbox and then export id (a volume's snapshot exports share its address:
-// they pass the zero Addr). Clients keep their connections: a volume reverted
+// they pass the zero Addr; an SMB-only volume, which has no export, passes id
+// 0: its address alone goes). Clients keep their connections: a volume reverted
 // or remounted comes back at the same address. A sandbox that is not running
 // has nothing to remove but stale files.
 func (m *Manager) Unexport(ctx context.Context, network string, addr netip.Addr, id uint64) error {
@@ -638,6 +639,9 @@ func (m *Manager) unexport(ctx context.Context, network string, addr netip.Addr,
 		if err := sb.delAddr(ctx, addr); err != nil {
 			return err
 		}
+	}
+	if id == 0 {
+		return nil // an SMB-only volume's address: no export of its own
 	}
 	return sb.unexport(ctx, id)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os/exec"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,10 +103,36 @@ func TestExportLoadedBeforeAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := <-done; err != nil {
+			// What the sandbox listens on and holds, for the failure.
+			for _, args := range [][]string{{"ss", "-ltnp"}, {"ss", "-tn"}, {"ip", "addr", "show", "eth0"}} {
+				out, _ := exec.Command("nsenter", append([]string{"--net=/run/netns/" + sb.ns}, args...)...).CombinedOutput()
+				t.Logf("%v in the sandbox:\n%s", args, out)
+			}
+			t.Logf("ganesha pid %d", m.GaneshaPID("bso"))
 			t.Fatalf("round %d: %v", round, err)
 		}
 		if stale.Load() {
 			t.Fatalf("round %d: a client reconnecting as the address came back was answered NFS3ERR_STALE: the address came before the export", round)
 		}
+	}
+
+	// Id 0 is an SMB-only volume's address alone: it goes, the exports stay
+	// (Ganesha refuses to remove export 0, its pseudo root).
+	if err := m.Release(ctx, "bso", addr, 0); err != nil {
+		t.Fatal(err)
+	}
+	if present() {
+		t.Fatalf("%s still on the sandbox after its release", addr)
+	}
+	held, err := sb.bus.ShowExports(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, e := range held {
+		ids = append(ids, e.ID)
+	}
+	if !slices.Contains(ids, ex.ID) {
+		t.Fatalf("exports after the release of an address alone: %v, want %d still there", ids, ex.ID)
 	}
 }

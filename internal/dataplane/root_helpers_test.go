@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,8 @@ func rootManager(t *testing.T, ctx context.Context, n Network) (m *Manager, moun
 		t.Skipf("needs Basin's Ganesha: %v", err)
 	}
 	dataDir, mounts := sharedMounts(t, ctx)
-	m = New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n}})
+	m = New(Options{Ganesha: testGanesha(), DataDir: dataDir, Networks: []Network{n},
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}) // shown if the test fails
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

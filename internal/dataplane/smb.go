@@ -859,7 +859,8 @@ func (in *smbInstance) shares(ctx context.Context) (map[string]map[string]string
 // SMBUnshare takes addr out of the sandbox's NAT (its port 445 no longer
 // reaches the instance), then removes the share, cutting open sessions
 // (smbcontrol close-share). Idempotent. The address stays on the sandbox's
-// eth0 (it may serve NFS too): ReleaseAddr takes it off.
+// eth0 (it may serve NFS too): Unexport or Release takes it off (with export
+// id 0 for an SMB-only volume).
 func (m *Manager) SMBUnshare(ctx context.Context, network, ad string, addr netip.Addr, share string) error {
 	if err := smb.ValidateShareName(share); err != nil {
 		return err
@@ -942,19 +943,6 @@ func (in *smbInstance) writeMtab(shares map[string]map[string]string) error {
 	}
 	slices.Sort(lines)
 	return writeFileAtomic(filepath.Join(in.dir, "etc", "mtab"), []byte(strings.Join(slices.Compact(lines), "")), 0o644)
-}
-
-// ReleaseAddr takes an endpoint address off the network's sandbox interface (what
-// Unexport does for NFS with a valid addr): for an SMB-only volume after
-// SMBUnshare. Absent is fine.
-func (m *Manager) ReleaseAddr(ctx context.Context, network string, addr netip.Addr) error {
-	m.mu.Lock()
-	sb := m.sandboxes[network]
-	m.mu.Unlock()
-	if sb == nil || !sb.alive() {
-		return nil
-	}
-	return sb.delAddr(ctx, addr)
 }
 
 // lockedInstance returns (network, ad)'s instance running, with its record, under

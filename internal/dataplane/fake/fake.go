@@ -69,10 +69,14 @@ func (d *DataPlane) Release(ctx context.Context, network string, addr netip.Addr
 	return d.Unexport(ctx, network, addr, id)
 }
 
-// Unexport implements controller.DataPlane.
-func (d *DataPlane) Unexport(_ context.Context, _ string, _ netip.Addr, id uint64) error {
+// Unexport implements controller.DataPlane. Id 0 (an SMB-only volume's
+// address alone) is recorded as "unaddr ADDR".
+func (d *DataPlane) Unexport(_ context.Context, _ string, addr netip.Addr, id uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if id == 0 && addr.IsValid() {
+		d.history = append(d.history, "unaddr "+addr.String())
+	}
 	if e, ok := d.exports[id]; ok {
 		d.history = append(d.history, "unexport "+e.Export.Pseudo)
 	}

@@ -694,12 +694,14 @@ func loopbackUnreachable(t *testing.T, m *Manager, ep, lo netip.Addr) {
 			t.Errorf("a client routing %s to the sandbox reached %s:%d", lo, lo, port)
 		}
 	}
-	// The control: the filter flushed, the same client gets through.
+	// The control: the filters flushed, the same client gets through.
 	m.mu.Lock()
 	sb := m.sandboxes["bss"]
 	m.mu.Unlock()
-	if out, err := exec.Command("ip", "netns", "exec", sb.ns, "nft", "flush", "chain", "ip", smbNATTable, "filter_in").CombinedOutput(); err != nil {
-		t.Fatalf("nft flush: %v %s", err, out)
+	for _, chain := range []string{"filter_in", "filter_out"} {
+		if out, err := exec.Command("nsenter", "--net=/run/netns/"+sb.ns, "nft", "flush", "chain", "ip", smbNATTable, chain).CombinedOutput(); err != nil {
+			t.Fatalf("nft flush: %v %s", err, out)
+		}
 	}
 	err := dial(lo, 135)
 	sb.smbNATMu.Lock()

@@ -25,10 +25,12 @@ import (
 // eth0 to a 127/8 address only with route_localnet, which is on for eth0;
 // basin_smb drops every packet from eth0 to 127/8 that is not such a
 // connection, so a client that routes 127/8 to the sandbox reaches neither
-// smbd's nor samba-dcerpcd's loopback sockets directly. Only port 445 is
-// tracked (and NAT'd); the rest of the sandbox's traffic (NFS, and Samba's own
-// connections to the domain) is not, so NFS costs no connection tracking and
-// no tenant can fill the conntrack table with NFS connections.
+// smbd's nor samba-dcerpcd's loopback sockets directly. Only port 445 (and
+// ICMP, for the errors about it) is tracked; the rest of the sandbox's
+// traffic (NFS, and Samba's own connections to the domain) is not, so NFS
+// costs no connection tracking and no tenant can fill the conntrack table
+// with NFS connections. A release cuts the translated connections too
+// (netlinkAddrs.cut finds them through conntrack).
 //
 // What smbd sees: the server's address of a connection is its loopback
 // address. Nothing of the shares depends on it (a share is reached by name at

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -448,18 +447,8 @@ func (c *Controller) release(ctx context.Context, h *model.Hosting) error {
 // exports, which share the address, meets an export already gone
 // (NFS3ERR_STALE); clients reconnect to the new host instead.
 func (c *Controller) unserve(ctx context.Context, v *model.Volume) error {
-	// An SMB-only volume has no export (ExportID 0): its address alone goes,
-	// its SMB clients' connections reset with it; else it stayed on this
-	// node's eth0 while the next host put it on its own.
-	if c.dp != nil && v.Endpoint != "" {
-		addr, err := netip.ParseAddr(v.Endpoint)
-		if err != nil {
-			return err
-		}
-		if err := c.dp.Release(ctx, v.Network, addr, v.ExportID); err != nil {
-			return err
-		}
-		c.kerberosUnexported(ctx, v, addr)
+	if err := c.takeOff(ctx, v, true); err != nil {
+		return err
 	}
 	if err := c.takeDownSnapshotExports(ctx, v); err != nil {
 		return err

@@ -411,25 +411,37 @@ func (c *Controller) step(ctx context.Context, op *model.Operation, v *model.Vol
 		}
 		return c.kerberosExported(ctx, v, ad, host, addr)
 	case StepUnexport:
-		// An SMB-only volume (ExportID 0) has its address alone to take off.
-		if c.dp == nil || v.Endpoint == "" {
-			return nil
-		}
-		addr, err := netip.ParseAddr(v.Endpoint)
-		if err != nil {
-			return err
-		}
-		if err := c.dp.Unexport(ctx, v.Network, addr, v.ExportID); err != nil {
-			return err
-		}
-		c.kerberosUnexported(ctx, v, addr)
-		return nil
+		return c.takeOff(ctx, v, false)
 	case StepShare:
 		return c.share(ctx, v)
 	case StepUnshare:
 		return c.unshare(ctx, v)
 	}
 	return fmt.Errorf("unknown step %q", s.Op)
+}
+
+// takeOff takes volume v's endpoint address and export off this node's data
+// plane: released (its clients' connections reset) when it moves to another
+// node, else unexported (a delete, a revert, a remount). An SMB-only volume
+// has no export (ExportID 0): its address alone goes; else it stayed on
+// this node's eth0, after a move as well as the next host's.
+func (c *Controller) takeOff(ctx context.Context, v *model.Volume, release bool) error {
+	if c.dp == nil || v.Endpoint == "" {
+		return nil
+	}
+	addr, err := netip.ParseAddr(v.Endpoint)
+	if err != nil {
+		return err
+	}
+	off := c.dp.Unexport
+	if release {
+		off = c.dp.Release
+	}
+	if err := off(ctx, v.Network, addr, v.ExportID); err != nil {
+		return err
+	}
+	c.kerberosUnexported(ctx, v, addr)
+	return nil
 }
 
 func (c *Controller) volumeEnsure(ctx context.Context, op *model.Operation) error {

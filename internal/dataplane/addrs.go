@@ -123,10 +123,13 @@ func (a *netlinkAddrs) Del(p netip.Prefix) error {
 // would have before, when the client next sends.
 func (a *netlinkAddrs) cut(addr netip.Addr) error {
 	// Ganesha listens on [::]: its IPv4 connections are IPv6 sockets with
-	// IPv4-mapped addresses, listed with IPv6's. A destroy by IPv4
-	// addresses finds them too (one table of established connections).
-	var socks []*netlink.Socket
-	family := map[*netlink.Socket]uint8{}
+	// IPv4-mapped addresses, listed with IPv6's; each socket is destroyed
+	// as its family lists it.
+	type listed struct {
+		family uint8
+		*netlink.Socket
+	}
+	var socks []listed
 	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		s, err := a.h.SocketDiagTCP(fam)
 		for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 3; try++ {
@@ -136,9 +139,8 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 			return fmt.Errorf("list the connections to %s: %w", addr, err)
 		}
 		for _, x := range s {
-			family[x] = fam
+			socks = append(socks, listed{fam, x})
 		}
-		socks = append(socks, s...)
 	}
 	// Connections clients made are to a port something listens on; the
 	// sandbox's own, out to a DC or a client's callback service, are from
@@ -160,6 +162,7 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	var doomed []sockDestroy
 	for _, s := range socks {
 		switch {
 		case s.State == tcpListen || s.State == tcpTimeWait || s.State == tcpClose:
@@ -168,7 +171,9 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 		case !s.ID.Source.Equal(ip) || !listening[s.ID.SourcePort]: // Equal: IPv4-mapped too
 			continue
 		}
-		err := a.destroy(family[s], s.ID)
+		doomed = append(doomed, sockDestroy{family: s.family, id: s.ID})
+	}
+	for _, err := range a.destroy(doomed) {
 		switch {
 		case err == nil, errors.Is(err, unix.ENOENT), errors.Is(err, unix.ESTALE): // gone meanwhile
 		case errors.Is(err, unix.EOPNOTSUPP):
@@ -179,21 +184,33 @@ func (a *netlinkAddrs) cut(addr netip.Addr) error {
 	return errors.Join(errs...)
 }
 
-// destroy ends the TCP socket id (of family, as sock_diag listed it) with
-// SOCK_DESTROY, naming it by its cookie too. Without the cookie the kernel
-// looks the socket up by its addresses alone (inet_diag_find_one_icsk), and
-// when the connection has ended since it was listed, the lookup falls back
-// to the listener of its local address and port: the destroy then closed
-// Ganesha's listening socket, and the whole network's NFS with it.
-// netlink.Handle.SocketDestroy sends no cookie; so the request is made here,
-// in the sandbox's namespace. ESTALE: the cookie's socket is gone.
-func (a *netlinkAddrs) destroy(family uint8, id netlink.SocketID) error {
-	return inNetns(a.ns, func() error {
-		req := nl.NewNetlinkRequest(nl.SOCK_DESTROY, unix.NLM_F_ACK)
-		req.AddData(&sockDestroy{family: family, id: id})
-		_, err := req.Execute(unix.NETLINK_INET_DIAG, 0)
-		return err
-	})
+// destroy ends the TCP sockets socks (each of the family sock_diag listed
+// it in) with SOCK_DESTROY, in one pass in the sandbox's namespace, naming
+// each by its cookie too; it returns each one's error. Without the cookie
+// the kernel looks a socket up by its addresses alone
+// (inet_diag_find_one_icsk), and when the connection has ended since it was
+// listed, the lookup falls back to the listener of its local address and
+// port: the destroy then closed Ganesha's listening socket, and the whole
+// network's NFS with it. netlink.Handle.SocketDestroy sends no cookie; so
+// the requests are made here. ESTALE: the cookie's socket is gone.
+func (a *netlinkAddrs) destroy(socks []sockDestroy) []error {
+	errs := make([]error, len(socks))
+	if len(socks) == 0 {
+		return errs
+	}
+	if err := inNetns(a.ns, func() error {
+		for i := range socks {
+			req := nl.NewNetlinkRequest(nl.SOCK_DESTROY, unix.NLM_F_ACK)
+			req.AddData(&socks[i])
+			_, errs[i] = req.Execute(unix.NETLINK_INET_DIAG, 0)
+		}
+		return nil
+	}); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // sockDestroy is SOCK_DESTROY's struct inet_diag_req_v2

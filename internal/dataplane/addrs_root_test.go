@@ -222,7 +222,7 @@ func TestDestroyOfAConnectionGoneSparesTheListener(t *testing.T) {
 	client.Close()
 	conn.Close()
 	time.Sleep(100 * time.Millisecond) // both sides closed (the server's in LAST_ACK or gone)
-	if err := a.destroy(unix.AF_INET6, id); err == nil {
+	if err := a.destroy([]sockDestroy{{family: unix.AF_INET6, id: id}})[0]; err == nil {
 		t.Log("destroy of the ended connection succeeded (it was still there, closing)")
 	}
 	if c, _ := connect(t, nsB, ln, server, 2049); c == nil {

@@ -1,17 +1,15 @@
 package cephfs
 
 import (
-	"bufio"
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/basin-nas/basin/internal/jsonline"
 )
 
 // The backend talks to the cluster's monitors and managers through one RADOS
@@ -43,14 +41,12 @@ func errno(err error) syscall.Errno {
 	return 0
 }
 
+// channel is the backend's RADOS client (mgr.py through jsonline).
 type channel struct {
 	conf, id, keyring string
 
-	mu   sync.Mutex // one command at a time
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Reader
-	done chan struct{}
+	once sync.Once
+	h    *jsonline.Helper
 }
 
 type answer struct {
@@ -59,67 +55,11 @@ type answer struct {
 	Err string `json:"err"`
 }
 
-// start starts the helper and waits for it to connect.
-func (c *channel) start(ctx context.Context) error {
-	cmd := exec.Command(python, "-c", mgrPy, c.conf, c.id, c.keyring)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("ceph channel: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // its stderr says why
-	c.cmd, c.in, c.out, c.done = cmd, in, bufio.NewReader(out), done
-	var ready struct {
-		Ready bool `json:"ready"`
-	}
-	if err := c.read(ctx, &ready); err != nil || !ready.Ready {
-		c.stop()
-		return fmt.Errorf("ceph channel: connect as client.%s: %v %s", c.id, err, stderr.String())
-	}
-	return nil
-}
-
-// read reads one line into v, giving up (and stopping the helper) when ctx
-// ends.
-func (c *channel) read(ctx context.Context, v any) error {
-	type line struct {
-		b   []byte
-		err error
-	}
-	got := make(chan line, 1)
-	go func() {
-		b, err := c.out.ReadBytes('\n')
-		got <- line{b, err}
-	}()
-	select {
-	case l := <-got:
-		if l.err != nil {
-			return l.err
-		}
-		return json.Unmarshal(l.b, v)
-	case <-ctx.Done():
-		c.stop() // the reader goroutine ends with the pipe
-		return ctx.Err()
-	}
-}
-
-func (c *channel) stop() {
-	if c.cmd == nil {
-		return
-	}
-	c.cmd.Process.Kill() //nolint:errcheck // it may be gone
-	<-c.done
-	c.cmd = nil
+func (c *channel) helper() *jsonline.Helper {
+	c.once.Do(func() {
+		c.h = &jsonline.Helper{Name: "ceph channel (client." + c.id + ")", Argv: []string{python, "-c", mgrPy, c.conf, c.id, c.keyring}}
+	})
+	return c.h
 }
 
 // call runs one command on target ("mon" or "mgr") and returns its output; a
@@ -127,25 +67,13 @@ func (c *channel) stop() {
 // it died or a call was cut short; a command whose helper died under it is
 // sent once more to a new one (Basin's commands are idempotent).
 func (c *channel) call(ctx context.Context, target string, cmd map[string]any) ([]byte, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	timeout := 60
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(1, int(time.Until(dl).Seconds()))
 	}
-	req, err := json.Marshal(map[string]any{"target": target, "cmd": cmd, "timeout": timeout})
-	if err != nil {
-		return nil, err
-	}
 	var a answer
-	for attempt := 0; ; attempt++ {
-		if err = c.roundTrip(ctx, req, &a); err == nil {
-			break
-		}
-		c.stop()
-		if attempt > 0 || ctx.Err() != nil {
-			return nil, fmt.Errorf("ceph channel: %w", err)
-		}
+	if err := c.helper().Call(ctx, map[string]any{"target": target, "cmd": cmd, "timeout": timeout}, &a); err != nil {
+		return nil, err
 	}
 	if a.RC != 0 {
 		rc := a.RC
@@ -157,51 +85,5 @@ func (c *channel) call(ctx context.Context, target string, cmd map[string]any) (
 	return []byte(a.Out), nil
 }
 
-// roundTrip sends one request and reads its answer, starting the helper if
-// there is none.
-func (c *channel) roundTrip(ctx context.Context, req []byte, a *answer) error {
-	if c.cmd != nil {
-		select {
-		case <-c.done:
-			c.cmd = nil
-		default:
-		}
-	}
-	if c.cmd == nil {
-		if err := c.start(ctx); err != nil {
-			return err
-		}
-	}
-	if _, err := c.in.Write(append(req, '\n')); err != nil {
-		return err
-	}
-	return c.read(ctx, a)
-}
-
 // close stops the helper.
-func (c *channel) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stop()
-}
-
-// limitedBuffer keeps the first 4 KiB written to it.
-type limitedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := 4096 - len(b.buf); n > 0 {
-		b.buf = append(b.buf, p[:min(n, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (b *limitedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
+func (c *channel) close() { c.helper().Close() }

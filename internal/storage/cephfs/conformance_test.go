@@ -260,9 +260,7 @@ func TestChannelRestarts(t *testing.T) {
 	if _, err := b.subvolumeNames(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.ch.mu.Lock()
-	b.ch.cmd.Process.Kill() //nolint:errcheck
-	b.ch.mu.Unlock()
+	b.ch.helper().Kill()
 	if _, err := b.subvolumeNames(ctx); err != nil {
 		t.Fatalf("after the helper died: %v", err)
 	}

@@ -50,7 +50,8 @@ func (sb *sandbox) radosRecovery() *nfs.RADOSRecovery {
 		return nil
 	}
 	r := sb.ceph.Recovery
-	return &nfs.RADOSRecovery{CephConf: sb.cephConfPath(), UserID: r.ID, Pool: r.Pool, Namespace: r.Namespace, NodeID: sb.host}
+	return &nfs.RADOSRecovery{CephConf: sb.cephConfPath(), UserID: r.ID, Pool: r.Pool, Namespace: r.Namespace, NodeID: sb.host,
+		GraceOID: nfs.GraceOID(sb.host, 0)}
 }
 
 // recoveryKeyring is where the sandbox keeps the recovery user's keyring.
@@ -68,9 +69,9 @@ func (sb *sandbox) joinGraceDB() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	args := []string{"-t", pidString(sb.holder), "-m", "-n", "--", filepath.Join(sb.ganesha.prefix(), "bin", "ganesha-rados-grace"),
-		"--cephconf", r.CephConf, "--userid", r.UserID, "--pool", r.Pool, "--ns", r.Namespace, "--oid", r.GraceOID(), "add", r.NodeID}
+		"--cephconf", r.CephConf, "--userid", r.UserID, "--pool", r.Pool, "--ns", r.Namespace, "--oid", r.GraceOID, "add", r.NodeID}
 	if _, err := sb.run.Run(ctx, "nsenter", args...); err != nil {
-		return fmt.Errorf("add %s to its grace database %s/%s/%s: %w", r.NodeID, r.Pool, r.Namespace, r.GraceOID(), err)
+		return fmt.Errorf("add %s to its grace database %s/%s/%s: %w", r.NodeID, r.Pool, r.Namespace, r.GraceOID, err)
 	}
 	return nil
 }

@@ -321,11 +321,23 @@ var krb5Principal = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}@[A-Za-z0-9]([A-Za-
 // starts (ganesha-rados-grace add).
 type RADOSRecovery struct {
 	CephConf, UserID, Pool, Namespace, NodeID string
+	// GraceOID is the grace database's object (GraceOID(NodeID, generation)).
+	GraceOID string
 }
 
-// GraceOID is the grace database's object: one per NodeID, so that a node's
-// restart or move puts only its own clients in grace.
-func (r *RADOSRecovery) GraceOID() string { return "grace-" + r.NodeID }
+// GraceOID names a grace database object: one per identity, so that a
+// restart or move puts only that identity's clients in grace, and one per
+// generation of it. Generation 0 (an identity served where it was born, never
+// moved) is grace-<nodeID>; each later host of the identity starts a database
+// of its own, grace-<nodeID>.e<gen>, into which its client records were
+// carried (dataplane's carryGrace), so that two Ganeshas of one identity
+// never share one.
+func GraceOID(nodeID string, gen int64) string {
+	if gen == 0 {
+		return "grace-" + nodeID
+	}
+	return fmt.Sprintf("grace-%s.e%d", nodeID, gen)
+}
 
 // Grace defaults: see RenderConfig.
 const (
@@ -389,7 +401,7 @@ func (o ConfigOptions) Validate() error {
 		if !filepath.IsAbs(r.CephConf) || strings.ContainsAny(r.CephConf, "\"\\") || strings.ContainsFunc(r.CephConf, unicode.IsControl) {
 			return fmt.Errorf("ganesha config: ceph.conf %q", r.CephConf)
 		}
-		for _, w := range []struct{ what, v string }{{"cephx user", r.UserID}, {"pool", r.Pool}, {"namespace", r.Namespace}, {"node id", r.NodeID}} {
+		for _, w := range []struct{ what, v string }{{"cephx user", r.UserID}, {"pool", r.Pool}, {"namespace", r.Namespace}, {"node id", r.NodeID}, {"grace object", r.GraceOID}} {
 			if !configWord.MatchString(w.v) {
 				return fmt.Errorf("ganesha config: RADOS recovery %s %q", w.what, w.v)
 			}
@@ -511,7 +523,7 @@ LOG {
 `, plugins, grace, recovery, idmap, o.renderKrb5(), AnonID, AnonID)
 	if r := o.RADOS; r != nil {
 		fmt.Fprintf(&b, "RADOS_KV {\n\tCeph_Conf = %q;\n\tUserId = %q;\n\tPool = %q;\n\tNamespace = %q;\n\tGrace_Oid = %q;\n\tNodeId = %q;\n}\n",
-			r.CephConf, r.UserID, r.Pool, r.Namespace, r.GraceOID(), r.NodeID)
+			r.CephConf, r.UserID, r.Pool, r.Namespace, r.GraceOID, r.NodeID)
 	}
 	for _, inc := range o.Includes {
 		fmt.Fprintf(&b, "%%include %q\n", inc)

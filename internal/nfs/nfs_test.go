@@ -124,19 +124,20 @@ func TestRenderConfig(t *testing.T) {
 // own node id and grace database, and names itself by that identity.
 func TestRenderConfigRADOS(t *testing.T) {
 	o := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", Grace: true, Identity: "basin-br0-n1",
-		RADOS:    &RADOSRecovery{CephConf: "/var/lib/basin/sandboxes/default/ceph.conf", UserID: "basin-ganesha", Pool: "basin-nfs", Namespace: "basin", NodeID: "basin-br0-n1"},
+		RADOS:    &RADOSRecovery{CephConf: "/var/lib/basin/sandboxes/default/ceph.conf", UserID: "basin-ganesha", Pool: "basin-nfs", Namespace: "basin", NodeID: "basin-br0-n1", GraceOID: "grace-basin-br0-n1"},
 		Includes: []string{"exports/7.conf"}}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "ganesha_rados.conf", RenderConfig(o))
 	for name, mutate := range map[string]func(o *ConfigOptions){
-		"no grace":          func(o *ConfigOptions) { o.Grace = false },
-		"quote in identity": func(o *ConfigOptions) { o.Identity = `a"b` },
-		"space in pool":     func(o *ConfigOptions) { r := *o.RADOS; r.Pool = "a b"; o.RADOS = &r },
-		"empty node id":     func(o *ConfigOptions) { r := *o.RADOS; r.NodeID = ""; o.RADOS = &r },
-		"relative conf":     func(o *ConfigOptions) { r := *o.RADOS; r.CephConf = "ceph.conf"; o.RADOS = &r },
-		"brace in user":     func(o *ConfigOptions) { r := *o.RADOS; r.UserID = "x}"; o.RADOS = &r },
+		"no grace":           func(o *ConfigOptions) { o.Grace = false },
+		"quote in identity":  func(o *ConfigOptions) { o.Identity = `a"b` },
+		"space in pool":      func(o *ConfigOptions) { r := *o.RADOS; r.Pool = "a b"; o.RADOS = &r },
+		"empty node id":      func(o *ConfigOptions) { r := *o.RADOS; r.NodeID = ""; o.RADOS = &r },
+		"empty grace object": func(o *ConfigOptions) { r := *o.RADOS; r.GraceOID = ""; o.RADOS = &r },
+		"relative conf":      func(o *ConfigOptions) { r := *o.RADOS; r.CephConf = "ceph.conf"; o.RADOS = &r },
+		"brace in user":      func(o *ConfigOptions) { r := *o.RADOS; r.UserID = "x}"; o.RADOS = &r },
 	} {
 		bad := o
 		mutate(&bad)
@@ -244,6 +245,20 @@ func TestValidate(t *testing.T) {
 	for _, id := range []uint64{0, 65536} {
 		if _, err := exportID(id); err == nil {
 			t.Fatalf("exportID(%d) accepted", id)
+		}
+	}
+}
+
+// A grace database is named after its identity, and after the generation for
+// any host after the first: generation 0 keeps the name of the databases made
+// before generations existed.
+func TestGraceOID(t *testing.T) {
+	for _, c := range []struct {
+		gen  int64
+		want string
+	}{{0, "grace-basin-br0-n1"}, {1, "grace-basin-br0-n1.e1"}, {4096, "grace-basin-br0-n1.e4096"}} {
+		if got := GraceOID("basin-br0-n1", c.gen); got != c.want {
+			t.Errorf("GraceOID(gen %d) = %q, want %q", c.gen, got, c.want)
 		}
 	}
 }

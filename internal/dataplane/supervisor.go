@@ -474,6 +474,7 @@ func (s *supervisor) restartUser(name string) {
 // settle waits for a started process to be ready, re-applies its state after a
 // restart, and marks it ready. A process not ready in time is killed.
 func (s *supervisor) settle(ctx context.Context, svc Service, proc runner.Process, restart bool, log *slog.Logger) {
+	launched := time.Now()
 	if svc.Ready != nil {
 		deadline := time.Now().Add(s.opts.ReadyTimeout)
 		for {
@@ -509,6 +510,9 @@ func (s *supervisor) settle(ctx context.Context, svc Service, proc runner.Proces
 		s.broadcast()
 	}
 	s.mu.Unlock()
+	if ready {
+		log.Debug("daemon ready", "after", time.Since(launched).Round(time.Millisecond), "restart", restart)
+	}
 	if !ready || svc.Watch == nil {
 		return
 	}

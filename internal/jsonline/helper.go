@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Helper is a helper process, started on first use and again after it died
@@ -39,12 +40,19 @@ type Helper struct {
 // request whose helper died under it is sent once more to a new one: callers
 // send only requests that are safe to repeat.
 func (h *Helper) Call(ctx context.Context, req, ans any) error {
-	b, err := json.Marshal(req)
+	return h.CallFunc(ctx, func() any { return req }, ans)
+}
+
+// CallFunc is Call with the request built by req once the call's turn has
+// come (calls are serialized): a request that carries a timeout computes it
+// from the time left then, not before waiting for the calls ahead.
+func (h *Helper) CallFunc(ctx context.Context, req func() any, ans any) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, err := json.Marshal(req())
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if err = h.roundTrip(ctx, b, ans); err == nil {
 			return nil
@@ -79,6 +87,9 @@ func (h *Helper) start(ctx context.Context) error {
 	}
 	cmd := exec.Command(h.Argv[0], h.Argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A child the helper left holding its pipes cannot keep Wait (and so
+	// stop, under the lock) waiting.
+	cmd.WaitDelay = 2 * time.Second
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -101,9 +112,9 @@ func (h *Helper) start(ctx context.Context) error {
 	if err := h.read(ctx, &ready); err != nil || !ready.Ready {
 		h.stop()
 		if err == nil {
-			err = errors.New("not ready")
+			err = fmt.Errorf("not ready: %s", errb.String())
 		}
-		return fmt.Errorf("start: %w %s", err, errb.String())
+		return fmt.Errorf("start: %w", err)
 	}
 	return nil
 }
@@ -124,8 +135,11 @@ func (h *Helper) read(ctx context.Context, v any) error {
 	select {
 	case l := <-got:
 		if l.err != nil {
-			if errors.Is(l.err, io.EOF) && h.errb != nil && h.errb.String() != "" {
-				return fmt.Errorf("%w: %s", l.err, h.errb.String())
+			// The helper is gone: once it is reaped, its stderr is whole.
+			errb := h.errb
+			h.stop()
+			if errb != nil && errb.String() != "" {
+				return fmt.Errorf("%w: %s", l.err, errb.String())
 			}
 			return l.err
 		}

@@ -358,6 +358,10 @@ const (
 // id, a pool, a cephx user): nothing the lexer or Ceph treats specially.
 var configWord = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
+// objectName is a RADOS object name Basin makes (GraceOID): configWord's
+// characters, longer.
+var objectName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
 var includePath = regexp.MustCompile(`^/?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 
 // configPath reports whether p is an absolute path Ganesha's parser reads
@@ -401,10 +405,14 @@ func (o ConfigOptions) Validate() error {
 		if !filepath.IsAbs(r.CephConf) || strings.ContainsAny(r.CephConf, "\"\\") || strings.ContainsFunc(r.CephConf, unicode.IsControl) {
 			return fmt.Errorf("ganesha config: ceph.conf %q", r.CephConf)
 		}
-		for _, w := range []struct{ what, v string }{{"cephx user", r.UserID}, {"pool", r.Pool}, {"namespace", r.Namespace}, {"node id", r.NodeID}, {"grace object", r.GraceOID}} {
+		for _, w := range []struct{ what, v string }{{"cephx user", r.UserID}, {"pool", r.Pool}, {"namespace", r.Namespace}, {"node id", r.NodeID}} {
 			if !configWord.MatchString(w.v) {
 				return fmt.Errorf("ganesha config: RADOS recovery %s %q", w.what, w.v)
 			}
+		}
+		// A node id of 63 characters, "grace-" and ".e<generation>".
+		if !objectName.MatchString(r.GraceOID) {
+			return fmt.Errorf("ganesha config: RADOS recovery grace object %q", r.GraceOID)
 		}
 	}
 	if k := o.Krb5; k != nil {

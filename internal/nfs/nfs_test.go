@@ -261,4 +261,12 @@ func TestGraceOID(t *testing.T) {
 			t.Errorf("GraceOID(gen %d) = %q, want %q", c.gen, got, c.want)
 		}
 	}
+	// The longest node id a sandbox has (63 characters), at a late
+	// generation, is a valid configuration.
+	node := strings.Repeat("n", 63)
+	o := ConfigOptions{StateDir: "/var/lib/basin/sandboxes/default", Grace: true, Identity: node,
+		RADOS: &RADOSRecovery{CephConf: "/c/ceph.conf", UserID: "u", Pool: "p", Namespace: "ns", NodeID: node, GraceOID: GraceOID(node, 1<<31-1)}}
+	if err := o.Validate(); err != nil {
+		t.Errorf("a 63-character node id's grace object: %v", err)
+	}
 }

@@ -67,12 +67,15 @@ func (c *channel) helper() *jsonline.Helper {
 // it died or a call was cut short; a command whose helper died under it is
 // sent once more to a new one (Basin's commands are idempotent).
 func (c *channel) call(ctx context.Context, target string, cmd map[string]any) ([]byte, error) {
-	timeout := 60
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(1, int(time.Until(dl).Seconds()))
-	}
 	var a answer
-	if err := c.helper().Call(ctx, map[string]any{"target": target, "cmd": cmd, "timeout": timeout}, &a); err != nil {
+	err := c.helper().CallFunc(ctx, func() any {
+		timeout := 60
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = max(1, int(time.Until(dl).Seconds()))
+		}
+		return map[string]any{"target": target, "cmd": cmd, "timeout": timeout}
+	}, &a)
+	if err != nil {
 		return nil, err
 	}
 	if a.RC != 0 {

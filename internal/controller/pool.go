@@ -41,15 +41,16 @@ func (h poolHandler) run(ctx context.Context, op *model.Operation) error {
 		if err != nil {
 			return err
 		}
-		if err := h.c.finishDelete(ctx, op, store.KindPool); err != nil {
-			return err
-		}
-		// The record is gone: its network's instances no pool uses leave. A leave
-		// that fails is tried again by the next resync.
-		if err := h.c.leaveUnused(ctx, model.NetworkName(p.Network)); err != nil {
+		// The network's instances no other pool uses leave their domains
+		// before the delete is done: a client that gives the network a pool
+		// of another domain next (a network joins one domain) finds the
+		// leave behind it. The pool takes no new volumes meanwhile (it is
+		// being deleted). A leave that fails does not hold the delete up: the
+		// next resync tries it again.
+		if err := h.c.leaveUnused(ctx, model.NetworkName(p.Network), op.Target); err != nil {
 			h.c.log.Warn("leave the domain", "network", model.NetworkName(p.Network), "err", err)
 		}
-		return nil
+		return h.c.finishDelete(ctx, op, store.KindPool)
 	}
 	if err != nil {
 		return err
@@ -59,7 +60,7 @@ func (h poolHandler) run(ctx context.Context, op *model.Operation) error {
 			return err
 		}
 	}
-	if err := h.c.leaveUnused(ctx, model.NetworkName(p.Network)); err != nil {
+	if err := h.c.leaveUnused(ctx, model.NetworkName(p.Network), ""); err != nil {
 		return err
 	}
 	return h.c.complete(ctx, op, func(tx store.Tx) (any, error) {

@@ -232,8 +232,9 @@ func (c *Controller) slotNetwork(slot string) (string, bool) {
 
 // leaveUnused leaves the domain for every Samba instance on network whose policy
 // no pool on that network uses any more (the last SMB pool went, or moved to
-// another policy), and forgets its machine name.
-func (c *Controller) leaveUnused(ctx context.Context, network string) error {
+// another policy), and forgets its machine name. Pool gone ("" = none) counts
+// as gone already (its delete runs the leave before removing its record).
+func (c *Controller) leaveUnused(ctx context.Context, network, gone string) error {
 	if c.opts.SMB == nil {
 		return nil
 	}
@@ -254,7 +255,7 @@ func (c *Controller) leaveUnused(ctx context.Context, network string) error {
 			if _, joined := c.opts.SMB.SMBJoined(network, a.Name()); !member && !joined {
 				continue
 			}
-			if !slices.ContainsFunc(pools, func(e store.IndexEntry) bool { return e.Value == a.Name() }) {
+			if !slices.ContainsFunc(pools, func(e store.IndexEntry) bool { return e.Value == a.Name() && e.Name != gone }) {
 				leave = append(leave, a)
 			}
 		}
@@ -499,7 +500,7 @@ func (c *Controller) resyncMembers(ctx context.Context) error {
 		}
 	}
 	for network := range networks {
-		errs = append(errs, c.leaveUnused(ctx, network))
+		errs = append(errs, c.leaveUnused(ctx, network, ""))
 	}
 	return errors.Join(errs...)
 }

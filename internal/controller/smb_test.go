@@ -36,6 +36,8 @@ type fakeSMB struct {
 	// validateErr is what it returns.
 	validations []string
 	validateErr error
+	// onLeave, if set, runs at each LeaveDomain (without the lock).
+	onLeave func()
 }
 
 func newFakeSMB() *fakeSMB {
@@ -90,6 +92,9 @@ func (f *fakeSMB) SMBJoined(network, ad string) (dataplane.SMBMembership, bool) 
 }
 
 func (f *fakeSMB) LeaveDomain(ctx context.Context, network, ad string, cred dataplane.SMBCredentials) error {
+	if f.onLeave != nil {
+		f.onLeave()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leaves = append(f.leaves, network+"|"+ad+"|"+cred.Username)
@@ -279,6 +284,36 @@ func TestSMBJoinShareLeave(t *testing.T) {
 	h.runOps(t, c, newOp(model.OpPoolDelete, p2.Name(), t0.Add(5*time.Second)))
 	if len(f.leaves) != 1 || f.leaves[0] != "default|"+ad.Name()+"|basinjoin" {
 		t.Fatalf("leaves %q, want one for the policy on default", f.leaves)
+	}
+	if m := getAD(t, h, ad.Name()).Members; len(m) != 0 {
+		t.Fatalf("members %v after the leave", m)
+	}
+}
+
+// A pool's delete is done only once the domain leave its removal calls for
+// has run: a client that deletes a network's last SMB pool and then gives
+// the network a pool of another domain (a network joins one domain), or
+// looks for the computer account, finds the leave behind it.
+func TestSMBPoolDeleteDoneAfterLeave(t *testing.T) {
+	h := newHarness(t)
+	f := newFakeSMB()
+	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
+	ad := newAD("ad1")
+	p := newSMBPool("pool", ad.Name())
+	seedPoolAD(t, h, p, ad)
+	h.runOps(t, c, newOp(model.OpPoolCreate, p.Name(), t0))
+	del := newOp(model.OpPoolDelete, p.Name(), t0.Add(time.Second))
+	var doneAtLeave []bool
+	f.onLeave = func() { doneAtLeave = append(doneAtLeave, h.opDone(t, del.Name()).Done) }
+	h.runOps(t, c, del)
+	if len(doneAtLeave) != 1 {
+		t.Fatalf("%d leaves, want one", len(doneAtLeave))
+	}
+	if doneAtLeave[0] {
+		t.Error("the pool's delete was done before its domain leave ran")
+	}
+	if op := h.opDone(t, del.Name()); !op.Done || op.Error != nil {
+		t.Fatalf("pool delete: done %v, %+v", op.Done, op.Error)
 	}
 	if m := getAD(t, h, ad.Name()).Members; len(m) != 0 {
 		t.Fatalf("members %v after the leave", m)

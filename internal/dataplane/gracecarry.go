@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/basin-nas/basin/internal/jsonline"
@@ -64,6 +65,14 @@ const maxGraceGen = 1<<31 - 1
 // Ganesha names it ("rec-%16.16lx:%s").
 func recOID(epoch uint64, node string) string { return fmt.Sprintf("rec-%016x:%s", epoch, node) }
 
+// clientName is the client a record names: its value up to the first '#'
+// ("<address>-(<length>:<client string>)"; Ganesha appends "#<handle>" for
+// each handle revoked from the client).
+func clientName(v []byte) string {
+	name, _, _ := strings.Cut(string(v), "#")
+	return name
+}
+
 // graceEpochs reads a grace database's data: C and R, little-endian.
 func graceEpochs(data []byte) (cur, rec uint64, err error) {
 	if len(data) != 16 {
@@ -99,7 +108,12 @@ func carryGrace(ctx context.Context, ops radosOps, node, from, to string, gen in
 		return 0, false, fmt.Errorf("carry grace of %s: from and to are both %s", node, to)
 	}
 	k := uint64(gen) << 32
-	if _, err := ops.Read(ctx, to); err == nil {
+	if data, err := ops.Read(ctx, to); err == nil {
+		// Made by an earlier carry (and maybe joined since: C = K+1, …). A
+		// database at other epochs was not made by a carry.
+		if cur, _, err := graceEpochs(data); err != nil || cur < k || cur >= k+1<<32 {
+			return 0, false, fmt.Errorf("carry grace of %s: %s exists, not at generation %d's epochs (%v)", node, to, gen, err)
+		}
 		return 0, true, nil
 	} else if !errors.Is(err, errNoObject) {
 		return 0, false, fmt.Errorf("carry grace of %s: read %s: %w", node, to, err)
@@ -120,12 +134,17 @@ func carryGrace(ctx context.Context, ops radosOps, node, from, to string, gen in
 			// rec-K could overwrite records of its own.
 			return 0, false, fmt.Errorf("carry grace of %s: %s is at epochs %d/%d, past generation %d's start %d", node, from, cur, rec, gen, k)
 		}
-		// Those that had not reclaimed yet first, so that a client in both
-		// keeps its record of the current epoch.
+		// A record's key is its client id, which a reclaim renews: a client
+		// that reclaimed is in rec-R under its old id and in rec-C under its
+		// new one. Its value names it (clientName), and it is carried once,
+		// with its current epoch's record: Ganesha counts each record as a
+		// client to wait for, and one listed twice would hold the grace
+		// period to its end.
 		epochs := []uint64{cur}
 		if rec != 0 {
-			epochs = []uint64{rec, cur}
+			epochs = append(epochs, rec)
 		}
+		carried := map[string]bool{}
 		for _, e := range epochs {
 			kv, err := ops.Omap(ctx, recOID(e, node))
 			if errors.Is(err, errNoObject) {
@@ -134,7 +153,13 @@ func carryGrace(ctx context.Context, ops radosOps, node, from, to string, gen in
 			if err != nil {
 				return 0, false, fmt.Errorf("carry grace of %s: read %s: %w", node, recOID(e, node), err)
 			}
-			maps.Copy(records, kv)
+			for _, id := range slices.Sorted(maps.Keys(kv)) {
+				name := clientName(kv[id])
+				if _, taken := records[id]; taken || carried[name] {
+					continue
+				}
+				records[id], carried[name] = kv[id], true
+			}
 		}
 	}
 	if err := ops.ReplaceOmap(ctx, recOID(k, node), records); err != nil {

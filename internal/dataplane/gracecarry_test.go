@@ -113,14 +113,14 @@ func TestCarryGrace(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRADOS()
 	from, to := "grace-"+carryNode, "grace-"+carryNode+".e3"
-	// The old instance restarted once while clients a and b were its own: it
-	// is at C=6, R=5; a reclaimed (now in rec-6, value renewed), c has not
-	// yet, d is new.
+	// The old instance restarted once while clients A and C were its own:
+	// it is at C=6, R=5. A reclaimed, under a new client id (in rec-6 as 7,
+	// where a handle was since revoked from it); C has not yet; D is new.
 	f.data[from], f.omap[from] = graceData(6, 5), map[string][]byte{carryNode: {graceNeed | graceEnforcing}}
-	f.record(5, carryNode, "a", "a-old")
-	f.record(5, carryNode, "c", "c")
-	f.record(6, carryNode, "a", "a-new")
-	f.record(6, carryNode, "d", "d")
+	f.record(5, carryNode, "1", "10.99.0.201-(5:A-own)")
+	f.record(5, carryNode, "2", "10.99.0.202-(5:C-own)")
+	f.record(6, carryNode, "7", "10.99.0.201-(5:A-own)#handle")
+	f.record(6, carryNode, "8", "10.99.0.203-(5:D-own)")
 	before := map[string][]byte{}
 	for oid := range f.data {
 		before[oid] = slices.Clone(f.data[oid])
@@ -140,11 +140,11 @@ func TestCarryGrace(t *testing.T) {
 	if rec != k || cur != k+1 {
 		t.Errorf("the new Ganesha joined at C=%d R=%d; want C=%d R=%d", cur, rec, k+1, k)
 	}
-	if got := names(clients); !slices.Equal(got, []string{"a", "c", "d"}) {
-		t.Errorf("clients allowed to reclaim %v; want a, c, d", got)
+	if got := names(clients); !slices.Equal(got, []string{"2", "7", "8"}) {
+		t.Errorf("clients allowed to reclaim %v; want 2 (C), 7 (A, once) and 8 (D)", got)
 	}
-	if string(clients["a"]) != "a-new" {
-		t.Errorf("a's record %q; want the current epoch's, a-new", clients["a"])
+	if string(clients["7"]) != "10.99.0.201-(5:A-own)#handle" {
+		t.Errorf("A's record %q; want the current epoch's", clients["7"])
 	}
 	for oid, b := range before {
 		if !slices.Equal(f.data[oid], b) {
@@ -157,7 +157,7 @@ func TestCarryGrace(t *testing.T) {
 
 	// A second carry changes nothing, even though the old instance took on a
 	// client since and the new Ganesha already joined.
-	f.record(6, carryNode, "e", "e")
+	f.record(6, carryNode, "9", "10.99.0.204-(5:E-own)")
 	w := f.writes
 	if n, done, err := carryGrace(ctx, f, carryNode, from, to, 3); err != nil || !done || n != 0 || f.writes != w {
 		t.Fatalf("a second carry: %d, %v, %v, %d writes; want nothing done again", n, done, err, f.writes-w)
@@ -168,14 +168,15 @@ func TestCarryGrace(t *testing.T) {
 
 	// The next move carries from this generation into the next, whose range
 	// lies beyond it.
-	f.record(k+1, carryNode, "f", "f")
+	f.record(k+1, carryNode, "20", "10.99.0.205-(5:F-own)")
+	f.record(k+1, carryNode, "21", "10.99.0.203-(5:D-own)") // D reclaimed at generation 3
 	n, _, err = carryGrace(ctx, f, carryNode, to, "grace-"+carryNode+".e4", 4)
 	if err != nil || n != 4 {
-		t.Fatalf("carry from generation 3 to 4: %d, %v; want a, c, d (not yet reclaimed) and f", n, err)
+		t.Fatalf("carry from generation 3 to 4: %d, %v; want A and C (not yet reclaimed), D and F", n, err)
 	}
 	_, _, clients = f.join(t, "grace-"+carryNode+".e4", carryNode)
-	if got := names(clients); !slices.Equal(got, []string{"a", "c", "d", "f"}) {
-		t.Errorf("generation 4 lets %v reclaim; want a, c, d, f", got)
+	if got := names(clients); !slices.Equal(got, []string{"2", "20", "21", "7"}) {
+		t.Errorf("generation 4 lets %v reclaim; want 2 (C), 20 (F), 21 (D, once) and 7 (A)", got)
 	}
 }
 
@@ -242,6 +243,8 @@ func TestCarryGraceRefuses(t *testing.T) {
 		{"epochs past the new range", func(f *fakeRADOS) { f.data["grace-x"] = graceData(2<<32, 0) }, "grace-x", "grace-x.e2", 2},
 		{"old database unreadable", func(f *fakeRADOS) { f.data["grace-x"] = graceData(3, 0); f.failRead = "grace-x" }, "grace-x", "grace-x.e1", 1},
 		{"new database unreadable", func(f *fakeRADOS) { f.failRead = "grace-x.e1" }, "grace-x", "grace-x.e1", 1},
+		// Made by something else (ganesha-rados-grace add starts at epoch 1).
+		{"new database at other epochs", func(f *fakeRADOS) { f.data["grace-x.e1"] = graceData(1, 0) }, "grace-x", "grace-x.e1", 1},
 	} {
 		f := newFakeRADOS()
 		if c.setup != nil {
@@ -342,7 +345,8 @@ func TestRADOSChannel(t *testing.T) {
 	}
 	records := map[string][]byte{}
 	for i := range 2500 {
-		records[fmt.Sprintf("client-%04d", i)] = []byte{byte(i), 0, '\n'}
+		// Distinct clients, with bytes JSON strings could not carry.
+		records[fmt.Sprintf("%d", 1000+i)] = fmt.Appendf(nil, "10.99.0.1-(11:client-%04d)#\x00\xff\n", i)
 	}
 	if err := c.ReplaceOmap(ctx, recOID(7, carryNode), records); err != nil {
 		t.Fatal(err)

@@ -26,9 +26,11 @@ def omap(io, oid):
             it, _ = io.get_omap_vals(rop, after, "", PAGE)
             io.operate_read_op(rop, oid)
             page = list(it)
+        # An empty value comes as None. A page may be shorter than asked
+        # (the OSD's own limits): only an empty one ends the listing.
         for k, v in page:
-            out[k] = b64(v)
-        if len(page) < PAGE:
+            out[k] = b64(v or b"")
+        if not page:
             return out
         after = page[-1][0]
 

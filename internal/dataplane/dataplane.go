@@ -105,10 +105,11 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 // every NFSv3 procedure, no server-side symlink following, handles confined to
 // their export's filesystem, `..` never claiming a filesystem; `.snapshot` reached
 // by name; special files' content never opened and no device nodes; requests in
-// flight over DBus for the watchdog; log lines at a bounded rate;
+// flight over DBus for the watchdog; log lines at a bounded rate; POSIX ACLs
+// checked, GETATTR never opening a file's data, Basin_NTFS_Security exports;
 // docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-7"
+const GaneshaPatchSet = "basin-ganesha-4.3-8"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {

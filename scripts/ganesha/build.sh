@@ -25,7 +25,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 
-PATCHSET=basin-ganesha-4.3-7
+PATCHSET=basin-ganesha-4.3-8
 PREFIX=${BASIN_GANESHA_PREFIX:-/usr/local/lib/basin/ganesha}
 CACHE=${BASIN_GANESHA_CACHE:-/var/cache/basin/ganesha}
 SRC_PACKAGE=nfs-ganesha
@@ -91,6 +91,9 @@ done
 # RPCSEC_GSS with Kerberos, and MSPAC: a Kerberos principal becomes the uid
 # and gid winbind gives its SID (from the ticket's PAC, through the AD
 # instance's winbindd), the ids SMB gives the same user.
+# POSIX ACLs in FSAL_VFS (Debian's build has none): NFS access is checked
+# against the POSIX ACL, on NTFS-style volumes the one Samba derives from a
+# file's NT ACL, not the mode bits alone (patches 0012 to 0014).
 # Off: NLM and RQUOTA (Basin's config disables them), 9P, LTTng, the admin
 # tools and other FSALs.
 # Debian's hardening flags (relro, now, stack protector, fortify) as dh uses,
@@ -116,6 +119,7 @@ start=$(date +%s)
   -DUSE_FSAL_NULL=OFF -DUSE_FSAL_RGW=OFF -DUSE_FSAL_MEM=OFF \
   -DUSE_GSS=ON -D_MSPAC_SUPPORT=ON -DUSE_9P=OFF -DUSE_NLM=OFF -DUSE_RQUOTA=OFF -DUSE_NFSACL3=ON \
   -DUSE_DBUS=ON -DUSE_CAPS=ON -DUSE_NFSIDMAP=ON \
+  -DENABLE_VFS_POSIX_ACL=ON -DENABLE_VFS_POSIX_ACL_REQUIRED=ON \
   -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=ON -DRADOS_URLS=OFF -DUSE_LTTNG=OFF \
   >"$work/cmake.log" 2>&1) || { tail -30 "$work/cmake.log" >&2; die "cmake failed"; }
 grep -q "USE_BTRFSUTIL = ON" "$work/cmake.log" && die "cmake found libbtrfsutil; Debian's build has none"
@@ -127,6 +131,7 @@ grep -q "USE_FSAL_CEPH = ON" "$work/cmake.log" || die "cmake left FSAL_CEPH out 
 grep -q "USE_GSS = ON" "$work/cmake.log" || die "cmake left GSS out (is libkrb5-dev installed?)"
 grep -q "_MSPAC_SUPPORT = ON" "$work/cmake.log" || die "cmake left MSPAC out (is libwbclient-dev installed?)"
 grep -q "USE_RADOS_RECOV = ON" "$work/cmake.log" || die "cmake left RADOS recovery out (is librados-dev installed?)"
+grep -q "ENABLE_VFS_POSIX_ACL = ON" "$work/cmake.log" || die "cmake left VFS POSIX ACLs out (is libacl1-dev installed?)"
 grep -q "USE_BLKID = ON" "$work/cmake.log" ||
   log "note: built without blkid (Debian's has it)"
 

@@ -120,7 +120,14 @@ type ShareSpec struct {
 //     handles: Samba 4.17 panics reconnecting a durable handle that holds
 //     byte-range locks under posix locking (it refuses the handle's new cookie,
 //     then frees the handle with its file still open: source3/smbd/durable.c,
-//     vfs_default_durable_reconnect);
+//     vfs_default_durable_reconnect). A dual-protocol volume's exclusive and
+//     batch oplocks are kernel leases (`kernel oplocks = yes`): an NFS client
+//     opening the file breaks the lease, smbd sends the SMB client its oplock
+//     break, and the NFS call is answered NFS3ERR_JUKEBOX / NFS4ERR_DELAY
+//     (Ganesha opens without blocking) until the client has flushed and let
+//     go. The cost: Samba grants no SMB2 lease on such a share (a lease
+//     cannot be backed by one kernel lease), so SMB3 clients cache nothing
+//     there; oplock clients keep batch and exclusive oplocks;
 //   - ENCRYPT_DATA: `server smb encrypt = required` (SMB3 clients only);
 //   - BROWSABLE / NON_BROWSABLE: `browseable = yes / no` (both is an error);
 //     neither: yes;
@@ -257,11 +264,11 @@ func Fruit() map[string]string {
 	}
 }
 
-// Locking is a share's byte-range locking, by whether the volume is served
-// over NFS too (see ShareParams).
+// Locking is a share's byte-range locking and oplocks, by whether the volume
+// is served over NFS too (see ShareParams).
 func Locking(nfs bool) map[string]string {
 	if nfs {
-		return map[string]string{"posix locking": "yes", "durable handles": "no"}
+		return map[string]string{"posix locking": "yes", "durable handles": "no", "kernel oplocks": "yes"}
 	}
 	return map[string]string{"posix locking": "no", "durable handles": "yes"}
 }

@@ -38,9 +38,9 @@ func TestShareParams(t *testing.T) {
 		{"defaults", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes"), false},
 		// A dual-protocol volume's SMB locks are POSIX locks NFS clients meet,
 		// and then no handle may be durable (Samba 4.17 panics reconnecting one
-		// that holds locks).
+		// that holds locks); its oplocks are kernel leases NFS opens break.
 		{"dual protocol", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
-			"posix locking", "yes", "durable handles", "no"), true},
+			"posix locking", "yes", "durable handles", "no", "kernel oplocks", "yes"), true},
 		// CA asks for durable handles: they win over NFS clients seeing SMB locks.
 		{"dual protocol CA", []Setting{ContinuouslyAvailable}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
 			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no"), true},

@@ -402,11 +402,15 @@ func TestSMBLockingByProtocols(t *testing.T) {
 	p := newSMBPool("pool", ad.Name())
 	seedPoolAD(t, h, p, ad)
 	h.runOps(t, c, newOp(model.OpPoolCreate, p.Name(), t0))
-	only, dual := newSMBVolume("only", "pool"), newSMBVolume("dual", "pool")
+	only, dual, ntfs := newSMBVolume("only", "pool"), newSMBVolume("dual", "pool"), newSMBVolume("ntfs", "pool")
 	dual.Protocols = []model.Protocol{model.ProtocolSMB, model.ProtocolNFSv3}
 	dual.Endpoint = "10.99.0.21"
+	dual.SecurityStyle = model.SecurityStyleUNIX
+	ntfs.Protocols = []model.Protocol{model.ProtocolSMB, model.ProtocolNFSv4}
+	ntfs.Endpoint = "10.99.0.22"
+	ntfs.SecurityStyle = model.SecurityStyleNTFS
 	var ops []*model.Operation
-	for i, v := range []*model.Volume{only, dual} {
+	for i, v := range []*model.Volume{only, dual, ntfs} {
 		h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
 		ops = append(ops, newOp(model.OpVolumeCreate, v.Name(), t0.Add(time.Duration(i+1)*time.Second)))
 	}
@@ -421,6 +425,19 @@ func TestSMBLockingByProtocols(t *testing.T) {
 	}
 	if shares["dual"]["durable handles"] != "no" || shares["only"]["durable handles"] != "yes" {
 		t.Errorf("durable handles: only %q, dual %q; want yes, no", shares["only"]["durable handles"], shares["dual"]["durable handles"])
+	}
+	// Oplocks are kernel leases where NFS clients open the files too.
+	for share, want := range map[string]string{"only": "", "dual": "yes", "ntfs": "yes"} {
+		if got := shares[share]["kernel oplocks"]; got != want {
+			t.Errorf("share %s: kernel oplocks %q, want %q", share, got, want)
+		}
+	}
+	// The security style: NT ACLs (acl_xattr) on NTFS volumes, SMB-only ones
+	// included; mode bits on a UNIX dual-protocol volume.
+	for share, want := range map[string]bool{"only": true, "ntfs": true, "dual": false} {
+		if got := strings.Contains(shares[share]["vfs objects"], "acl_xattr"); got != want {
+			t.Errorf("share %s: vfs objects %q; acl_xattr %v, want %v", share, shares[share]["vfs objects"], got, want)
+		}
 	}
 }
 

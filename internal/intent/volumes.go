@@ -151,12 +151,12 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 		return model.Errorf(model.ErrFailedPrecondition, "SMB volumes need a storage pool with an Active Directory policy; pool %s has none", pool.ID)
 	}
 	if isNew && v.SecurityStyle == 0 {
-		v.SecurityStyle = 2 // UNIX
+		v.SecurityStyle = model.SecurityStyleUNIX
 		if smb && !nfs {
-			v.SecurityStyle = 1 // NTFS
+			v.SecurityStyle = model.SecurityStyleNTFS
 		}
 	} else if isNew && !(nfs && smb) {
-		if want := map[bool]int32{true: 1, false: 2}[smb]; v.SecurityStyle != want {
+		if want := map[bool]int32{true: model.SecurityStyleNTFS, false: model.SecurityStyleUNIX}[smb]; v.SecurityStyle != want {
 			return model.Invalid("securityStyle", "can only be chosen for dual-protocol volumes")
 		}
 	}

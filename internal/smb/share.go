@@ -95,12 +95,25 @@ type ShareSpec struct {
 	// SMB byte-range locks must then be POSIX locks NFS clients meet (see
 	// ShareParams).
 	NFS bool
+	// UnixStyle says the volume's security style is UNIX (a dual-protocol
+	// volume's choice): its mode bits, not NT ACLs, decide (see ShareParams).
+	UnixStyle bool
 }
 
 // ShareParams returns the registry parameters of a share (`net conf setparm
 // <share> <key> <value>` each), keyed by Samba's canonical parameter names (what
 // `net conf list` reads back). The settings map as follows:
 //
+//   - security style: an NTFS volume (every SMB-only one) keeps NT ACLs in
+//     user.NTACL (acl_xattr), and Samba writes the POSIX ACL it derives from
+//     each (`acl_xattr:ignore system acls = no`, pinned): what NFS clients
+//     of a dual-protocol volume are checked against. A UNIX volume
+//     (UnixStyle) has no acl_xattr: Windows sees its mode bits (and POSIX
+//     ACL) as an NT ACL (`nt acl support = yes`, ONTAP's default), an owner's
+//     ACL edit becomes a chmod or POSIX ACL change, anyone else's is refused
+//     (STATUS_ACCESS_DENIED); new files take the client's mode, not an
+//     inherited ACL (`inherit acls = no`), and only owners change
+//     permissions (`dos filemode = no`). docs/design-dual-protocol.md;
 //   - always: path, `read only = no`, `guest ok = no`, and the VFS stack
 //     `fruit streams_xattr acl_xattr` (VFSObjects): alternate data streams, kept
 //     in user.DosStream.* xattrs of their file (so they follow it through
@@ -195,6 +208,14 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 	}
 	maps.Copy(p, Fruit())
 	maps.Copy(p, Locking(v.NFS))
+	if v.UnixStyle {
+		p["vfs objects"] = strings.Join(slices.DeleteFunc(VFSObjects(false), isACLXattr), " ")
+		p["nt acl support"] = "yes"
+		p["inherit acls"] = "no"
+		p["dos filemode"] = "no"
+	} else {
+		p["acl_xattr:ignore system acls"] = "no"
+	}
 	if v.Comment != "" {
 		p["comment"] = v.Comment
 	}
@@ -219,7 +240,11 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 		if len(format) > 64 || !formatRE.MatchString(format) {
 			return nil, invalid("snapshotFormat", "must be a strftime layout of %%Y %%m %%d %%H %%M %%S %%j %%y and letters, digits or @._:+-")
 		}
-		p["vfs objects"] = strings.Join(VFSObjects(true), " ")
+		objs := VFSObjects(true)
+		if v.UnixStyle {
+			objs = slices.DeleteFunc(objs, isACLXattr)
+		}
+		p["vfs objects"] = strings.Join(objs, " ")
 		p["shadow:snapdir"] = v.SnapshotDir
 		p["shadow:basedir"] = v.Path
 		p["shadow:format"] = format
@@ -247,6 +272,8 @@ func VFSObjects(snapshots bool) []string {
 	}
 	return []string{"fruit", "streams_xattr", "acl_xattr"}
 }
+
+func isACLXattr(o string) bool { return o == "acl_xattr" }
 
 // Fruit are vfs_fruit's per-share settings (its global ones are in
 // RenderGlobal's file semantics): Finder info in an AFP_AfpInfo stream (60

@@ -14,6 +14,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -396,6 +397,7 @@ func TestSMBJoinRefused(t *testing.T) {
 // its locks in Samba's database and has durable handles (smb.Locking).
 func TestSMBLockingByProtocols(t *testing.T) {
 	h := newHarness(t)
+	dp := h.withDataPlane()
 	f := newFakeSMB()
 	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
 	ad := newAD("ad1")
@@ -431,6 +433,21 @@ func TestSMBLockingByProtocols(t *testing.T) {
 		if got := shares[share]["kernel oplocks"]; got != want {
 			t.Errorf("share %s: kernel oplocks %q, want %q", share, got, want)
 		}
+	}
+	// NFS exports of dual-protocol volumes read attributes afresh (Samba
+	// changes them behind Ganesha); an NTFS one refuses permission changes.
+	exports := map[string]nfs.Export{}
+	for _, e := range dp.Exports() {
+		exports[e.Export.Pseudo] = e.Export
+	}
+	if e := exports["/dual"]; !e.NoAttrCache || e.NTFS {
+		t.Errorf("UNIX dual-protocol export: NoAttrCache %v, NTFS %v; want true, false", e.NoAttrCache, e.NTFS)
+	}
+	if e := exports["/ntfs"]; !e.NoAttrCache || !e.NTFS {
+		t.Errorf("NTFS dual-protocol export: NoAttrCache %v, NTFS %v; want true, true", e.NoAttrCache, e.NTFS)
+	}
+	if _, ok := exports["/only"]; ok || len(exports) != 2 {
+		t.Errorf("exports %v; want /dual and /ntfs", exports)
 	}
 	// The security style: NT ACLs (acl_xattr) on NTFS volumes, SMB-only ones
 	// included; mode bits on a UNIX dual-protocol volume.

@@ -236,6 +236,16 @@ func TestActiveDirectory(t *testing.T) {
 	if v := e.ok("GET", loc+"/volumes/smb1", nil); v["securityStyle"] != "NTFS" || v["activeDirectory"] != "projects/p1/locations/us-east4/activeDirectories/ad1" {
 		t.Fatalf("smb volume = %v", v)
 	}
+	// A volume's root starts open to everyone where NT ACLs decide (SMB-only
+	// and NTFS volumes: Everyone, Full control, as the services make it), and
+	// 0770 where mode bits do.
+	e.volume("ntfs1", "pool1", 10, map[string]any{"protocols": []string{"SMB", "NFSV3"}, "securityStyle": "NTFS"})
+	e.volume("unix1", "pool1", 10, map[string]any{"protocols": []string{"SMB", "NFSV3"}})
+	for id, want := range map[string][2]string{"smb1": {"NTFS", "0777"}, "ntfs1": {"NTFS", "0777"}, "unix1": {"UNIX", "0770"}} {
+		if v := e.ok("GET", loc+"/volumes/"+id, nil); v["securityStyle"] != want[0] || v["unixPermissions"] != want[1] {
+			t.Errorf("volume %s: securityStyle %v, unixPermissions %v; want %v", id, v["securityStyle"], v["unixPermissions"], want)
+		}
+	}
 	e.run("PATCH", loc+"/activeDirectories/ad1?updateMask=site", map[string]any{"site": "s1"})
 	if got := e.ok("GET", loc+"/activeDirectories/ad1", nil)["site"]; got != "s1" {
 		t.Fatalf("site = %v", got)

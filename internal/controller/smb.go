@@ -317,6 +317,10 @@ func (c *Controller) smbOf(ctx context.Context, v *model.Volume, include func(*m
 	}
 	spec = smb.ShareSpec{Name: v.ShareName, Path: c.be.MountPath(v.Key), Comment: v.Desc,
 		NFS: slices.Contains(v.Protocols, model.ProtocolNFSv3) || slices.Contains(v.Protocols, model.ProtocolNFSv4)}
+	// A dual-protocol volume's style is its choice (UNIX unless NTFS was
+	// asked for; volumes made before styles were resolved have none); an
+	// SMB-only volume is NTFS.
+	spec.UnixStyle = spec.NFS && v.SecurityStyle != model.SecurityStyleNTFS
 	for _, s := range v.SMBSettings {
 		spec.Settings = append(spec.Settings, smb.Setting(s))
 	}

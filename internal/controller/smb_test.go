@@ -14,6 +14,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/dataplane"
 	"github.com/basin-nas/basin/internal/model"
+	"github.com/basin-nas/basin/internal/nfs"
 	"github.com/basin-nas/basin/internal/smb"
 	"github.com/basin-nas/basin/internal/store"
 )
@@ -431,17 +432,22 @@ func TestSMBJoinRefused(t *testing.T) {
 // its locks in Samba's database and has durable handles (smb.Locking).
 func TestSMBLockingByProtocols(t *testing.T) {
 	h := newHarness(t)
+	dp := h.withDataPlane()
 	f := newFakeSMB()
 	c := h.startWith(t, Options{SMB: f, Secrets: fakeSecrets{}})
 	ad := newAD("ad1")
 	p := newSMBPool("pool", ad.Name())
 	seedPoolAD(t, h, p, ad)
 	h.runOps(t, c, newOp(model.OpPoolCreate, p.Name(), t0))
-	only, dual := newSMBVolume("only", "pool"), newSMBVolume("dual", "pool")
+	only, dual, ntfs := newSMBVolume("only", "pool"), newSMBVolume("dual", "pool"), newSMBVolume("ntfs", "pool")
 	dual.Protocols = []model.Protocol{model.ProtocolSMB, model.ProtocolNFSv3}
 	dual.Endpoint = "10.99.0.21"
+	dual.SecurityStyle = model.SecurityStyleUNIX
+	ntfs.Protocols = []model.Protocol{model.ProtocolSMB, model.ProtocolNFSv4}
+	ntfs.Endpoint = "10.99.0.22"
+	ntfs.SecurityStyle = model.SecurityStyleNTFS
 	var ops []*model.Operation
-	for i, v := range []*model.Volume{only, dual} {
+	for i, v := range []*model.Volume{only, dual, ntfs} {
 		h.seed(t, func(tx store.Tx) error { return store.PutVolume(tx, v) })
 		ops = append(ops, newOp(model.OpVolumeCreate, v.Name(), t0.Add(time.Duration(i+1)*time.Second)))
 	}
@@ -456,6 +462,34 @@ func TestSMBLockingByProtocols(t *testing.T) {
 	}
 	if shares["dual"]["durable handles"] != "no" || shares["only"]["durable handles"] != "yes" {
 		t.Errorf("durable handles: only %q, dual %q; want yes, no", shares["only"]["durable handles"], shares["dual"]["durable handles"])
+	}
+	// Oplocks are kernel leases where NFS clients open the files too.
+	for share, want := range map[string]string{"only": "", "dual": "yes", "ntfs": "yes"} {
+		if got := shares[share]["kernel oplocks"]; got != want {
+			t.Errorf("share %s: kernel oplocks %q, want %q", share, got, want)
+		}
+	}
+	// NFS exports of dual-protocol volumes read attributes afresh (Samba
+	// changes them behind Ganesha); an NTFS one refuses permission changes.
+	exports := map[string]nfs.Export{}
+	for _, e := range dp.Exports() {
+		exports[e.Export.Pseudo] = e.Export
+	}
+	if e := exports["/dual"]; !e.NoAttrCache || e.NTFS {
+		t.Errorf("UNIX dual-protocol export: NoAttrCache %v, NTFS %v; want true, false", e.NoAttrCache, e.NTFS)
+	}
+	if e := exports["/ntfs"]; !e.NoAttrCache || !e.NTFS {
+		t.Errorf("NTFS dual-protocol export: NoAttrCache %v, NTFS %v; want true, true", e.NoAttrCache, e.NTFS)
+	}
+	if _, ok := exports["/only"]; ok || len(exports) != 2 {
+		t.Errorf("exports %v; want /dual and /ntfs", exports)
+	}
+	// The security style: NT ACLs (acl_xattr) on NTFS volumes, SMB-only ones
+	// included; mode bits on a UNIX dual-protocol volume.
+	for share, want := range map[string]bool{"only": true, "ntfs": true, "dual": false} {
+		if got := strings.Contains(shares[share]["vfs objects"], "acl_xattr"); got != want {
+			t.Errorf("share %s: vfs objects %q; acl_xattr %v, want %v", share, shares[share]["vfs objects"], got, want)
+		}
 	}
 }
 

@@ -140,6 +140,13 @@ func (c *Controller) exportOf(v *model.Volume) (ex nfs.Export, ok bool) {
 		return ex, false
 	}
 	ex = nfs.Export{ID: v.ExportID, Path: c.be.MountPath(v.Key), Pseudo: "/" + v.ShareName, Protocols: versions}
+	if slices.Contains(v.Protocols, model.ProtocolSMB) {
+		// Samba changes the files behind Ganesha (ACLs, modes, owners):
+		// NFS clients see each change at once, not when a cached copy
+		// expires (60 s). docs/design-dual-protocol.md.
+		ex.NoAttrCache = true
+		ex.NTFS = v.SecurityStyle == model.SecurityStyleNTFS
+	}
 	for _, r := range v.ExportRules {
 		cls := clientOf(r, versions)
 		if v.KerberosEnabled {

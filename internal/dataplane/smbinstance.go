@@ -78,8 +78,10 @@ const (
 	// saved id), binds 445, creates files for any owner with their NT ACLs in
 	// the user.NTACL xattr (chown, fowner, fsetid, dac_override, dac_read_search:
 	// the same file rights as Ganesha's; security.* xattrs would need
-	// sys_admin, smb.NTACLName) and raises its descriptor limit.
-	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+net_bind_service,+sys_resource"
+	// sys_admin, smb.NTACLName) and raises its descriptor limit. It takes a
+	// kernel lease on a file it holds an oplock on (a dual-protocol share's
+	// `kernel oplocks`, smb.Locking) as root, for files of any owner (lease).
+	smbdCaps = "-all,+chown,+dac_override,+dac_read_search,+fowner,+fsetid,+setuid,+setgid,+net_bind_service,+sys_resource,+lease"
 	// winbindd gives its privileged pipe directory its group (chown), opens its
 	// state as root (dac_override) and raises its descriptor limit.
 	winbinddCaps = "-all,+chown,+dac_override,+sys_resource"

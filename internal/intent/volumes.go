@@ -66,10 +66,12 @@ func (s *Service) CreateVolume(ctx context.Context, st store.Store, req VolumeCr
 	v.Node = "" // placed below (a clone: where its source is)
 	if v.UnixPermissions == "" {
 		v.UnixPermissions = "0770"
-		if len(v.Protocols) > 0 && !slices.ContainsFunc(v.Protocols, func(p model.Protocol) bool { return p != model.ProtocolSMB }) {
-			// An SMB-only volume's root starts open to every domain user (what
-			// Windows calls Everyone: Full control, the services' default); its
-			// administrators narrow it with Windows ACLs.
+		smbOnly := len(v.Protocols) > 0 && !slices.ContainsFunc(v.Protocols, func(p model.Protocol) bool { return p != model.ProtocolSMB })
+		if smbOnly || v.SecurityStyle == model.SecurityStyleNTFS {
+			// Where NT ACLs decide (an SMB-only or NTFS volume), the root
+			// starts open to every domain user (what Windows calls Everyone:
+			// Full control, the services' default); its administrators
+			// narrow it with Windows ACLs.
 			v.UnixPermissions = "0777"
 		}
 	}
@@ -151,12 +153,12 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 		return model.Errorf(model.ErrFailedPrecondition, "SMB volumes need a storage pool with an Active Directory policy; pool %s has none", pool.ID)
 	}
 	if isNew && v.SecurityStyle == 0 {
-		v.SecurityStyle = 2 // UNIX
+		v.SecurityStyle = model.SecurityStyleUNIX
 		if smb && !nfs {
-			v.SecurityStyle = 1 // NTFS
+			v.SecurityStyle = model.SecurityStyleNTFS
 		}
 	} else if isNew && !(nfs && smb) {
-		if want := map[bool]int32{true: 1, false: 2}[smb]; v.SecurityStyle != want {
+		if want := map[bool]int32{true: model.SecurityStyleNTFS, false: model.SecurityStyleUNIX}[smb]; v.SecurityStyle != want {
 			return model.Invalid("securityStyle", "can only be chosen for dual-protocol volumes")
 		}
 	}

@@ -302,6 +302,12 @@ type SnapshotPolicy struct {
 	Monthly *Schedule `json:"monthly,omitempty"`
 }
 
+// Security styles (securityStyle): which permissions are authoritative.
+const (
+	SecurityStyleNTFS int32 = 1 // NT ACLs, changed over SMB
+	SecurityStyleUNIX int32 = 2 // mode bits, changed over NFS
+)
+
 // Volume is a file share carved from a pool.
 type Volume struct {
 	Meta

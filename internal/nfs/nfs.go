@@ -90,6 +90,12 @@ type Export struct {
 	// what it knew of a directory's entries as soon as they change): for a
 	// directory Basin changes behind it, the snapshot directory.
 	NoAttrCache bool
+	// NTFS: the volume's NT ACLs are authoritative (securityStyle NTFS):
+	// Ganesha refuses a change of mode, owner, group or ACL
+	// (Basin_NTFS_Security, Basin patch 0014) with NFS3ERR_PERM /
+	// NFS4ERR_PERM, as ONTAP's default `-ntfs-unix-security-ops fail`. Access
+	// follows the POSIX ACL Samba derives from each NT ACL.
+	NTFS bool
 	// Ceph, when set, serves Path from a CephFS through FSAL_CEPH as the
 	// volume's own cephx user, instead of a local mount through FSAL_VFS.
 	Ceph *CephFSAL
@@ -195,6 +201,9 @@ func (e Export) Render() string {
 	fmt.Fprintf(&b, "\tAccess_Type = None;\n\tSquash = Root_Squash;\n\tAnonymous_Uid = %d;\n\tAnonymous_Gid = %d;\n", AnonID, AnonID)
 	if e.NoAttrCache {
 		b.WriteString("\tAttr_Expiration_Time = 0;\n")
+	}
+	if e.NTFS {
+		b.WriteString("\tBasin_NTFS_Security = true;\n")
 	}
 	if c := e.Ceph; c != nil {
 		fmt.Fprintf(&b, "\tFSAL {\n\t\tName = CEPH;\n\t\tFilesystem = %q;\n\t\tUser_Id = %q;\n\t\tSecret_Access_Key = %q;\n\t}\n", c.FS, c.UserID, c.Secret)

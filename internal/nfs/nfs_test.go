@@ -41,6 +41,12 @@ func TestRenderExport(t *testing.T) {
 		Protocols: []int{3, 4}, NoAttrCache: true, Clients: []Client{
 			{Clients: []string{"10.99.0.101"}, Access: AccessRO, Squash: NoRootSquash, Protocols: []int{3, 4}},
 		}}.Render())
+	// A dual-protocol NTFS volume: attributes always read afresh (Samba
+	// changes them), and permission changes refused.
+	golden(t, "export_ntfs.conf", Export{ID: 11, Path: "/var/lib/basin/mounts/vntfs", Pseudo: "/docs", Protocols: []int{3, 4},
+		NoAttrCache: true, NTFS: true, Clients: []Client{
+			{Clients: []string{"10.99.0.0/24"}, Access: AccessRW, Squash: RootSquash, Protocols: []int{3, 4}},
+		}}.Render())
 	golden(t, "export_ceph.conf", Export{ID: 10, Path: "/volumes/basin/vabc/5a371ad6-7c48-4795-956a-c2bc9c9581ea", Pseudo: "/vol1",
 		Protocols: []int{3, 4}, Ceph: &CephFSAL{FS: "cephfs", UserID: "basin.vabc", Secret: "AQBmS0ppAAAAABAAv4hXyGQmTf4mWvQkYYGPbA=="},
 		Clients: []Client{{Clients: []string{"10.99.0.0/24"}, Access: AccessRW, Squash: RootSquash, Protocols: []int{3, 4}}}}.Render())

@@ -46,6 +46,7 @@ const (
 	ErrNotSupp     Status = 10004
 	ErrServerFault Status = 10006
 	ErrBadType     Status = 10007
+	ErrJukebox     Status = 10008
 )
 
 func init() {

@@ -95,12 +95,25 @@ type ShareSpec struct {
 	// SMB byte-range locks must then be POSIX locks NFS clients meet (see
 	// ShareParams).
 	NFS bool
+	// UnixStyle says the volume's security style is UNIX (a dual-protocol
+	// volume's choice): its mode bits, not NT ACLs, decide (see ShareParams).
+	UnixStyle bool
 }
 
 // ShareParams returns the registry parameters of a share (`net conf setparm
 // <share> <key> <value>` each), keyed by Samba's canonical parameter names (what
 // `net conf list` reads back). The settings map as follows:
 //
+//   - security style: an NTFS volume (every SMB-only one) keeps NT ACLs in
+//     user.NTACL (acl_xattr), and Samba writes the POSIX ACL it derives from
+//     each (`acl_xattr:ignore system acls = no`, pinned): what NFS clients
+//     of a dual-protocol volume are checked against. A UNIX volume
+//     (UnixStyle) has no acl_xattr: Windows sees its mode bits (and POSIX
+//     ACL) as an NT ACL (`nt acl support = yes`, ONTAP's default), an owner's
+//     ACL edit becomes a chmod or POSIX ACL change, anyone else's is refused
+//     (STATUS_ACCESS_DENIED); new files take the client's mode, not an
+//     inherited ACL (`inherit acls = no`), and only owners change
+//     permissions (`dos filemode = no`). docs/design-dual-protocol.md;
 //   - always: path, `read only = no`, `guest ok = no`, and the VFS stack
 //     `fruit streams_xattr acl_xattr` (VFSObjects): alternate data streams, kept
 //     in user.DosStream.* xattrs of their file (so they follow it through
@@ -120,7 +133,14 @@ type ShareSpec struct {
 //     handles: Samba 4.17 panics reconnecting a durable handle that holds
 //     byte-range locks under posix locking (it refuses the handle's new cookie,
 //     then frees the handle with its file still open: source3/smbd/durable.c,
-//     vfs_default_durable_reconnect);
+//     vfs_default_durable_reconnect). A dual-protocol volume's exclusive and
+//     batch oplocks are kernel leases (`kernel oplocks = yes`): an NFS client
+//     opening the file breaks the lease, smbd sends the SMB client its oplock
+//     break, and the NFS call is answered NFS3ERR_JUKEBOX / NFS4ERR_DELAY
+//     (Ganesha opens without blocking) until the client has flushed and let
+//     go. The cost: Samba grants no SMB2 lease on such a share (a lease
+//     cannot be backed by one kernel lease), so SMB3 clients cache nothing
+//     there; oplock clients keep batch and exclusive oplocks;
 //   - ENCRYPT_DATA: `server smb encrypt = required` (SMB3 clients only);
 //   - BROWSABLE / NON_BROWSABLE: `browseable = yes / no` (both is an error);
 //     neither: yes;
@@ -188,6 +208,14 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 	}
 	maps.Copy(p, Fruit())
 	maps.Copy(p, Locking(v.NFS))
+	if v.UnixStyle {
+		p["vfs objects"] = strings.Join(slices.DeleteFunc(VFSObjects(false), isACLXattr), " ")
+		p["nt acl support"] = "yes"
+		p["inherit acls"] = "no"
+		p["dos filemode"] = "no"
+	} else {
+		p["acl_xattr:ignore system acls"] = "no"
+	}
 	if v.Comment != "" {
 		p["comment"] = v.Comment
 	}
@@ -212,7 +240,11 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 		if len(format) > 64 || !formatRE.MatchString(format) {
 			return nil, invalid("snapshotFormat", "must be a strftime layout of %%Y %%m %%d %%H %%M %%S %%j %%y and letters, digits or @._:+-")
 		}
-		p["vfs objects"] = strings.Join(VFSObjects(true), " ")
+		objs := VFSObjects(true)
+		if v.UnixStyle {
+			objs = slices.DeleteFunc(objs, isACLXattr)
+		}
+		p["vfs objects"] = strings.Join(objs, " ")
 		p["shadow:snapdir"] = v.SnapshotDir
 		p["shadow:basedir"] = v.Path
 		p["shadow:format"] = format
@@ -241,6 +273,8 @@ func VFSObjects(snapshots bool) []string {
 	return []string{"fruit", "streams_xattr", "acl_xattr"}
 }
 
+func isACLXattr(o string) bool { return o == "acl_xattr" }
+
 // Fruit are vfs_fruit's per-share settings (its global ones are in
 // RenderGlobal's file semantics): Finder info in an AFP_AfpInfo stream (60
 // bytes, an xattr through streams_xattr, as NTFS and ONTAP keep it); resource
@@ -257,11 +291,11 @@ func Fruit() map[string]string {
 	}
 }
 
-// Locking is a share's byte-range locking, by whether the volume is served
-// over NFS too (see ShareParams).
+// Locking is a share's byte-range locking and oplocks, by whether the volume
+// is served over NFS too (see ShareParams).
 func Locking(nfs bool) map[string]string {
 	if nfs {
-		return map[string]string{"posix locking": "yes", "durable handles": "no"}
+		return map[string]string{"posix locking": "yes", "durable handles": "no", "kernel oplocks": "yes"}
 	}
 	return map[string]string{"posix locking": "no", "durable handles": "yes"}
 }

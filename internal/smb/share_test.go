@@ -18,7 +18,7 @@ func TestShareParams(t *testing.T) {
 	base := map[string]string{"path": testPath, "read only": "no", "guest ok": "no", "vfs objects": "fruit streams_xattr acl_xattr",
 		"fruit:metadata": "stream", "fruit:resource": "file", "fruit:veto_appledouble": "yes",
 		"fruit:wipe_intentionally_left_blank_rfork": "yes", "fruit:delete_empty_adfiles": "yes",
-		"posix locking": "no", "durable handles": "yes"}
+		"posix locking": "no", "durable handles": "yes", "acl_xattr:ignore system acls": "no"}
 	with := func(kv ...string) map[string]string {
 		m := maps.Clone(base)
 		for i := 0; i < len(kv); i += 2 {
@@ -29,6 +29,13 @@ func TestShareParams(t *testing.T) {
 	shadow := []string{"vfs objects", "fruit streams_xattr shadow_copy2 acl_xattr", "shadow:snapdir", testSnap, "shadow:basedir", testPath,
 		"shadow:format", DefaultSnapshotFormat, "shadow:sort", "desc", "shadow:localtime", "no"}
 	plain := []string{"browseable", "yes", "oplocks", "no", "level2 oplocks", "no"}
+	// A UNIX-style volume: no acl_xattr, mode bits shown as the NT ACL.
+	unix := func(m map[string]string, objs string) map[string]string {
+		m = maps.Clone(m)
+		delete(m, "acl_xattr:ignore system acls")
+		m["vfs objects"], m["nt acl support"], m["inherit acls"], m["dos filemode"] = objs, "yes", "no", "no"
+		return m
+	}
 	for _, tc := range []struct {
 		name     string
 		settings []Setting
@@ -38,9 +45,9 @@ func TestShareParams(t *testing.T) {
 		{"defaults", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes"), false},
 		// A dual-protocol volume's SMB locks are POSIX locks NFS clients meet,
 		// and then no handle may be durable (Samba 4.17 panics reconnecting one
-		// that holds locks).
+		// that holds locks); its oplocks are kernel leases NFS opens break.
 		{"dual protocol", nil, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
-			"posix locking", "yes", "durable handles", "no"), true},
+			"posix locking", "yes", "durable handles", "no", "kernel oplocks", "yes"), true},
 		// CA asks for durable handles: they win over NFS clients seeing SMB locks.
 		{"dual protocol CA", []Setting{ContinuouslyAvailable}, with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
 			"durable handles", "yes", "kernel oplocks", "no", "kernel share modes", "no", "posix locking", "no"), true},
@@ -59,6 +66,26 @@ func TestShareParams(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ShareParams(ShareSpec{Name: "vol1", Path: testPath, Settings: tc.settings, SnapshotDir: testSnap, NFS: tc.nfs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("got  %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name     string
+		settings []Setting
+		want     map[string]string
+	}{
+		{"dual protocol UNIX style", nil, unix(with("browseable", "yes", "oplocks", "yes", "level2 oplocks", "yes",
+			"posix locking", "yes", "durable handles", "no", "kernel oplocks", "yes"), "fruit streams_xattr")},
+		{"dual protocol UNIX style with previous versions", []Setting{ShowPreviousVersions}, unix(with(append(slices.Clone(plain), append(shadow,
+			"posix locking", "yes", "durable handles", "no", "kernel oplocks", "yes")...)...), "fruit streams_xattr shadow_copy2")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ShareParams(ShareSpec{Name: "vol1", Path: testPath, Settings: tc.settings, SnapshotDir: testSnap, NFS: true, UnixStyle: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,109 @@
+"""An SMB2 client driven line by line, for the cross-protocol tests (test/e2e
+crossproto_test.go): it asks for oplocks, waits for their breaks and takes
+byte-range locks, which go-smb2 does not do, and Samba's Python bindings do
+only on SMB1 connections (Basin refuses SMB1).
+
+    smb2_holder.py SERVER ADDRESS SHARE DOMAIN USER      (password in BASIN_SMB_PASSWORD)
+
+Commands on stdin, one answer line each on stdout:
+    open NAME SHARE_ACCESS OPLOCK   -> granted <level>    | error <NTSTATUS hex>
+    waitbreak SECONDS               -> break <level> <s>  | no break
+    lock OFFSET LENGTH              -> lock <NTSTATUS hex>
+    read OFFSET LENGTH              -> read <NTSTATUS hex> <bytes>
+    close                           -> closed
+    hold                            (no answer: keeps the file open, unacknowledged, until stdin ends)
+SHARE_ACCESS is FILE_SHARE_* bits (1 read, 2 write, 4 delete); OPLOCK the
+requested level (0 none, 1 level II, 8 exclusive, 9 batch). The file is opened
+(created if need be) for reading and writing.
+"""
+import os
+import sys
+import time
+
+from impacket import smb3structs as s2
+from impacket.smbconnection import SMBConnection, SessionError
+
+
+def status(e):
+    return "%08x" % (e.getErrorCode() & 0xFFFFFFFF)
+
+
+def main():
+    server, address, share, domain, user = sys.argv[1:6]
+    conn = SMBConnection(server, address, sess_port=445, timeout=120)
+    conn.login(user, os.environ["BASIN_SMB_PASSWORD"], domain)
+    tid = conn.connectTree(share)
+    smb = conn.getSMBServer()
+    recv = smb.recvSMB
+    fid = None
+    out = lambda s: print(s, flush=True)
+
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "open":
+            # SMB3.create returns the handle alone; the granted level is in
+            # the response, seen on its way through recvSMB.
+            granted = {}
+
+            def watch(packet_id=None):
+                p = recv(packet_id)
+                if p["Command"] == s2.SMB2_CREATE and p["Status"] == 0:
+                    granted["level"] = s2.SMB2Create_Response(p["Data"])["OplockLevel"]
+                return p
+
+            smb.recvSMB = watch
+            try:
+                fid = smb.create(tid, cmd[1], s2.FILE_READ_DATA | s2.FILE_WRITE_DATA | s2.FILE_READ_ATTRIBUTES,
+                                 int(cmd[2]), s2.FILE_NON_DIRECTORY_FILE, s2.FILE_OPEN_IF,
+                                 s2.FILE_ATTRIBUTE_NORMAL, oplockLevel=int(cmd[3]))
+                out("granted %d" % granted.get("level", -1))
+            except SessionError as e:
+                out("error " + status(e))
+            finally:
+                smb.recvSMB = recv
+        elif cmd[0] == "waitbreak":
+            start = time.monotonic()
+            smb._timeout = float(cmd[1])
+            try:
+                while True:
+                    p = smb.recvSMB()
+                    if p["Command"] == s2.SMB2_OPLOCK_BREAK:
+                        n = s2.SMB2OplockBreakNotification(p["Data"])
+                        out("break %d %.3f" % (n["OplockLevel"], time.monotonic() - start))
+                        break
+            except Exception:  # the receive timed out
+                out("no break")
+            finally:
+                smb._timeout = 120
+        elif cmd[0] == "lock":
+            # Built here: impacket's SMB3.lock joins its elements as str.
+            el = s2.SMB2_LOCK_ELEMENT()
+            el["Offset"], el["Length"] = int(cmd[1]), int(cmd[2])
+            el["Flags"] = s2.SMB2_LOCKFLAG_EXCLUSIVE_LOCK | s2.SMB2_LOCKFLAG_FAIL_IMMEDIATELY
+            req = s2.SMB2Lock()
+            req["FileID"], req["LockCount"], req["LockSequence"] = fid, 1, 0
+            req["Locks"] = el.getData()
+            packet = smb.SMB_PACKET()
+            packet["Command"], packet["TreeID"], packet["Data"] = s2.SMB2_LOCK, tid, req
+            ans = smb.recvSMB(smb.sendSMB(packet))
+            out("lock %08x" % (ans["Status"] & 0xFFFFFFFF))
+        elif cmd[0] == "read":
+            try:
+                data = smb.read(tid, fid, int(cmd[1]), int(cmd[2]))
+                out("read 00000000 %d" % len(data))
+            except SessionError as e:
+                out("read %s 0" % status(e))
+        elif cmd[0] == "close":
+            smb.close(tid, fid)
+            fid = None
+            out("closed")
+        elif cmd[0] == "hold":
+            sys.stdin.read()
+            return
+        else:
+            out("unknown " + cmd[0])
+
+
+main()

@@ -19,16 +19,18 @@ import (
 
 // smb2Holder is test/e2e/python/smb2_holder.py, an SMB2 client (impacket)
 // that asks for oplocks, waits for their breaks and takes byte-range locks,
-// running in the lab's client host as user u.
+// running in the lab's client host as user u until t ends.
 type smb2Holder struct {
 	t   *testing.T
 	in  io.WriteCloser
 	out *bufio.Scanner
 }
 
-func (l *smbLab) holder(ctx context.Context, sh smbShare, u addc.User) *smb2Holder {
-	t := l.t
+func (l *smbLab) holder(t *testing.T, sh smbShare, u addc.User) *smb2Holder {
 	t.Helper()
+	// Its own context: it ends when stdin does (the test's end), not killed
+	// by the caller's.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	python, err := filepath.Abs("../../.venv/bin/python")
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +55,7 @@ func (l *smbLab) holder(ctx context.Context, sh smbShare, u addc.User) *smb2Hold
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		defer cancel()
 		in.Close()
 		if err := cmd.Wait(); err != nil && !t.Failed() {
 			t.Logf("smb2_holder: %v\n%s", err, stderr.String())
@@ -111,7 +114,7 @@ func TestCrossProtocolOplocks(t *testing.T) {
 
 	t.Run("NFSv4.1 OPEN against a batch oplock", func(t *testing.T) {
 		sh := vol("xpv4", "NFSV4", false, true)
-		h := l.holder(ctx, sh, alice)
+		h := l.holder(t, sh, alice)
 		if a := h.do(fmt.Sprintf("open held.txt 1 %d", oplockBatch)); a[0] != "granted" || a[1] != strconv.Itoa(oplockBatch) {
 			t.Fatalf("SMB open with a batch oplock: %v", a)
 		}
@@ -161,7 +164,7 @@ func TestCrossProtocolOplocks(t *testing.T) {
 		}
 		defer c.Close()
 		// The SMB client makes the file (alice owns it) and holds it.
-		h := l.holder(ctx, sh, alice)
+		h := l.holder(t, sh, alice)
 		if a := h.do(fmt.Sprintf("open held.txt 1 %d", oplockBatch)); a[0] != "granted" || a[1] != strconv.Itoa(oplockBatch) {
 			t.Fatalf("SMB open with a batch oplock: %v", a)
 		}
@@ -180,7 +183,7 @@ func TestCrossProtocolOplocks(t *testing.T) {
 
 		// A holder that never acknowledges: smbd gives the lease up at its
 		// break timeout (35 s); meanwhile every NFS call is answered at once.
-		h2 := l.holder(ctx, sh, alice)
+		h2 := l.holder(t, sh, alice)
 		if a := h2.do(fmt.Sprintf("open hostile.txt 1 %d", oplockBatch)); a[0] != "granted" {
 			t.Fatalf("SMB open with a batch oplock: %v", a)
 		}
@@ -205,7 +208,7 @@ func TestCrossProtocolOplocks(t *testing.T) {
 		sh := vol("xplk", "NFSV4", false, true)
 		// The SMB client makes the file, without an oplock and sharing
 		// everything: the NFS client may then open it.
-		h := l.holder(ctx, sh, alice)
+		h := l.holder(t, sh, alice)
 		if a := h.do(fmt.Sprintf("open locked.txt 7 %d", oplockNone)); a[0] != "granted" {
 			t.Fatalf("SMB open: %v", a)
 		}

@@ -20,12 +20,16 @@ import os
 import sys
 import time
 
-from impacket import smb3structs as s2
+from impacket import smb3, smb3structs as s2
 from impacket.smbconnection import SMBConnection, SessionError
+
+# The SMB3 layer's calls raise its own SessionError, SMBConnection's another.
+ERRORS = (SessionError, smb3.SessionError)
 
 
 def status(e):
-    return "%08x" % (e.getErrorCode() & 0xFFFFFFFF)
+    code = e.getErrorCode() if isinstance(e, SessionError) else e.get_error_code()
+    return "%08x" % (code & 0xFFFFFFFF)
 
 
 def main():
@@ -59,16 +63,22 @@ def main():
                                  int(cmd[2]), s2.FILE_NON_DIRECTORY_FILE, s2.FILE_OPEN_IF,
                                  s2.FILE_ATTRIBUTE_NORMAL, oplockLevel=int(cmd[3]))
                 out("granted %d" % granted.get("level", -1))
-            except SessionError as e:
+            except ERRORS as e:
                 out("error " + status(e))
             finally:
                 smb.recvSMB = recv
         elif cmd[0] == "waitbreak":
             start = time.monotonic()
             smb._timeout = float(cmd[1])
+            # recvSMB moves the next message id by the packet's credit
+            # charge less one, as for a response to a request; a break
+            # notification is none (charge 0), and the next request would
+            # reuse an id (smbd drops the connection).
+            window = smb._Connection["SequenceWindow"]
             try:
                 while True:
                     p = smb.recvSMB()
+                    smb._Connection["SequenceWindow"] = window
                     if p["Command"] == s2.SMB2_OPLOCK_BREAK:
                         n = s2.SMB2OplockBreakNotification(p["Data"])
                         out("break %d %.3f" % (n["OplockLevel"], time.monotonic() - start))
@@ -93,7 +103,7 @@ def main():
             try:
                 data = smb.read(tid, fid, int(cmd[1]), int(cmd[2]))
                 out("read 00000000 %d" % len(data))
-            except SessionError as e:
+            except ERRORS as e:
                 out("read %s 0" % status(e))
         elif cmd[0] == "close":
             smb.close(tid, fid)

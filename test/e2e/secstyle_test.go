@@ -149,7 +149,9 @@ func TestSecurityStyles(t *testing.T) {
 		t.Run(c.style+" "+c.proto, func(t *testing.T) {
 			id := strings.ToLower(c.style[:1] + c.proto[3:]) // nv3, nv4, uv3, uv4
 			v3, v4 := c.version == 3, c.version == 4
-			sh := l.volume(id, map[string]any{"protocols": []string{"SMB", c.proto}, "securityStyle": c.style,
+			// A UNIX volume's root is 0770 root's unless asked otherwise: 0777
+			// lets alice make her file in it (an NTFS volume's starts so).
+			sh := l.volume(id, map[string]any{"protocols": []string{"SMB", c.proto}, "securityStyle": c.style, "unixPermissions": "0777",
 				"exportPolicy": map[string]any{"rules": []any{
 					rule(l.s.addrN(150), "READ_WRITE", v3, v4, "false"),
 					rule(l.s.addrN(151), "READ_WRITE", v3, v4, "true")}}})

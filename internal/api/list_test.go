@@ -246,6 +246,21 @@ func TestActiveDirectory(t *testing.T) {
 			t.Errorf("volume %s: securityStyle %v, unixPermissions %v; want %v", id, v["securityStyle"], v["unixPermissions"], want)
 		}
 	}
+	// Their mode is theirs to change only where mode bits decide; on the
+	// others Windows ACLs do (a chmod would make Samba drop them).
+	for _, id := range []string{"smb1", "ntfs1"} {
+		if r := e.fails("PATCH", loc+"/volumes/"+id+"?updateMask=unixPermissions", map[string]any{"unixPermissions": "0700"}, 400, "INVALID_ARGUMENT"); !strings.Contains(r.raw, "unixPermissions") {
+			t.Errorf("PATCH %s unixPermissions: %s, want the field named", id, r.raw)
+		}
+	}
+	e.run("PATCH", loc+"/volumes/unix1?updateMask=unixPermissions", map[string]any{"unixPermissions": "0750"})
+	// Continuously available shares keep locks and caching from NFS clients:
+	// SMB-only volumes alone.
+	if r := e.fails("POST", loc+"/volumes?volumeId=ca1", map[string]any{"shareName": "ca1", "storagePool": "pool1", "capacityGib": "10",
+		"protocols": []string{"SMB", "NFSV3"}, "smbSettings": []string{"CONTINUOUSLY_AVAILABLE"}}, 400, "INVALID_ARGUMENT"); !strings.Contains(r.raw, "smbSettings") {
+		t.Errorf("a dual-protocol CA volume: %s, want smbSettings named", r.raw)
+	}
+	e.volume("ca2", "pool1", 10, map[string]any{"protocols": []string{"SMB"}, "smbSettings": []string{"CONTINUOUSLY_AVAILABLE"}})
 	e.run("PATCH", loc+"/activeDirectories/ad1?updateMask=site", map[string]any{"site": "s1"})
 	if got := e.ok("GET", loc+"/activeDirectories/ad1", nil)["site"]; got != "s1" {
 		t.Fatalf("site = %v", got)

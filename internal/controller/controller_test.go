@@ -61,6 +61,19 @@ func TestPlanVolume(t *testing.T) {
 	if got := PlanVolume(noNFS, Observation{VolumeStatus: full.VolumeStatus}); got != nil {
 		t.Fatalf("SMB-only volume: %v", got)
 	}
+	// Where NT ACLs decide, the root's mode is set when the volume is made
+	// and then left to them: Windows narrowing the root's ACL changes the
+	// mode Samba derives, and a chmod back would make Samba drop the ACL.
+	once := want
+	once.ModeOnce = true
+	drifted := full
+	drifted.Mode = 0o750
+	if got := ops(PlanVolume(once, drifted)); len(got) != 0 {
+		t.Fatalf("NT ACL volume whose mode changed from Windows: %v, want nothing", got)
+	}
+	if got := ops(PlanVolume(once, Observation{})); !slices.Equal(got, []StepOp{StepCreateVolume, StepSetMode, StepMount, StepExport}) {
+		t.Fatalf("NT ACL volume made: %v", got)
+	}
 }
 
 // An SMB volume's share comes after its mount, is made again when its settings

@@ -53,6 +53,10 @@ func (s Step) String() string {
 type VolumeWant struct {
 	CapacityBytes int64
 	Mode          fs.FileMode          // 0 = leave as is
+	// ModeOnce: Mode is the root's when the volume is made, and is not
+	// kept (a volume whose NT ACLs decide: Samba derives the mode from
+	// them, and putting it back would make Samba drop them).
+	ModeOnce bool
 	Export        bool                 // served over NFS
 	Share         bool                 // served over SMB
 	From          *storage.SnapshotRef // created as a clone of this snapshot
@@ -89,7 +93,7 @@ func PlanVolume(want VolumeWant, obs Observation) []Step {
 	} else if obs.CapacityBytes != want.CapacityBytes {
 		steps = append(steps, Step{Op: StepResize, Bytes: want.CapacityBytes})
 	}
-	if want.Mode != 0 && (!obs.Exists || obs.Mode != want.Mode) {
+	if want.Mode != 0 && (!obs.Exists || (obs.Mode != want.Mode && !want.ModeOnce)) {
 		steps = append(steps, Step{Op: StepSetMode, Mode: want.Mode})
 	}
 	if remount {

@@ -115,6 +115,7 @@ func (c *Controller) wantOf(v *model.Volume, op *model.Operation) VolumeWant {
 			w.Mode = fs.FileMode(m) & fs.ModePerm
 		}
 	}
+	w.ModeOnce = v.NTACLs()
 	_, w.Export = c.exportOf(v)
 	w.Share = c.opts.SMB != nil && v.Endpoint != "" && slices.Contains(v.Protocols, model.ProtocolSMB)
 	if op != nil && op.Kind == model.OpVolumeCreate && op.Params.SourceKey != "" {

@@ -179,6 +179,13 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 	if v.UnixPermissions != "" && !unixPermRE.MatchString(v.UnixPermissions) {
 		return model.Invalid("unixPermissions", "%q must be an octal mode like \"0770\"", v.UnixPermissions)
 	}
+	if !isNew && v.UnixPermissions != prev.UnixPermissions && prev.NTACLs() {
+		return model.Invalid("unixPermissions", "cannot change on a volume whose permissions are its Windows ACLs (SMB-only or NTFS style): change them from Windows")
+	}
+	// (Checked when the settings are chosen: a volume made before stays as it is.)
+	if nfs && smb && slices.Contains(v.SMBSettings, 9) && (isNew || !slices.Equal(v.SMBSettings, prev.SMBSettings)) { // CONTINUOUSLY_AVAILABLE
+		return model.Invalid("smbSettings", "CONTINUOUSLY_AVAILABLE is for SMB-only volumes: its durable handles keep SMB clients' locks and caching out of NFS clients' sight")
+	}
 	if v.SnapReserve < 0 || v.SnapReserve > 90 || math.IsNaN(v.SnapReserve) {
 		return model.Invalid("snapReserve", "must be between 0 and 90 percent")
 	}

@@ -308,6 +308,16 @@ const (
 	SecurityStyleUNIX int32 = 2 // mode bits, changed over NFS
 )
 
+// NTACLs reports whether v's permissions are the NT ACLs set from Windows:
+// an SMB-only volume, or a dual-protocol one of NTFS style. Its root's mode
+// is set when it is made, then follows those ACLs (Samba derives it).
+func (v *Volume) NTACLs() bool {
+	if v.SecurityStyle == SecurityStyleNTFS {
+		return true
+	}
+	return len(v.Protocols) > 0 && !slices.ContainsFunc(v.Protocols, func(p Protocol) bool { return p != ProtocolSMB })
+}
+
 // Volume is a file share carved from a pool.
 type Volume struct {
 	Meta

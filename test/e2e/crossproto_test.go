@@ -184,7 +184,7 @@ func TestCrossProtocolOplocks(t *testing.T) {
 		// A holder that never acknowledges: smbd gives the lease up at its
 		// break timeout (35 s); meanwhile every NFS call is answered at once.
 		h2 := l.holder(t, sh, alice)
-		if a := h2.do(fmt.Sprintf("open hostile.txt 1 %d", oplockBatch)); a[0] != "granted" {
+		if a := h2.do(fmt.Sprintf("open hostile.txt 1 %d", oplockBatch)); a[0] != "granted" || a[1] != strconv.Itoa(oplockBatch) {
 			t.Fatalf("SMB open with a batch oplock: %v", a)
 		}
 		fh2, _, err := c.Lookup(ctx, c.Root, "hostile.txt")
@@ -196,7 +196,13 @@ func TestCrossProtocolOplocks(t *testing.T) {
 		}
 		start := time.Now()
 		writeRetrying(ctx, t, c, fh2, 90*time.Second)
-		t.Logf("NFS write through after %v against a holder that never let go", time.Since(start).Round(100*time.Millisecond))
+		held := time.Since(start)
+		t.Logf("NFS write through after %v against a holder that never let go", held.Round(100*time.Millisecond))
+		// smbd's break timeout (35 s) let it through, not an oplock never
+		// taken.
+		if held < 25*time.Second {
+			t.Errorf("NFS held off %v by a holder that never lets go; want about smbd's 35 s break timeout", held)
+		}
 		// No NFS call waited in Ganesha meanwhile (the watchdog counts any
 		// older than 5 s).
 		if v, ok := scrapeMetric(t, metricsAddr, "basin_nfs_stuck_requests_total"); !ok || v != 0 {

@@ -52,14 +52,14 @@ func (s Step) String() string {
 // VolumeWant is the desired state of a volume.
 type VolumeWant struct {
 	CapacityBytes int64
-	Mode          fs.FileMode          // 0 = leave as is
+	Mode          fs.FileMode // 0 = leave as is
 	// ModeOnce: Mode is the root's when the volume is made, and is not
 	// kept (a volume whose NT ACLs decide: Samba derives the mode from
 	// them, and putting it back would make Samba drop them).
 	ModeOnce bool
-	Export        bool                 // served over NFS
-	Share         bool                 // served over SMB
-	From          *storage.SnapshotRef // created as a clone of this snapshot
+	Export   bool                 // served over NFS
+	Share    bool                 // served over SMB
+	From     *storage.SnapshotRef // created as a clone of this snapshot
 }
 
 // Observation is what the backend and the data plane report of a volume.

@@ -320,7 +320,7 @@ func (c *Controller) smbOf(ctx context.Context, v *model.Volume, include func(*m
 	// A dual-protocol volume's style is its choice (UNIX unless NTFS was
 	// asked for; volumes made before styles were resolved have none); an
 	// SMB-only volume is NTFS.
-	spec.UnixStyle = spec.NFS && v.SecurityStyle != model.SecurityStyleNTFS
+	spec.UnixStyle = !v.NTACLs()
 	for _, s := range v.SMBSettings {
 		spec.Settings = append(spec.Settings, smb.Setting(s))
 	}

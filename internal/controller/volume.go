@@ -146,7 +146,7 @@ func (c *Controller) exportOf(v *model.Volume) (ex nfs.Export, ok bool) {
 		// NFS clients see each change at once, not when a cached copy
 		// expires (60 s). docs/design-dual-protocol.md.
 		ex.NoAttrCache = true
-		ex.NTFS = v.SecurityStyle == model.SecurityStyleNTFS
+		ex.NTFS = v.NTACLs()
 	}
 	for _, r := range v.ExportRules {
 		cls := clientOf(r, versions)

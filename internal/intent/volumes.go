@@ -66,8 +66,7 @@ func (s *Service) CreateVolume(ctx context.Context, st store.Store, req VolumeCr
 	v.Node = "" // placed below (a clone: where its source is)
 	if v.UnixPermissions == "" {
 		v.UnixPermissions = "0770"
-		smbOnly := len(v.Protocols) > 0 && !slices.ContainsFunc(v.Protocols, func(p model.Protocol) bool { return p != model.ProtocolSMB })
-		if smbOnly || v.SecurityStyle == model.SecurityStyleNTFS {
+		if v.NTACLs() {
 			// Where NT ACLs decide (an SMB-only or NTFS volume), the root
 			// starts open to every domain user (what Windows calls Everyone:
 			// Full control, the services' default); its administrators

@@ -14,6 +14,7 @@ import (
 
 	"github.com/basin-nas/basin/internal/nfs3"
 	"github.com/basin-nas/basin/test/addc"
+	"github.com/basin-nas/basin/test/clienthost"
 	"github.com/basin-nas/basin/test/nfsraw"
 )
 
@@ -118,20 +119,9 @@ func TestCrossProtocolOplocks(t *testing.T) {
 		if a := h.do(fmt.Sprintf("open held.txt 1 %d", oplockBatch)); a[0] != "granted" || a[1] != strconv.Itoa(oplockBatch) {
 			t.Fatalf("SMB open with a batch oplock: %v", a)
 		}
-		var cli *nfsraw.Client
-		if err := l.h.Within(func() (err error) {
-			cli, err = nfsraw.Dial41(ctx, sh.Endpoint.String(), 2049, nfsraw.Auth{Machine: "xp-v4"})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
-		root, err := cli.LookupPath(ctx, sh.Share)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cli, root := dial41As(ctx, t, l.h, sh, nfsraw.Auth{Machine: "xp-v4"})
 		owner := []byte("xp-v4/open")
-		_, _, err = cli.OpenFile(ctx, root, "held.txt", nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, owner, false)
+		_, _, err := cli.OpenFile(ctx, root, "held.txt", nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, owner, false)
 		if !isNFS4Status(err, nfsraw.ErrDelay) {
 			t.Fatalf("NFSv4.1 OPEN for write of a file under a batch oplock: %v, want NFS4ERR_DELAY", err)
 		}
@@ -218,18 +208,7 @@ func TestCrossProtocolOplocks(t *testing.T) {
 		if a := h.do(fmt.Sprintf("open locked.txt 7 %d", oplockNone)); a[0] != "granted" {
 			t.Fatalf("SMB open: %v", a)
 		}
-		var cli *nfsraw.Client
-		if err := l.h.Within(func() (err error) {
-			cli, err = nfsraw.Dial41(ctx, sh.Endpoint.String(), 2049, nfsraw.Auth{Machine: "xp-lk"})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
-		root, err := cli.LookupPath(ctx, sh.Share)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cli, root := dial41As(ctx, t, l.h, sh, nfsraw.Auth{Machine: "xp-lk"})
 		fh, open, err := cli.OpenFile(ctx, root, "locked.txt", nfsraw.ShareAccessBoth, nfsraw.ShareDenyNone, []byte("xp-lk/open"), false)
 		if err != nil {
 			t.Fatalf("NFSv4.1 OPEN of the file the SMB client has open: %v", err)
@@ -257,6 +236,25 @@ func TestCrossProtocolOplocks(t *testing.T) {
 			t.Errorf("SMB read outside the NFS lock's range: %v", a)
 		}
 	})
+}
+
+// dial41As is an NFSv4.1 client of sh from host h as a (closed at t's end),
+// and the handle of sh's root.
+func dial41As(ctx context.Context, t *testing.T, h *clienthost.Host, sh smbShare, a nfsraw.Auth) (*nfsraw.Client, []byte) {
+	t.Helper()
+	var cli *nfsraw.Client
+	if err := h.Within(func() (err error) {
+		cli, err = nfsraw.Dial41(ctx, sh.Endpoint.String(), 2049, a)
+		return err
+	}); err != nil {
+		t.Fatalf("NFSv4.1 to %s: %v", sh.Share, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	root, err := cli.LookupPath(ctx, sh.Share)
+	if err != nil {
+		t.Fatalf("NFSv4.1 lookup of %s: %v", sh.Share, err)
+	}
+	return cli, root
 }
 
 // openRetrying opens name for read and write as owner, again while the

@@ -28,28 +28,17 @@ type nfsActor struct {
 func dialActor(ctx context.Context, t *testing.T, h *clienthost.Host, sh smbShare, version int, uid, gid uint32) *nfsActor {
 	t.Helper()
 	a := &nfsActor{}
-	err := h.Within(func() (err error) {
-		if version == 3 {
-			a.v3, err = nfs3.Mount(ctx, sh.Endpoint.String(), "/"+sh.Share, nfs3.Options{Auth: nfs3.Auth{UID: uid, GID: gid, Machine: "styles"}})
-			return err
-		}
-		if a.v4, err = nfsraw.Dial41(ctx, sh.Endpoint.String(), 2049, nfsraw.Auth{UID: uid, GID: gid, Machine: "styles"}); err != nil {
-			return err
-		}
-		a.r4, err = a.v4.LookupPath(ctx, sh.Share)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("NFSv%d as %d/%d: %v", version, uid, gid, err)
+	if version == 4 {
+		a.v4, a.r4 = dial41As(ctx, t, h, sh, nfsraw.Auth{UID: uid, GID: gid, Machine: "styles"})
+		return a
 	}
-	t.Cleanup(func() {
-		if a.v3 != nil {
-			a.v3.Close()
-		}
-		if a.v4 != nil {
-			a.v4.Close()
-		}
-	})
+	if err := h.Within(func() (err error) {
+		a.v3, err = nfs3.Mount(ctx, sh.Endpoint.String(), "/"+sh.Share, nfs3.Options{Auth: nfs3.Auth{UID: uid, GID: gid, Machine: "styles"}})
+		return err
+	}); err != nil {
+		t.Fatalf("NFSv3 as %d/%d: %v", uid, gid, err)
+	}
+	t.Cleanup(func() { a.v3.Close() })
 	return a
 }
 

@@ -93,8 +93,12 @@ func TestTwoBasinsOnOneHost(t *testing.T) {
 
 	// A third Basin configured onto A's bridge must not start, and not touch it.
 	netSeq++
+	// Its store is the smallest there is: A's and B's are allocated in full
+	// already, and the host's free space must not decide whether C is refused
+	// for the bridge or for its store.
 	c := &server{t: t, dataDir: t.TempDir(), addr: freeAddr(t), bridge: a.bridge,
-		subnet: netip.MustParsePrefix(fmt.Sprintf("10.99.%d.0/24", netSeq))}
+		subnet:  netip.MustParsePrefix(fmt.Sprintf("10.99.%d.0/24", netSeq)),
+		storage: []string{"--store-size", "1G"}}
 	c.log = &bytes.Buffer{}
 	c.cmd = exec.Command(basinBin, c.args()...)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log

@@ -197,6 +197,33 @@ func TestSecurityStyles(t *testing.T) {
 				if o, err := l.smbcacls(ctx, alice, sh, "a.txt"); err != nil || !strings.Contains(strings.ToLower(o), `\alice:allowed/0x0/full`) || strings.Contains(o, "Everyone") {
 					t.Errorf("a.txt's ACL after the refused chmods: %v\n%s", err, o)
 				}
+				// A chmod to the mode already there is no change, and passes
+				// (tar, rsync and cp -p set what is there).
+				if v3 {
+					fh, _, err := asAlice.v3.Lookup(ctx, asAlice.v3.Root, "a.txt")
+					if err != nil {
+						t.Fatal(err)
+					}
+					at, err := asAlice.v3.GetAttr(ctx, fh)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mode := at.Mode & 0o7777
+					expect("alice's chmod to a.txt's own mode over NFS", asAlice.v3.SetAttr(ctx, fh, nfs3.SetAttrs{Mode: &mode}), "OK")
+				}
+				// A grant in the NT ACL lets in over NFS whom it names, by
+				// that entry alone (bob's NFS group here is not Domain
+				// Users), and nobody else.
+				if err := aliceSMB.WriteFile("g.txt", []byte("for bob\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if o, err := l.smbcacls(ctx, alice, sh, "g.txt", "--set", "ACL:"+l.dc.Domain+`\alice:ALLOWED/0/FULL,ACL:`+l.dc.Domain+`\bob:ALLOWED/0/READ`); err != nil {
+					t.Fatalf("alice grants bob g.txt: %v\n%s", err, o)
+				}
+				bobAlone := dialActor(ctx, t, squashed, sh, c.version, bobUID, 4242)
+				expect("bob (named in g.txt's ACL, group 4242) reads g.txt over NFS", bobAlone.read(ctx, "g.txt"), "OK")
+				expect("uid 4242 reads g.txt over NFS", asStranger.read(ctx, "g.txt"), "ACCES")
+				expect("bob reads g.txt over SMB", readSMB(bobSMB, "g.txt"), "OK")
 				return
 			}
 

@@ -67,6 +67,7 @@ type result struct {
 	Store        *storeResult         `json:"store,omitempty"`
 	CephFS       *cephfsResult        `json:"cephfs,omitempty"`
 	GRPC         *grpcResult          `json:"grpc,omitempty"`
+	Dual         *dualResult          `json:"dualproto,omitempty"`
 }
 
 func main() {
@@ -105,6 +106,8 @@ func main() {
 	withStore := flag.Bool("store", true, "also compare the metadata stores: create→READY and GET latency on a server with SQLite beside one with PostgreSQL")
 	storeCreates := flag.Int("store-creates", 10, "volume creates per round and store in the store section")
 	storeGets := flag.Int("store-gets", 300, "GETs per round and store in the store section")
+	withDual := flag.Bool("dualproto", true, "also measure NFS metadata on dual-protocol volumes (uncached attributes) against an NFS-only one")
+	dualFiles := flag.Int("dualproto-files", 2000, "files per directory in the dualproto section")
 	withGRPC := flag.Bool("grpc", true, "also compare the API over gRPC with REST on one server: GET p50 and p99, create→READY, calls alternating")
 	grpcGets := flag.Int("grpc-gets", 1000, "volume GETs per round and transport in the grpc section")
 	grpcCreates := flag.Int("grpc-creates", 10, "volume creates per round and transport in the grpc section")
@@ -118,7 +121,7 @@ func main() {
 	flag.Parse()
 	if *only != "" {
 		sections := map[string]*bool{"controlplane": withCP, "nfs": withNFS, "smb": withSMB, "krb5": withKrb5, "calibrate": withCal,
-			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore, "grpc": withGRPC, "cephfs": withCephFS}
+			"qos": withQoS, "metrics": withMetrics, "scale": withScale, "space": withSpace, "store": withStore, "grpc": withGRPC, "cephfs": withCephFS, "dualproto": withDual}
 		names := strings.Split(*only, ",")
 		for _, n := range names {
 			if sections[n] == nil {
@@ -175,6 +178,9 @@ func main() {
 		if !*withGRPC {
 			rep.GRPC = nil
 		}
+		if !*withDual {
+			rep.Dual = nil
+		}
 		if err := updateDoc(*doc, rep); err != nil {
 			fatalf("%v", err)
 		}
@@ -191,7 +197,7 @@ func main() {
 	defer runCleanups()
 	ctx := context.Background()
 	var c *client.Client
-	if *withCP || *withNFS || *withSMB || *withKrb5 {
+	if *withCP || *withNFS || *withSMB || *withKrb5 || *withDual {
 		addr := freeAddr()
 		// The pool promises far more than the 24 GiB store (allocated in full on the
 		// host; volumes are thin-provisioned): allow it.
@@ -223,6 +229,10 @@ func main() {
 	if *withKrb5 {
 		rep.Krb5 = &krb5Section{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: *rounds,
 			Patterns: runKrb5(ctx, c, dataDir, *rounds, *nfsSecs)}
+	}
+	if *withDual {
+		d := runDual(ctx, c, dataDir, *rounds, *dualFiles)
+		rep.Dual = &d
 	}
 	if *withCal {
 		rep.Calibration = calibrate(*basin, *calRuns, *calSecs)
@@ -286,7 +296,7 @@ func main() {
 }
 
 // sectionNames are the sections -only may name.
-var sectionNames = []string{"controlplane", "nfs", "smb", "krb5", "calibrate", "qos", "metrics", "scale", "space", "store", "grpc", "cephfs"}
+var sectionNames = []string{"controlplane", "nfs", "smb", "krb5", "dualproto", "calibrate", "qos", "metrics", "scale", "space", "store", "grpc", "cephfs"}
 
 // gibList parses a comma-separated list of GiB.
 func gibList(flagName, s string) []int {
@@ -358,6 +368,9 @@ func keepUnmeasured(path string, rep result) result {
 	}
 	if rep.GRPC == nil {
 		rep.GRPC = old.GRPC
+	}
+	if rep.Dual == nil {
+		rep.Dual = old.Dual
 	}
 	return rep
 }
@@ -638,6 +651,11 @@ func updateDoc(path string, r result) error {
 	}
 	if r.Store != nil {
 		if doc, err = replaceSection(doc, "storebench", r.Store.markdown()); err != nil {
+			return err
+		}
+	}
+	if r.Dual != nil {
+		if doc, err = replaceSection(doc, "dualbench", r.Dual.markdown()); err != nil {
 			return err
 		}
 	}

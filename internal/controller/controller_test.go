@@ -76,6 +76,42 @@ func TestPlanVolume(t *testing.T) {
 	}
 }
 
+// What an NT-ACL volume wants of its root's mode: set by its own create, even
+// one resumed after the volume was made; never by a later operation or a
+// resync; never on a clone, whose root keeps the snapshot's NT ACL.
+func TestWantOfNTACLMode(t *testing.T) {
+	c := &Controller{}
+	ntfs := &model.Volume{CapacityGib: 1, UnixPermissions: "0777", Protocols: []model.Protocol{model.ProtocolSMB}}
+	unix := &model.Volume{CapacityGib: 1, UnixPermissions: "0770", Protocols: []model.Protocol{model.ProtocolNFSv3}}
+	create := &model.Operation{Kind: model.OpVolumeCreate}
+	clone := &model.Operation{Kind: model.OpVolumeCreate, Params: model.OpParams{SourceKey: "k", SourceSnapshot: "s"}}
+	update := &model.Operation{Kind: model.OpVolumeUpdate}
+	made := Observation{VolumeStatus: storage.VolumeStatus{Exists: true, Mounted: true, CapacityBytes: 1 << 30, Mode: 0o755}}
+	setsMode := func(v *model.Volume, op *model.Operation, obs Observation) bool {
+		return slices.Contains(ops(PlanVolume(c.wantOf(v, op), obs)), StepSetMode)
+	}
+	for _, tc := range []struct {
+		what string
+		v    *model.Volume
+		op   *model.Operation
+		obs  Observation
+		want bool
+	}{
+		{"NTFS volume's create", ntfs, create, Observation{}, true},
+		{"NTFS volume's create resumed once made", ntfs, create, made, true},
+		{"NTFS volume's update", ntfs, update, made, false},
+		{"NTFS volume's resync", ntfs, nil, made, false},
+		{"NTFS clone", ntfs, clone, Observation{}, false},
+		{"NTFS clone resumed once made", ntfs, clone, made, false},
+		{"UNIX clone", unix, clone, Observation{}, true},
+		{"UNIX volume's resync", unix, nil, made, true},
+	} {
+		if got := setsMode(tc.v, tc.op, tc.obs); got != tc.want {
+			t.Errorf("%s: sets the root's mode %t, want %t", tc.what, got, tc.want)
+		}
+	}
+}
+
 // An SMB volume's share comes after its mount, is made again when its settings
 // drifted, and goes before an unmount, a revert's swap and a delete (Samba holds
 // the directory).

@@ -115,11 +115,21 @@ func (c *Controller) wantOf(v *model.Volume, op *model.Operation) VolumeWant {
 			w.Mode = fs.FileMode(m) & fs.ModePerm
 		}
 	}
-	w.ModeOnce = v.NTACLs()
+	// Where NT ACLs decide, the root's mode is set by the volume's own create
+	// and then left to them (ModeOnce): until its create is done (a create
+	// resumed after a crash between making the volume and setting its mode
+	// sets it still), no SMB client can have narrowed the root yet.
+	creating := op != nil && op.Kind == model.OpVolumeCreate
+	w.ModeOnce = v.NTACLs() && !creating
 	_, w.Export = c.exportOf(v)
 	w.Share = c.opts.SMB != nil && v.Endpoint != "" && slices.Contains(v.Protocols, model.ProtocolSMB)
-	if op != nil && op.Kind == model.OpVolumeCreate && op.Params.SourceKey != "" {
+	if creating && op.Params.SourceKey != "" {
 		w.From = &storage.SnapshotRef{VolumeKey: op.Params.SourceKey, Snapshot: op.Params.SourceSnapshot}
+		if v.NTACLs() {
+			// A clone's root is the snapshot's, with the NT ACL it had: a
+			// chmod would make Samba drop that ACL (Everyone: Full control).
+			w.Mode = 0
+		}
 	}
 	return w
 }

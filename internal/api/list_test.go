@@ -253,6 +253,9 @@ func TestActiveDirectory(t *testing.T) {
 			t.Errorf("PATCH %s unixPermissions: %s, want the field named", id, r.raw)
 		}
 	}
+	// The same mode written otherwise is no change (a client sending back
+	// what it read, in its own notation).
+	e.run("PATCH", loc+"/volumes/ntfs1?updateMask=unixPermissions", map[string]any{"unixPermissions": "777"})
 	e.run("PATCH", loc+"/volumes/unix1?updateMask=unixPermissions", map[string]any{"unixPermissions": "0750"})
 	// Continuously available shares keep locks and caching from NFS clients:
 	// SMB-only volumes alone.

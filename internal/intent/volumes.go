@@ -178,7 +178,7 @@ func (s *Service) validateVolume(tx store.Tx, v, prev *model.Volume) error {
 	if v.UnixPermissions != "" && !unixPermRE.MatchString(v.UnixPermissions) {
 		return model.Invalid("unixPermissions", "%q must be an octal mode like \"0770\"", v.UnixPermissions)
 	}
-	if !isNew && v.UnixPermissions != prev.UnixPermissions && prev.NTACLs() {
+	if !isNew && !sameMode(v.UnixPermissions, prev.UnixPermissions) && prev.NTACLs() {
 		return model.Invalid("unixPermissions", "cannot change on a volume whose permissions are its Windows ACLs (SMB-only or NTFS style): change them from Windows")
 	}
 	// (Checked when the settings are chosen: a volume made before stays as it is.)
@@ -663,4 +663,15 @@ func (s *Service) RevertVolume(ctx context.Context, st store.Store, req VolumeRe
 		v.State = model.StateRestoring
 		return store.PutVolume(tx, v)
 	})
+}
+
+// sameMode reports whether two unixPermissions values name one mode ("777"
+// and "0777" do).
+func sameMode(a, b string) bool {
+	ma, ea := strconv.ParseUint(a, 8, 32)
+	mb, eb := strconv.ParseUint(b, 8, 32)
+	if ea != nil || eb != nil {
+		return a == b
+	}
+	return ma == mb
 }

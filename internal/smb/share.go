@@ -213,6 +213,11 @@ func ShareParams(v ShareSpec) (map[string]string, error) {
 		p["nt acl support"] = "yes"
 		p["inherit acls"] = "no"
 		p["dos filemode"] = "no"
+		// Without acl_xattr nothing hides user.NTACL (Basin's name for the
+		// NT ACL's xattr; only security.NTACL is Samba's own secret): an SMB
+		// client could read it, or plant one that would decide access in a
+		// clone that follows NT ACLs. SMB EAs are user.* xattrs: none here.
+		p["ea support"] = "no"
 	} else {
 		p["acl_xattr:ignore system acls"] = "no"
 	}

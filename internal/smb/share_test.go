@@ -33,7 +33,7 @@ func TestShareParams(t *testing.T) {
 	unix := func(m map[string]string, objs string) map[string]string {
 		m = maps.Clone(m)
 		delete(m, "acl_xattr:ignore system acls")
-		m["vfs objects"], m["nt acl support"], m["inherit acls"], m["dos filemode"] = objs, "yes", "no", "no"
+		m["vfs objects"], m["nt acl support"], m["inherit acls"], m["dos filemode"], m["ea support"] = objs, "yes", "no", "no", "no"
 		return m
 	}
 	for _, tc := range []struct {

@@ -166,6 +166,30 @@ func TestSecurityStyles(t *testing.T) {
 				return err
 			}
 
+			// user.NTACL, where Samba keeps NT ACLs, is Basin's on either
+			// style: no SMB client reads or plants it as an extended
+			// attribute (a planted one would decide access in a clone that
+			// follows NT ACLs). An NTFS share keeps other EAs; a UNIX one
+			// has none (ea support = no).
+			if err := aliceSMB.WriteFile("ea.txt", []byte("ea\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h := l.holder(t, sh, alice)
+			if got := h.do("open ea.txt 7 0"); got[0] != "granted" {
+				t.Fatalf("open ea.txt: %v", got)
+			}
+			if got := h.do("setea NTACL forged"); got[1] == "00000000" {
+				t.Errorf("alice set the EA NTACL over SMB: %v", got)
+			}
+			other := h.do("setea BASINTEST kept")
+			if ok := other[1] == "00000000"; ok != (c.style == "NTFS") {
+				t.Errorf("alice set another EA over SMB: %v (want it set only on NTFS)", other)
+			}
+			if got := h.do("eas"); strings.Contains(strings.ToUpper(strings.Join(got, " ")), "NTACL") {
+				t.Errorf("EAs listed over SMB: %v", got)
+			}
+			h.do("close")
+
 			if c.style == "NTFS" {
 				// alice writes a file over SMB and restricts it to herself.
 				if err := aliceSMB.WriteFile("a.txt", []byte("alice's\n"), 0o644); err != nil {

@@ -10,6 +10,8 @@ Commands on stdin, one answer line each on stdout:
     waitbreak SECONDS               -> break <level> <s>  | no break
     lock OFFSET LENGTH              -> lock <NTSTATUS hex>
     read OFFSET LENGTH              -> read <NTSTATUS hex> <bytes>
+    setea EANAME VALUE              -> setea <NTSTATUS hex>   (on the open file)
+    eas                             -> eas <NTSTATUS hex> <names, comma-separated>
     close                           -> closed
     hold                            (no answer: keeps the file open, unacknowledged, until stdin ends)
 SHARE_ACCESS is FILE_SHARE_* bits (1 read, 2 write, 4 delete); OPLOCK the
@@ -17,6 +19,7 @@ requested level (0 none, 1 level II, 8 exclusive, 9 batch). The file is opened
 (created if need be) for reading and writing.
 """
 import os
+import struct
 import sys
 import time
 
@@ -105,6 +108,28 @@ def main():
                 out("read 00000000 %d" % len(data))
             except ERRORS as e:
                 out("read %s 0" % status(e))
+        elif cmd[0] == "setea":
+            # One FILE_FULL_EA_INFORMATION entry (MS-FSCC 2.4.15).
+            name, value = cmd[1].encode(), cmd[2].encode()
+            blob = struct.pack("<IBBH", 0, 0, len(name), len(value)) + name + b"\0" + value
+            try:
+                smb.setInfo(tid, fid, blob, s2.SMB2_0_INFO_FILE, s2.SMB2_FULL_EA_INFO)
+                out("setea 00000000")
+            except ERRORS as e:
+                out("setea " + status(e))
+        elif cmd[0] == "eas":
+            try:
+                buf = smb.queryInfo(tid, fid, infoType=s2.SMB2_0_INFO_FILE, fileInfoClass=s2.SMB2_FULL_EA_INFO)
+                names, off = [], 0
+                while off + 8 <= len(buf):
+                    nxt, _, nlen, _ = struct.unpack_from("<IBBH", buf, off)
+                    names.append(bytes(buf[off + 8:off + 8 + nlen]).decode(errors="replace"))
+                    if nxt == 0:
+                        break
+                    off += nxt
+                out("eas 00000000 " + ",".join(names))
+            except ERRORS as e:
+                out("eas %s " % status(e))
         elif cmd[0] == "close":
             smb.close(tid, fid)
             fid = None

@@ -43,8 +43,9 @@ const (
 // with ACLs of every shape, among them those whose entries all needed a DENY
 // ACE beside their ALLOW (which overflowed the ACE array in Ganesha 4.3, a
 // heap overflow on the first access check: Basin patch 0015), are read over
-// NFS by a user the ACLs name and one they do not: each read is answered
-// (allowed or refused), and the same Ganesha serves throughout.
+// NFS by users the ACLs name and one they do not, each allowed or refused as
+// POSIX says (a named entry, then the groups, are final: none falls through
+// to other), and the same Ganesha serves throughout.
 func TestPOSIXACLShapes(t *testing.T) {
 	s := newServer(t)
 	s.start()
@@ -73,6 +74,12 @@ func TestPOSIXACLShapes(t *testing.T) {
 		{u(7), {aclUser, 7, 1000}, g(0), m(7), o(0)},
 		{u(0), {aclUser, 4, 1000}, {aclUser, 2, 1001}, g(1), {aclGroup, 6, 2000}, m(5), o(7)},
 		{u(6), g(4), o(4)},
+	}
+	// Who reads each shape (all readers are in group 2000, the owner 4242).
+	reads := map[uint32][]bool{
+		1000: {true, true, true, true, true},   // u:1000 where named (masked r-x on 3)
+		1001: {true, true, false, false, true}, // other on 0, 1, 4; u:1001:-w- on 3
+		3000: {true, true, false, true, true},  // g:2000:rw- masked r-x on 3
 	}
 	for i, shape := range shapes {
 		f := filepath.Join(dir, fmt.Sprintf("f%d", i))
@@ -105,8 +112,14 @@ func TestPOSIXACLShapes(t *testing.T) {
 			if err == nil {
 				_, _, err = cl.Read(ctx, fh, make([]byte, 16), 0)
 			}
-			if _, isStatus := nfs3.StatusOf(err); err != nil && !isStatus {
+			st, isStatus := nfs3.StatusOf(err)
+			switch {
+			case err != nil && !isStatus:
 				t.Errorf("uid %d reads %s (ACL %d): %v, want an answer", uid, name, i, err)
+			case reads[uid][i] && err != nil:
+				t.Errorf("uid %d reads %s (ACL %d): %v, want it allowed", uid, name, i, err)
+			case !reads[uid][i] && st != nfs3.ErrAcces:
+				t.Errorf("uid %d reads %s (ACL %d): %v, want NFS3ERR_ACCES", uid, name, i, err)
 			}
 		}
 		cl.Close()

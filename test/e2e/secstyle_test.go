@@ -277,4 +277,34 @@ func TestSecurityStyles(t *testing.T) {
 			}
 		})
 	}
+
+	// A clone of an SMB volume whose root alice narrowed to herself keeps that
+	// root: its NT ACL, which a chmod to unixPermissions would have made Samba
+	// drop (Everyone: Full control).
+	t.Run("NTFS clone", func(t *testing.T) {
+		src := l.volume("clsrc", nil)
+		acl := "ACL:" + l.dc.Domain + `\alice:ALLOWED/0x3/FULL`
+		if o, err := l.smbcacls(ctx, alice, src, `\`, "--set", acl); err != nil {
+			t.Fatalf("alice narrows the root: %v\n%s", err, o)
+		}
+		listRoot := func(sh smbShare, u addc.User) error {
+			_, err := l.mount(ctx, sh, u, sh.Share).ReadDir(".")
+			return err
+		}
+		if err := listRoot(src, bob); !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("bob lists the narrowed root: %v, want STATUS_ACCESS_DENIED", err)
+		}
+		mutate(t, l.c, "POST", loc+"/volumes/clsrc/snapshots?snapshotId=s1", map[string]any{})
+		clone := l.volume("clone", map[string]any{"restoreParameters": map[string]any{"sourceSnapshot": loc + "/volumes/clsrc/snapshots/s1"}})
+		if err := listRoot(clone, bob); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("bob lists the clone's root: %v, want STATUS_ACCESS_DENIED", err)
+		}
+		if err := listRoot(clone, alice); err != nil {
+			t.Errorf("alice lists the clone's root: %v", err)
+		}
+		o, err := l.smbcacls(ctx, alice, clone, `\`)
+		if err != nil || !strings.Contains(strings.ToLower(o), `\alice:allowed/`) || strings.Contains(o, "Everyone") {
+			t.Errorf("the clone's root ACL: %v\n%s", err, o)
+		}
+	})
 }

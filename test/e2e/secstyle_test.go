@@ -175,7 +175,7 @@ func TestSecurityStyles(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := l.holder(t, sh, alice)
-			if got := h.do("open ea.txt 7 0"); got[0] != "granted" {
+			if got := h.do("openea ea.txt"); got[0] != "granted" {
 				t.Fatalf("open ea.txt: %v", got)
 			}
 			if got := h.do("setea NTACL forged"); got[1] == "00000000" {
@@ -295,7 +295,7 @@ func TestSecurityStyles(t *testing.T) {
 			t.Fatalf("bob lists the narrowed root: %v, want STATUS_ACCESS_DENIED", err)
 		}
 		mutate(t, l.c, "POST", loc+"/volumes/clsrc/snapshots?snapshotId=s1", map[string]any{})
-		clone := l.volume("clone", map[string]any{"restoreParameters": map[string]any{"sourceSnapshot": loc + "/volumes/clsrc/snapshots/s1"}})
+		clone := l.volume("clone", map[string]any{"restoreParameters": map[string]any{"sourceSnapshot": strings.TrimPrefix(loc, "/v1/") + "/volumes/clsrc/snapshots/s1"}})
 		if err := listRoot(clone, bob); !errors.Is(err, fs.ErrPermission) {
 			t.Errorf("bob lists the clone's root: %v, want STATUS_ACCESS_DENIED", err)
 		}

@@ -7,6 +7,7 @@ only on SMB1 connections (Basin refuses SMB1).
 
 Commands on stdin, one answer line each on stdout:
     open NAME SHARE_ACCESS OPLOCK   -> granted <level>    | error <NTSTATUS hex>
+    openea NAME                     -> granted 0          | error <NTSTATUS hex>   (to read and write EAs)
     waitbreak SECONDS               -> break <level> <s>  | no break
     lock OFFSET LENGTH              -> lock <NTSTATUS hex>
     read OFFSET LENGTH              -> read <NTSTATUS hex> <bytes>
@@ -70,6 +71,14 @@ def main():
                 out("error " + status(e))
             finally:
                 smb.recvSMB = recv
+        elif cmd[0] == "openea":
+            try:
+                fid = smb.create(tid, cmd[1], s2.FILE_READ_DATA | s2.FILE_WRITE_DATA | s2.FILE_READ_ATTRIBUTES |
+                                 s2.FILE_READ_EA | s2.FILE_WRITE_EA, 7, s2.FILE_NON_DIRECTORY_FILE, s2.FILE_OPEN_IF,
+                                 s2.FILE_ATTRIBUTE_NORMAL)
+                out("granted 0")
+            except ERRORS as e:
+                out("error " + status(e))
         elif cmd[0] == "waitbreak":
             start = time.monotonic()
             smb._timeout = float(cmd[1])

@@ -78,13 +78,15 @@ func TestPlanVolume(t *testing.T) {
 
 // What an NT-ACL volume wants of its root's mode: set by its own create, even
 // one resumed after the volume was made; never by a later operation or a
-// resync; never on a clone, whose root keeps the snapshot's NT ACL.
+// resync; never on a clone of an NT-ACL volume, whose root keeps the
+// snapshot's NT ACL (a clone of a volume of mode bits has none to keep).
 func TestWantOfNTACLMode(t *testing.T) {
 	c := &Controller{}
 	ntfs := &model.Volume{CapacityGib: 1, UnixPermissions: "0777", Protocols: []model.Protocol{model.ProtocolSMB}}
 	unix := &model.Volume{CapacityGib: 1, UnixPermissions: "0770", Protocols: []model.Protocol{model.ProtocolNFSv3}}
 	create := &model.Operation{Kind: model.OpVolumeCreate}
-	clone := &model.Operation{Kind: model.OpVolumeCreate, Params: model.OpParams{SourceKey: "k", SourceSnapshot: "s"}}
+	clone := &model.Operation{Kind: model.OpVolumeCreate, Params: model.OpParams{SourceKey: "k", SourceSnapshot: "s", SourceNTACLs: true}}
+	cloneOfUnix := &model.Operation{Kind: model.OpVolumeCreate, Params: model.OpParams{SourceKey: "k", SourceSnapshot: "s"}}
 	update := &model.Operation{Kind: model.OpVolumeUpdate}
 	made := Observation{VolumeStatus: storage.VolumeStatus{Exists: true, Mounted: true, CapacityBytes: 1 << 30, Mode: 0o755}}
 	setsMode := func(v *model.Volume, op *model.Operation, obs Observation) bool {
@@ -103,6 +105,7 @@ func TestWantOfNTACLMode(t *testing.T) {
 		{"NTFS volume's resync", ntfs, nil, made, false},
 		{"NTFS clone", ntfs, clone, Observation{}, false},
 		{"NTFS clone resumed once made", ntfs, clone, made, false},
+		{"NTFS clone of a UNIX volume (no NT ACL to keep)", ntfs, cloneOfUnix, Observation{}, true},
 		{"UNIX clone", unix, clone, Observation{}, true},
 		{"UNIX volume's resync", unix, nil, made, true},
 	} {

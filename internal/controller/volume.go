@@ -125,9 +125,11 @@ func (c *Controller) wantOf(v *model.Volume, op *model.Operation) VolumeWant {
 	w.Share = c.opts.SMB != nil && v.Endpoint != "" && slices.Contains(v.Protocols, model.ProtocolSMB)
 	if creating && op.Params.SourceKey != "" {
 		w.From = &storage.SnapshotRef{VolumeKey: op.Params.SourceKey, Snapshot: op.Params.SourceSnapshot}
-		if v.NTACLs() {
+		if v.NTACLs() && op.Params.SourceNTACLs {
 			// A clone's root is the snapshot's, with the NT ACL it had: a
 			// chmod would make Samba drop that ACL (Everyone: Full control).
+			// (A snapshot of a volume of mode bits has no NT ACL on its
+			// root: the clone's starts open, as a new volume's does.)
 			w.Mode = 0
 		}
 	}

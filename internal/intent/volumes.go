@@ -516,7 +516,7 @@ func resolveCloneSource(tx store.Tx, rp *RestoreSource, v *model.Volume, op *mod
 	}
 	v.SourceSnapshot = rp.Snapshot
 	v.Node = src.Node // a clone is made where its source's snapshot is (place)
-	op.Params.SourceKey, op.Params.SourceSnapshot = src.Key, sn.ID
+	op.Params.SourceKey, op.Params.SourceSnapshot, op.Params.SourceNTACLs = src.Key, sn.ID, src.NTACLs()
 	return nil
 }
 

@@ -16,6 +16,9 @@ type OpParams struct {
 	// SourceKey and SourceSnapshot name the snapshot a volume create clones.
 	SourceKey      string `json:"sourceKey,omitempty"`
 	SourceSnapshot string `json:"sourceSnapshot,omitempty"`
+	// SourceNTACLs: the cloned volume's permissions were its NT ACLs
+	// (Volume.NTACLs), so the snapshot's root carries one to keep.
+	SourceNTACLs bool `json:"sourceNtacls,omitempty"`
 	// Snapshot is the snapshot a revert returns the volume to.
 	Snapshot string `json:"snapshot,omitempty"`
 	// Started: the operation ran its first storage step; from then on it can no

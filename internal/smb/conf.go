@@ -200,8 +200,10 @@ func validateDir(field, p string) error {
 //   - acl_xattr and `map acl inherit`, NT ACLs in the user.NTACL xattr
 //     (NTACLName): security.* xattrs need CAP_SYS_ADMIN to write, which smbd
 //     does not get (it would let it enter any namespace). acl_xattr hides the
-//     name from SMB clients; Basin serves NFSv3 and v4.1, neither of which
-//     reaches xattrs, and gives no shell: nothing else can rewrite it;
+//     name from SMB clients where it is loaded (NTFS-style shares), and
+//     UNIX-style shares, which do not load it, serve no EAs at all (`ea
+//     support = no`); Basin serves NFSv3 and v4.1, neither of which reaches
+//     xattrs, and gives no shell: nothing else can rewrite it;
 //   - no `log file`: the daemons are started with --log-basename, so each logs
 //     to a file named after itself (log.smbd, log.winbindd, log.wb-<domain>,
 //     log.rpcd_*). The usual `log.%m` names a file after the client's

@@ -113,9 +113,11 @@ type ShareSpec struct {
 //     ACL edit becomes a chmod or POSIX ACL change, anyone else's is refused
 //     (STATUS_ACCESS_DENIED); new files take the client's mode, not an
 //     inherited ACL (`inherit acls = no`), and only owners change
-//     permissions (`dos filemode = no`). docs/design-dual-protocol.md;
+//     permissions (`dos filemode = no`), and no SMB extended attributes (`ea
+//     support = no`: SMB EAs are user.* xattrs, and nothing else would keep
+//     clients from reading or planting user.NTACL). docs/design-dual-protocol.md;
 //   - always: path, `read only = no`, `guest ok = no`, and the VFS stack
-//     `fruit streams_xattr acl_xattr` (VFSObjects): alternate data streams, kept
+//     `fruit streams_xattr`, then acl_xattr on NTFS volumes (VFSObjects): alternate data streams, kept
 //     in user.DosStream.* xattrs of their file (so they follow it through
 //     renames, snapshots, clones and NFS-side deletes; a stream's size is bound
 //     by the filesystem's largest xattr value, btrfs's node size less its
@@ -123,8 +125,8 @@ type ShareSpec struct {
 //     nodes — a write beyond fails, nothing else is affected), macOS metadata
 //     as NTFS and ONTAP keep it (Fruit: Finder info in the AFP_AfpInfo stream,
 //     resource forks — which may be megabytes — in ._ AppleDouble files beside
-//     their file, hidden from SMB clients), and NT ACLs in user.NTACL
-//     (acl_xattr);
+//     their file, hidden from SMB clients), and, on NTFS volumes, NT ACLs in
+//     user.NTACL (acl_xattr);
 //   - locking (Locking): a volume served over SMB only keeps byte-range locks
 //     in Samba's own lock database (`posix locking = no`), where every
 //     connection of the instance sees them, and its handles can be durable

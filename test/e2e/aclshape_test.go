@@ -44,8 +44,8 @@ const (
 // ACE beside their ALLOW (which overflowed the ACE array in Ganesha 4.3, a
 // heap overflow on the first access check: Basin patch 0015), are read over
 // NFS by users the ACLs name and one they do not, each allowed or refused as
-// POSIX says (a named entry, then the groups, are final: none falls through
-// to other), and the same Ganesha serves throughout.
+// POSIX says for these shapes (Ganesha's conversion differs in others:
+// docs/design-dual-protocol.md), and the same Ganesha serves throughout.
 func TestPOSIXACLShapes(t *testing.T) {
 	s := newServer(t)
 	s.start()

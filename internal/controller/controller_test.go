@@ -89,6 +89,8 @@ func TestWantOfNTACLMode(t *testing.T) {
 	cloneOfUnix := &model.Operation{Kind: model.OpVolumeCreate, Params: model.OpParams{SourceKey: "k", SourceSnapshot: "s"}}
 	update := &model.Operation{Kind: model.OpVolumeUpdate}
 	made := Observation{VolumeStatus: storage.VolumeStatus{Exists: true, Mounted: true, CapacityBytes: 1 << 30, Mode: 0o755}}
+	shared := made
+	shared.Shared = true
 	setsMode := func(v *model.Volume, op *model.Operation, obs Observation) bool {
 		return slices.Contains(ops(PlanVolume(c.wantOf(v, op), obs)), StepSetMode)
 	}
@@ -101,6 +103,7 @@ func TestWantOfNTACLMode(t *testing.T) {
 	}{
 		{"NTFS volume's create", ntfs, create, Observation{}, true},
 		{"NTFS volume's create resumed once made", ntfs, create, made, true},
+		{"NTFS volume's create resumed once shared (the root may be narrowed)", ntfs, create, shared, false},
 		{"NTFS volume's update", ntfs, update, made, false},
 		{"NTFS volume's resync", ntfs, nil, made, false},
 		{"NTFS clone", ntfs, clone, Observation{}, false},

@@ -57,6 +57,10 @@ type VolumeWant struct {
 	// kept (a volume whose NT ACLs decide: Samba derives the mode from
 	// them, and putting it back would make Samba drop them).
 	ModeOnce bool
+	// ModeUntilShared: Mode is kept only while the volume has no SMB share
+	// (a create of such a volume, resumed: once its share exists an SMB
+	// client may have narrowed the root already).
+	ModeUntilShared bool
 	Export   bool                 // served over NFS
 	Share    bool                 // served over SMB
 	From     *storage.SnapshotRef // created as a clone of this snapshot
@@ -93,7 +97,7 @@ func PlanVolume(want VolumeWant, obs Observation) []Step {
 	} else if obs.CapacityBytes != want.CapacityBytes {
 		steps = append(steps, Step{Op: StepResize, Bytes: want.CapacityBytes})
 	}
-	if want.Mode != 0 && (!obs.Exists || (obs.Mode != want.Mode && !want.ModeOnce)) {
+	if want.Mode != 0 && (!obs.Exists || (obs.Mode != want.Mode && !want.ModeOnce && !(want.ModeUntilShared && obs.Shared))) {
 		steps = append(steps, Step{Op: StepSetMode, Mode: want.Mode})
 	}
 	if remount {

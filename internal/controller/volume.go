@@ -121,6 +121,7 @@ func (c *Controller) wantOf(v *model.Volume, op *model.Operation) VolumeWant {
 	// sets it still), no SMB client can have narrowed the root yet.
 	creating := op != nil && op.Kind == model.OpVolumeCreate
 	w.ModeOnce = v.NTACLs() && !creating
+	w.ModeUntilShared = v.NTACLs() && creating
 	_, w.Export = c.exportOf(v)
 	w.Share = c.opts.SMB != nil && v.Endpoint != "" && slices.Contains(v.Protocols, model.ProtocolSMB)
 	if creating && op.Params.SourceKey != "" {

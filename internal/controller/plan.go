@@ -61,9 +61,9 @@ type VolumeWant struct {
 	// (a create of such a volume, resumed: once its share exists an SMB
 	// client may have narrowed the root already).
 	ModeUntilShared bool
-	Export   bool                 // served over NFS
-	Share    bool                 // served over SMB
-	From     *storage.SnapshotRef // created as a clone of this snapshot
+	Export          bool                 // served over NFS
+	Share           bool                 // served over SMB
+	From            *storage.SnapshotRef // created as a clone of this snapshot
 }
 
 // Observation is what the backend and the data plane report of a volume.

@@ -217,7 +217,7 @@ func serveFlags(cfg *config.Config) (fs *flag.FlagSet, locs, nets *multiFlag) {
 	fs.Float64Var(&cfg.OvercommitRatio, "overcommit-ratio", cfg.OvercommitRatio, "the capacity of all pools together may reach this many times what the store holds for volumes; above 1, volumes are thin-provisioned")
 	fs.Var(autoSizeFlag{n: &cfg.StoreReserve, zeroNone: true}, "store-reserve", "store space never given to volumes for good (the headroom a full volume borrows to take a snapshot), e.g. 2G; auto: 5% of the store, between 128M and 4G; none")
 	fs.Var(gibFlag{&cfg.StoreReserve}, "store-reserve-gib", "the same as --store-reserve, in GiB (0: none)")
-	fs.Var(autoSizeFlag{n: &cfg.ThinInitial}, "thin-initial", "with --overcommit-ratio above 1: the largest filesystem a volume starts with, e.g. 256M (it grows as it fills); auto: 1G")
+	fs.Var(autoSizeFlag{n: &cfg.ThinInitial}, "thin-initial", "with --overcommit-ratio above 1: the largest filesystem a volume starts with, 32M at least, e.g. 256M (it grows as it fills); auto: 1G")
 	fs.BoolVar(&cfg.QoS, "qos", cfg.QoS, "hold every volume to its service level's throughput with traffic control (false: no shaping)")
 	fs.Float64Var(&cfg.Limits.MinVolumeThroughput, "qos-floor-mibps", cfg.Limits.MinVolumeThroughput, "smallest throughput ceiling in MiB/s of a volume in an AUTO pool, however small it is")
 	fs.Float64Var(&cfg.QoSWireOverhead, "qos-wire-overhead", cfg.QoSWireOverhead, "wire bytes allowed per byte of client payload (headers and acks), so that clients get their full limit")

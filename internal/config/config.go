@@ -372,8 +372,8 @@ func (c *Config) Validate() error {
 	if !(c.OvercommitRatio > 0) || math.IsInf(c.OvercommitRatio, 1) {
 		return fmt.Errorf("--overcommit-ratio must be a number above 0, got %g", c.OvercommitRatio)
 	}
-	if c.ThinInitial != 0 && c.ThinInitial < 64<<20 {
-		return fmt.Errorf("--thin-initial must be at least 64 MiB, got %d bytes", c.ThinInitial)
+	if c.ThinInitial != 0 && c.ThinInitial < 32<<20 {
+		return fmt.Errorf("--thin-initial must be at least 32 MiB, got %d bytes", c.ThinInitial)
 	}
 	if v := c.QoSWireOverhead; !(v >= 1 && v <= 2) {
 		return fmt.Errorf("--qos-wire-overhead %v must be between 1 and 2", v)

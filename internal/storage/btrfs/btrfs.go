@@ -974,7 +974,8 @@ func (b *Backend) Resize(ctx context.Context, key string, size int64) error {
 	return setNominal(b.imagePath(key), size)
 }
 
-// minSize is the smallest size the kernel resizes a btrfs filesystem to.
+// minSize is the smallest size the kernel resizes a btrfs filesystem to, in
+// either direction.
 const minSize = 256 << 20
 
 // resizeFS brings a volume's filesystem and image to size: to grow, the image
@@ -987,6 +988,11 @@ func (b *Backend) resizeFS(ctx context.Context, key, img string, v *volume, size
 	}
 	if size < cur && size < minSize {
 		return fmt.Errorf("shrink %s to %d bytes: btrfs cannot shrink below %d: %w", key, size, int64(minSize), storage.ErrTooSmall)
+	}
+	if size > cur && size < minSize {
+		// Nor grow to less (the kernel refuses a new size under 256 MiB with
+		// EINVAL): a thin volume that starts smaller grows to minSize first.
+		size = minSize
 	}
 	if size < cur {
 		if _, err := b.btrfs(ctx, "filesystem", "resize", strconv.FormatInt(size, 10), b.fsPath(key)); err != nil {

@@ -264,7 +264,7 @@ func fileSize(path string) (size, allocated int64, err error) {
 // space grew every new volume at once, empty, to twice the slack (a 128 MiB
 // start became 513 MiB), which made --thin-initial moot.
 func thinSlack(nominal, usable, initial int64) int64 {
-	half := max(initial/2, 32<<20)
+	half := max(initial/2, 16<<20)
 	s := min(max(nominal/8, 256<<20), max(256<<20, min(8<<30, usable/32)))
 	return min(s, half)
 }

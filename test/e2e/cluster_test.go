@@ -69,7 +69,9 @@ func startCluster(t *testing.T, n int, env []string, extra ...string) *cluster {
 // for every volume the same (its zone is its node), and a volume is deleted
 // through another node's API than its own.
 func TestThreeNodes(t *testing.T) {
-	cl := startCluster(t, 3, nil, "--store-size", "10G", "--thin-initial", "64M")
+	// 100 volumes a node at 32 MiB each (the smallest thin start): stores of
+	// 4 GiB, allocated in full, 12 GiB for the three on this host.
+	cl := startCluster(t, 3, nil, "--store-size", "4G", "--thin-initial", "32M")
 	ctx := context.Background()
 	mutate(t, cl.clients[1], "POST", loc+"/storagePools?storagePoolId=pool1", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": "400",
 		"network": "projects/p1/global/networks/default"})

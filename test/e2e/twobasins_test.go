@@ -32,7 +32,9 @@ import (
 // process and link of the first one is the one it was (same pid and start time,
 // same interfaces, addresses and namespace).
 func TestTwoBasinsOnOneHost(t *testing.T) {
+	// Small stores (allocated in full): three Basins at once on this host.
 	a := newServer(t)
+	a.storage = []string{"--store-size", "3G"}
 	a.start()
 	ca := a.client()
 	nfsPool(t, ca)
@@ -70,6 +72,7 @@ func TestTwoBasinsOnOneHost(t *testing.T) {
 	}()
 
 	b := newServer(t)
+	b.storage = []string{"--store-size", "3G"}
 	b.start()
 	cb := b.client()
 	nfsPool(t, cb)

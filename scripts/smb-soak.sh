@@ -10,7 +10,9 @@
 # With STATE, the row survives the soak's end: each passed round is appended
 # to STATE with the commit it ran, and a later run on the same commit (and a
 # clean tree) goes on from there; a failure, or another commit, starts the row
-# again. A row so resumed says so, round by round.
+# again. A row so resumed says so, round by round. To end a soak without
+# cutting a round short (which leaves its tests' mounts behind), create
+# STATE.stop: the soak stops before its next round and removes it.
 set -u
 cd "$(dirname "$0")/.."
 rounds=${1:-20}
@@ -30,6 +32,11 @@ timeout 12h sh -c 'while :; do :; done' & h2=$!
 trap 'kill $h1 $h2 2>/dev/null' EXIT
 logs=$(mktemp -d /tmp/smb-soak.XXXXXX)
 for ((i = done + 1; i <= rounds; i++)); do
+  if [[ -n $state && -e $state.stop ]]; then
+    rm -f "$state.stop"
+    echo "stopped before round $i ($state.stop); $((i - 1)) rounds passed in a row so far"
+    exit 0
+  fi
   t0=$(date +%s)
   $GO test -count=1 -p 1 -timeout 30m -run TestSMB ./internal/dataplane/ >"$logs/$i.dataplane.log" 2>&1; rc1=$?
   $GO test -count=1 -p 1 -timeout 45m -run TestSMB -skip TestSMBTorture ./test/e2e/ >"$logs/$i.e2e.log" 2>&1; rc2=$?

@@ -499,8 +499,11 @@ func TestSmallThinStarts(t *testing.T) {
 				mkVolume(t, b, keys[i], 1<<30, nil) // 8 GiB promised on a 1 GiB store
 			}
 			size := func(key string) int64 {
-				fs := statfs(t, b.MountPath(key))
-				return int64(fs.Blocks) * fs.Bsize
+				n, _, err := b.space(key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
 			}
 			time.Sleep(20 * 50 * time.Millisecond) // twenty watcher passes
 			for _, key := range keys {

@@ -257,14 +257,18 @@ func fileSize(path string) (size, allocated int64, err error) {
 }
 
 // thinSlack is the free space the watcher keeps in a thin volume's filesystem of
-// capacity nominal on a store of usable bytes, volumes starting at initial
-// bytes: an eighth of the capacity, at least 256 MiB, at most 8 GiB or a 32nd
-// of the store (so that one volume's slack never takes a small store), and
-// never more than half of initial: a slack larger than a new volume's free
-// space grew every new volume at once, empty, to twice the slack (a 128 MiB
-// start became 513 MiB), which made --thin-initial moot.
-func thinSlack(nominal, usable, initial int64) int64 {
-	half := max(initial/2, 16<<20)
+// capacity nominal, now size bytes, on a store of usable bytes, volumes starting
+// at initial bytes: an eighth of the capacity, at least 256 MiB, at most 8 GiB
+// or a 32nd of the store (so that one volume's slack never takes a small
+// store), and never more than half of the larger of initial and size (16 MiB
+// at least). Half of initial: a slack larger than a new volume's free space grew
+// every new volume at once, empty, to twice the slack (a 128 MiB start became
+// 513 MiB), which made --thin-initial moot. Half of size, once the volume has
+// grown past its start: held to half the start for good, a 32 MiB start kept
+// 16 MiB of slack and grew 32 MiB a pass, slower than a client writes. With
+// both, a grow to used + 2 × slack at most doubles the filesystem.
+func thinSlack(nominal, usable, initial, size int64) int64 {
+	half := max(initial/2, size/2, 16<<20)
 	s := min(max(nominal/8, 256<<20), max(256<<20, min(8<<30, usable/32)))
 	return min(s, half)
 }

@@ -457,24 +457,35 @@ func TestDeletedVolumeSpaceIsFreeAtOnce(t *testing.T) {
 }
 
 // A new thin volume's filesystem has more free space than the slack the
-// watcher keeps, so it is not grown before anything is written to it.
+// watcher keeps, so it is not grown before anything is written to it; once it
+// has grown, its slack grows with it, and a grow (to used + 2 × slack) never
+// more than doubles it.
 func TestThinSlackFitsANewVolume(t *testing.T) {
-	for _, c := range []struct{ nominal, usable, initial, want int64 }{
-		{20 << 30, 100 << 30, 1 << 30, 512 << 20}, // an eighth of 20 GiB, held to half the start
-		{1 << 40, 1 << 40, 1 << 30, 512 << 20},    // idem for 1 TiB
-		{2 << 30, 100 << 30, 1 << 30, 256 << 20},  // the 256 MiB floor
-		{20 << 30, 4 << 30, 128 << 20, 64 << 20},  // a 128 MiB start on a 4 GiB store
-		{20 << 30, 4 << 30, 64 << 20, 32 << 20},   // a 64 MiB start
-		{20 << 30, 4 << 30, 32 << 20, 16 << 20},   // the smallest start
-		{20 << 30, 1 << 30, 8 << 30, 256 << 20},   // a small store: a 32nd of it, at least 256 MiB
-		{200 << 30, 1 << 40, 64 << 30, 8 << 30},   // the 8 GiB cap
+	for _, c := range []struct{ nominal, usable, initial, size, want int64 }{
+		{20 << 30, 100 << 30, 1 << 30, 1 << 30, 512 << 20},  // an eighth of 20 GiB, held to half the start
+		{1 << 40, 1 << 40, 1 << 30, 1 << 30, 512 << 20},     // idem for 1 TiB
+		{2 << 30, 100 << 30, 1 << 30, 1 << 30, 256 << 20},   // the 256 MiB floor
+		{20 << 30, 4 << 30, 128 << 20, 128 << 20, 64 << 20}, // a 128 MiB start on a 4 GiB store
+		{20 << 30, 4 << 30, 64 << 20, 64 << 20, 32 << 20},   // a 64 MiB start
+		{20 << 30, 4 << 30, 32 << 20, 32 << 20, 16 << 20},   // the smallest start
+		{20 << 30, 1 << 30, 8 << 30, 8 << 30, 256 << 20},    // a small store: a 32nd of it, at least 256 MiB
+		{200 << 30, 1 << 40, 64 << 30, 64 << 30, 8 << 30},   // the 8 GiB cap
+		// Grown past its start: half the size now, no longer half the start.
+		{20 << 30, 4 << 30, 32 << 20, 256 << 20, 128 << 20}, // a 32 MiB start grown to btrfs's 256 MiB floor
+		{20 << 30, 4 << 30, 32 << 20, 512 << 20, 256 << 20}, // and on: an eighth of the capacity, 256 MiB at least
+		{20 << 30, 100 << 30, 1 << 30, 4 << 30, 2 << 30},    // a 1 GiB start grown to 4 GiB: half of it
+		{200 << 30, 1 << 40, 1 << 30, 64 << 30, 8 << 30},    // the 8 GiB cap still holds
 	} {
-		got := thinSlack(c.nominal, c.usable, c.initial)
+		got := thinSlack(c.nominal, c.usable, c.initial, c.size)
 		if got != c.want {
-			t.Errorf("thinSlack(%s, %s, %s) = %s, want %s", gibs(c.nominal), gibs(c.usable), gibs(c.initial), gibs(got), gibs(c.want))
+			t.Errorf("thinSlack(%s, %s, %s, %s) = %s, want %s", gibs(c.nominal), gibs(c.usable), gibs(c.initial), gibs(c.size), gibs(got), gibs(c.want))
 		}
-		if got > c.initial/2 {
+		if c.size == c.initial && got > c.initial/2 {
 			t.Errorf("slack %s exceeds half of a new volume's %s", gibs(got), gibs(c.initial))
+		}
+		// The watcher grows a volume short of slack to used + 2 × slack, used < size.
+		if grow := c.size + 2*got; grow > 2*max(c.size, 32<<20) {
+			t.Errorf("a full volume of %s would grow to %s, more than double", gibs(c.size), gibs(grow))
 		}
 	}
 }

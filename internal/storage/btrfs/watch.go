@@ -88,7 +88,7 @@ func (b *Backend) provision(ctx context.Context, key string, usable int64) {
 	case size < n:
 		want := n
 		if b.opts.Thin {
-			slack := thinSlack(n, usable, b.opts.ThinInitial)
+			slack := thinSlack(n, usable, b.opts.ThinInitial, size)
 			if size-used >= slack {
 				b.setNote(key, "")
 				return
@@ -124,7 +124,8 @@ func (b *Backend) provision(ctx context.Context, key string, usable int64) {
 		case err != nil:
 			b.log.Warn("grow volume", "volume", key, "err", err)
 		default:
-			b.log.Info("volume grown", "volume", key, "from", size, "to", want, "capacity", n)
+			// resizeFS grows to at least btrfs's smallest filesystem.
+			b.log.Info("volume grown", "volume", key, "from", size, "to", max(want, int64(minSize)), "capacity", n)
 			b.setNote(key, "")
 		}
 	case size > n:

@@ -62,16 +62,25 @@ func (sb *sandbox) recoveryKeyring() string { return filepath.Join(sb.dir, "reco
 // sandbox's network namespace (its Ceph link): rados_cluster refuses to
 // start otherwise. Adding a member that is there already changes nothing.
 func (sb *sandbox) joinGraceDB() error {
-	r := sb.radosRecovery()
-	if r == nil {
+	if sb.radosRecovery() == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	return sb.graceTool(ctx, "add")
+}
+
+// graceTool runs ganesha-rados-grace's command cmd (add, enforce) for the
+// sandbox's node id on its grace database, in the sandbox's network namespace.
+func (sb *sandbox) graceTool(ctx context.Context, cmd string) error {
+	r := sb.radosRecovery()
+	if r == nil {
+		return nil
+	}
 	args := []string{"-t", pidString(sb.holder), "-m", "-n", "--", filepath.Join(sb.ganesha.prefix(), "bin", "ganesha-rados-grace"),
-		"--cephconf", r.CephConf, "--userid", r.UserID, "--pool", r.Pool, "--ns", r.Namespace, "--oid", r.GraceOID, "add", r.NodeID}
+		"--cephconf", r.CephConf, "--userid", r.UserID, "--pool", r.Pool, "--ns", r.Namespace, "--oid", r.GraceOID, cmd, r.NodeID}
 	if _, err := sb.run.Run(ctx, "nsenter", args...); err != nil {
-		return fmt.Errorf("add %s to its grace database %s/%s/%s: %w", r.NodeID, r.Pool, r.Namespace, r.GraceOID, err)
+		return fmt.Errorf("%s %s in its grace database %s/%s/%s: %w", cmd, r.NodeID, r.Pool, r.Namespace, r.GraceOID, err)
 	}
 	return nil
 }

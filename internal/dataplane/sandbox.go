@@ -638,8 +638,9 @@ func (nopCloser) Close() error { return nil }
 // had reclaim their opens and locks through the same file handles (the export
 // id is in the handle; a handle of an export not loaded yet got NFS4ERR_STALE,
 // and the client lost its state). Ganesha lifts grace once every client it
-// recorded (fs recovery backend, in recov/) has sent RECLAIM_COMPLETE, at its
-// next reaper pass (10 s); a client that never comes back holds new opens,
+// recorded (fs recovery backend, in recov/; or RADOS) has sent RECLAIM_COMPLETE,
+// at its next reaper pass (10 s; with RADOS, Basin wakes the reaper every second
+// while in grace: gracekick.go); a client that never comes back holds new opens,
 // locks and NFSv4 SETATTR, REMOVE and RENAME for the grace period (40 s).
 // NFSv3 reads and writes go on during grace.
 

@@ -136,8 +136,10 @@ func errText(err error) string {
 // listens on every address of the sandbox's network namespace.
 var nfsLoopback = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 2049)
 
-// watchGanesha is the Ganesha service's Watch.
+// watchGanesha is the Ganesha service's Watch: the watchdog, and the grace
+// kick beside it (gracekick.go).
 func (sb *sandbox) watchGanesha(ctx context.Context) error {
+	go sb.kickGrace(ctx)
 	bus, ok := sb.bus.(inFlightBus)
 	if !ok {
 		<-ctx.Done()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -715,7 +716,7 @@ func TestCephFSSMB(t *testing.T) {
 // scope) by that node id. An NFSv4.1 client holding an open (deny write) and
 // a write lock reclaims both after its Ganesha is killed and Basin starts it
 // again, and reads back what it wrote; another client meanwhile is held off
-// by grace.
+// by grace, and gets in once Ganesha lifts it, woken by Basin's grace kicks.
 func TestCephFSNFSv4StateInRADOS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -843,8 +844,30 @@ func TestCephFSNFSv4StateInRADOS(t *testing.T) {
 		t.Fatalf("reclaim complete: %v", err)
 	}
 	t.Logf("open and lock reclaimed %v after the kill", time.Since(killed).Round(time.Millisecond))
+	reclaimed := time.Now()
 	rd := &nfsraw.Read{StateID: rlk.StateID, Count: 4096}
 	if err := cli.Run(ctx, &nfsraw.PutFH{FH: fh}, rd); err != nil || !bytes.Equal(rd.Data, data) {
 		t.Fatalf("read back under the reclaimed lock: %v (%d bytes)", err, len(rd.Data))
+	}
+	// Every client it recorded has reclaimed, so Ganesha may lift its grace.
+	// Its reaper looks every 10 s, or when its grace database is written:
+	// Basin writes it once a second while Ganesha is in grace (gracekick.go),
+	// and says so in its log when the grace is over.
+	for {
+		_, _, err := other.OpenFile(ctx, oroot, "data", nfsraw.ShareAccessRead, nfsraw.ShareDenyNone, []byte("rec-b/open2"), false)
+		if err == nil {
+			break
+		}
+		if !isNFS4Status(err, nfsraw.ErrGrace) {
+			t.Fatalf("another client's OPEN after the reclaim: %v", err)
+		}
+		if time.Since(reclaimed) > time.Minute {
+			t.Fatalf("still in grace a minute after the only client reclaimed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("grace over %v after the reclaim, %v after the kill", time.Since(reclaimed).Round(100*time.Millisecond), time.Since(killed).Round(100*time.Millisecond))
+	if !regexp.MustCompile(`grace lifted.* kicks=[1-9]`).MatchString(s.log.String()) {
+		t.Errorf("the log does not show a grace lifted after Basin's kicks:\n%s", s.log)
 	}
 }

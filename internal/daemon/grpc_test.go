@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,12 +16,15 @@ import (
 	"time"
 
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	locationpb "google.golang.org/genproto/googleapis/cloud/location"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/basin-nas/basin/internal/api"
 	"github.com/basin-nas/basin/internal/iam"
@@ -108,6 +112,22 @@ func (d *grpcDaemon) dial(t *testing.T) *grpc.ClientConn {
 	return conn
 }
 
+// dialTLS opens a TLS connection to the gRPC listener offering h2 by ALPN,
+// trusting only the CA file in the data directory.
+func (d *grpcDaemon) dialTLS(t *testing.T) *tls.Conn {
+	t.Helper()
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(filepath.Join(d.dataDir, GRPCCAFile))
+	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("CA file: %v", err)
+	}
+	tc, err := tls.Dial("tcp", d.grpc.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
 // basin serve --grpc-listen serves the NetApp, Operations and Locations
 // services over TLS (ALPN h2) with a certificate of Basin's own CA, which a
 // client trusting grpc-ca.pem accepts; calls authenticate with /token's access
@@ -145,15 +165,7 @@ func TestGRPCListener(t *testing.T) {
 	}
 
 	// TLS with ALPN h2, the certificate chaining to the CA file.
-	pool := x509.NewCertPool()
-	caPEM, err := os.ReadFile(filepath.Join(dir, GRPCCAFile))
-	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
-		t.Fatalf("CA file: %v", err)
-	}
-	tc, err := tls.Dial("tcp", d.grpc.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc := d.dialTLS(t)
 	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Errorf("ALPN %q, want h2", p)
 	}
@@ -220,5 +232,87 @@ func TestGRPCCertificateKept(t *testing.T) {
 	}
 	if after, err := os.ReadFile(filepath.Join(cfg.DataDir, GRPCCAFile)); err != nil || string(after) != string(before) {
 		t.Errorf("the CA file was replaced: %v", err)
+	}
+}
+
+// The gRPC listener's HTTP/2 windows are static: a call costs the client no
+// PING to answer and no window growth. Read frame by frame with a raw HTTP/2
+// client: with grpc-go's dynamic windows the server sent a PING (its bandwidth
+// estimate) on nearly every call that carried data, and grew its windows up to
+// 16 MiB of a client's data in flight.
+func TestGRPCNoPingPerCall(t *testing.T) {
+	dir := t.TempDir()
+	d := startGRPC(t, dir)
+	tc := d.dialTLS(t)
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(30 * time.Second)) //nolint:errcheck // the reads fail past it
+	if _, err := tc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(tc, tc)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := proto.Marshal(&locationpb.ListLocationsRequest{Name: "projects/p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append([]byte{0, 0, 0, 0, byte(len(msg))}, msg...)
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	var pings, windowUpdates int
+	var streamWindow uint32
+	const calls = 10
+	for i := range calls {
+		id := uint32(2*i + 1)
+		hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", "/google.cloud.location.Locations/ListLocations"},
+			{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}, {"authorization", "Bearer " + d.owner}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) //nolint:errcheck // into a buffer
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.WriteData(id, true, body); err != nil {
+			t.Fatal(err)
+		}
+		// Read up to the call's trailers, answering what asks for an answer.
+		for done := false; !done; {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+						streamWindow = v
+					}
+					fr.WriteSettingsAck() //nolint:errcheck // the next read fails
+				}
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					pings++
+					fr.WritePing(true, f.Data) //nolint:errcheck // the next read fails
+				}
+			case *http2.WindowUpdateFrame:
+				if f.StreamID != 0 || i > 0 { // the first: the connection window's growth to its size
+					windowUpdates++
+				}
+			case *http2.HeadersFrame:
+				done = f.StreamID == id && f.StreamEnded()
+			case *http2.GoAwayFrame:
+				t.Fatalf("call %d: GOAWAY %v", i, f.ErrCode)
+			}
+		}
+	}
+	if pings != 0 {
+		t.Errorf("the server sent %d PINGs in %d calls, want none", pings, calls)
+	}
+	if windowUpdates > calls/2 {
+		t.Errorf("the server sent %d WINDOW_UPDATEs in %d calls of %d bytes", windowUpdates, calls, len(body))
+	}
+	if streamWindow != grpcStreamWindow {
+		t.Errorf("stream window %d, want %d", streamWindow, grpcStreamWindow)
 	}
 }

@@ -81,13 +81,15 @@ func serveGRPC(cfg config.Config, a *api.Server, log *slog.Logger, now time.Time
 	// stacks have grown to what a handler needs, as net/http runs a
 	// connection's requests on one: a goroutine of its own per call made a
 	// gRPC GET 30-50 µs slower than REST's (docs/benchmarks.md).
-	// Static HTTP/2 flow-control windows: grpc-go's default, a window grown
-	// by a bandwidth estimate, sent a PING (which the client must answer) and
-	// a WINDOW_UPDATE on nearly every call, and let the windows grow to 16 MiB
-	// of a client's data in flight per connection; these hold it to 4 MiB.
+	// Static HTTP/2 flow-control windows: grpc-go's default, windows grown by
+	// a bandwidth estimate, sent a PING (which the client must answer) and a
+	// WINDOW_UPDATE on nearly every call, and let a stream's window grow to
+	// 16 MiB of data the handler has not read; static, a stream holds at most
+	// the largest request (grpc-go refills the connection's window as data
+	// arrives, so what bounds a connection is its streams' windows together).
 	ln := connlimit.New(inner, connlimit.Options{Max: cfg.HTTP.MaxConns, PerSource: cfg.HTTP.MaxConnsPerSource})
 	opts := []grpc.ServerOption{grpc.Creds(creds), grpc.MaxRecvMsgSize(grpcMaxRequest), grpc.MaxConcurrentStreams(grpcMaxStreams),
-		grpc.InitialWindowSize(grpcStreamWindow), grpc.InitialConnWindowSize(grpcConnWindow),
+		grpc.StaticStreamWindowSize(grpcStreamWindow), grpc.StaticConnWindowSize(grpcConnWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(uint32(runtime.NumCPU()))}
 	if t := cfg.HTTP.ReadHeaderTimeout; t > 0 {
@@ -106,9 +108,8 @@ func serveGRPC(cfg config.Config, a *api.Server, log *slog.Logger, now time.Time
 
 // The gRPC listener's bounds beside cfg.HTTP's: a request message no larger
 // than REST's largest body, streams (calls in flight) per connection, and the
-// HTTP/2 receive windows of a stream (the largest request and its framing)
-// and of a connection. Windows of 64 KiB or more turn grpc-go's dynamic
-// windows off.
+// static HTTP/2 receive windows of a stream (the largest request and its
+// framing) and of a connection.
 const (
 	grpcMaxRequest   = 1 << 20
 	grpcMaxStreams   = 100

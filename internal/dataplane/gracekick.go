@@ -17,13 +17,19 @@ import (
 // in its first second still held new opens for up to 10 s more.
 //
 // While its Ganesha is in grace, Basin therefore writes the sandbox's grace
-// database once a second: `ganesha-rados-grace enforce NODEID`, which sets a
-// flag the node holds already while in grace (the write asserts the object's
-// version, so it never undoes a concurrent change) and notifies. The grace is
-// lifted by Ganesha itself, on its own rule, never by Basin: a client that has
-// not reclaimed holds it as before, for up to the grace period. The kicks end
-// with the grace, with the Ganesha process (its context), when Basin lets go of
-// the sandbox, or after graceKickBound, whichever comes first.
+// database once a second: `ganesha-rados-grace enforce NODEID`, which sets the
+// node's enforcing flag (held while in grace) and notifies. The write asserts
+// the object's version, so a change Ganesha makes meanwhile is redone on top,
+// not lost; a kick landing between Ganesha's lift (which clears the flag) and
+// the next InGrace sets the flag again, which changes nothing with one member
+// per grace database, as Basin makes them. The grace is lifted by Ganesha
+// itself, on its own rule, never by Basin: a client that has not reclaimed
+// holds it as before, for up to the grace period. After a crash the dead
+// instance's watch stays on the object for up to 30 s, and each notify waits
+// 3 s for it, so the kicks then come about every 4 s. The kicks end with the
+// grace, with the Ganesha process (its context), with the sandbox's holder,
+// when Basin lets go of the sandbox, or after graceKickBound, whichever comes
+// first.
 
 // graceKickEvery is the kick's period.
 const graceKickEvery = time.Second
@@ -56,7 +62,7 @@ type graceKicker struct {
 func (g *graceKicker) run(ctx context.Context) (lifted bool, kicks int) {
 	start := time.Now()
 	deadline := start.Add(g.bound)
-	var lastErr string
+	var lastErr, lastKickErr string
 	for {
 		actx, cancel := context.WithTimeout(ctx, graceAskTimeout)
 		in, err := g.inGrace(actx)
@@ -80,7 +86,10 @@ func (g *graceKicker) run(ctx context.Context) (lifted bool, kicks int) {
 				if ctx.Err() != nil {
 					return false, kicks
 				}
-				g.log.Warn("grace kick", "err", err)
+				if err.Error() != lastKickErr {
+					g.log.Warn("grace kick", "err", err)
+					lastKickErr = err.Error()
+				}
 			} else {
 				kicks++
 			}
@@ -104,6 +113,16 @@ func (sb *sandbox) kickGrace(ctx context.Context) {
 	if !ok || sb.radosRecovery() == nil {
 		return
 	}
+	// The tool enters the holder's namespaces by pid: never once it is gone.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sb.dead:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	g := &graceKicker{inGrace: bus.InGrace, every: graceKickEvery, bound: graceKickBound, log: sb.log.With("daemon", "ganesha"),
 		kick: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -266,7 +266,8 @@ func fileSize(path string) (size, allocated int64, err error) {
 // 513 MiB), which made --thin-initial moot. Half of size, once the volume has
 // grown past its start: held to half the start for good, a 32 MiB start kept
 // 16 MiB of slack and grew 32 MiB a pass, slower than a client writes. With
-// both, a grow to used + 2 × slack at most doubles the filesystem.
+// both, a grow to used + 2 × slack adds at most the larger of the start and the
+// size now (past btrfs's 256 MiB floor, which a first grow goes to anyway).
 func thinSlack(nominal, usable, initial, size int64) int64 {
 	half := max(initial/2, size/2, 16<<20)
 	s := min(max(nominal/8, 256<<20), max(256<<20, min(8<<30, usable/32)))

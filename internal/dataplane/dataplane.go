@@ -109,7 +109,7 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 // checked, GETATTR never opening a file's data, Basin_NTFS_Security exports;
 // docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-9"
+const GaneshaPatchSet = "basin-ganesha-4.3-10"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {

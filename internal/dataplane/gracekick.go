@@ -95,7 +95,8 @@ func (g *graceKicker) run(ctx context.Context) (lifted bool, kicks int) {
 			}
 		}
 		if time.Now().Add(g.every).After(deadline) {
-			g.log.Warn("grace kick: still in grace, giving up", "after", time.Since(start).Round(100*time.Millisecond), "kicks", kicks)
+			g.log.Warn("grace kick: still in grace, giving up", "after", time.Since(start).Round(100*time.Millisecond), "kicks", kicks,
+				"last_ask_error", lastErr)
 			return false, kicks
 		}
 		select {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/nfs3"
+	"github.com/basin-nas/basin/test/addc"
 )
 
 // The dualproto section: what a dual-protocol volume's NFS export costs NFS
@@ -33,6 +38,59 @@ type dualResult struct {
 	// file) and milliseconds per listing (READDIRPLUS of the directory).
 	StatsPerSec map[string][]float64 `json:"statsPerSec"`
 	ListMillis  map[string][]float64 `json:"listMillis"`
+	// The SMB half (smbOpenKinds): each round's opens per second, and the
+	// oplock levels the server granted.
+	Opens        int                  `json:"opens,omitempty"`
+	OpensPerSec  map[string][]float64 `json:"opensPerSec,omitempty"`
+	OpensGranted map[string]string    `json:"opensGranted,omitempty"`
+}
+
+// The SMB half of the section: what cross-protocol oplocks cost an SMB
+// client. On a dual-protocol share smbd backs each batch or exclusive oplock
+// with a kernel lease (F_SETLEASE), which an NFS open breaks; an SMB-only
+// share keeps its oplocks in Samba alone. Each round opens one 4 KiB file
+// many times (open asking for a batch oplock, or for none; read it; close) on
+// an SMB-only volume and on the NTFS dual-protocol one (the same share stack
+// and style; only the kernel leases differ), through
+// test/e2e/python/smb2_holder.py (impacket, the e2e venv's) as alice with
+// NTLM, from a client namespace on the network's bridge.
+var smbOpenKinds = []string{"smb-batch", "dual-batch", "smb-none", "dual-none"}
+
+// The SMB half's client namespace.
+const (
+	dualCliNS   = "bqsdual"
+	dualCliVeth = "bqsdual0"
+	dualCliAddr = "10.99.251.221"
+)
+
+// smbOpens runs one round of opens on share at ep asking for oplock level
+// (9 batch, 0 none) and returns the opens per second and the levels granted.
+func smbOpens(ctx context.Context, dc *addc.DC, ep, share string, level, n int) (float64, string) {
+	python, err := filepath.Abs(".venv/bin/python")
+	if err == nil {
+		_, err = os.Stat(python)
+	}
+	if err != nil {
+		fatalf("dualproto: no e2e venv (scripts/setup.sh --test makes it): %v", err)
+	}
+	alice := dc.Users[0]
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", dualCliNS, python, "test/e2e/python/smb2_holder.py", ep, ep, share, dc.Domain, alice.Name)
+	cmd.Env = append(os.Environ(), "BASIN_SMB_PASSWORD="+alice.Password)
+	cmd.Stdin = strings.NewReader(fmt.Sprintf("opens bench.dat %d %d\n", level, n))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 3 || f[0] != "opens" {
+		fatalf("dualproto: smb2_holder opens on %s: %q, %v\n%s", share, out, err, stderr.String())
+	}
+	rate, err := strconv.ParseFloat(f[1], 64)
+	if err != nil {
+		fatalf("dualproto: smb2_holder opens on %s: %q", share, out)
+	}
+	return rate, f[2]
 }
 
 func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, files int) dualResult {
@@ -84,8 +142,28 @@ func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, file
 		atExit(func() { cl.Close() })
 		clients[k], dirs[k] = cl, dir
 	}
+	// The SMB half's SMB-only volume, beside the dual-protocol ones.
+	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=mdsmb", map[string]any{"shareName": "mdsmb", "storagePool": "smb", "capacityGib": 4,
+		"protocols": []string{"SMB"}, "unixPermissions": "0777"}))
+	smbEP := map[string]string{}
+	for id, k := range map[string]string{"mdsmb": "smb", "mdntfs": "dual"} {
+		var got client.Object
+		must(c.Do(ctx, "GET", loc+"/volumes/"+id, nil, nil, &got))
+		for _, mo := range got["mountOptions"].([]any) {
+			if m := mo.(map[string]any); m["protocol"] == "SMB" {
+				smbEP[k], _ = m["ipAddress"].(string)
+			}
+		}
+		if smbEP[k] == "" {
+			fatalf("dualproto: volume %s has no SMB endpoint: %v", id, got["mountOptions"])
+		}
+	}
+	nsLink(dualCliNS, dualCliVeth, benchBridge, dualCliAddr)
+	dc := domain(ctx, c, dataDir)
+	const opens = 2000
 	res := dualResult{Date: time.Now().UTC().Format(time.RFC3339), Rounds: rounds, Files: files,
-		StatsPerSec: map[string][]float64{}, ListMillis: map[string][]float64{}}
+		StatsPerSec: map[string][]float64{}, ListMillis: map[string][]float64{},
+		Opens: opens, OpensPerSec: map[string][]float64{}, OpensGranted: map[string]string{}}
 	for r := range rounds {
 		order := slices.Clone(dualKinds)
 		for i := 0; i < r%len(order); i++ {
@@ -114,6 +192,26 @@ func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, file
 			res.ListMillis[k] = append(res.ListMillis[k], list)
 			log.Printf("dualproto round %d, %s: %.0f stats/s, listing %.1f ms", r+1, k, stats, list)
 		}
+		order = slices.Clone(smbOpenKinds)
+		for i := 0; i < r%len(order); i++ {
+			order = append(order[1:], order[0])
+		}
+		for _, k := range order {
+			share, level := "mdsmb", 9
+			if strings.HasPrefix(k, "dual") {
+				share = "mdntfs"
+			}
+			if strings.HasSuffix(k, "none") {
+				level = 0
+			}
+			rate, granted := smbOpens(ctx, dc, smbEP[strings.Split(k, "-")[0]], share, level, opens)
+			res.OpensPerSec[k] = append(res.OpensPerSec[k], rate)
+			if prev, ok := res.OpensGranted[k]; ok && prev != granted {
+				granted = prev + "," + granted
+			}
+			res.OpensGranted[k] = granted
+			log.Printf("dualproto round %d, %s: %.0f opens/s (granted %s)", r+1, k, rate, granted)
+		}
 	}
 	return res
 }
@@ -130,5 +228,37 @@ func (r dualResult) markdown() string {
 		s, l := median(r.StatsPerSec[k]), median(r.ListMillis[k])
 		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.1f ms | %.2f |\n", names[k], s, s/base, l, l/baseList)
 	}
+	if len(r.OpensPerSec) == 0 {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "\nSMB, the same rounds: %d opens of one 4 KiB file per round and volume (open, read it, close; SMB 3.1.1 through impacket, "+
+		"as alice with NTLM, one connection), an SMB-only volume against the NTFS [SMB, NFSV3] one (both NTFS style), whose share backs oplocks with kernel leases. "+
+		"The dual-protocol column's ratio is the median of each round's ratio.\n\n", r.Opens)
+	b.WriteString("| open asking for | SMB-only: opens/s (granted) | [SMB, NFSV3]: opens/s (granted) | dual / SMB-only |\n|---|---|---|---|\n")
+	for _, lv := range []struct{ key, name string }{{"batch", "a batch oplock"}, {"none", "no oplock"}} {
+		one, dual := r.OpensPerSec["smb-"+lv.key], r.OpensPerSec["dual-"+lv.key]
+		var ratios []float64
+		for i := range min(len(one), len(dual)) {
+			ratios = append(ratios, dual[i]/one[i])
+		}
+		fmt.Fprintf(&b, "| %s | %.0f (%s) | %.0f (%s) | %.2f |\n", lv.name, median(one), grantedName(r.OpensGranted["smb-"+lv.key]),
+			median(dual), grantedName(r.OpensGranted["dual-"+lv.key]), median(ratios))
+	}
 	return b.String()
+}
+
+// grantedName names the oplock levels granted, as smb2_holder.py lists them.
+func grantedName(levels string) string {
+	names := map[string]string{"0": "none", "1": "level II", "8": "exclusive", "9": "batch", "255": "lease"}
+	var out []string
+	for _, l := range strings.Split(levels, ",") {
+		n, ok := names[l]
+		if !ok {
+			n = l
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
 }

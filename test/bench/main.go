@@ -106,7 +106,8 @@ func main() {
 	withStore := flag.Bool("store", true, "also compare the metadata stores: create→READY and GET latency on a server with SQLite beside one with PostgreSQL")
 	storeCreates := flag.Int("store-creates", 10, "volume creates per round and store in the store section")
 	storeGets := flag.Int("store-gets", 300, "GETs per round and store in the store section")
-	withDual := flag.Bool("dualproto", true, "also measure NFS metadata on dual-protocol volumes (uncached attributes) against an NFS-only one")
+	withDual := flag.Bool("dualproto", true, "also measure NFS metadata on dual-protocol volumes (uncached attributes) against an NFS-only one, "+
+		"and SMB opens with kernel oplocks against an SMB-only volume (needs the e2e venv, .venv, that scripts/setup.sh --test makes)")
 	dualFiles := flag.Int("dualproto-files", 2000, "files per directory in the dualproto section")
 	withGRPC := flag.Bool("grpc", true, "also compare the API over gRPC with REST on one server: GET p50 and p99, create→READY, calls alternating")
 	grpcGets := flag.Int("grpc-gets", 1000, "volume GETs per round and transport in the grpc section")

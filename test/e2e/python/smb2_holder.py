@@ -14,6 +14,9 @@ Commands on stdin, one answer line each on stdout:
     setea EANAME VALUE              -> setea <NTSTATUS hex>   (on the open file)
     eas                             -> eas <NTSTATUS hex> <names, comma-separated>
     close                           -> closed
+    opens NAME OPLOCK N             -> opens <per second> <levels granted, comma-separated>
+                                       (N times: open NAME with OPLOCK, read its first 4 KiB, close;
+                                       NAME is made 4 KiB long first: the dualproto benchmark)
     hold                            (no answer: keeps the file open, unacknowledged, until stdin ends)
 SHARE_ACCESS is FILE_SHARE_* bits (1 read, 2 write, 4 delete); OPLOCK the
 requested level (0 none, 1 level II, 8 exclusive, 9 batch). The file is opened
@@ -139,6 +142,34 @@ def main():
                 out("eas 00000000 " + ",".join(names))
             except ERRORS as e:
                 out("eas %s " % status(e))
+        elif cmd[0] == "opens":
+            name, level, n = cmd[1], int(cmd[2]), int(cmd[3])
+            access = s2.FILE_READ_DATA | s2.FILE_WRITE_DATA | s2.FILE_READ_ATTRIBUTES
+            f = smb.create(tid, name, access, 7, s2.FILE_NON_DIRECTORY_FILE, s2.FILE_OPEN_IF, s2.FILE_ATTRIBUTE_NORMAL)
+            smb.write(tid, f, b"x" * 4096, 0, 4096)
+            smb.close(tid, f)
+            levels = set()
+
+            def watch(packet_id=None):
+                p = recv(packet_id)
+                if p["Command"] == s2.SMB2_CREATE and p["Status"] == 0:
+                    levels.add(s2.SMB2Create_Response(p["Data"])["OplockLevel"])
+                return p
+
+            smb.recvSMB = watch
+            try:
+                start = time.monotonic()
+                for _ in range(n):
+                    f = smb.create(tid, name, access, 7, s2.FILE_NON_DIRECTORY_FILE, s2.FILE_OPEN,
+                                   s2.FILE_ATTRIBUTE_NORMAL, oplockLevel=level)
+                    smb.read(tid, f, 0, 4096)
+                    smb.close(tid, f)
+                took = time.monotonic() - start
+                out("opens %.1f %s" % (n / took, ",".join(str(v) for v in sorted(levels))))
+            except ERRORS as e:
+                out("error " + status(e))
+            finally:
+                smb.recvSMB = recv
         elif cmd[0] == "close":
             smb.close(tid, fid)
             fid = None

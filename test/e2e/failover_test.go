@@ -88,11 +88,15 @@ func (w *nfsWriter) run(ctx context.Context, stop func() bool) {
 }
 
 // pauseAround is the longest time between two acknowledged writes after t.
-func (w *nfsWriter) pauseAround(t time.Time) time.Duration {
+func (w *nfsWriter) pauseAround(t time.Time) time.Duration { return longestGapAfter(w.at, t) }
+
+// longestGapAfter is the longest time between two successive times of at
+// (in order) whose second is after t.
+func longestGapAfter(at []time.Time, t time.Time) time.Duration {
 	var longest time.Duration
-	for i := 1; i < len(w.at); i++ {
-		if w.at[i].After(t) {
-			longest = max(longest, w.at[i].Sub(w.at[i-1]))
+	for i := 1; i < len(at); i++ {
+		if at[i].After(t) {
+			longest = max(longest, at[i].Sub(at[i-1]))
 		}
 	}
 	return longest

@@ -24,7 +24,7 @@ import (
 
 // smbLab is a Basin server, a real Samba AD DC on the server's network bridge, an
 // Active Directory policy "ad1" made through the v1 API with the DC's delegated
-// user, an SMB pool "smb" using it, and a client host at .150. SMB tests build on
+// user, an SMB pool "smb" using it, and a client host (.150 with startSMBLab). SMB tests build on
 // it; each test gets its own (the DC takes about 5 s).
 type smbLab struct {
 	t      *testing.T
@@ -67,6 +67,16 @@ func startSMBLab(t *testing.T, s *server, adExtra map[string]any, serverFlags ..
 	// the DC joins the bridge before any SMB pool exists.
 	nfsPool(t, c)
 	s.openVolume(c, "first")
+	return smbLabOn(t, s, c, adExtra, 150)
+}
+
+// smbLabOn starts the lab on a running server s whose network's bridge is up,
+// driven through c, with its client host at the hostN-th address.
+func smbLabOn(t *testing.T, s *server, c *client.Client, adExtra map[string]any, hostN int) *smbLab {
+	t.Helper()
+	if err := addc.Check(); err != nil {
+		t.Skipf("no Samba AD DC here: %v", err)
+	}
 	smbLabSeq++
 	name := fmt.Sprintf("sl%04d%d", os.Getpid()%10000, smbLabSeq) // unique on the host: another test process may run labs too
 	dc := addc.StartT(t, addc.Options{Name: name, Dir: t.TempDir(), Bridge: s.bridge, Addr: s.addrN(200) + "/24"})
@@ -101,7 +111,7 @@ func startSMBLab(t *testing.T, s *server, adExtra map[string]any, serverFlags ..
 	mutate(t, c, "POST", loc+"/activeDirectories?activeDirectoryId=ad1", body)
 	mutate(t, c, "POST", loc+"/storagePools?storagePoolId=smb", map[string]any{"serviceLevel": "PREMIUM", "capacityGib": 2048,
 		"network": "projects/p1/global/networks/default", "activeDirectory": l.ad})
-	l.h = s.host(150)
+	l.h = s.host(hostN)
 	return l
 }
 

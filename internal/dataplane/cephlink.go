@@ -62,9 +62,6 @@ func (sb *sandbox) recoveryKeyring() string { return filepath.Join(sb.dir, "reco
 // sandbox's network namespace (its Ceph link): rados_cluster refuses to
 // start otherwise. Adding a member that is there already changes nothing.
 func (sb *sandbox) joinGraceDB() error {
-	if sb.radosRecovery() == nil {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return sb.graceTool(ctx, "add")

@@ -94,7 +94,7 @@ func smbOpens(ctx context.Context, dc *addc.DC, ep, share string, level, n int) 
 }
 
 func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, files int) dualResult {
-	domain(ctx, c, dataDir) // the SMB pool "smb" and its domain
+	dc := domain(ctx, c, dataDir) // the SMB pool "smb" and its domain
 	open := map[string]any{"rules": []any{map[string]any{"allowedClients": benchHost, "accessType": "READ_WRITE", "nfsv3": true, "hasRootAccess": "true"}}}
 	body := map[string]string{"nfs": "", "unix": "UNIX", "ntfs": "NTFS"}
 	eps := map[string]string{}
@@ -105,16 +105,7 @@ func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, file
 			v["storagePool"], v["protocols"], v["securityStyle"] = "smb", []string{"SMB", "NFSV3"}, style
 		}
 		must(mutate(ctx, c, "POST", loc+"/volumes?volumeId="+id, v))
-		var got client.Object
-		must(c.Do(ctx, "GET", loc+"/volumes/"+id, nil, nil, &got))
-		for _, mo := range got["mountOptions"].([]any) {
-			if m := mo.(map[string]any); m["protocol"] == "NFSV3" {
-				eps[k], _ = m["ipAddress"].(string)
-			}
-		}
-		if eps[k] == "" {
-			fatalf("dualproto: volume %s has no NFS endpoint: %v", id, got["mountOptions"])
-		}
+		eps[k] = protocolEndpoint(ctx, c, id, "NFSV3")
 	}
 	// The files, made by root (mode 0644); read as uid 1000, whom only their
 	// "other" bits admit.
@@ -147,29 +138,15 @@ func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, file
 		"protocols": []string{"SMB"}, "unixPermissions": "0777"}))
 	smbEP := map[string]string{}
 	for id, k := range map[string]string{"mdsmb": "smb", "mdntfs": "dual"} {
-		var got client.Object
-		must(c.Do(ctx, "GET", loc+"/volumes/"+id, nil, nil, &got))
-		for _, mo := range got["mountOptions"].([]any) {
-			if m := mo.(map[string]any); m["protocol"] == "SMB" {
-				smbEP[k], _ = m["ipAddress"].(string)
-			}
-		}
-		if smbEP[k] == "" {
-			fatalf("dualproto: volume %s has no SMB endpoint: %v", id, got["mountOptions"])
-		}
+		smbEP[k] = protocolEndpoint(ctx, c, id, "SMB")
 	}
 	nsLink(dualCliNS, dualCliVeth, benchBridge, dualCliAddr)
-	dc := domain(ctx, c, dataDir)
 	const opens = 2000
 	res := dualResult{Date: time.Now().UTC().Format(time.RFC3339), Rounds: rounds, Files: files,
 		StatsPerSec: map[string][]float64{}, ListMillis: map[string][]float64{},
 		Opens: opens, OpensPerSec: map[string][]float64{}, OpensGranted: map[string]string{}}
 	for r := range rounds {
-		order := slices.Clone(dualKinds)
-		for i := 0; i < r%len(order); i++ {
-			order = append(order[1:], order[0])
-		}
-		for _, k := range order {
+		for _, k := range rotated(dualKinds, r) {
 			cl, dir := clients[k], dirs[k]
 			t0 := time.Now()
 			for i := range files {
@@ -192,11 +169,7 @@ func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, file
 			res.ListMillis[k] = append(res.ListMillis[k], list)
 			log.Printf("dualproto round %d, %s: %.0f stats/s, listing %.1f ms", r+1, k, stats, list)
 		}
-		order = slices.Clone(smbOpenKinds)
-		for i := 0; i < r%len(order); i++ {
-			order = append(order[1:], order[0])
-		}
-		for _, k := range order {
+		for _, k := range rotated(smbOpenKinds, r) {
 			share, level := "mdsmb", 9
 			if strings.HasPrefix(k, "dual") {
 				share = "mdntfs"
@@ -214,6 +187,28 @@ func runDual(ctx context.Context, c *client.Client, dataDir string, rounds, file
 		}
 	}
 	return res
+}
+
+// protocolEndpoint is the address of volume id's mount option for protocol.
+func protocolEndpoint(ctx context.Context, c *client.Client, id, protocol string) string {
+	var got client.Object
+	must(c.Do(ctx, "GET", loc+"/volumes/"+id, nil, nil, &got))
+	for _, mo := range got["mountOptions"].([]any) {
+		if m := mo.(map[string]any); m["protocol"] == protocol {
+			if ep, _ := m["ipAddress"].(string); ep != "" {
+				return ep
+			}
+		}
+	}
+	fatalf("dualproto: volume %s has no %s endpoint: %v", id, protocol, got["mountOptions"])
+	return ""
+}
+
+// rotated is kinds started r places in (round r's order: each kind goes first
+// in turn).
+func rotated(kinds []string, r int) []string {
+	n := r % len(kinds)
+	return append(slices.Clone(kinds[n:]), kinds[:n]...)
 }
 
 func (r dualResult) markdown() string {

@@ -39,6 +39,17 @@ def status(e):
     return "%08x" % (code & 0xFFFFFFFF)
 
 
+def watching_creates(recv, granted):
+    """recv, calling granted with the oplock level of every successful CREATE
+    response on its way through (SMB3.create returns the handle alone)."""
+    def watch(packet_id=None):
+        p = recv(packet_id)
+        if p["Command"] == s2.SMB2_CREATE and p["Status"] == 0:
+            granted(s2.SMB2Create_Response(p["Data"])["OplockLevel"])
+        return p
+    return watch
+
+
 def main():
     server, address, share, domain, user = sys.argv[1:6]
     conn = SMBConnection(server, address, sess_port=445, timeout=120)
@@ -57,14 +68,7 @@ def main():
             # SMB3.create returns the handle alone; the granted level is in
             # the response, seen on its way through recvSMB.
             granted = {}
-
-            def watch(packet_id=None):
-                p = recv(packet_id)
-                if p["Command"] == s2.SMB2_CREATE and p["Status"] == 0:
-                    granted["level"] = s2.SMB2Create_Response(p["Data"])["OplockLevel"]
-                return p
-
-            smb.recvSMB = watch
+            smb.recvSMB = watching_creates(recv, lambda level: granted.__setitem__("level", level))
             try:
                 fid = smb.create(tid, cmd[1], s2.FILE_READ_DATA | s2.FILE_WRITE_DATA | s2.FILE_READ_ATTRIBUTES,
                                  int(cmd[2]), s2.FILE_NON_DIRECTORY_FILE, s2.FILE_OPEN_IF,
@@ -149,14 +153,7 @@ def main():
             smb.write(tid, f, b"x" * 4096, 0, 4096)
             smb.close(tid, f)
             levels = set()
-
-            def watch(packet_id=None):
-                p = recv(packet_id)
-                if p["Command"] == s2.SMB2_CREATE and p["Status"] == 0:
-                    levels.add(s2.SMB2Create_Response(p["Data"])["OplockLevel"])
-                return p
-
-            smb.recvSMB = watch
+            smb.recvSMB = watching_creates(recv, levels.add)
             try:
                 start = time.monotonic()
                 for _ in range(n):

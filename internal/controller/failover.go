@@ -523,11 +523,13 @@ func (c *Controller) fenceLost(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("node %s has addresses to cut off, but the storage cannot", l.h.From))
 				continue
 			}
+			begin := time.Now()
 			if err := f.FenceClients(ctx, l.addrs); err != nil {
 				errs = append(errs, fmt.Errorf("node %s: %w", l.h.From, err))
 				continue
 			}
-			c.log.Info("cut a lost node's clients off the storage", "node", l.h.From, "addrs", l.addrs)
+			c.log.Info("cut a lost node's clients off the storage", "node", l.h.From, "addrs", l.addrs,
+				"took", time.Since(begin).Round(time.Millisecond))
 		}
 		back := false
 		err := c.st.Update(ctx, func(tx store.Tx) error {

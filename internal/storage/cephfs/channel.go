@@ -69,11 +69,7 @@ func (c *channel) helper() *jsonline.Helper {
 func (c *channel) call(ctx context.Context, target string, cmd map[string]any) ([]byte, error) {
 	var a answer
 	err := c.helper().CallFunc(ctx, func() any {
-		timeout := 60
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = max(1, int(time.Until(dl).Seconds()))
-		}
-		return map[string]any{"target": target, "cmd": cmd, "timeout": timeout}
+		return map[string]any{"target": target, "cmd": cmd, "timeout": timeoutOf(ctx)}
 	}, &a)
 	if err != nil {
 		return nil, err
@@ -86,6 +82,39 @@ func (c *channel) call(ctx context.Context, target string, cmd map[string]any) (
 		return nil, &cmdError{Cmd: fmt.Sprint(cmd["prefix"]), Errno: syscall.Errno(rc), Msg: a.Err}
 	}
 	return []byte(a.Out), nil
+}
+
+// callAll runs cmds on target all at once (the helper sends them together)
+// and returns each one's error, in order; err is the channel's own.
+func (c *channel) callAll(ctx context.Context, target string, cmds []map[string]any) (errs []error, err error) {
+	var a struct {
+		Answers []answer `json:"answers"`
+	}
+	err = c.helper().CallFunc(ctx, func() any {
+		return map[string]any{"target": target, "cmds": cmds, "timeout": timeoutOf(ctx)}
+	}, &a)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Answers) != len(cmds) {
+		return nil, fmt.Errorf("%d answers to %d commands", len(a.Answers), len(cmds))
+	}
+	errs = make([]error, len(cmds))
+	for i, an := range a.Answers {
+		if an.RC != 0 {
+			errs[i] = &cmdError{Cmd: fmt.Sprint(cmds[i]["prefix"]), Errno: syscall.Errno(max(an.RC, -an.RC)), Msg: an.Err}
+		}
+	}
+	return errs, nil
+}
+
+// timeoutOf is the seconds a command sent now may take: what is left of
+// ctx, at least 1, or 60 without a deadline.
+func timeoutOf(ctx context.Context) int {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(1, int(time.Until(dl).Seconds()))
+	}
+	return 60
 }
 
 // close stops the helper.

@@ -90,18 +90,29 @@ var _ storage.ClientFencer = (*Backend)(nil)
 // FenceClients implements storage.ClientFencer: every address goes on the
 // OSD blocklist (any port, any nonce), which also makes the MDSs evict the
 // sessions from there, so their caps no longer hold up other clients.
+//
+// The addresses go all at once: each command returns once the OSD map that
+// lists its address is committed, and the monitors commit what came in
+// together in one map (a node's sandboxes' and mounts' addresses one after
+// the other cost a map each, a second of a failover's pause).
 func (b *Backend) FenceClients(ctx context.Context, addrs []string) error {
-	for _, a := range addrs {
-		// The monitor takes a float, and refuses an integer: 604800.0, not
-		// 604800 (what encoding/json writes for a float64).
-		expire := json.Number(strconv.FormatFloat(fenceExpiry.Seconds(), 'f', 1, 64))
-		_, err := b.ch.call(ctx, "mon", map[string]any{"prefix": "osd blocklist", "blocklistop": "add", "addr": a + ":0/0",
-			"expire": expire})
+	// The monitor takes a float, and refuses an integer: 604800.0, not
+	// 604800 (what encoding/json writes for a float64).
+	expire := json.Number(strconv.FormatFloat(fenceExpiry.Seconds(), 'f', 1, 64))
+	cmds := make([]map[string]any, len(addrs))
+	for i, a := range addrs {
+		cmds[i] = map[string]any{"prefix": "osd blocklist", "blocklistop": "add", "addr": a + ":0/0", "expire": expire}
+	}
+	errs, err := b.ch.callAll(ctx, "mon", cmds)
+	if err != nil {
+		return fmt.Errorf("blocklist %s: %w", strings.Join(addrs, ", "), err)
+	}
+	for i, err := range errs {
 		if err != nil {
-			return fmt.Errorf("blocklist %s: %w", a, err)
+			errs[i] = fmt.Errorf("blocklist %s: %w", addrs[i], err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // UnfenceClients implements storage.ClientFencer.

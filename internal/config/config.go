@@ -463,6 +463,11 @@ func (c *Config) validateStorage() error {
 		if _, err := cn.Addrs(c.Networks); err != nil {
 			return err
 		}
+		if c.Failover {
+			if _, err := cn.MountAddr(c.Networks); err != nil {
+				return err
+			}
+		}
 		for _, n := range c.Networks {
 			if n.Bridge == cn.Bridge || n.Prefix.Overlaps(cn.Prefix) {
 				return fmt.Errorf("--ceph-network %s: shares its bridge or subnet with --network %s: tenants would reach the cluster", c.CephNetwork, n.Name)

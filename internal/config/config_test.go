@@ -66,6 +66,10 @@ func TestValidate(t *testing.T) {
 		{"wedged bound of a week", func(c *Config) { c.NFSWedgedAfter = 7 * 24 * time.Hour }, "--nfs-wedged-after"},
 		{"no connections per source", func(c *Config) { c.HTTP.MaxConnsPerSource = 0 }, "--http-max-conns-per-source"},
 		{"more per source than in total", func(c *Config) { c.HTTP.MaxConnsPerSource = c.HTTP.MaxConns + 1 }, "--http-max-conns-per-source"},
+		{"failover without room for the mounts' address", func(c *Config) {
+			c.Database, c.Storage, c.Failover = "postgres://db/basin", "cephfs://basin@cephfs/basin", true
+			c.CephNetwork = "bceph0,10.20.0.0/24,10.20.0.200-10.20.0.200" // one network, one address
+		}, "no address left for this node's volume mounts"},
 	}
 	for _, tc := range cases {
 		c := Default()
@@ -75,6 +79,17 @@ func TestValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// With room for it, the same failover configuration is valid: the refusal
+// above is the mounts' address alone.
+func TestValidateFailoverMountAddr(t *testing.T) {
+	c := Default()
+	c.Database, c.Storage, c.Failover = "postgres://db/basin", "cephfs://basin@cephfs/basin", true
+	c.CephNetwork = "bceph0,10.20.0.0/24,10.20.0.200-10.20.0.201"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -186,3 +186,20 @@ func (c CephNetwork) Addrs(networks []Network) (map[string]netip.Prefix, error) 
 	}
 	return out, nil
 }
+
+// MountAddr is the address, with the subnet's prefix length, the node's own
+// CephFS mounts (ceph-fuse) reach the cluster from with --failover: the range's
+// last, which the sandboxes of networks must leave free. Another node fences
+// this one by blocklisting it with the sandboxes' addresses; without an
+// address of their own, the mounts would share the host's with everything
+// else on it.
+func (c CephNetwork) MountAddr(networks []Network) (netip.Prefix, error) {
+	top := c.First
+	for range len(networks) {
+		if top == c.Last {
+			return netip.Prefix{}, fmt.Errorf("--ceph-network %s-%s has no address left for this node's volume mounts (--failover) beside its %d networks' sandboxes: make it one longer", c.First, c.Last, len(networks))
+		}
+		top = top.Next()
+	}
+	return netip.PrefixFrom(c.Last, c.Prefix.Bits()), nil
+}

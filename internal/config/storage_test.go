@@ -109,6 +109,16 @@ func TestCephNetwork(t *testing.T) {
 	if _, err := cn.Addrs(append(nets, Network{Name: "c"})); err == nil || !strings.Contains(err.Error(), "2 addresses for 3 networks") {
 		t.Errorf("short range: %v", err)
 	}
+	// The node's mounts take the last address, which the sandboxes leave free.
+	if a, err := cn.MountAddr(nets[:1]); err != nil || a.String() != "10.99.79.101/24" {
+		t.Errorf("MountAddr with one network: %v %v", a, err)
+	}
+	if _, err := cn.MountAddr(nets); err == nil || !strings.Contains(err.Error(), "no address left for this node's volume mounts") {
+		t.Errorf("MountAddr with the range full: %v", err)
+	}
+	if a, err := cn.MountAddr(nil); err != nil || a.String() != "10.99.79.101/24" {
+		t.Errorf("MountAddr without networks: %v %v", a, err)
+	}
 	for in, want := range map[string]string{
 		"bceph0,10.99.79.0/24":                                    "want BRIDGE,CIDR,FIRST-LAST",
 		"bceph0,10.99.79.0/24,10.99.79.0-10.99.79.9":              "host addresses",

@@ -92,7 +92,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		}()
 	}
 
-	be, err := newStorage(cfg, log)
+	mounts, err := mountLinkOf(cfg)
+	if err != nil {
+		return err
+	}
+	if mounts != nil {
+		if err := mounts.Ensure(ctx); err != nil {
+			return err
+		}
+	}
+	be, err := newStorage(cfg, mounts, log)
 	if err != nil {
 		return err
 	}
@@ -108,6 +117,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err = errors.Join(err, be.Stop(stopCtx))
+		if mounts != nil {
+			err = errors.Join(err, mounts.Remove(stopCtx))
+		}
 	}()
 	// The volumes' space watcher (thin volumes grow as they fill; headroom a full
 	// volume borrowed is given back), stopped before the volumes are unmounted.
@@ -125,6 +137,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if cephLink != nil && cfg.Failover {
 		for _, p := range cephLink.Addrs {
 			fenceAddrs = append(fenceAddrs, p.Addr().String())
+		}
+		if mounts != nil {
+			fenceAddrs = append(fenceAddrs, mounts.Addr.Addr().String())
 		}
 		slices.Sort(fenceAddrs)
 	}
@@ -460,10 +475,16 @@ func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	// The storage as far as it goes: each step is tried whatever the one before did.
 	var errs []error
-	if be, err := newStorage(cfg, log); err != nil {
+	mounts, err := mountLinkOf(cfg)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if be, err := newStorage(cfg, mounts, log); err != nil {
 		errs = append(errs, err)
 	} else if err := be.Teardown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("storage: %w", err))
+	} else if mounts != nil {
+		errs = append(errs, mounts.Remove(ctx))
 	}
 	run := runner.Exec{}
 	for _, dir := range []string{filepath.Join(cfg.DataDir, "mounts"), filepath.Join(cfg.DataDir, "fs")} {

@@ -33,8 +33,9 @@ var (
 	_ nodeStorage = (*cephfs.Backend)(nil)
 )
 
-// newStorage is the backend cfg.Storage names.
-func newStorage(cfg config.Config, log *slog.Logger) (nodeStorage, error) {
+// newStorage is the backend cfg.Storage names; a CephFS backend mounts its
+// volumes in mounts's network namespace, if mounts is set (mountLinkOf).
+func newStorage(cfg config.Config, mounts *dataplane.MountLink, log *slog.Logger) (nodeStorage, error) {
 	if cfg.Storage == "" || cfg.Storage == "btrfs" {
 		// Above an overcommit ratio of 1 pools may promise more than the store
 		// holds: volumes are then thin-provisioned (their filesystems grow as they fill).
@@ -45,8 +46,35 @@ func newStorage(cfg config.Config, log *slog.Logger) (nodeStorage, error) {
 	if !ok {
 		return nil, fmt.Errorf("--storage %q: want btrfs or a cephfs:// URL", cfg.Storage)
 	}
-	return cephfs.New(cephfs.Options{Conf: cf.Conf, ID: cf.ID, Keyring: cf.Keyring, FS: cf.FS, Group: cf.Group,
-		DataDir: cfg.DataDir, Logger: log.With("component", "cephfs")}), nil
+	o := cephfs.Options{Conf: cf.Conf, ID: cf.ID, Keyring: cf.Keyring, FS: cf.FS, Group: cf.Group,
+		DataDir: cfg.DataDir, Logger: log.With("component", "cephfs")}
+	if mounts != nil {
+		o.NetNS = mounts.Path()
+	}
+	return cephfs.New(o), nil
+}
+
+// mountLinkOf is where a node with failover on CephFS mounts its volumes
+// from (dataplane.MountLink): the last address of --ceph-network's range, so
+// that a node taking over fences this one's mounts with its sandboxes. Nil
+// without failover, CephFS or --ceph-network (the mounts then use the host's
+// address, which is no node's alone).
+func mountLinkOf(cfg config.Config) (*dataplane.MountLink, error) {
+	if !cfg.Failover || cfg.CephNetwork == "" {
+		return nil, nil
+	}
+	if _, ok := cfg.CephFS(); !ok {
+		return nil, nil
+	}
+	cn, err := config.ParseCephNetwork(cfg.CephNetwork)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := cn.MountAddr(cfg.Networks)
+	if err != nil {
+		return nil, err
+	}
+	return dataplane.NewMountLink(cn.Bridge, addr, nil), nil
 }
 
 // cephLinkOf is the sandboxes' link to the CephFS's cluster (--ceph-network),

@@ -223,6 +223,7 @@ func TestCephFSFailover(t *testing.T) {
 	}
 	t.Logf("failover, NFSv3: writes paused %s (the last before the kill to the first after); node2 took the volumes %s after the kill, the client wrote again %s after that",
 		w.pauseAround(killed).Round(time.Millisecond), h1.Since.Sub(killed).Round(time.Millisecond), resumed.Sub(h1.Since).Round(time.Millisecond))
+	t.Logf("node2's fence: %s", grepLines(b.log.String(), "cut a lost node's clients off the storage"))
 	if p := w.pauseAround(killed); p > time.Minute {
 		t.Errorf("writes paused %s across the failover", p)
 	}
@@ -234,15 +235,21 @@ func TestCephFSFailover(t *testing.T) {
 		t.Errorf("v1 after the failover: %v, %v", v1["state"], v1["stateDetails"])
 	}
 	checkAcked(t, ctx, w)
+	// node1's sandbox's address and its volume mounts' (the last of its
+	// --ceph-network range).
 	blocklisted := func() bool {
 		out, err := cl.Ceph(ctx, "osd", "blocklist", "ls")
 		if err != nil {
 			t.Fatalf("osd blocklist ls: %v: %s", err, out)
 		}
-		return strings.Contains(string(out), cephSubnet+".100:0/0")
+		sb, mounts := strings.Contains(string(out), cephSubnet+".100:0/0"), strings.Contains(string(out), cephSubnet+".109:0/0")
+		if sb != mounts {
+			t.Errorf("node1's sandbox's Ceph address blocklisted: %v, its mounts': %v\n%s", sb, mounts, out)
+		}
+		return sb
 	}
 	if !blocklisted() {
-		t.Errorf("node1's Ceph address %s.100 is not on the blocklist after the failover", cephSubnet)
+		t.Errorf("node1's Ceph addresses %[1]s.100 and %[1]s.109 are not on the blocklist after the failover", cephSubnet)
 	}
 
 	// node1 back; node2 drained: both volumes move to node1 while the

@@ -58,6 +58,11 @@ type Options struct {
 	// DataDir is the node's data directory: volumes show in DataDir/mounts,
 	// as btrfs's; their ceph-fuse mounts and keyrings live under DataDir/cephfs.
 	DataDir string
+	// NetNS, if set, is the network namespace (its file, /run/netns/NAME)
+	// the ceph-fuse mounts run in, entering no other namespace: a node with
+	// failover gives them an address of their own there, which another node
+	// blocklists to fence this one (dataplane.MountLink).
+	NetNS string
 	// Runner runs ceph-fuse, mount and umount; nil = runner.Exec.
 	Runner runner.Runner
 	// Logger; nil discards.
@@ -402,8 +407,12 @@ func (b *Backend) attach(ctx context.Context, key string) error {
 	if err := os.MkdirAll(mp, 0o755); err != nil {
 		return err
 	}
-	if _, err := b.run.Run(ctx, "ceph-fuse", "--conf", b.o.Conf, "--id", b.userID(key), "--keyring", b.keyring(key),
-		"--client_mountpoint", p, mp, "-o", "nosuid,nodev,noexec"); err != nil {
+	name, args := "ceph-fuse", []string{"--conf", b.o.Conf, "--id", b.userID(key), "--keyring", b.keyring(key),
+		"--client_mountpoint", p, mp, "-o", "nosuid,nodev,noexec"}
+	if b.o.NetNS != "" {
+		name, args = "nsenter", append([]string{"--net=" + b.o.NetNS, "--", name}, args...)
+	}
+	if _, err := b.run.Run(ctx, name, args...); err != nil {
 		return fmt.Errorf("mount %s: %w", key, err)
 	}
 	return nil

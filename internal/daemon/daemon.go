@@ -96,15 +96,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	if mounts != nil {
-		if err := mounts.Ensure(ctx); err != nil {
-			return err
-		}
-	}
 	be, err := newStorage(cfg, mounts, log)
 	if err != nil {
 		return err
 	}
+	// The storage starts first: with failover it detaches what an earlier
+	// Basin left mounted (over the mounts' link as it was), then the link is
+	// made or checked.
 	if err := be.Start(ctx); err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
@@ -116,11 +114,21 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		// Unmounting must happen even though ctx is already cancelled.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		err = errors.Join(err, be.Stop(stopCtx))
-		if mounts != nil {
-			err = errors.Join(err, mounts.Remove(stopCtx))
+		stopErr := be.Stop(stopCtx)
+		err = errors.Join(err, stopErr)
+		if mounts != nil && stopErr == nil {
+			// Only with nothing mounted: a ceph-fuse left in it would lose
+			// its way to the cluster, and hang.
+			rmCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = errors.Join(err, mounts.Remove(rmCtx))
 		}
 	}()
+	if mounts != nil {
+		if err := mounts.Ensure(ctx); err != nil {
+			return err
+		}
+	}
 	// The volumes' space watcher (thin volumes grow as they fill; headroom a full
 	// volume borrowed is given back), stopped before the volumes are unmounted.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -475,16 +483,13 @@ func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	// The storage as far as it goes: each step is tried whatever the one before did.
 	var errs []error
-	mounts, err := mountLinkOf(cfg)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if be, err := newStorage(cfg, mounts, log); err != nil {
+	if be, err := newStorage(cfg, nil, log); err != nil {
 		errs = append(errs, err)
 	} else if err := be.Teardown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("storage: %w", err))
-	} else if mounts != nil {
-		errs = append(errs, mounts.Remove(ctx))
+	} else {
+		// The volume mounts' namespace (failover), once nothing is mounted.
+		errs = append(errs, dataplane.RemoveRecordedMountLink(ctx, cfg.DataDir, nil))
 	}
 	run := runner.Exec{}
 	for _, dir := range []string{filepath.Join(cfg.DataDir, "mounts"), filepath.Join(cfg.DataDir, "fs")} {

@@ -74,7 +74,7 @@ func mountLinkOf(cfg config.Config) (*dataplane.MountLink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dataplane.NewMountLink(cn.Bridge, addr, nil), nil
+	return dataplane.NewMountLink(cfg.DataDir, cn.Bridge, addr, nil), nil
 }
 
 // cephLinkOf is the sandboxes' link to the CephFS's cluster (--ceph-network),

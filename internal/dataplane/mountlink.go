@@ -4,10 +4,14 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/basin-nas/basin/internal/runner"
@@ -31,40 +35,54 @@ type MountLink struct {
 	Bridge string
 	Addr   netip.Prefix
 	run    runner.Runner
+	// dataDir holds the record of the link made (mountLinkRecord), so that
+	// one made under other flags is found and removed.
+	dataDir string
+	id      string
 }
 
-// NewMountLink returns the link with address addr on bridge; Ensure makes it.
-func NewMountLink(bridge string, addr netip.Prefix, run runner.Runner) *MountLink {
+// mountLinkRecord is the file in the data directory naming the link made.
+const mountLinkRecord = "mountlink"
+
+// NewMountLink returns the link of the node with data directory dataDir, with
+// address addr on bridge; Ensure makes it.
+func NewMountLink(dataDir, bridge string, addr netip.Prefix, run runner.Runner) *MountLink {
 	if run == nil {
 		run = runner.Exec{}
 	}
-	return &MountLink{Bridge: bridge, Addr: addr, run: run}
-}
-
-// id is what the link's names share: two nodes on one host (each its own
-// address) never meet.
-func (l *MountLink) id() string {
-	h := sha1.Sum([]byte(l.Bridge + "," + l.Addr.String()))
-	return hex.EncodeToString(h[:4])
+	// What the link's names share: two nodes on one host (each its own data
+	// directory and address) never meet, and a restart finds its own.
+	h := sha1.Sum([]byte(dataDir + "\x00" + bridge + "," + addr.String()))
+	return &MountLink{Bridge: bridge, Addr: addr, run: run, dataDir: dataDir, id: hex.EncodeToString(h[:4])}
 }
 
 // Name is the network namespace's name (ip netns).
-func (l *MountLink) Name() string { return "basin-cm-" + l.id() }
+func (l *MountLink) Name() string { return mountNetns(l.id) }
 
 // Path is the namespace's file, for nsenter --net.
 func (l *MountLink) Path() string { return filepath.Join("/run/netns", l.Name()) }
 
 // veth is the host end of the link (at most 15 characters).
-func (l *MountLink) veth() string { return "bcm" + l.id() }
+func (l *MountLink) veth() string { return mountVeth(l.id) }
 
-// Ensure makes the namespace and its link, or keeps them if they are whole
-// (the mounts of a Basin that crashed are in them); a part left over is
-// removed and made again.
+func mountNetns(id string) string { return "basin-cm-" + id }
+func mountVeth(id string) string  { return "bcm" + id }
+
+// Ensure makes the namespace and its link, or keeps them if they are whole;
+// a part left over is removed and made again, and so is a link made before
+// under other flags (the data directory's record names it). The storage
+// detaches what was mounted before first (cephfs.Options.NetNS): nothing
+// may be left in a namespace that goes.
 func (l *MountLink) Ensure(ctx context.Context) error {
-	if l.whole(ctx) {
-		return nil
+	if old, err := os.ReadFile(filepath.Join(l.dataDir, mountLinkRecord)); err == nil && strings.TrimSpace(string(old)) != l.id {
+		if err := removeMountLink(ctx, l.run, strings.TrimSpace(string(old))); err != nil {
+			return fmt.Errorf("the volume mounts' link made under other flags: %w", err)
+		}
 	}
-	if err := l.Remove(ctx); err != nil {
+	if l.whole(ctx) {
+		return l.record()
+	}
+	if err := removeMountLink(ctx, l.run, l.id); err != nil {
 		return err
 	}
 	ns := l.Name()
@@ -84,7 +102,12 @@ func (l *MountLink) Ensure(ctx context.Context) error {
 			return fmt.Errorf("the volume mounts' Ceph link: %w", err)
 		}
 	}
-	return nil
+	return l.record()
+}
+
+// record names the link in the data directory.
+func (l *MountLink) record() error {
+	return writeFileAtomic(filepath.Join(l.dataDir, mountLinkRecord), []byte(l.id+"\n"), 0o600)
 }
 
 // whole reports whether the namespace is there with its link up, on the
@@ -97,6 +120,12 @@ func (l *MountLink) whole(ctx context.Context) bool {
 	if err != nil || filepath.Base(master) != l.Bridge {
 		return false
 	}
+	// The host end up (IFF_UP).
+	if flags, err := os.ReadFile(filepath.Join("/sys/class/net", l.veth(), "flags")); err != nil {
+		return false
+	} else if f, err := strconv.ParseUint(strings.TrimSpace(string(flags)), 0, 32); err != nil || f&1 == 0 {
+		return false
+	}
 	out, err := exec.CommandContext(ctx, "ip", "-n", l.Name(), "-o", "addr", "show", "dev", cephDev, "up").Output()
 	if err != nil || !strings.Contains(string(out), " "+l.Addr.String()+" ") {
 		return false
@@ -104,14 +133,49 @@ func (l *MountLink) whole(ctx context.Context) bool {
 	return exec.CommandContext(ctx, "ip", "netns", "exec", l.Name(), "nft", "list", "table", "inet", "basin_ceph_link").Run() == nil
 }
 
-// Remove deletes the link and the namespace; removing what is not there is
-// no error. A process still in the namespace loses its way to the cluster.
+// Remove deletes the link and the namespace, and the record of them;
+// removing what is not there is no error. A process still in the namespace
+// loses its way to the cluster.
 func (l *MountLink) Remove(ctx context.Context) error {
-	if err := deleteLink(ctx, l.run, l.veth()); err != nil {
+	if err := removeMountLink(ctx, l.run, l.id); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(l.dataDir, mountLinkRecord)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// RemoveRecordedMountLink removes the link the data directory's record names,
+// whatever the flags are now (basin teardown), and the record.
+func RemoveRecordedMountLink(ctx context.Context, dataDir string, run runner.Runner) error {
+	old, err := os.ReadFile(filepath.Join(dataDir, mountLinkRecord))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if run == nil {
+		run = runner.Exec{}
+	}
+	if err := removeMountLink(ctx, run, strings.TrimSpace(string(old))); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(dataDir, mountLinkRecord))
+}
+
+// removeMountLink deletes the link with id and its namespace.
+func removeMountLink(ctx context.Context, run runner.Runner, id string) error {
+	if id == "" || strings.ContainsAny(id, "/ ") {
+		return fmt.Errorf("a mounts' link record %q", id)
+	}
+	if err := deleteLink(ctx, run, mountVeth(id)); err != nil {
 		return fmt.Errorf("delete the volume mounts' Ceph link: %w", err)
 	}
-	if linkExistsAt(l.Path()) {
-		if _, err := l.run.Run(ctx, "ip", "netns", "delete", l.Name()); err != nil && linkExistsAt(l.Path()) {
+	path := filepath.Join("/run/netns", mountNetns(id))
+	if linkExistsAt(path) {
+		if _, err := run.Run(ctx, "ip", "netns", "delete", mountNetns(id)); err != nil && linkExistsAt(path) {
 			return fmt.Errorf("delete the volume mounts' namespace: %w", err)
 		}
 	}

@@ -79,6 +79,12 @@ type Backend struct {
 	mounts string // DataDir/mounts: what sandboxes see (MountPath and the like)
 	ch     *channel
 
+	// monHost is the monitors' addresses as the monitors give them (with
+	// NetNS, read once, by monitors): a mount in the namespace has no
+	// resolver and no route but the Ceph network's, so it is given no names.
+	monMu   sync.Mutex
+	monHost string
+
 	mu      sync.Mutex
 	paths   map[string]string // key -> subvolume path, once read
 	snaps   map[string]string // key@snap -> its entry in .snap, once found
@@ -128,6 +134,14 @@ func (b *Backend) Start(ctx context.Context) error {
 	} else if !ok {
 		if _, err := b.run.Run(ctx, "mount", "--bind", "--make-private", b.fsDir, b.fsDir); err != nil {
 			return fmt.Errorf("cephfs: bind %s: %w", b.fsDir, err)
+		}
+	}
+	if b.o.NetNS != "" {
+		if err := b.dropOldMounts(ctx); err != nil {
+			return fmt.Errorf("cephfs: %w", err)
+		}
+		if _, err := b.monitors(ctx); err != nil {
+			return err
 		}
 	}
 	if err := b.dropDeadMounts(ctx); err != nil {
@@ -410,12 +424,54 @@ func (b *Backend) attach(ctx context.Context, key string) error {
 	name, args := "ceph-fuse", []string{"--conf", b.o.Conf, "--id", b.userID(key), "--keyring", b.keyring(key),
 		"--client_mountpoint", p, mp, "-o", "nosuid,nodev,noexec"}
 	if b.o.NetNS != "" {
+		// The monitors by address, and a mount that cannot reach them
+		// failing in 30 s, not libcephfs's 300.
+		mons, err := b.monitors(ctx)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--mon_host", mons, "--client_mount_timeout", "30")
 		name, args = "nsenter", append([]string{"--net=" + b.o.NetNS, "--", name}, args...)
 	}
 	if _, err := b.run.Run(ctx, name, args...); err != nil {
 		return fmt.Errorf("mount %s: %w", key, err)
 	}
 	return nil
+}
+
+// monitors is the cluster's mon_host, asked of the monitors the first time.
+func (b *Backend) monitors(ctx context.Context) (string, error) {
+	b.monMu.Lock()
+	defer b.monMu.Unlock()
+	if b.monHost != "" {
+		return b.monHost, nil
+	}
+	conf, err := b.ClientConf(ctx)
+	if err != nil {
+		return "", err
+	}
+	v, _ := confValue(conf, "mon_host")
+	if v == "" {
+		return "", fmt.Errorf("cephfs: the monitors' minimal configuration has no mon_host: %q", conf)
+	}
+	b.monHost = v
+	return v, nil
+}
+
+// dropOldMounts detaches every volume left mounted from before, with NetNS: a
+// failover node keeps nothing of its data plane across a restart, and a
+// ceph-fuse that outlived a crash of Basin may have been fenced since (its
+// session evicted, it never reconnects: kept, it would serve errors once its
+// address is let back in). A ceph-fuse that does not end after its unmount
+// is killed, and the volume detached again.
+func (b *Backend) dropOldMounts(ctx context.Context) error {
+	return b.detachAll(ctx, func(ctx context.Context, k string, err error) error {
+		b.log.Warn("a volume mounted before this start did not come down: killing its ceph-fuse", "volume", k, "err", err)
+		for _, pid := range fuseServing(b.fsPath(k)) {
+			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
+		}
+		return b.detach(ctx, k)
+	})
 }
 
 // dropIfDead detaches volume key when its ceph-fuse mount is there but no

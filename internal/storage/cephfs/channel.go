@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -44,20 +45,34 @@ func errno(err error) syscall.Errno {
 // channel is the backend's RADOS client (mgr.py through jsonline).
 type channel struct {
 	conf, id, keyring string
+	// wrap, if set, is the start of the helper's command line, before the
+	// interpreter (tests: an environment with a stand-in rados module).
+	wrap []string
 
 	once sync.Once
 	h    *jsonline.Helper
 }
 
 type answer struct {
-	RC  int    `json:"rc"`
+	RC  *int   `json:"rc"` // nil: no answer (taken as a failure, never as success)
 	Out string `json:"out"`
 	Err string `json:"err"`
 }
 
+// err is the refusal an answer to cmd carries, nil if it succeeded.
+func (a *answer) err(cmd map[string]any) error {
+	switch {
+	case a == nil || a.RC == nil:
+		return &cmdError{Cmd: fmt.Sprint(cmd["prefix"]), Errno: syscall.EIO, Msg: "the helper gave no answer"}
+	case *a.RC != 0:
+		return &cmdError{Cmd: fmt.Sprint(cmd["prefix"]), Errno: syscall.Errno(max(*a.RC, -*a.RC)), Msg: a.Err}
+	}
+	return nil
+}
+
 func (c *channel) helper() *jsonline.Helper {
 	c.once.Do(func() {
-		c.h = &jsonline.Helper{Name: "ceph channel (client." + c.id + ")", Argv: []string{python, "-c", mgrPy, c.conf, c.id, c.keyring}}
+		c.h = &jsonline.Helper{Name: "ceph channel (client." + c.id + ")", Argv: append(slices.Clone(c.wrap), python, "-c", mgrPy, c.conf, c.id, c.keyring)}
 	})
 	return c.h
 }
@@ -74,12 +89,8 @@ func (c *channel) call(ctx context.Context, target string, cmd map[string]any) (
 	if err != nil {
 		return nil, err
 	}
-	if a.RC != 0 {
-		rc := a.RC
-		if rc < 0 {
-			rc = -rc
-		}
-		return nil, &cmdError{Cmd: fmt.Sprint(cmd["prefix"]), Errno: syscall.Errno(rc), Msg: a.Err}
+	if err := a.err(cmd); err != nil {
+		return nil, err
 	}
 	return []byte(a.Out), nil
 }
@@ -88,7 +99,7 @@ func (c *channel) call(ctx context.Context, target string, cmd map[string]any) (
 // and returns each one's error, in order; err is the channel's own.
 func (c *channel) callAll(ctx context.Context, target string, cmds []map[string]any) (errs []error, err error) {
 	var a struct {
-		Answers []answer `json:"answers"`
+		Answers []*answer `json:"answers"`
 	}
 	err = c.helper().CallFunc(ctx, func() any {
 		return map[string]any{"target": target, "cmds": cmds, "timeout": timeoutOf(ctx)}
@@ -101,9 +112,7 @@ func (c *channel) callAll(ctx context.Context, target string, cmds []map[string]
 	}
 	errs = make([]error, len(cmds))
 	for i, an := range a.Answers {
-		if an.RC != 0 {
-			errs[i] = &cmdError{Cmd: fmt.Sprint(cmds[i]["prefix"]), Errno: syscall.Errno(max(an.RC, -an.RC)), Msg: an.Err}
-		}
+		errs[i] = an.err(cmds[i])
 	}
 	return errs, nil
 }

@@ -28,7 +28,8 @@ func TestFencingEndsMountSessions(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
 	addr := netip.MustParsePrefix("10.99.79.60/24")
-	ml := dataplane.NewMountLink(bridge, addr, nil)
+	linkDir := t.TempDir()
+	ml := dataplane.NewMountLink(linkDir, bridge, addr, nil)
 	if err := ml.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +46,13 @@ func TestFencingEndsMountSessions(t *testing.T) {
 	if err := b.Mount(ctx, key); err != nil {
 		t.Fatal(err)
 	}
+	var held *os.File
 	t.Cleanup(func() {
 		for _, pid := range fuseServing(b.fsPath(key)) {
 			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if held != nil {
+			held.Close() // after the kill: on a fenced mount it could wait
 		}
 	})
 	if err := os.WriteFile(filepath.Join(b.MountPath(key), "before"), []byte("before"), 0o644); err != nil {
@@ -81,7 +86,6 @@ func TestFencingEndsMountSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Close()
 
 	if err := b.FenceClients(ctx, []string{addr.Addr().String()}); err != nil {
 		t.Fatal(err)
@@ -139,5 +143,61 @@ func TestFencingEndsMountSessions(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(other.MountPath(key), "held")); err != nil || strings.Contains(string(got), "after") {
 		t.Fatalf("the file the fenced node held: %q %v, want it there without the write after the fence", got, err)
+	}
+
+	// The fenced node comes back (its Basin had crashed: its ceph-fuse,
+	// evicted, is still running; what had files open there died with Basin)
+	// and is let in again. Its start drops that mount, which would never
+	// serve again, so the volume mounts anew.
+	closed := make(chan struct{})
+	go func(f *os.File) { f.Close(); close(closed) }(held)
+	held = nil
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Log("closing the file on the fenced mount still waits")
+	}
+	if err := b.UnfenceClients(ctx, []string{addr.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := New(b.o)
+	if err := again.Start(ctx); err != nil {
+		t.Fatalf("start beside an evicted mount: %v", err)
+	}
+	defer again.Close()
+	if n := len(fuseServing(b.fsPath(key))); n != 0 {
+		t.Fatalf("%d ceph-fuse of the volume still running after the start", n)
+	}
+	if err := again.Mount(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(again.MountPath(key), "back"), []byte("back"), 0o644); err != nil {
+		t.Fatalf("a write once back: %v", err)
+	}
+	if n := sessionsFrom(addr.Addr().String()); n != 1 {
+		t.Errorf("%d MDS sessions from the mounts' address once back, want 1", n)
+	}
+	if err := again.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A link made under other flags (another address) goes when the new one
+	// is made: the data directory's record names it.
+	moved := dataplane.NewMountLink(linkDir, bridge, netip.MustParsePrefix("10.99.79.61/24"), nil)
+	if err := moved.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { moved.Remove(context.Background()) }) //nolint:errcheck // best effort
+	if _, err := os.Stat(ml.Path()); err == nil {
+		t.Errorf("the link made under the old flags is still there: %s", ml.Path())
+	}
+	if err := dataplane.RemoveRecordedMountLink(ctx, linkDir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(moved.Path()); err == nil {
+		t.Errorf("teardown left the recorded link: %s", moved.Path())
 	}
 }

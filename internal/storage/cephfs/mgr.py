@@ -31,7 +31,10 @@ def main():
             answers = [None] * len(req["cmds"])
 
             def one(i, cmd):
-                answers[i] = run(cluster, req["target"], cmd, timeout)
+                try:
+                    answers[i] = run(cluster, req["target"], cmd, timeout)
+                except BaseException as e:  # never a missing answer: Go would read it as success
+                    answers[i] = {"rc": -5, "out": "", "err": "helper: " + repr(e)}
 
             threads = [threading.Thread(target=one, args=(i, c)) for i, c in enumerate(req["cmds"])]
             for t in threads:
@@ -50,7 +53,7 @@ def run(cluster, target, cmd, timeout):
         else:
             rc, out, err = cluster.mon_command(json.dumps(cmd), b"", timeout=timeout)
     except rados.Error as e:
-        rc, out, err = -getattr(e, "errno", 5) or -5, b"", str(e)
+        rc, out, err = -(getattr(e, "errno", None) or 5), b"", str(e)
     return {"rc": rc, "out": text(out), "err": text(err)}
 
 

@@ -44,6 +44,19 @@ func (b *Backend) Teardown(ctx context.Context) error { return b.Stop(ctx) }
 // unmountNode detaches every volume with a mount point under fsDir, then
 // unmounts fsDir itself.
 func (b *Backend) unmountNode(ctx context.Context) error {
+	if err := b.detachAll(ctx, nil); err != nil {
+		return err
+	}
+	if ok, err := mountinfo.IsMountPoint(b.fsDir); err != nil || !ok {
+		return err
+	}
+	return b.unmountPath(ctx, b.fsDir)
+}
+
+// detachAll detaches every volume mounted under fsDir. When a detach fails
+// and again is set, again(key) has its go at it; what still fails is
+// returned, all of it.
+func (b *Backend) detachAll(ctx context.Context, again func(ctx context.Context, key string, err error) error) error {
 	keys, err := b.attachedKeys()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -53,17 +66,15 @@ func (b *Backend) unmountNode(ctx context.Context) error {
 	}
 	var errs []error
 	for _, k := range keys {
-		if err := b.detach(ctx, k); err != nil {
+		err := b.detach(ctx, k)
+		if err != nil && again != nil {
+			err = again(ctx, k, err)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s: %w", k, err))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	if ok, err := mountinfo.IsMountPoint(b.fsDir); err != nil || !ok {
-		return err
-	}
-	return b.unmountPath(ctx, b.fsDir)
+	return errors.Join(errs...)
 }
 
 // SharedStorage names the subvolume group every node of a cluster reaches
@@ -116,14 +127,24 @@ func (b *Backend) FenceClients(ctx context.Context, addrs []string) error {
 }
 
 // UnfenceClients implements storage.ClientFencer.
+// The addresses go all at once, as FenceClients's do.
 func (b *Backend) UnfenceClients(ctx context.Context, addrs []string) error {
-	for _, a := range addrs {
-		_, err := b.ch.call(ctx, "mon", map[string]any{"prefix": "osd blocklist", "blocklistop": "rm", "addr": a + ":0/0"})
+	cmds := make([]map[string]any, len(addrs))
+	for i, a := range addrs {
+		cmds[i] = map[string]any{"prefix": "osd blocklist", "blocklistop": "rm", "addr": a + ":0/0"}
+	}
+	errs, err := b.ch.callAll(ctx, "mon", cmds)
+	if err != nil {
+		return fmt.Errorf("take %s off the blocklist: %w", strings.Join(addrs, ", "), err)
+	}
+	for i, err := range errs {
 		if err != nil && errno(err) != syscall.ENOENT {
-			return fmt.Errorf("take %s off the blocklist: %w", a, err)
+			errs[i] = fmt.Errorf("take %s off the blocklist: %w", addrs[i], err)
+		} else {
+			errs[i] = nil
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // confValue returns key's value in a ceph.conf ("key = value" lines).

@@ -160,10 +160,10 @@ func startFailoverPair(t *testing.T, ctx context.Context, dbA func(string) strin
 	}
 	t.Cleanup(func() { p.st.Close() })
 	nfsPool(t, p.ca)
-	policy := map[string]any{"rules": []any{rule(a.subnet.String(), "READ_WRITE", true, false, "true")}}
+	policy := map[string]any{"rules": []any{rule(a.subnet.String(), "READ_WRITE", true, true, "true")}}
 	volume := func(id string) {
 		mutate(t, p.ca, "POST", loc+"/volumes?volumeId="+id, map[string]any{"shareName": id, "storagePool": "pool1", "capacityGib": "1",
-			"protocols": []string{"NFSV3"}, "unixPermissions": "0777", "exportPolicy": policy})
+			"protocols": []string{"NFSV3", "NFSV4"}, "unixPermissions": "0777", "exportPolicy": policy})
 	}
 	zone := func(id string) string {
 		var v client.Object
@@ -203,17 +203,43 @@ func TestCephFSFailover(t *testing.T) {
 	defer cancel()
 	p := startFailoverPair(t, ctx, nil)
 	a, b, cb, st, w, cl, flags := p.a, p.b, p.cb, p.st, p.w, p.cl, p.flags
+	// An NFSv4.1 client writes to the same volume from another host, all along.
+	w4, err := newNFS4Writer(ctx, a.host(151), endpoint(t, p.ca, "v1"), "v1", "failover-v4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop4 := w4.start(ctx)
+	defer stop4()
+	if err := w4.waitAcked(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+
+	// The NFSv3 client writes up to the kill (it stood still while the
+	// NFSv4.1 one started), so the pause measured is the failover's alone.
+	before := len(w.acked)
+	w.run(ctx, func() bool { return len(w.acked) >= before+3 })
 
 	// node1 dies: Basin, Ganesha and the rest of its data plane at once,
 	// and its sandbox's link.
 	killed := time.Now()
 	killNode(t, a)
-	before := len(w.acked)
+	before = len(w.acked)
+	acked4, _, _ := w4.snapshot()
 	w.run(ctx, func() bool { return len(w.acked) >= before+20 })
 	if len(w.acked) < before+20 {
 		t.Fatalf("the client wrote %d times after the failover, then the test's time ran out", len(w.acked)-before)
 	}
 	resumed := w.at[before]
+	if err := w4.waitAcked(ctx, len(acked4)+20); err != nil {
+		t.Fatalf("after the failover: %v", err)
+	}
+	_, at4, _ := w4.snapshot()
+	pause4 := longestGapAfter(at4, killed)
+	t.Logf("failover, NFSv4.1: writes paused %s (a new client ID and session at the same address, the file handle kept; its opens are not reclaimed)",
+		pause4.Round(time.Millisecond))
+	if pause4 > 30*time.Second {
+		t.Errorf("NFSv4.1 writes paused %s across the failover, want 30 s at most", pause4)
+	}
 	var h1 model.Hosting
 	if err := st.View(ctx, func(tx store.Tx) error { return tx.Get(store.KindHosting, model.HostingName("default", "node1"), &h1) }); err != nil {
 		t.Fatalf("no hosting of node1's volumes: %v", err)
@@ -277,6 +303,35 @@ func TestCephFSFailover(t *testing.T) {
 	if len(w.errors) > 0 {
 		t.Errorf("the client saw errors: %q", w.errors)
 	}
+	acked4, _, _ = w4.snapshot()
+	if err := w4.waitAcked(ctx, len(acked4)+5); err != nil {
+		t.Fatalf("after the drain: %v", err)
+	}
+	stop4()
+	acked4, at4, errs4 := w4.snapshot()
+	pause4 = longestGapAfter(at4, drainedAt)
+	t.Logf("drain, NFSv4.1: writes paused %s at most", pause4.Round(time.Millisecond))
+	// node1's Ganesha recorded the client before it was killed and starts
+	// in grace for it: the client's RECLAIM_COMPLETE (same owner, same
+	// address) ends that grace, not its 40 s period.
+	if pause4 > 10*time.Second {
+		t.Errorf("NFSv4.1 writes paused %s across the drain, want 10 s at most", pause4)
+	}
+	w4.mu.Lock()
+	t.Logf("the NFSv4.1 client (killed %s, drained %s): %s", killed.Format("15:04:05.000"), drainedAt.Format("15:04:05.000"), strings.Join(w4.events, "; "))
+	w4.mu.Unlock()
+	if len(errs4) > 0 {
+		t.Errorf("the NFSv4.1 client saw errors: %q", errs4)
+	}
+	for _, name := range acked4 {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := readPath(rctx, w.c, name)
+		cancel()
+		if err != nil || got != name {
+			t.Errorf("acknowledged NFSv4.1 write %s reads back %q, %v", name, got, err)
+		}
+	}
+	t.Logf("%d acknowledged NFSv4.1 writes read back", len(acked4))
 	for _, id := range []string{"v1", "v2"} {
 		var h model.Hosting
 		st.View(ctx, func(tx store.Tx) error {

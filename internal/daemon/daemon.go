@@ -128,6 +128,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 		if err := mounts.Ensure(ctx); err != nil {
 			return err
 		}
+	} else if kept, err := dataplane.DropUnusedMountLink(ctx, cfg.DataDir, nil); err != nil {
+		log.Warn("the volume mounts' link of an earlier start with --failover could not be removed", "err", err)
+	} else if kept {
+		log.Warn("the volume mounts' link of an earlier start with --failover is kept: volumes mounted through it are still served; a start after they are unmounted removes it")
 	}
 	// The volumes' space watcher (thin volumes grow as they fill; headroom a full
 	// volume borrowed is given back), stopped before the volumes are unmounted.

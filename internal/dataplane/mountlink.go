@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/basin-nas/basin/internal/runner"
 )
@@ -163,6 +164,59 @@ func RemoveRecordedMountLink(ctx context.Context, dataDir string, run runner.Run
 		return err
 	}
 	return os.Remove(filepath.Join(dataDir, mountLinkRecord))
+}
+
+// DropUnusedMountLink removes the link the data directory's record names, and
+// the record, unless a process still lives in its namespace: a node started
+// without failover after one with it (crashed, its ceph-fuse mounts left
+// serving through the link; the storage keeps live mounts) keeps the link
+// until they are gone, and a later start removes it. It reports whether a
+// link was kept for that.
+func DropUnusedMountLink(ctx context.Context, dataDir string, run runner.Runner) (kept bool, err error) {
+	old, err := os.ReadFile(filepath.Join(dataDir, mountLinkRecord))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	id := strings.TrimSpace(string(old))
+	if pids, err := pidsInNetns(filepath.Join("/run/netns", mountNetns(id))); err != nil {
+		return false, err
+	} else if len(pids) > 0 {
+		return true, nil
+	}
+	return false, RemoveRecordedMountLink(ctx, dataDir, run)
+}
+
+// pidsInNetns lists the processes whose network namespace is the one bound at
+// path; none if path is not there.
+func pidsInNetns(path string) ([]int, error) {
+	var ns syscall.Stat_t
+	if err := syscall.Stat(path, &ns); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) != nil {
+			continue // gone, or a kernel thread we may not look at
+		}
+		if st.Dev == ns.Dev && st.Ino == ns.Ino {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }
 
 // removeMountLink deletes the link with id and its namespace.

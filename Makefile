@@ -40,15 +40,16 @@ install: deb
 ## Python client).
 ## test/e2e runs in two tiers, each with its own timeout: the single-node tests,
 ## then the tests of several nodes and of CephFS (E2E_CLUSTER), which share a
-## private Ceph cluster.
+## private Ceph cluster; scripts/gotest.sh prints each test's time, and the
+## output of those that fail.
 E2E_CLUSTER := ^(TestCephFS|TestCluster|TestThreeNodes|TestPostgresStore)
 
 test:
 	scripts/setup.sh --test
 	$(MAKE) build lint check-generated
 	BASIN_REQUIRE_POSTGRES=1 BASIN_REQUIRE_MIT_KERBEROS=1 $(GO) test -count=1 -p 1 -timeout 45m $$($(GO) list ./... | grep -v '/test/e2e$$')   # one package at a time: the root tests share the host's mounts and loop devices
-	BASIN_REQUIRE_POSTGRES=1 BASIN_REQUIRE_MIT_KERBEROS=1 $(GO) test -count=1 -timeout 40m -skip '$(E2E_CLUSTER)' ./test/e2e
-	BASIN_REQUIRE_POSTGRES=1 BASIN_REQUIRE_MIT_KERBEROS=1 $(GO) test -count=1 -timeout 30m -run '$(E2E_CLUSTER)' ./test/e2e
+	BASIN_REQUIRE_POSTGRES=1 BASIN_REQUIRE_MIT_KERBEROS=1 GO=$(GO) scripts/gotest.sh -count=1 -timeout 40m -skip '$(E2E_CLUSTER)' ./test/e2e
+	BASIN_REQUIRE_POSTGRES=1 BASIN_REQUIRE_MIT_KERBEROS=1 GO=$(GO) scripts/gotest.sh -count=1 -timeout 30m -run '$(E2E_CLUSTER)' ./test/e2e
 	$(MAKE) fuzz
 	$(MAKE) e2e
 

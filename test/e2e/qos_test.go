@@ -216,18 +216,27 @@ func runLoads(t *testing.T, h *clienthost.Host, loads ...load) []float64 {
 // medianOf3 runs the loads three times and returns each one's median payload.
 func medianOf3(t *testing.T, h *clienthost.Host, loads ...load) []float64 {
 	t.Helper()
+	runs := runsOf3(t, h, loads...)
+	out := make([]float64, len(loads))
+	for i, r := range runs {
+		out[i] = r[1]
+	}
+	return out
+}
+
+// runsOf3 runs loads at once 3 times: each load's rates, sorted.
+func runsOf3(t *testing.T, h *clienthost.Host, loads ...load) [][]float64 {
+	t.Helper()
 	runs := make([][]float64, len(loads))
 	for range 3 {
 		for i, r := range runLoads(t, h, loads...) {
 			runs[i] = append(runs[i], r)
 		}
 	}
-	out := make([]float64, len(loads))
-	for i, r := range runs {
+	for _, r := range runs {
 		slices.Sort(r)
-		out[i] = r[1]
 	}
-	return out
+	return runs
 }
 
 // sandboxLink is the link the server's QoS tree lives on.

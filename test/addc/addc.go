@@ -119,8 +119,9 @@ type DC struct {
 	ConfPath, Krb5Conf string
 	// Dir is Options.Dir.
 	Dir string
-	// Startup is how long Start took.
-	Startup time.Duration
+	// Startup is how long Start took; Provision the part of it that
+	// provisioned the domain and made the fixture objects.
+	Startup, Provision time.Duration
 
 	veth   string
 	holder *exec.Cmd
@@ -177,9 +178,11 @@ func Start(ctx context.Context, o Options) (_ *DC, err error) {
 	if err := d.startNetwork(ctx, o, prefix); err != nil {
 		return nil, err
 	}
+	p0 := time.Now()
 	if err := d.provision(ctx); err != nil {
 		return nil, err
 	}
+	d.Provision = time.Since(p0)
 	if err := d.startSamba(); err != nil {
 		return nil, err
 	}
@@ -222,6 +225,7 @@ func StartT(t testing.TB, o Options) *DC {
 	if err != nil {
 		t.Fatalf("addc: %v", err)
 	}
+	t.Logf("addc: %s (%s) up in %v (provision %v)", d.FQDN, d.Addr, d.Startup.Round(time.Millisecond), d.Provision.Round(time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("addc: %s", d.sambaLog())

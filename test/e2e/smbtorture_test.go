@@ -40,8 +40,9 @@ var tortureSuites = []string{"smb2.session", "smb2.create", "smb2.streams", "smb
 // tortureSplit names, per suite, the subtests that run in a lane of their
 // own beside the suite's others: those that wait out break timeouts.
 // TestSMBTorture logs each run's slowest subtests; on 2026-12-02 smb2.lease
-// took 183 s, of which timeout 38 s, oplock 30 s and break 24 s.
-var tortureSplit = map[string][]string{"smb2.lease": {"timeout", "oplock", "break"}}
+// took 183 s, of which timeout 38 s, oplock 30 s and break 24 s, and
+// smb2.oplock 109 s, of which batch22a 36 s.
+var tortureSplit = map[string][]string{"smb2.lease": {"timeout", "oplock", "break"}, "smb2.oplock": {"batch22a"}}
 
 // tortureRun is one smbtorture run: suite's subtests, only those listed, or
 // all but those listed (names after "suite.").
@@ -182,12 +183,12 @@ func TestSMBTorture(t *testing.T) {
 	var targets []target
 	var bare *sambatest.Server
 	if !*updateTorture {
-		// Each kind of share runs its suites in three lanes side by side,
+		// Each kind of share runs its suites in five lanes side by side,
 		// each on a volume of its own (the suites' file names would collide
 		// on one): smb2.lease's three slowest subtests, about 1.5 minutes of
-		// break timeouts; its others, as long; and the other suites, about 2
-		// (smb2.oplock's break timeouts). In one lane they took 5, in two
-		// (smb2.lease alone) 3.
+		// break timeouts, and its others, as long; smb2.oplock's slowest,
+		// half a minute, and its others, 1.3; the other suites, under half a
+		// minute. In one lane they took 5 minutes, in two (smb2.lease alone) 3.
 		for _, s := range tortureShares {
 			body := map[string]any{"unixPermissions": "0777"}
 			if s.settings != nil {

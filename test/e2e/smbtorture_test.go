@@ -371,8 +371,8 @@ func tortureClientConf(t *testing.T) string {
 	return conf
 }
 
-// torture runs one smbtorture suite on the client host against unc as user
-// (NTLM, the password on PASSWD_FD).
+// torture runs smbtorture's tests (suites, or subtests of one) on the client
+// host against unc as user (NTLM, the password on PASSWD_FD).
 func (l *smbLab) torture(ctx context.Context, conf, unc, user, password string, tests []string) (string, error) {
 	r, err := smb.PasswordPipe(password)
 	if err != nil {

@@ -183,6 +183,68 @@ func TestDC(t *testing.T) {
 		}
 	})
 
+	// A second DC is a copy of the template the first one's start made: its DNS
+	// names its own address, never the first's nor the template's, and its site
+	// has its own subnet.
+	t.Run("copy of the template", func(t *testing.T) {
+		d2 := StartT(t, Options{Name: "bad2", Dir: t.TempDir(), Bridge: bridge, Addr: "10.99.70.20/24",
+			Gateway: "10.99.70.1", SiteSubnet: "10.99.72.0/24"})
+		if d2.MadeTemplate {
+			t.Errorf("the second DC provisioned a template of its own")
+		}
+		for _, name := range []string{d2.FQDN, d2.DNSDomain, "gc._msdcs." + d2.DNSDomain} {
+			addrs, err := d2.LookupA(ctx, name)
+			if err != nil || len(addrs) != 1 || addrs[0] != "10.99.70.20" {
+				t.Errorf("second DC: A %s = %v, %v; want [10.99.70.20]", name, addrs, err)
+			}
+			addrs, err = d.LookupA(ctx, name)
+			if err != nil || len(addrs) != 1 || addrs[0] != "10.99.70.10" {
+				t.Errorf("first DC: A %s = %v, %v; want [10.99.70.10]", name, addrs, err)
+			}
+		}
+		subnets := func(dc *DC) string {
+			out, err := dc.Exec(ctx, "ldbsearch", "-H", dc.path("state", "private", "sam.ldb"),
+				"-b", "CN=Subnets,CN=Sites,CN=Configuration,"+dc.BaseDN, "(objectClass=subnet)", "cn", "siteObject")
+			if err != nil {
+				t.Fatalf("subnets: %v", err)
+			}
+			var got []string
+			for _, l := range strings.Split(string(out), "\n") {
+				if v, ok := strings.CutPrefix(l, "cn: "); ok {
+					got = append(got, v)
+				} else if v, ok := strings.CutPrefix(l, "siteObject: "); ok {
+					got = append(got, strings.SplitN(v, ",", 2)[0])
+				}
+			}
+			return strings.Join(got, " ")
+		}
+		if got := subnets(d2); got != "10.99.72.0/24 CN=Branch" {
+			t.Errorf("second DC's subnets: %q", got)
+		}
+		if got := subnets(d); got != "10.99.70.0/24 CN=Branch" {
+			t.Errorf("first DC's subnets: %q", got)
+		}
+		for _, f := range []string{d2.ConfPath, d2.path("etc", "samba", "smb.conf")} {
+			b, err := os.ReadFile(f)
+			if err != nil || strings.Contains(string(b), "basin-addc-template-") || !strings.Contains(string(b), d2.Dir+"/state/private") {
+				t.Errorf("%s names the template's paths, or not the DC's (%v):\n%s", f, err, b)
+			}
+		}
+		templates.Lock()
+		var dirs []string
+		for _, dir := range templates.dirs {
+			dirs = append(dirs, dir)
+		}
+		templates.Unlock()
+		if len(dirs) != 1 {
+			t.Fatalf("templates: %v", dirs)
+		}
+		RemoveTemplates()
+		if _, err := os.Stat(dirs[0]); err == nil {
+			t.Errorf("RemoveTemplates left %s", dirs[0])
+		}
+	})
+
 	t.Run("ldap bind as delegated", func(t *testing.T) {
 		empty := d.path("etc", "empty.conf")
 		search := func(pw string) (string, error) {
@@ -339,6 +401,12 @@ log file = `+m+`/log.%m
 			}
 		}
 	})
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	RemoveTemplates()
+	os.Exit(code)
 }
 
 // FuzzParentDN: the parent is always a proper suffix of the DN, after a comma.

@@ -161,6 +161,7 @@ func startDC(ctx context.Context, dataDir string) *addc.DC {
 	if err != nil {
 		fatalf("smb section: AD DC: %v", err)
 	}
+	addc.RemoveTemplates() // the one DC is started
 	atExit(func() {
 		if err := dc.Close(); err != nil {
 			log.Printf("smb section: close the DC: %v", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/basin-nas/basin/internal/client"
 	"github.com/basin-nas/basin/internal/model"
 	"github.com/basin-nas/basin/internal/store"
+	"github.com/basin-nas/basin/test/addc"
 )
 
 var basinBin string
@@ -54,6 +55,7 @@ func TestMain(m *testing.M) {
 	for i := len(atExit) - 1; i >= 0; i-- {
 		atExit[i]()
 	}
+	addc.RemoveTemplates()
 	os.Exit(code)
 }
 

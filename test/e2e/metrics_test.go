@@ -54,9 +54,9 @@ func volumeMetricsStep(t *testing.T, c *client.Client, id string, from, to time.
 }
 
 // phase is what the metrics API says of [start, end), a load's run: the count
-// (rate × 10 s summed over the intervals touching it, so the phases are
-// separated by idle time longer than an interval) and the mean over the
-// intervals wholly inside it.
+// (rate × 10 s summed over the intervals touching it, so a phase starts once a
+// sampling pass has closed what came before: sampledPast) and the mean over
+// the intervals wholly inside it.
 type phase struct {
 	total  map[string]float64
 	inside map[string]float64
@@ -66,24 +66,9 @@ type phase struct {
 
 func measurePhase(t *testing.T, c *client.Client, id string, start, end time.Time, metrics ...string) phase {
 	t.Helper()
-	// The interval holding end must be complete: wait for a later one.
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		s := volumeMetrics(t, c, id, start.Add(-20*time.Second), end.Add(30*time.Second), metrics[0])[metrics[0]]
-		done := false
-		for _, p := range s.Points {
-			if p.Value != nil && p.Time.After(end) {
-				done = true
-			}
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sample after %s: %+v", end, s)
-		}
-		time.Sleep(time.Second)
-	}
+	// The interval holding end must be complete; a point, once served, never
+	// changes.
+	sampledPast(t, c, id, end, metrics[0], true)
 	ph := phase{total: map[string]float64{}, inside: map[string]float64{}, max: map[string]float64{}}
 	for name, s := range volumeMetrics(t, c, id, start.Add(-20*time.Second), end.Add(30*time.Second), metrics...) {
 		var sum float64
@@ -106,6 +91,29 @@ func measurePhase(t *testing.T, c *client.Client, id string, start, end time.Tim
 		ph.n = n
 	}
 	return ph
+}
+
+// sampledPast waits until the sampler has closed the 10-second interval
+// holding at: a point of metric covering at (or a later one) is served, with a
+// value when known is set. A phase starts after sampledPast(now + a margin for
+// counters that come late) so that its intervals hold nothing of what came
+// before; it ends with measurePhase, which waits for its last interval.
+func sampledPast(t *testing.T, c *client.Client, id string, at time.Time, metric string, known bool) {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		s := volumeMetrics(t, c, id, at.Add(-20*time.Second), at.Add(30*time.Second), metric)[metric]
+		for _, p := range s.Points {
+			// A point summarises (Time, Time+10s].
+			if !p.Time.Add(10*time.Second).Before(at) && (p.Value != nil || !known) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample of the interval holding %s: %+v", at, s)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // near reports whether got is within frac of want.
@@ -209,9 +217,8 @@ func (p *prometheus) query(q string, at time.Time) float64 {
 // TestVolumeMetrics: known loads from `basin bench --engine nfs` on a client host
 // against a real Basin volume, then what the metrics API and a real Prometheus
 // scraping Basin's /metrics say of them, Ganesha's counts and traffic control's
-// wire bytes. Each phase is followed by an idle
-// interval, so the sampler's 10-second intervals of one phase hold nothing of
-// another.
+// wire bytes. Each phase starts after a sampling pass, so the sampler's
+// 10-second intervals of one phase hold nothing of another.
 func TestVolumeMetrics(t *testing.T) {
 	s := newServer(t)
 	promTarget := freeAddr(t)
@@ -226,17 +233,17 @@ func TestVolumeMetrics(t *testing.T) {
 		res, _ := benchNFS(t, h, ep, "m1", args...)
 		return res
 	}
-	idle := func() { time.Sleep(12 * time.Second) }
+	// Before a phase, a sampling pass after what came before.
+	settle := func() { sampledPast(t, c, "m1", time.Now().Add(time.Second), "readIops", false) }
 
 	// 1. 4 KiB random reads at iodepth 16 for 30 s (the file is laid out first:
 	// writes, which this phase does not look at).
-	idle()
+	settle()
 	t0 := time.Now()
 	readStart := t0
 	res := bench("--name", "r", "--rw", "randread", "--bs", "4k", "--iodepth", "16", "--size", "16m", "--runtime", "30s", "--time_based")
 	t1 := time.Now()
 	ios, bytes, iops, latMs, runtime := benchJob(res, "read")
-	idle()
 	rd := measurePhase(t, c, "m1", t0, t1, "readIops", "readMibps", "readBlockKib", "readLatencyMs", "concurrency", "wireReadMibps", "atLimitShare")
 	t.Logf("randread: bench %.0f reads, %.0f IOPS, %.3f ms; metrics %.0f reads, %.0f IOPS over %d intervals, %.2f KiB, %.3f ms, concurrency %.2f",
 		ios, iops, latMs, rd.total["readIops"], rd.inside["readIops"], rd.n, rd.inside["readBlockKib"], rd.inside["readLatencyMs"], rd.inside["concurrency"])
@@ -274,7 +281,9 @@ func TestVolumeMetrics(t *testing.T) {
 		t.Errorf("atLimitShare up to %.3f far below the limit", m)
 	}
 	// Prometheus: the read bytes' rate over a window around the run, times the
-	// window, is what the run read.
+	// window, is what the run read. It scrapes each second: a few scrapes after
+	// the sampling pass that closed the run.
+	time.Sleep(3 * time.Second)
 	at := time.Now()
 	w := at.Sub(t0.Add(-5 * time.Second)).Round(time.Second)
 	promBytes := prom.query(fmt.Sprintf(`rate(basin_volume_read_bytes_total{volume="m1"}[%ds]) * %d`, int(w.Seconds()), int(w.Seconds())), at)
@@ -291,11 +300,11 @@ func TestVolumeMetrics(t *testing.T) {
 	}
 
 	// 2. 1 MiB sequential writes.
+	settle()
 	t0 = time.Now()
 	res = bench("--name", "w", "--rw", "write", "--bs", "1m", "--iodepth", "4", "--size", "256m")
 	t1 = time.Now()
 	wios, wbytes, _, _, _ := benchJob(res, "write")
-	idle()
 	wr := measurePhase(t, c, "m1", t0, t1, "writeIops", "writeMibps", "writeBlockKib", "wireWriteMibps")
 	t.Logf("write: bench %.0f writes, %.0f bytes; metrics %.0f writes, %.0f bytes, %.1f KiB", wios, wbytes,
 		wr.total["writeIops"], wr.total["writeMibps"]*(1<<20), wbytes/wr.total["writeIops"]/1024)
@@ -328,7 +337,7 @@ func TestVolumeMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	idle()
+	settle()
 	const listings = 400
 	t0 = time.Now()
 	for range listings {
@@ -337,7 +346,6 @@ func TestVolumeMetrics(t *testing.T) {
 		}
 	}
 	t1 = time.Now()
-	idle()
 	md := measurePhase(t, c, "m1", t0, t1, "metadataIops", "readIops", "writeIops")
 	t.Logf("listing: %d READDIRPLUS; metrics %.0f metadata requests, %.0f reads, %.0f writes", listings,
 		md.total["metadataIops"], md.total["readIops"], md.total["writeIops"])

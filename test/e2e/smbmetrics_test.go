@@ -33,15 +33,16 @@ func TestSMBVolumeMetrics(t *testing.T) {
 		}
 		return res
 	}
-	idle := func() { time.Sleep(12 * time.Second) }
+	// Before a phase, a sampling pass after what came before, smbd's late
+	// profile records (about a second after their requests) included.
+	settle := func() { sampledPast(t, l.c, sh.ID, time.Now().Add(2*time.Second), "writeIops", false) }
 
 	// 1. 64 KiB random reads at iodepth 8 for 20 s (the file laid out first).
-	idle()
+	settle()
 	t0 := time.Now()
 	res := bench("--name", "r", "--rw", "randread", "--bs", "64k", "--iodepth", "8", "--size", "64m", "--runtime", "20s", "--time_based")
 	t1 := time.Now()
 	ios, bytes, iops, latMs, runtime := benchJob(res, "read")
-	idle()
 	rd := measurePhase(t, l.c, sh.ID, t0, t1, "readIops", "readMibps", "readBlockKib", "readLatencyMs", "wireReadMibps")
 	t.Logf("smb randread: bench %.0f reads, %.0f bytes, %.0f IOPS, %.3f ms; metrics %.0f reads, %.0f bytes, %.2f KiB, %.3f ms, %.0f bytes on the wire",
 		ios, bytes, iops, latMs, rd.total["readIops"], rd.total["readMibps"]*(1<<20), rd.inside["readBlockKib"], rd.inside["readLatencyMs"],
@@ -65,11 +66,11 @@ func TestSMBVolumeMetrics(t *testing.T) {
 	}
 
 	// 2. 1 MiB sequential writes over a 256 MiB file for 12 s.
+	settle()
 	t0 = time.Now()
 	res = bench("--name", "w", "--rw", "write", "--bs", "1m", "--iodepth", "4", "--size", "256m", "--runtime", "12s", "--time_based")
 	t1 = time.Now()
 	wios, wbytes, _, _, _ := benchJob(res, "write")
-	idle()
 	wr := measurePhase(t, l.c, sh.ID, t0, t1, "writeIops", "writeMibps", "writeBlockKib", "wireWriteMibps")
 	t.Logf("smb write: bench %.0f writes, %.0f bytes; metrics %.0f writes, %.0f bytes, %.0f bytes on the wire", wios, wbytes,
 		wr.total["writeIops"], wr.total["writeMibps"]*(1<<20), wr.total["wireWriteMibps"]*(1<<20))
@@ -81,7 +82,7 @@ func TestSMBVolumeMetrics(t *testing.T) {
 	// 3. A connection shorter than a sampling pass (go-smb2: 16 writes of 1 MiB,
 	// then 4 s idle): Basin learns its share while it lives, and its writes
 	// count for the volume although it ends between two passes.
-	idle()
+	settle()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t0 = time.Now()
@@ -108,7 +109,6 @@ func TestSMBVolumeMetrics(t *testing.T) {
 	fs.Umount()
 	sess.Logoff()
 	t1 = time.Now()
-	idle()
 	short := measurePhase(t, l.c, sh.ID, t0, t1, "writeIops", "writeMibps")
 	t.Logf("short connection (%.1f s): metrics %.0f writes, %.0f bytes", t1.Sub(t0).Seconds(), short.total["writeIops"], short.total["writeMibps"]*(1<<20))
 	checkCounted(t, short, "write", 16, 16<<20)
@@ -156,8 +156,10 @@ func TestSMBMetricsRestart(t *testing.T) {
 			written++
 		}
 	}
-	pass := func() { time.Sleep(12 * time.Second) } // at least one sampling pass
-	pass()                                          // the connection placed, and read once
+	// At least one sampling pass after what came before, smbd's late profile
+	// records (about a second after their requests) included.
+	pass := func() { sampledPast(t, l.c, sh.ID, time.Now().Add(2*time.Second), "writeIops", false) }
+	pass() // the connection placed, and read once
 
 	t0 := time.Now()
 	write(16)

@@ -3,9 +3,10 @@
 # appear in a process's argv. With "rewrite_a": {"conf", "old", "new"} it first
 # changes every DNS A record of the domain's and forest's DNS partitions that holds
 # the address old to new (offline, in the sam.ldb of that smb.conf): a copy of a
-# template provisioned for another address. "@@SID:<name>@@" in an argument becomes the objectSid
-# of the account <name> (looked up in the sam.ldb of the command's -s smb.conf). A
-# failure names the command (its first two words, never its arguments) and stops.
+# template provisioned for another address. "@@SID:<name>@@" in an argument
+# becomes the objectSid of the account <name> (looked up in the sam.ldb of the
+# command's -s smb.conf). A failure names the command (its first two words, never
+# its arguments) and stops.
 import json
 import re
 import sys

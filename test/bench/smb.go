@@ -158,10 +158,10 @@ func startDC(ctx context.Context, dataDir string) *addc.DC {
 	defer cancel()
 	dc, err := addc.Start(ctx, addc.Options{Name: smbDCName, Dir: filepath.Join(dataDir, "addc"), Bridge: benchBridge,
 		Addr: smbDCAddr + "/24"})
+	addc.RemoveTemplates() // the one DC is started, or failed
 	if err != nil {
 		fatalf("smb section: AD DC: %v", err)
 	}
-	addc.RemoveTemplates() // the one DC is started
 	atExit(func() {
 		if err := dc.Close(); err != nil {
 			log.Printf("smb section: close the DC: %v", err)

@@ -47,10 +47,6 @@ func smallFS(t *testing.T, size int64) string {
 	return mnt
 }
 
-// fillFile writes random data to path in 1 MiB writes until the filesystem
-// refuses more or max bytes are written, syncing as it goes, and returns how many
-// bytes it was told were written (and synced), their SHA-256 and the error that
-// stopped it (nil if max was reached).
 // fillRandom fills buf (a multiple of 8 bytes long) from r, eight bytes a
 // call: a byte a call cost 20 s of CPU per test filling a 4 GiB store.
 func fillRandom(buf []byte, r *rand.Rand) {
@@ -59,6 +55,10 @@ func fillRandom(buf []byte, r *rand.Rand) {
 	}
 }
 
+// fillFile writes random data to path in 1 MiB writes until the filesystem
+// refuses more or max bytes are written, syncing as it goes, and returns how many
+// bytes it was told were written (and synced), their SHA-256 and the error that
+// stopped it (nil if max was reached).
 func fillFile(path string, max int64, seed uint64) (int64, [32]byte, error) {
 	var sum [32]byte
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)

@@ -79,8 +79,7 @@ func TestFullNames(t *testing.T) {
 	// fio analyze --volume of a run that just ended waits for Basin's sample
 	// of its end, up to 30 s (TestFioAnalyzeVolumeMetrics checks that): here
 	// only its first request counts, so it gives up at once.
-	defer func(w struct{ recent, max, poll time.Duration }) { sampleWait = w }(sampleWait)
-	sampleWait.max, sampleWait.poll = time.Millisecond, time.Millisecond
+	shortenSampleWait(t, time.Millisecond, time.Millisecond)
 	cases := []struct {
 		want string // the first request the command sends
 		args [][]string

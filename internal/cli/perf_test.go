@@ -11,6 +11,14 @@ import (
 	"time"
 )
 
+// shortenSampleWait makes fio analyze --volume wait at most wait for Basin's
+// sample of a run's end, asking every poll, until the test ends.
+func shortenSampleWait(t *testing.T, wait, poll time.Duration) {
+	saved := sampleWait
+	t.Cleanup(func() { sampleWait = saved })
+	sampleWait.max, sampleWait.poll = wait, poll
+}
+
 // fio analyze --volume reads the volume's metrics over the run (fio's JSON
 // says when it ended and how long it ran; the text form's file, when it was
 // written) and lets the time held at the limit decide the qos-ceiling finding.
@@ -97,8 +105,7 @@ func TestFioAnalyzeVolumeOverlap(t *testing.T) {
 	}
 
 	// Right after the run Basin has sampled up to 12:00:30: fio analyze waits for the interval of the run's end.
-	defer func(w struct{ recent, max, poll time.Duration }) { sampleWait = w }(sampleWait)
-	sampleWait.max, sampleWait.poll = 2*time.Second, time.Millisecond
+	shortenSampleWait(t, 2*time.Second, time.Millisecond)
 	fake.sampledTo, fake.sampling = end.Add(-8*time.Second), 5*time.Second
 	n := len(fake.queries)
 	out, errs, code = at(end.Add(3 * time.Second))

@@ -119,14 +119,14 @@ if ((${#need_pkgs[@]})); then
   fi
   # A fresh machine: while apt, the Ganesha and fio builds and the client
   # installs below run, compile Basin and its tests at low priority, as make
-  # test compiles them next (make build's -trimpath, go vet, the test binaries,
-  # the Go client module: about 7 minutes of 2 cores from a cold Go cache).
-  # This only fills the build cache: its failures are the real build's to
-  # report; setup waits for it at the end, so no test runs beside it.
+  # test compiles them next (make build and lint, whose go vet covers the Go
+  # client module, and the test binaries, linked and not run: about 7 minutes
+  # of 2 cores from a cold Go cache). This only fills the build cache: its
+  # failures are the real build's to report; setup waits for it at the end,
+  # so no test runs beside it.
   if [[ $mode == --test ]] && command -v go >/dev/null; then
     warm_log=$(mktemp /tmp/basin-setup-gowarm.XXXXXX)
-    setsid nice -n 19 bash -c 'go build -trimpath -o /dev/null ./cmd/basin && go vet ./... &&
-      go test -count=1 -exec /bin/true ./... && cd test/clients/go && go vet ./...' >"$warm_log" 2>&1 &
+    setsid nice -n 19 bash -c 'make --no-print-directory build lint && go test -count=1 -exec /bin/true ./...' >"$warm_log" 2>&1 &
     warm_pid=$!
   fi
   export DEBIAN_FRONTEND=noninteractive

@@ -27,20 +27,29 @@ func (s *Server) Readyz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, slog.LevelDebug, func(rq *request) {
 			rq.route = "/readyz"
-			if s.opts.Ready != nil && !s.opts.Ready() {
+			if why := s.NotReady(); why != "" {
 				rq.status = http.StatusServiceUnavailable
-				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				http.Error(w, why, http.StatusServiceUnavailable)
 				return
-			}
-			if s.opts.Health != nil {
-				if why := s.opts.Health.NotReady(); why != "" {
-					rq.status = http.StatusServiceUnavailable
-					http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
-					return
-				}
 			}
 			rq.status = http.StatusOK
 			io.WriteString(w, "ready\n")
 		})
 	})
+}
+
+// NotReady returns "" when the service can take requests (Options.Ready) and
+// its storage is healthy (Options.Health), and otherwise why not in a few words
+// naming no volume: what /readyz answers, and gRPC's health service
+// (internal/grpcapi).
+func (s *Server) NotReady() string {
+	if s.opts.Ready != nil && !s.opts.Ready() {
+		return "not ready"
+	}
+	if s.opts.Health != nil {
+		if why := s.opts.Health.NotReady(); why != "" {
+			return "not ready: " + why
+		}
+	}
+	return ""
 }

@@ -47,11 +47,12 @@ const (
 
 // grpcServer is the v1 API over gRPC on cfg.GRPCListen, TLS only.
 type grpcServer struct {
-	g    *grpc.Server
-	ln   net.Listener
-	done chan error
-	log  *slog.Logger
-	once sync.Once
+	g      *grpc.Server
+	health *grpcapi.Health
+	ln     net.Listener
+	done   chan error
+	log    *slog.Logger
+	once   sync.Once
 }
 
 // serveGRPC listens on cfg.GRPCListen and serves a's API over gRPC with TLS
@@ -101,7 +102,8 @@ func serveGRPC(cfg config.Config, a *api.Server, log *slog.Logger, now time.Time
 	if t := cfg.HTTP.IdleTimeout; t > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: t}))
 	}
-	s := &grpcServer{g: grpcapi.New(a, opts...), ln: ln, done: make(chan error, 1), log: log}
+	g, health := grpcapi.New(a, opts...)
+	s := &grpcServer{g: g, health: health, ln: ln, done: make(chan error, 1), log: log}
 	go func() { s.done <- s.g.Serve(ln) }()
 	return s, nil
 }
@@ -125,6 +127,9 @@ func (s *grpcServer) Addr() net.Addr { return s.ln.Addr() }
 func (s *grpcServer) Stop(ctx context.Context) { s.once.Do(func() { s.stop(ctx) }) }
 
 func (s *grpcServer) stop(ctx context.Context) {
+	// Health checks answer NOT_SERVING from now on, and their Watch calls,
+	// which never end on their own, end.
+	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() { s.g.GracefulStop(); close(stopped) }()
 	select {

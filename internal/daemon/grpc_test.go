@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -314,5 +315,39 @@ func TestGRPCNoPingPerCall(t *testing.T) {
 	}
 	if streamWindow != grpcStreamWindow {
 		t.Errorf("stream window %d, want %d", streamWindow, grpcStreamWindow)
+	}
+}
+
+// The listener answers gRPC health checks over TLS without a token; a Watch
+// held open does not hold up a graceful stop: it is told NOT_SERVING and
+// ended, and Stop returns well before its deadline (without the health
+// service's Shutdown, GracefulStop waited for the Watch until the deadline).
+func TestGRPCHealth(t *testing.T) {
+	d := startGRPC(t, t.TempDir())
+	hc := healthgrpc.NewHealthClient(d.dial(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r, err := hc.Check(ctx, &healthgrpc.HealthCheckRequest{Service: "google.cloud.netapp.v1.NetApp"}); err != nil ||
+		r.GetStatus() != healthgrpc.HealthCheckResponse_SERVING {
+		t.Fatalf("Check: %v %v, want SERVING", r, err)
+	}
+	w, err := hc.Watch(ctx, &healthgrpc.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.Recv(); err != nil || r.GetStatus() != healthgrpc.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch: %v %v, want SERVING", r, err)
+	}
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stopCancel()
+	d.grpc.Stop(stopCtx)
+	if stopCtx.Err() != nil {
+		t.Error("Stop waited for the Watch until its deadline")
+	}
+	if r, err := w.Recv(); err != nil || r.GetStatus() != healthgrpc.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Watch at Stop: %v %v, want NOT_SERVING", r, err)
+	}
+	if _, err := w.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("Watch after Stop: %v, want UNAVAILABLE", err)
 	}
 }

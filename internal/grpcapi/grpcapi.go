@@ -7,7 +7,8 @@
 // are (api.Call.End), and its error answered as a google.rpc.Status with the
 // details REST's error body carries (api.ErrorStatus). Messages are converted
 // through REST's JSON (convert.go). The methods not served here answer
-// UNIMPLEMENTED with the message REST's 501 gives.
+// UNIMPLEMENTED with the message REST's 501 gives. grpc.health.v1.Health
+// (health.go) answers, without authentication, what REST's /readyz does.
 package grpcapi
 
 import (
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -92,6 +94,9 @@ var served = map[string]method{
 	locationsList: {collection: "locations", verb: "list", parent: true, form: "projects/{project}"},
 }
 
+// healthPrefix begins the full names of the health service's methods.
+var healthPrefix = "/" + healthgrpc.Health_ServiceDesc.ServiceName + "/"
+
 const (
 	locationForm = "projects/{project}/locations/{location}"
 	// The Locations service's methods (its genproto stubs name no constants).
@@ -106,15 +111,18 @@ type Server struct {
 }
 
 // New returns a gRPC server serving the NetApp, Operations and Locations
-// services on a. opts are passed
-// on to grpc.NewServer.
-func New(a *api.Server, opts ...grpc.ServerOption) *grpc.Server {
+// services on a, and grpc.health.v1.Health on a's readiness (its Shutdown is
+// for the caller to call before stopping the server). opts are passed on to
+// grpc.NewServer.
+func New(a *api.Server, opts ...grpc.ServerOption) (*grpc.Server, *Health) {
 	s := &Server{api: a}
 	g := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(s.intercept))...)
 	netapppb.RegisterNetAppServer(g, s)
 	longrunningpb.RegisterOperationsServer(g, &operations{api: a})
 	locationpb.RegisterLocationsServer(g, &locations{api: a})
-	return g
+	h := newHealth(a.NotReady)
+	healthgrpc.RegisterHealthServer(g, h)
+	return g, h
 }
 
 type nameKey struct{}
@@ -131,6 +139,9 @@ func nameOf(ctx context.Context) name {
 // answer UNIMPLEMENTED), and ends the call (audit, log), answering its error
 // as a google.rpc.Status.
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if strings.HasPrefix(info.FullMethod, healthPrefix) {
+		return h(ctx, req) // anonymous, as REST's /readyz (health.go)
+	}
 	short := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
 	ci := api.CallInfo{Method: info.FullMethod, Read: strings.HasPrefix(short, "Get") || strings.HasPrefix(short, "List")}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {

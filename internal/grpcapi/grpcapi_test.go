@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -50,6 +51,9 @@ type env struct {
 	locs  locationpb.LocationsClient
 	owner string // an access token of the owner account
 	st    store.Store
+	hc    healthgrpc.HealthClient
+	hs    *Health
+	api   *api.Server
 }
 
 // audits waits (REST audits after answering) until project p1's audit log
@@ -89,7 +93,7 @@ func newEnv(t *testing.T, opts ...func(*api.Options)) *env {
 	a := api.New(o)
 	rest := httptest.NewServer(a)
 	lis := bufconn.Listen(1 << 20)
-	g := New(a)
+	g, hs := New(a)
 	go g.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() }))
@@ -107,7 +111,8 @@ func newEnv(t *testing.T, opts ...func(*api.Options)) *env {
 	})
 	<-ctrl.Ready()
 	e := &env{t: t, rest: rest, grpc: netapppb.NewNetAppClient(conn), st: st,
-		ops: longrunningpb.NewOperationsClient(conn), locs: locationpb.NewLocationsClient(conn)}
+		ops: longrunningpb.NewOperationsClient(conn), locs: locationpb.NewLocationsClient(conn),
+		hc: healthgrpc.NewHealthClient(conn), hs: hs, api: a}
 	keyPath := filepath.Join(t.TempDir(), "owner.json")
 	if _, err := iam.BootstrapOwner(ctx, st, keyPath, rest.URL+"/token", time.Now()); err != nil {
 		t.Fatal(err)

@@ -4,10 +4,14 @@ trusted through grpc's channel credentials): the pool → volume → snapshot �
 update → revert → delete flow, long-running operations polled over
 google.longrunning.Operations, locations, and errors as gRPC statuses with REST's
 details."""
+import os
+
+import grpc
 import pytest
 from google.api_core import exceptions
 from google.cloud import netapp_v1
 from google.protobuf import field_mask_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import PARENT, Basin, _free_port, forge_key
 
@@ -113,3 +117,23 @@ def test_errors_over_grpc(basin_grpc, forged_key_grpc):
 def forged_key_grpc(basin_grpc, tmp_path):
     """basin_grpc's owner key file with an unknown key id."""
     return forge_key(basin_grpc, tmp_path)
+
+
+def test_health_over_grpc(basin_grpc):
+    """gRPC's own health client (grpcio-health-checking), as load balancers and
+    probes use it: no credentials beyond TLS; SERVING for the server and each
+    API service, NOT_FOUND for a service not served, and a Watch's first
+    answer."""
+    with open(os.path.join(basin_grpc.data_dir, "grpc-ca.pem"), "rb") as f:
+        tls = grpc.ssl_channel_credentials(root_certificates=f.read())
+    with grpc.secure_channel(basin_grpc.grpc_endpoint, tls) as ch:
+        stub = health_pb2_grpc.HealthStub(ch)
+        for service in ("", "google.cloud.netapp.v1.NetApp", "google.longrunning.Operations"):
+            r = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert r.status == health_pb2.HealthCheckResponse.SERVING, service
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Check(health_pb2.HealthCheckRequest(service="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        watch.cancel()

@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +58,13 @@ type grpcResult struct {
 	GetP50    map[string][]float64 `json:"getP50Ms"`
 	GetP99    map[string][]float64 `json:"getP99Ms"`
 	CreateP50 map[string][]float64 `json:"createP50Ms"`
+	// Google's Python client (google-cloud-netapp) over its REST transport
+	// and its default, gRPC (netapp_transports.py): GETs per round and
+	// transport, and per transport each round's GET median and 99th
+	// percentile in ms. Not measured (PythonGets 0) without the e2e venv.
+	PythonGets   int                  `json:"pythonGets,omitempty"`
+	PythonGetP50 map[string][]float64 `json:"pythonGetP50Ms,omitempty"`
+	PythonGetP99 map[string][]float64 `json:"pythonGetP99Ms,omitempty"`
 }
 
 // transport is one way of calling the API: a volume's GET, a volume's
@@ -67,7 +76,7 @@ type transport interface {
 	operationDone(ctx context.Context, op string) (bool, error)
 }
 
-func runGRPC(ctx context.Context, basin string, rounds, gets, creates int, staticWindows bool) grpcResult {
+func runGRPC(ctx context.Context, basin string, rounds, gets, creates, pythonGets int, staticWindows bool) grpcResult {
 	dir, err := os.MkdirTemp("", "basin-bench-grpc-")
 	if err != nil {
 		fatalf("%v", err)
@@ -126,7 +135,52 @@ func runGRPC(ctx context.Context, basin string, rounds, gets, creates int, stati
 			must(mutate(ctx, c, "DELETE", loc+"/volumes/"+id, nil))
 		}
 	}
+	if pythonGets > 0 {
+		pythonTransports(ctx, &res, "http://"+addr, gaddr, dir, rounds, pythonGets)
+	}
 	return res
+}
+
+// pythonTransports has Google's Python client GET the volume "target" over
+// REST and over gRPC (netapp_transports.py, in the e2e venv that
+// scripts/setup.sh --test makes), rounds rounds of gets GETs per transport,
+// and records each round's median and 99th percentile in res. Without the
+// venv it says so and measures nothing.
+func pythonTransports(ctx context.Context, res *grpcResult, restURL, grpcAddr, dataDir string, rounds, gets int) {
+	python, err := filepath.Abs(".venv/bin/python")
+	if err == nil {
+		_, err = os.Stat(python)
+	}
+	if err != nil {
+		log.Printf("grpc: Google's Python client not measured: no e2e venv (scripts/setup.sh --test makes it): %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "test/bench/netapp_transports.py", restURL, grpcAddr,
+		filepath.Join(dataDir, "grpc-ca.pem"), filepath.Join(dataDir, "owner-key.json"), grpcParent+"/volumes/target",
+		strconv.Itoa(rounds), strconv.Itoa(gets))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		fatalf("grpc: netapp_transports.py: %v\n%s", err, stderr.String())
+	}
+	res.PythonGets, res.PythonGetP50, res.PythonGetP99 = gets, map[string][]float64{}, map[string][]float64{}
+	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var round map[string]struct{ P50, P99 float64 }
+		if err := json.Unmarshal([]byte(line), &round); err != nil || len(round) != 2 {
+			fatalf("grpc: netapp_transports.py printed %q: %v", line, err)
+		}
+		for name, v := range round {
+			res.PythonGetP50[name] = append(res.PythonGetP50[name], v.P50)
+			res.PythonGetP99[name] = append(res.PythonGetP99[name], v.P99)
+		}
+		log.Printf("grpc round %d, Google's Python client: GET p50 REST %.3f ms, gRPC %.3f ms", i+1, round["rest"].P50, round["grpc"].P50)
+	}
+	if n := len(res.PythonGetP50["rest"]); n != rounds {
+		fatalf("grpc: netapp_transports.py gave %d rounds, want %d", n, rounds)
+	}
 }
 
 // turn is order as the i-th call takes it: which transport goes first
@@ -319,5 +373,12 @@ func (r grpcResult) markdown() string {
 	row("volume GET, p50", r.GetP50)
 	row("volume GET, p99", r.GetP99)
 	row("volume create → READY, p50", r.CreateP50)
+	if r.PythonGets > 0 {
+		fmt.Fprintf(&b, "\nGoogle's Python client (`google-cloud-netapp`), its REST transport against its default, gRPC: %d GETs of the volume per round "+
+			"and transport, on the same server, alternating.\n\n", r.PythonGets)
+		b.WriteString("| what | Python client, REST | Python client, gRPC | gRPC / REST |\n|---|---|---|---|\n")
+		row("volume GET, p50", r.PythonGetP50)
+		row("volume GET, p99", r.PythonGetP99)
+	}
 	return b.String()
 }

@@ -112,6 +112,7 @@ func main() {
 	withGRPC := flag.Bool("grpc", true, "also compare the API over gRPC with REST on one server: GET p50 and p99, create→READY, calls alternating")
 	grpcGets := flag.Int("grpc-gets", 1000, "volume GETs per round and transport in the grpc section")
 	grpcCreates := flag.Int("grpc-creates", 10, "volume creates per round and transport in the grpc section")
+	grpcPythonGets := flag.Int("grpc-python-gets", 400, "volume GETs per round and transport by Google's Python client over REST and gRPC in the grpc section (0: none)")
 	grpcStatic := flag.Bool("grpc-client-static-windows", false, "in the grpc section, a gRPC client with static HTTP/2 windows (no bandwidth-probe PINGs) instead of grpc-go's default")
 	withCephFS := flag.Bool("cephfs", true, "also measure CephFS: NFS sequential throughput of a Basin CephFS volume against a bare patched Ganesha's FSAL_CEPH export of the same (private) cluster and a Basin btrfs volume, and clone and revert per GiB")
 	cephfsRounds := flag.Int("cephfs-rounds", 3, "interleaved rounds of the cephfs section")
@@ -274,7 +275,7 @@ func main() {
 	if *withGRPC {
 		// A server of its own, with the others gone.
 		runCleanups()
-		g := runGRPC(ctx, *basin, *rounds, *grpcGets, *grpcCreates, *grpcStatic)
+		g := runGRPC(ctx, *basin, *rounds, *grpcGets, *grpcCreates, *grpcPythonGets, *grpcStatic)
 		rep.GRPC = &g
 	}
 	if *withCephFS {

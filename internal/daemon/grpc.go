@@ -127,8 +127,7 @@ func (s *grpcServer) Addr() net.Addr { return s.ln.Addr() }
 func (s *grpcServer) Stop(ctx context.Context) { s.once.Do(func() { s.stop(ctx) }) }
 
 func (s *grpcServer) stop(ctx context.Context) {
-	// Health checks answer NOT_SERVING from now on, and their Watch calls,
-	// which never end on their own, end.
+	// Health checks answer NOT_SERVING from now on, while calls drain.
 	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() { s.g.GracefulStop(); close(stopped) }()

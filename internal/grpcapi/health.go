@@ -2,7 +2,7 @@ package grpcapi
 
 import (
 	"context"
-	"time"
+	"sync/atomic"
 
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	"google.golang.org/grpc/codes"
@@ -17,14 +17,20 @@ import (
 // takes calls and its storage is healthy (what REST's /readyz answers 200
 // to), NOT_SERVING otherwise and from the moment the server begins to stop.
 // Its calls need no authentication, as /readyz needs none, and are neither
-// rate-limited nor audited; they tell nothing but that status. Every answer
-// is computed when asked (a Watch looks again every healthPoll), so no state
-// goes stale.
+// rate-limited nor audited; they tell nothing but that status, computed when
+// asked.
+//
+// Check and List are served; Watch answers UNIMPLEMENTED, which the protocol
+// tells clients to take as "not supported" (client-side health checking then
+// treats the server as healthy). A Watch lasts as long as its client likes,
+// and for all that time it would hold one of the few stream workers
+// (daemon's grpc.NumStreamWorkers) that keep calls cheap: with two Watch
+// calls open, every gRPC GET took ~35 µs (7 %) longer, and anyone may open
+// them.
 type Health struct {
 	healthgrpc.UnimplementedHealthServer
 	notReady func() string
-	stopping context.Context
-	stop     context.CancelFunc
+	stopped  atomic.Bool
 }
 
 // healthServices are the services whose health is reported: the server as a
@@ -32,18 +38,11 @@ type Health struct {
 var healthServices = []string{"", netapppb.NetApp_ServiceDesc.ServiceName,
 	longrunningpb.Operations_ServiceDesc.ServiceName, "google.cloud.location.Locations"}
 
-// healthPoll is how often a Watch looks at the status again.
-var healthPoll = time.Second
+func newHealth(notReady func() string) *Health { return &Health{notReady: notReady} }
 
-func newHealth(notReady func() string) *Health {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Health{notReady: notReady, stopping: ctx, stop: cancel}
-}
-
-// Shutdown reports every service NOT_SERVING from now on and ends the Watch
-// calls, each with NOT_SERVING and then UNAVAILABLE, so that a graceful stop
-// is not held up by calls that never end on their own.
-func (h *Health) Shutdown() { h.stop() }
+// Shutdown reports every service NOT_SERVING from now on: a client checking
+// while the server drains its calls is told to go elsewhere.
+func (h *Health) Shutdown() { h.stopped.Store(true) }
 
 // status is service's status now; ok is false for a service not served.
 func (h *Health) status(service string) (st healthgrpc.HealthCheckResponse_ServingStatus, ok bool) {
@@ -54,7 +53,7 @@ func (h *Health) status(service string) (st healthgrpc.HealthCheckResponse_Servi
 	switch {
 	case !known:
 		return healthgrpc.HealthCheckResponse_SERVICE_UNKNOWN, false
-	case h.stopping.Err() != nil || h.notReady() != "":
+	case h.stopped.Load() || h.notReady() != "":
 		return healthgrpc.HealthCheckResponse_NOT_SERVING, true
 	}
 	return healthgrpc.HealthCheckResponse_SERVING, true
@@ -80,32 +79,7 @@ func (h *Health) List(context.Context, *healthgrpc.HealthListRequest) (*healthgr
 	return out, nil
 }
 
-// Watch sends a service's status, then each change of it, until the client
-// ends the call or the server stops. A service not served is SERVICE_UNKNOWN,
-// and the call stays open, as the protocol asks.
-func (h *Health) Watch(in *healthgrpc.HealthCheckRequest, stream healthgrpc.Health_WatchServer) error {
-	t := time.NewTicker(healthPoll)
-	defer t.Stop()
-	last := healthgrpc.HealthCheckResponse_ServingStatus(-1)
-	for {
-		st, _ := h.status(in.GetService())
-		if st != last {
-			if err := stream.Send(&healthgrpc.HealthCheckResponse{Status: st}); err != nil {
-				return err
-			}
-			last = st
-		}
-		select {
-		case <-stream.Context().Done():
-			return status.FromContextError(stream.Context().Err()).Err()
-		case <-h.stopping.Done():
-			if st, _ := h.status(in.GetService()); st != last {
-				if err := stream.Send(&healthgrpc.HealthCheckResponse{Status: st}); err != nil {
-					return err
-				}
-			}
-			return status.Error(codes.Unavailable, "the server is shutting down")
-		case <-t.C:
-		}
-	}
+// Watch is not served (see Health).
+func (h *Health) Watch(*healthgrpc.HealthCheckRequest, healthgrpc.Health_WatchServer) error {
+	return status.Error(codes.Unimplemented, "grpc.health.v1.Health/Watch is not served: use Check")
 }

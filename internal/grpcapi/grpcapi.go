@@ -116,7 +116,7 @@ type Server struct {
 // grpc.NewServer.
 func New(a *api.Server, opts ...grpc.ServerOption) (*grpc.Server, *Health) {
 	s := &Server{api: a}
-	g := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(s.intercept))...)
+	g := grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(s.intercept), grpc.ForceServerCodecV2(newRequestCodec()))...)
 	netapppb.RegisterNetAppServer(g, s)
 	longrunningpb.RegisterOperationsServer(g, &operations{api: a})
 	locationpb.RegisterLocationsServer(g, &locations{api: a})
@@ -134,13 +134,17 @@ func nameOf(ctx context.Context) name {
 }
 
 // intercept runs every call as REST runs a request: it parses the request's
-// name, admits the call (authentication from the "authorization" metadata,
+// name (a request that did not decode, requestCodec, is INVALID_ARGUMENT
+// once the caller is admitted), admits the call (authentication from the "authorization" metadata,
 // rate limits, the permission), runs the method (the methods not served
 // answer UNIMPLEMENTED), and ends the call (audit, log), answering its error
 // as a google.rpc.Status.
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if strings.HasPrefix(info.FullMethod, healthPrefix) {
-		return h(ctx, req) // anonymous, as REST's /readyz (health.go)
+	if strings.HasPrefix(info.FullMethod, healthPrefix) { // anonymous, as REST's /readyz (health.go)
+		if why, bad := undecodable(req); bad {
+			return nil, status.Error(codes.InvalidArgument, "request is not a valid protobuf message: "+why)
+		}
+		return h(ctx, req)
 	}
 	short := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
 	ci := api.CallInfo{Method: info.FullMethod, Read: strings.HasPrefix(short, "Get") || strings.HasPrefix(short, "List")}
@@ -156,7 +160,10 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	var n name
 	var nameErr error
 	if isServed {
-		if n, nameErr = parseName(req, m); nameErr == nil {
+		if why, bad := undecodable(req); bad {
+			// Nothing of it is known: the caller is authenticated, and told.
+			nameErr = model.Invalid("request", "is not a valid protobuf message: %s", why)
+		} else if n, nameErr = parseName(req, m); nameErr == nil {
 			ci.Project, ci.Perm, ci.Resource = n.project, iam.NetappPermission(m.collection, m.verb), n.resource
 		}
 	} else {

@@ -54,6 +54,7 @@ type env struct {
 	hc    healthgrpc.HealthClient
 	hs    *Health
 	api   *api.Server
+	conn  *grpc.ClientConn
 }
 
 // audits waits (REST audits after answering) until project p1's audit log
@@ -112,7 +113,7 @@ func newEnv(t *testing.T, opts ...func(*api.Options)) *env {
 	<-ctrl.Ready()
 	e := &env{t: t, rest: rest, grpc: netapppb.NewNetAppClient(conn), st: st,
 		ops: longrunningpb.NewOperationsClient(conn), locs: locationpb.NewLocationsClient(conn),
-		hc: healthgrpc.NewHealthClient(conn), hs: hs, api: a}
+		hc: healthgrpc.NewHealthClient(conn), hs: hs, api: a, conn: conn}
 	keyPath := filepath.Join(t.TempDir(), "owner.json")
 	if _, err := iam.BootstrapOwner(ctx, st, keyPath, rest.URL+"/token", time.Now()); err != nil {
 		t.Fatal(err)

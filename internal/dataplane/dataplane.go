@@ -107,9 +107,9 @@ const DefaultGaneshaPrefix = "/usr/local/lib/basin/ganesha"
 // by name; special files' content never opened and no device nodes; requests in
 // flight over DBus for the watchdog; log lines at a bounded rate; POSIX ACLs
 // checked, GETATTR never opening a file's data, Basin_NTFS_Security exports;
-// docs/security.md). scripts/ganesha/build.sh records the set it applied in
+// ganesha-rados-grace exiting cleanly; docs/security.md). scripts/ganesha/build.sh records the set it applied in
 // <prefix>/BASIN-PATCHES.
-const GaneshaPatchSet = "basin-ganesha-4.3-10"
+const GaneshaPatchSet = "basin-ganesha-4.3-11"
 
 // Ganesha locates the NFS-Ganesha build sandboxes run.
 type Ganesha struct {

@@ -25,7 +25,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 
-PATCHSET=basin-ganesha-4.3-10
+PATCHSET=basin-ganesha-4.3-11
 PREFIX=${BASIN_GANESHA_PREFIX:-/usr/local/lib/basin/ganesha}
 CACHE=${BASIN_GANESHA_CACHE:-/var/cache/basin/ganesha}
 SRC_PACKAGE=nfs-ganesha
